@@ -1,0 +1,98 @@
+/*
+ * parleyd.conf(5): parsed once, in the supervisor, from a keyword table.
+ * Errors come back as "FILE:LINE: what was wrong".
+ */
+#ifndef PARLEY_CONFIG_H
+#define PARLEY_CONFIG_H
+
+#include <sys/queue.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_DEFAULT_PATH	"/etc/parleyd/parleyd.conf"
+
+enum cfg_fsync { CFG_FSYNC_ALWAYS, CFG_FSYNC_BATCH, CFG_FSYNC_NO };
+
+/*
+ * "listen 127.0.0.1:7777", "listen [::1]:7777", "listen 7777" (= 127.0.0.1).
+ * host is stored without brackets; loopback = 1 for 127.0.0.0/8, ::1
+ * (and ::ffff:127.x) or "localhost".
+ */
+struct cfg_listen {
+	char			 host[64];
+	char			 port[8];
+	TAILQ_ENTRY(cfg_listen)	 entry;
+	int			 loopback;
+	unsigned		 line;		/* 0 = built-in default */
+};
+
+/* token SECRET role ROLE [session ID], or token-env VAR role ROLE [...]. */
+struct cfg_token {
+	char			*secret;
+	char			 role[16];	/* user|agent|observer|admin */
+	char			*session;	/* NULL = any session */
+	TAILQ_ENTRY(cfg_token)	 entry;
+	unsigned		 line;
+};
+
+/* provider NAME { type script; reply "..."; chunk N; delay DURATION } */
+struct cfg_provider {
+	char			 name[64];
+	char			 type[16];
+	char			*reply;
+	unsigned		 chunk;		/* default 4, 1..65536 */
+	unsigned		 delay_ms;	/* default 20 */
+	TAILQ_ENTRY(cfg_provider) entry;
+	unsigned		 line;		/* 0 = built-in demo */
+};
+
+struct config {
+	char			*path;		/* NULL for built-in defaults */
+	TAILQ_HEAD(, cfg_listen) listens;	/* default 127.0.0.1:7777 */
+	unsigned		 workers;	/* 0 = auto (one per CPU) */
+	char			*state_dir;	/* default /var/lib/parleyd */
+	char			*store;		/* "local" */
+	enum cfg_fsync		 fsync;		/* default batch */
+	uint64_t		 retention_ms;	/* default 24h */
+	uint64_t		 idle_timeout_ms;	/* default 10m */
+	uint64_t		 flush_interval_ms;	/* default 20ms, 0..1000ms */
+	uint64_t		 heartbeat_ms;		/* default 15s */
+	uint64_t		 handshake_timeout_ms;	/* default 10s */
+	uint64_t		 shutdown_timeout_ms;	/* default 10s */
+	size_t			 max_request_line;	/* default 8k */
+	size_t			 max_header_size;	/* default 16k */
+	unsigned		 max_headers;		/* default 64 */
+	size_t			 max_body;		/* default 1m */
+	size_t			 max_frame;		/* default 1m */
+	size_t			 max_message;		/* default 1m */
+	unsigned		 max_json_depth;	/* default 32 */
+	size_t			 max_output_buffer;	/* default 256k */
+	unsigned		 max_sessions;		/* per worker, default 10000 */
+	unsigned		 max_connections;	/* per worker, default 20000 */
+	unsigned		 max_conn_per_addr;	/* default 1000, 0 = unlimited */
+	char			*default_provider;	/* default "demo" */
+	TAILQ_HEAD(, cfg_provider) providers;
+	TAILQ_HEAD(, cfg_token)	 tokens;
+	char			*log_level;	/* error|warn|info|debug, default info */
+	char			*pid_file;	/* default NULL (none) */
+};
+
+/* Built-in defaults, with the "demo" script provider as default provider. */
+struct config		*config_default(void);
+/*
+ * Parses path. If must_exist is 0 and the file does not exist, returns the
+ * defaults (path NULL). On error returns NULL with "file:line: reason" (or
+ * "file: strerror") in err.
+ */
+struct config		*config_load(const char *path, int must_exist, char *err,
+			    size_t errlen);
+/* Same from a string (for tests); name is used in messages. */
+struct config		*config_parse_string(const char *name, const char *text,
+			    char *err, size_t errlen);
+void			 config_free(struct config *);
+const struct cfg_provider *config_provider(const struct config *,
+			    const char *name);
+/* Every directive the parser knows, NULL-terminated. */
+const char *const	*config_directives(void);
+
+#endif

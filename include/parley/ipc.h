@@ -1,0 +1,108 @@
+/*
+ * Supervisor <-> worker messages over a Unix stream socket.  Every message
+ * is a fixed header followed by a payload whose size is checked against its
+ * type; a connection's file descriptor travels with the message (SCM_RIGHTS
+ * on the message's first byte).  Anything unexpected is fatal to the
+ * receiver's view of the peer: a worker exits, the supervisor restarts the
+ * worker that sent it.
+ */
+#ifndef PARLEY_IPC_H
+#define PARLEY_IPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#define IPC_VERSION	1
+#define IPC_MAX_PAYLOAD	(4u * 1024 * 1024)
+#define IPC_SID_MAX	128	/* bytes of a session id, without NUL */
+
+enum ipc_type {
+	IPC_HELLO = 1,		/* W->S: ready; payload struct ipc_hello */
+	IPC_CONN,		/* S->W: fd + struct ipc_conn + bytes */
+	IPC_REROUTE,		/* W->S: fd + struct ipc_conn + bytes */
+	IPC_RELEASED,		/* W->S: struct ipc_sess: no longer in memory */
+	IPC_ADOPT,		/* S->W: struct ipc_sess: re-open, a turn may be cut */
+	IPC_STATS,		/* W->S: struct ipc_stats */
+	IPC_SHUTDOWN,		/* S->W: struct ipc_shutdown */
+	IPC_TYPE_MAX
+};
+
+#define IPC_F_FD	0x1
+
+struct ipc_hdr {
+	uint16_t	version;
+	uint16_t	type;
+	uint32_t	flags;
+	uint32_t	len;		/* payload bytes after the header */
+};
+
+struct ipc_hello {
+	uint32_t	slot;
+	uint32_t	pid;
+};
+
+enum ipc_conn_kind {
+	IPC_CONN_HTTP = 1,	/* bytes: the raw request read so far */
+	IPC_CONN_WS_CHAT,	/* upgraded /chat: bytes = first message, then raw frames */
+};
+
+enum ipc_role {
+	IPC_ROLE_OBSERVER = 1, IPC_ROLE_USER, IPC_ROLE_AGENT, IPC_ROLE_ADMIN
+};
+
+struct ipc_conn {
+	uint32_t	kind;
+	uint32_t	role;
+	uint32_t	first_len;	/* WS_CHAT: bytes of the first message */
+	uint32_t	bytes_len;	/* bytes following this struct */
+	uint64_t	conn_id;	/* request id carried into logs */
+	char		session[IPC_SID_MAX + 1];	/* routed session, or "" */
+	char		scope[IPC_SID_MAX + 1];		/* token scope, or "" */
+	char		peer[64];
+};
+
+struct ipc_sess {
+	char		session[IPC_SID_MAX + 1];
+};
+
+struct ipc_stats {
+	uint32_t	sessions;
+	uint32_t	connections;
+	uint32_t	running;	/* sessions with a turn in progress */
+	uint32_t	pad;
+	uint64_t	events;		/* events appended since start */
+};
+
+enum ipc_shutdown_mode { IPC_SHUT_TERMINATE = 1, IPC_SHUT_DRAIN };
+
+struct ipc_shutdown {
+	uint32_t	mode;
+	uint32_t	timeout_ms;
+};
+
+struct event_base;
+struct ipc_chan;
+
+/*
+ * Called for each complete message; payload is valid only during the call
+ * and fd (or -1) becomes the callee's.  type 0 means the peer closed or the
+ * stream broke.  Returning -1 declares the message unexpected: the channel
+ * stops reading and the owner is told through a type-0 call.  The callback
+ * must not free the channel; the owner defers that to its event loop.
+ */
+typedef int (*ipc_cb)(struct ipc_chan *, const struct ipc_hdr *,
+    const void *payload, int fd, void *arg);
+
+struct ipc_chan	*ipc_chan_new(struct event_base *, int fd, ipc_cb, void *arg);
+void		 ipc_chan_free(struct ipc_chan *);	/* closes the socket */
+/* Queues a message; fd (or -1) is sent with it and closed once sent. */
+int		 ipc_send(struct ipc_chan *, enum ipc_type, int fd,
+		    const void *p1, size_t l1, const void *p2, size_t l2);
+size_t		 ipc_pending(const struct ipc_chan *);
+/* Checks a header and payload size for its type: 0 ok, -1 with a reason. */
+int		 ipc_check(const struct ipc_hdr *, int have_fd, const char **why);
+/* Blocks until everything queued is written (shutdown paths only). */
+void		 ipc_flush(struct ipc_chan *, int timeout_ms);
+
+#endif

@@ -1,0 +1,49 @@
+/*
+ * Protocol v1 envelope (PROTOCOL.md): validation of client messages and the
+ * encoding of connection-level replies.  Logged events are encoded by the
+ * session, which owns seq.
+ */
+#ifndef PARLEY_PROTO_H
+#define PARLEY_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#define PROTO_VERSION	1
+#define PROTO_ID_MAX	128	/* client message id bytes */
+
+struct proto_in {
+	cJSON		*root;		/* owned */
+	const char	*type;
+	const char	*session;
+	const char	*id;		/* client message id or NULL */
+};
+
+/*
+ * Parses one client message.  0 with in filled, or -1 with *code set to
+ * "PROTOCOL_MISMATCH" or "BAD_REQUEST" and msg naming the field.  A
+ * message that cannot be parsed at all still yields *sid_out = NULL.
+ */
+int	proto_parse(const char *text, size_t len, unsigned max_depth,
+	    struct proto_in *in, const char **code, char *msg, size_t msglen);
+void	proto_in_free(struct proto_in *);
+
+/* Typed field access; -1 with msg naming the field when absent (and
+ * required) or ill-typed.  An absent optional field leaves *out alone. */
+int	proto_str(const cJSON *, const char *field, int required,
+	    size_t maxlen, const char **out, char *msg, size_t msglen);
+int	proto_u64(const cJSON *, const char *field, int required,
+	    uint64_t *out, char *msg, size_t msglen);
+
+/* A connection-level event (no seq): {"v":1,"type":T,"sessionId":S,...}.
+ * body (may be NULL) is consumed; returns malloc'd text. */
+char	*proto_reply(const char *type, const char *sid, cJSON *body);
+/* An error event; severity "warning", "recoverable" or "fatal". */
+char	*proto_error(const char *sid, const char *code, const char *message,
+	    const char *severity, cJSON *extra);
+/* New object {"v":1,"type":T,"sessionId":S}. */
+cJSON	*proto_head(const char *type, const char *sid);
+
+#endif

@@ -1,0 +1,16 @@
+#ifndef PARLEY_UTIL_H
+#define PARLEY_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+uint64_t	util_now_ms(void);		/* wall clock, Unix ms */
+uint64_t	util_mono_ms(void);		/* monotonic ms */
+/* "2026-02-16T10:05:33.218Z" into out (at least 25 bytes). */
+void		util_iso8601(char out[32], uint64_t ms);
+/* n random bytes as 2n lowercase hex chars + NUL into out. */
+void		util_randhex(char *out, size_t nbytes);
+struct timeval;
+void		util_tv(struct timeval *, uint64_t ms);
+
+#endif

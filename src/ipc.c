@@ -1,0 +1,364 @@
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "parley/ipc.h"
+#include "parley/log.h"
+
+#define IPC_MAX_FDS	16	/* fds in flight before the header that owns them */
+
+struct ipc_out {
+	TAILQ_ENTRY(ipc_out)	 entry;
+	unsigned char		*data;
+	size_t			 len;
+	size_t			 off;
+	int			 fd;
+};
+
+struct ipc_chan {
+	int			 fd;
+	struct event		*rev;
+	struct event		*wev;
+	struct evbuffer		*in;
+	TAILQ_HEAD(, ipc_out)	 out;
+	size_t			 out_bytes;
+	int			 fds[IPC_MAX_FDS];
+	int			 nfds;
+	int			 dead;
+	ipc_cb			 cb;
+	void			*arg;
+};
+
+int
+ipc_check(const struct ipc_hdr *h, int have_fd, const char **why)
+{
+	static const struct {
+		size_t	min, max;
+		int	fd;
+	} rule[IPC_TYPE_MAX] = {
+		[IPC_HELLO] = { sizeof(struct ipc_hello), sizeof(struct ipc_hello), 0 },
+		[IPC_CONN] = { sizeof(struct ipc_conn), IPC_MAX_PAYLOAD, 1 },
+		[IPC_REROUTE] = { sizeof(struct ipc_conn), IPC_MAX_PAYLOAD, 1 },
+		[IPC_RELEASED] = { sizeof(struct ipc_sess), sizeof(struct ipc_sess), 0 },
+		[IPC_ADOPT] = { sizeof(struct ipc_sess), sizeof(struct ipc_sess), 0 },
+		[IPC_STATS] = { sizeof(struct ipc_stats), sizeof(struct ipc_stats), 0 },
+		[IPC_SHUTDOWN] = { sizeof(struct ipc_shutdown), sizeof(struct ipc_shutdown), 0 },
+	};
+
+	if (h->version != IPC_VERSION) {
+		*why = "wrong ipc version";
+		return -1;
+	}
+	if (h->type == 0 || h->type >= IPC_TYPE_MAX) {
+		*why = "unknown message type";
+		return -1;
+	}
+	if (h->len < rule[h->type].min || h->len > rule[h->type].max) {
+		*why = "payload size wrong for its type";
+		return -1;
+	}
+	if ((h->flags & ~IPC_F_FD) != 0) {
+		*why = "unknown flags";
+		return -1;
+	}
+	if (rule[h->type].fd != ((h->flags & IPC_F_FD) != 0) ||
+	    rule[h->type].fd != have_fd) {
+		*why = "descriptor missing or unexpected";
+		return -1;
+	}
+	return 0;
+}
+
+static void
+chan_fail(struct ipc_chan *c)
+{
+	struct ipc_hdr h;
+
+	if (c->dead)
+		return;
+	c->dead = 1;
+	event_del(c->rev);
+	event_del(c->wev);
+	memset(&h, 0, sizeof(h));
+	c->cb(c, &h, NULL, -1, c->arg);
+}
+
+/* Hands every complete message in c->in to the callback. */
+static void
+chan_dispatch(struct ipc_chan *c)
+{
+	struct ipc_hdr h;
+	const char *why;
+	unsigned char *p;
+	int fd;
+
+	while (!c->dead && evbuffer_get_length(c->in) >= sizeof(h)) {
+		evbuffer_copyout(c->in, &h, sizeof(h));
+		if (ipc_check(&h, (h.flags & IPC_F_FD) && c->nfds > 0,
+		    &why) == -1) {
+			log_warnx("ipc: %s (type %u, %u bytes)", why,
+			    h.type, h.len);
+			chan_fail(c);
+			return;
+		}
+		if (evbuffer_get_length(c->in) < sizeof(h) + h.len)
+			return;
+		fd = -1;
+		if (h.flags & IPC_F_FD) {
+			fd = c->fds[0];
+			memmove(c->fds, c->fds + 1,
+			    sizeof(int) * (size_t)(--c->nfds));
+		}
+		p = evbuffer_pullup(c->in, (ev_ssize_t)(sizeof(h) + h.len));
+		if (c->cb(c, &h, p + sizeof(h), fd, c->arg) == -1) {
+			log_warnx("ipc: unexpected message type %u", h.type);
+			chan_fail(c);
+			return;
+		}
+		evbuffer_drain(c->in, sizeof(h) + h.len);
+	}
+}
+
+static void
+chan_read(evutil_socket_t fd, short ev, void *arg)
+{
+	struct ipc_chan *c = arg;
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS)];
+	} cm;
+	struct cmsghdr *cmsg;
+	struct msghdr msg;
+	struct iovec iov;
+	char buf[65536];
+	ssize_t n;
+	int i, nf, *fds;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = sizeof(buf);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cm.buf;
+	msg.msg_controllen = sizeof(cm.buf);
+	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+	if (n == -1) {
+		if (errno == EAGAIN || errno == EINTR)
+			return;
+		log_warn("ipc: recvmsg");
+		chan_fail(c);
+		return;
+	}
+	for (cmsg = CMSG_FIRSTHDR(&msg); cmsg != NULL;
+	    cmsg = CMSG_NXTHDR(&msg, cmsg)) {
+		if (cmsg->cmsg_level != SOL_SOCKET ||
+		    cmsg->cmsg_type != SCM_RIGHTS)
+			continue;
+		nf = (int)((cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		fds = (int *)CMSG_DATA(cmsg);
+		for (i = 0; i < nf; i++) {
+			if (c->nfds == IPC_MAX_FDS) {
+				close(fds[i]);
+				msg.msg_flags |= MSG_CTRUNC;
+				continue;
+			}
+			c->fds[c->nfds++] = fds[i];
+		}
+	}
+	if (msg.msg_flags & MSG_CTRUNC) {
+		log_warnx("ipc: descriptors lost or too many in flight");
+		chan_fail(c);
+		return;
+	}
+	if (n == 0) {
+		chan_fail(c);
+		return;
+	}
+	evbuffer_add(c->in, buf, (size_t)n);
+	chan_dispatch(c);
+}
+
+/* Writes as much queued output as the socket takes; 0, or -1 on error. */
+static int
+chan_flush_some(struct ipc_chan *c)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cm;
+	struct ipc_out *o;
+	struct msghdr msg;
+	struct iovec iov;
+	ssize_t n;
+
+	while ((o = TAILQ_FIRST(&c->out)) != NULL) {
+		memset(&msg, 0, sizeof(msg));
+		iov.iov_base = o->data + o->off;
+		iov.iov_len = o->len - o->off;
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		if (o->fd != -1 && o->off == 0) {
+			struct cmsghdr *cmsg;
+
+			memset(&cm, 0, sizeof(cm));
+			msg.msg_control = cm.buf;
+			msg.msg_controllen = sizeof(cm.buf);
+			cmsg = CMSG_FIRSTHDR(&msg);
+			cmsg->cmsg_level = SOL_SOCKET;
+			cmsg->cmsg_type = SCM_RIGHTS;
+			cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cmsg), &o->fd, sizeof(int));
+		}
+		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (n == -1) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			return -1;
+		}
+		if (o->fd != -1) {
+			close(o->fd);
+			o->fd = -1;
+		}
+		o->off += (size_t)n;
+		c->out_bytes -= (size_t)n;
+		if (o->off == o->len) {
+			TAILQ_REMOVE(&c->out, o, entry);
+			free(o->data);
+			free(o);
+		}
+	}
+	return 0;
+}
+
+static void
+chan_write(evutil_socket_t fd, short ev, void *arg)
+{
+	struct ipc_chan *c = arg;
+
+	if (chan_flush_some(c) == -1) {
+		log_warn("ipc: sendmsg");
+		chan_fail(c);
+		return;
+	}
+	if (TAILQ_EMPTY(&c->out))
+		event_del(c->wev);
+}
+
+struct ipc_chan *
+ipc_chan_new(struct event_base *base, int fd, ipc_cb cb, void *arg)
+{
+	struct ipc_chan *c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->fd = fd;
+	c->cb = cb;
+	c->arg = arg;
+	TAILQ_INIT(&c->out);
+	evutil_make_socket_nonblocking(fd);
+	c->in = evbuffer_new();
+	c->rev = event_new(base, fd, EV_READ | EV_PERSIST, chan_read, c);
+	c->wev = event_new(base, fd, EV_WRITE | EV_PERSIST, chan_write, c);
+	if (c->in == NULL || c->rev == NULL || c->wev == NULL) {
+		ipc_chan_free(c);
+		return NULL;
+	}
+	event_add(c->rev, NULL);
+	return c;
+}
+
+void
+ipc_chan_free(struct ipc_chan *c)
+{
+	struct ipc_out *o;
+	int i;
+
+	if (c == NULL)
+		return;
+	while ((o = TAILQ_FIRST(&c->out)) != NULL) {
+		TAILQ_REMOVE(&c->out, o, entry);
+		if (o->fd != -1)
+			close(o->fd);
+		free(o->data);
+		free(o);
+	}
+	for (i = 0; i < c->nfds; i++)
+		close(c->fds[i]);
+	if (c->rev)
+		event_free(c->rev);
+	if (c->wev)
+		event_free(c->wev);
+	if (c->in)
+		evbuffer_free(c->in);
+	close(c->fd);
+	free(c);
+}
+
+int
+ipc_send(struct ipc_chan *c, enum ipc_type type, int fd, const void *p1,
+    size_t l1, const void *p2, size_t l2)
+{
+	struct ipc_hdr h;
+	struct ipc_out *o;
+	const char *why;
+
+	memset(&h, 0, sizeof(h));
+	h.version = IPC_VERSION;
+	h.type = (uint16_t)type;
+	h.flags = fd != -1 ? IPC_F_FD : 0;
+	h.len = (uint32_t)(l1 + l2);
+	if (l1 + l2 > IPC_MAX_PAYLOAD || ipc_check(&h, fd != -1, &why) == -1 ||
+	    c->dead) {
+		if (fd != -1)
+			close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	if ((o = malloc(sizeof(*o))) == NULL ||
+	    (o->data = malloc(sizeof(h) + l1 + l2)) == NULL) {
+		free(o);
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	memcpy(o->data, &h, sizeof(h));
+	if (l1)
+		memcpy(o->data + sizeof(h), p1, l1);
+	if (l2)
+		memcpy(o->data + sizeof(h) + l1, p2, l2);
+	o->len = sizeof(h) + l1 + l2;
+	o->off = 0;
+	o->fd = fd;
+	TAILQ_INSERT_TAIL(&c->out, o, entry);
+	c->out_bytes += o->len;
+	event_add(c->wev, NULL);
+	return 0;
+}
+
+size_t
+ipc_pending(const struct ipc_chan *c)
+{
+	return c->out_bytes;
+}
+
+void
+ipc_flush(struct ipc_chan *c, int timeout_ms)
+{
+	struct pollfd pfd;
+
+	pfd.fd = c->fd;
+	pfd.events = POLLOUT;
+	while (!TAILQ_EMPTY(&c->out) && !c->dead) {
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			return;
+		if (chan_flush_some(c) == -1)
+			return;
+	}
+}

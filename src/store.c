@@ -1,0 +1,246 @@
+/*
+ * Store interface: argument checks shared by every backend (ids, the
+ * fencing rule, record bounds) and dispatch through struct store_ops, so
+ * a backend only sees well-formed requests.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parley/store.h"
+
+static const struct store_ops *const store_backends[] = {
+	&store_local_ops,
+};
+
+int
+store_valid_id(const char *id)
+{
+	size_t	 i;
+	char	 c;
+
+	if (id == NULL || id[0] == '\0' || id[0] == '.')
+		return 0;
+	for (i = 0; id[i] != '\0'; i++) {
+		if (i >= STORE_ID_MAX)
+			return 0;
+		c = id[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+		    c == ':' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+struct store *
+store_open(const char *url, const char *state_dir, enum store_fsync fs,
+    char *err, size_t errlen)
+{
+	const struct store_ops	*ops;
+	struct store		*st;
+	size_t			 i, n;
+	char			 dummy[1];
+
+	if (err == NULL || errlen == 0) {
+		err = dummy;
+		errlen = sizeof(dummy);
+	}
+	err[0] = '\0';
+	if (url == NULL || state_dir == NULL || (fs != STORE_FSYNC_ALWAYS &&
+	    fs != STORE_FSYNC_BATCH && fs != STORE_FSYNC_NO)) {
+		snprintf(err, errlen, "store: bad arguments");
+		errno = EINVAL;
+		return NULL;
+	}
+	for (i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]);
+	    i++) {
+		ops = store_backends[i];
+		n = strlen(ops->scheme);
+		if (strncmp(url, ops->scheme, n) != 0 ||
+		    (url[n] != '\0' && url[n] != ':'))
+			continue;
+		if ((st = ops->open(url, state_dir, fs, err, errlen)) == NULL)
+			return NULL;
+		st->ops = ops;
+		st->fsync = fs;
+		LIST_INIT(&st->sessions);
+		return st;
+	}
+	snprintf(err, errlen, "store: unknown store \"%.64s\"", url);
+	errno = EINVAL;
+	return NULL;
+}
+
+void
+store_close(struct store *st)
+{
+	struct store_sess	*s;
+
+	if (st == NULL)
+		return;
+	while ((s = LIST_FIRST(&st->sessions)) != NULL)
+		store_sess_close(s);
+	st->ops->close(st);
+}
+
+int
+store_exists(struct store *st, const char *id)
+{
+	if (!store_valid_id(id))
+		return 0;
+	return st->ops->exists(st, id);
+}
+
+struct store_sess *
+store_sess_find(struct store *st, const char *id)
+{
+	struct store_sess	*s;
+
+	LIST_FOREACH(s, &st->sessions, entry)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+int
+store_sess_open(struct store *st, const char *id, int create,
+    struct store_sess **out)
+{
+	struct store_sess	*s;
+
+	*out = NULL;
+	if (!store_valid_id(id)) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* Two handles on one log would each believe they own last_seq. */
+	if (store_sess_find(st, id) != NULL) {
+		errno = EBUSY;
+		return -1;
+	}
+	if (st->ops->sess_open(st, id, create, &s) == -1)
+		return -1;
+	s->store = st;
+	memcpy(s->id, id, strlen(id) + 1);	/* valid ids fit */
+	LIST_INSERT_HEAD(&st->sessions, s, entry);
+	*out = s;
+	return 0;
+}
+
+void
+store_sess_close(struct store_sess *s)
+{
+	if (s == NULL)
+		return;
+	LIST_REMOVE(s, entry);
+	s->store->ops->sess_close(s);
+}
+
+const char *
+store_sess_id(const struct store_sess *s)
+{
+	return s->id;
+}
+
+uint64_t
+store_last_seq(const struct store_sess *s)
+{
+	return s->last_seq;
+}
+
+uint64_t
+store_first_seq(const struct store_sess *s)
+{
+	return s->first_seq;
+}
+
+int
+store_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
+    const char *json, size_t len)
+{
+	size_t	 i;
+
+	if (s->last_seq == UINT64_MAX || seq != s->last_seq + 1) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (len > STORE_JSON_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (json == NULL || len == 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* One record per line, and replay hands json out NUL-terminated. */
+	for (i = 0; i < len; i++) {
+		if (json[i] == '\n' || json[i] == '\r' || json[i] == '\0') {
+			errno = EINVAL;
+			return -1;
+		}
+	}
+	return s->store->ops->append(s, seq, ts_ms, json, len);
+}
+
+int
+store_range(struct store_sess *s, uint64_t after, size_t limit,
+    store_range_cb cb, void *arg)
+{
+	if (cb == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (after >= s->last_seq)
+		return 0;
+	return s->store->ops->range(s, after, limit, cb, arg);
+}
+
+int
+store_meta_write(struct store_sess *s, const char *json, size_t len)
+{
+	if (len > STORE_META_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (json == NULL || memchr(json, '\0', len) != NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	return s->store->ops->meta_write(s, json, len);
+}
+
+char *
+store_meta_read(struct store_sess *s)
+{
+	return s->store->ops->meta_read(s);
+}
+
+char *
+store_meta_peek(struct store *st, const char *id)
+{
+	if (!store_valid_id(id)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return st->ops->meta_peek(st, id);
+}
+
+void
+store_sync(struct store *st)
+{
+	st->ops->sync(st);
+}
+
+int
+store_trim(struct store_sess *s, uint64_t cutoff_ms)
+{
+	return s->store->ops->trim(s, cutoff_ms);
+}
+
+int
+store_expire(struct store *st, uint64_t cutoff_ms)
+{
+	return st->ops->expire(st, cutoff_ms);
+}

@@ -1,0 +1,65 @@
+#include <sys/random.h>
+#include <sys/time.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "parley/util.h"
+
+uint64_t
+util_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+uint64_t
+util_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void
+util_iso8601(char out[32], uint64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char buf[24];
+
+	gmtime_r(&t, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(out, 32, "%s.%03uZ", buf, (unsigned)(ms % 1000));
+}
+
+void
+util_randhex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char b[64];
+	size_t i, got = 0;
+	ssize_t n;
+
+	if (nbytes > sizeof(b))
+		nbytes = sizeof(b);
+	while (got < nbytes) {
+		n = getrandom(b + got, nbytes - got, 0);
+		if (n > 0)
+			got += (size_t)n;
+	}
+	for (i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}
+
+void
+util_tv(struct timeval *tv, uint64_t ms)
+{
+	tv->tv_sec = (time_t)(ms / 1000);
+	tv->tv_usec = (suseconds_t)(ms % 1000) * 1000;
+}

@@ -1,0 +1,497 @@
+/*
+ * The supervisor's side of a client connection: accept, read one bounded
+ * HTTP request, answer process-level endpoints itself, authenticate, and
+ * hand everything else to the worker that owns the session.
+ */
+#include <sys/socket.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <openssl/crypto.h>
+
+#include "parley/config.h"
+#include "parley/http.h"
+#include "parley/log.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "supervisor.h"
+
+#define MAX_PENDING	4096	/* connections still sending their request */
+
+struct pending {
+	TAILQ_ENTRY(pending)	 entry;
+	struct sup		*sup;
+	int			 fd;
+	struct event		*rev;
+	struct event		*tmo;
+	struct http_parser	 hp;
+	unsigned char		*raw;
+	size_t			 len;
+	size_t			 cap;
+	char			 peer[64];
+};
+
+static const char *role_names[] = {
+	[IPC_ROLE_OBSERVER] = "observer", [IPC_ROLE_USER] = "user",
+	[IPC_ROLE_AGENT] = "agent", [IPC_ROLE_ADMIN] = "admin",
+};
+
+static void
+pending_free(struct pending *p, int close_fd)
+{
+	struct sup *sup = p->sup;
+
+	TAILQ_REMOVE(&sup->pending, p, entry);
+	sup->npending--;
+	event_free(p->rev);
+	event_free(p->tmo);
+	http_parser_free(&p->hp);
+	free(p->raw);
+	if (close_fd && p->fd != -1)
+		close(p->fd);
+	free(p);
+}
+
+static void
+reply_done(struct bufferevent *bev, void *arg)
+{
+	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+		bufferevent_free(bev);
+}
+
+static void
+reply_event(struct bufferevent *bev, short what, void *arg)
+{
+	bufferevent_free(bev);
+}
+
+/* Writes out (consumed) to the pending connection's socket, then closes it. */
+static void
+pending_send(struct pending *p, struct evbuffer *out)
+{
+	struct bufferevent *bev;
+	struct timeval tv;
+	struct event_base *base = p->sup->base;
+	int fd = p->fd;
+
+	p->fd = -1;
+	pending_free(p, 0);
+	bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (bev == NULL) {
+		close(fd);
+		evbuffer_free(out);
+		return;
+	}
+	util_tv(&tv, 10000);
+	bufferevent_set_timeouts(bev, NULL, &tv);
+	bufferevent_setcb(bev, NULL, reply_done, reply_event, NULL);
+	bufferevent_enable(bev, EV_WRITE);
+	bufferevent_write_buffer(bev, out);
+	evbuffer_free(out);
+}
+
+static void
+pending_error(struct pending *p, int status, const char *code, const char *msg)
+{
+	struct evbuffer *out = evbuffer_new();
+
+	log_debug("conn %s: %d %s", p->peer, status, msg);
+	http_respond_error(out, status, code, msg);
+	pending_send(p, out);
+}
+
+static void
+pending_json(struct pending *p, int status, cJSON *body)
+{
+	struct evbuffer *out = evbuffer_new();
+	char *s = cJSON_PrintUnformatted(body);
+
+	http_respond(out, status, "application/json", s, strlen(s), NULL);
+	free(s);
+	cJSON_Delete(body);
+	pending_send(p, out);
+}
+
+static void
+answer_health(struct pending *p, const char *path)
+{
+	struct sup *sup = p->sup;
+	unsigned ready = pool_ready(sup), total = 0;
+	struct worker *w;
+	cJSON *o = cJSON_CreateObject();
+	int ok;
+
+	TAILQ_FOREACH(w, &sup->workers, entry)
+		total++;
+	if (strcmp(path, "/health/live") == 0) {
+		cJSON_AddStringToObject(o, "status", "ok");
+		pending_json(p, 200, o);
+		return;
+	}
+	if (strcmp(path, "/health/ready") == 0)
+		ok = ready > 0 && !sup->stopping;
+	else
+		ok = ready == total && !sup->stopping;
+	cJSON_AddStringToObject(o, "status", ok ? "ok" :
+	    sup->stopping ? "stopping" : "degraded");
+	cJSON_AddNumberToObject(o, "workers", total);
+	cJSON_AddNumberToObject(o, "workersReady", ready);
+	pending_json(p, ok ? 200 : 503, o);
+}
+
+static void
+answer_info(struct pending *p)
+{
+	struct sup *sup = p->sup;
+	struct worker *w;
+	cJSON *o = cJSON_CreateObject();
+	double sessions = 0, conns = 0, running = 0, events = 0, n = 0;
+	struct workerq *lists[2] = { &sup->workers, &sup->old };
+	int i;
+
+	for (i = 0; i < 2; i++)
+		TAILQ_FOREACH(w, lists[i], entry) {
+			if (i == 0)
+				n++;
+			sessions += w->stats.sessions;
+			conns += w->stats.connections;
+			running += w->stats.running;
+			events += (double)w->stats.events;
+		}
+	cJSON_AddStringToObject(o, "name", "parleyd");
+	cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
+	cJSON_AddNumberToObject(o, "protocol", 1);
+	cJSON_AddNumberToObject(o, "workers", n);
+	cJSON_AddNumberToObject(o, "activeSessions", sessions);
+	cJSON_AddNumberToObject(o, "runningSessions", running);
+	cJSON_AddNumberToObject(o, "connections", conns);
+	cJSON_AddNumberToObject(o, "eventsAppended", events);
+	cJSON_AddNumberToObject(o, "workerRestarts",
+	    (double)sup->worker_restarts);
+	cJSON_AddNumberToObject(o, "uptimeSeconds",
+	    (double)((util_mono_ms() - sup->started_ms) / 1000));
+	pending_json(p, 200, o);
+}
+
+/* Finds the role of the request's bearer token; 0 when it has none or a bad one. */
+static int
+authenticate(struct sup *sup, const struct http_request *req, char *scope,
+    size_t scopelen)
+{
+	const struct cfg_token *t;
+	const char *h;
+	char qtok[256];
+	const char *tok = NULL;
+	size_t tlen;
+	int role = 0;
+
+	scope[0] = '\0';
+	if (TAILQ_EMPTY(&sup->conf->tokens))
+		return IPC_ROLE_ADMIN;	/* loopback only: config_load enforces it */
+	if ((h = http_header(req, "Authorization")) != NULL &&
+	    strncasecmp(h, "Bearer ", 7) == 0)
+		tok = h + 7;
+	else if (req->query != NULL &&
+	    http_query_param(req->query, "access_token", qtok,
+	    sizeof(qtok)) == 0)
+		tok = qtok;
+	if (tok == NULL)
+		return 0;
+	tlen = strlen(tok);
+	/* Walk every token so timing does not tell which prefix matched. */
+	TAILQ_FOREACH(t, &sup->conf->tokens, entry) {
+		size_t i;
+		int r;
+
+		if (strlen(t->secret) != tlen ||
+		    CRYPTO_memcmp(t->secret, tok, tlen) != 0 || role != 0)
+			continue;
+		for (r = 0, i = 1; i < sizeof(role_names) / sizeof(*role_names);
+		    i++)
+			if (strcmp(role_names[i], t->role) == 0)
+				r = (int)i;
+		role = r;
+		if (t->session != NULL)
+			snprintf(scope, scopelen, "%s", t->session);
+	}
+	return role;
+}
+
+static void
+pending_dispatch(struct pending *p)
+{
+	struct sup *sup = p->sup;
+	const struct http_request *req = &p->hp.req;
+	struct ipc_conn ic;
+	struct worker *w;
+	const char *path = req->path, *rest;
+	char sid[IPC_SID_MAX + 1];
+	size_t idlen;
+	int role, fd;
+
+	if (strcmp(path, "/health") == 0 || strcmp(path, "/health/live") == 0 ||
+	    strcmp(path, "/health/ready") == 0) {
+		answer_health(p, path);
+		return;
+	}
+	memset(&ic, 0, sizeof(ic));
+	if ((role = authenticate(sup, req, ic.scope, sizeof(ic.scope))) == 0) {
+		pending_error(p, 401, "UNAUTHORIZED", "missing or unknown "
+		    "bearer token: send 'Authorization: Bearer TOKEN' or "
+		    "?access_token=TOKEN");
+		return;
+	}
+	if (strcmp(path, "/api/info") == 0) {
+		answer_info(p);
+		return;
+	}
+	if (sup->stopping) {
+		pending_error(p, 503, "OVERLOADED", "server is shutting down; "
+		    "retry on another host or in a moment");
+		return;
+	}
+	sid[0] = '\0';
+	if (strcmp(path, "/chat") == 0) {
+		w = pool_least_loaded(sup);
+	} else if (strcmp(path, "/sessions") == 0) {
+		cJSON *b = NULL, *f;
+
+		if (strcmp(req->method, "POST") != 0) {
+			pending_error(p, 405, "BAD_REQUEST",
+			    "use POST /sessions to create a session");
+			return;
+		}
+		if (req->body_len > 0 &&
+		    (b = cJSON_ParseWithLength(req->body, req->body_len)) &&
+		    (f = cJSON_GetObjectItemCaseSensitive(b, "sessionId")) &&
+		    cJSON_IsString(f))
+			snprintf(sid, sizeof(sid), "%s", f->valuestring);
+		cJSON_Delete(b);
+		if (sid[0] == '\0') {
+			memcpy(sid, "s-", 2);
+			util_randhex(sid + 2, 12);
+		}
+		if (!store_valid_id(sid)) {
+			pending_error(p, 400, "BAD_REQUEST", "field 'sessionId' "
+			    "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
+			return;
+		}
+		w = pool_route(sup, sid, 1);
+	} else if (strncmp(path, "/sessions/", 10) == 0) {
+		rest = strchr(path + 10, '/');
+		idlen = rest ? (size_t)(rest - (path + 10)) : strlen(path + 10);
+		if (idlen == 0 || idlen > IPC_SID_MAX) {
+			pending_error(p, 404, "NOT_FOUND", "no such endpoint");
+			return;
+		}
+		memcpy(sid, path + 10, idlen);
+		sid[idlen] = '\0';
+		if (!store_valid_id(sid)) {
+			pending_error(p, 400, "BAD_REQUEST", "session id must be "
+			    "1-128 characters of A-Z a-z 0-9 . _ : -");
+			return;
+		}
+		w = pool_route(sup, sid, 1);
+	} else {
+		pending_error(p, 404, "NOT_FOUND", "no such endpoint; see "
+		    "parley-protocol(7)");
+		return;
+	}
+	if (ic.scope[0] != '\0' && sid[0] != '\0' &&
+	    strcmp(ic.scope, sid) != 0) {
+		pending_error(p, 403, "FORBIDDEN",
+		    "this token is scoped to another session");
+		return;
+	}
+	if (w == NULL) {
+		pending_error(p, 503, "OVERLOADED", "no worker is available; "
+		    "retry in a moment");
+		return;
+	}
+	ic.kind = IPC_CONN_HTTP;
+	ic.role = (uint32_t)role;
+	ic.bytes_len = (uint32_t)p->len;
+	ic.conn_id = ++sup->next_conn_id;
+	snprintf(ic.session, sizeof(ic.session), "%s", sid);
+	snprintf(ic.peer, sizeof(ic.peer), "%s", p->peer);
+	fd = p->fd;
+	p->fd = -1;
+	pool_handoff(w, fd, &ic, p->raw);
+	pending_free(p, 0);
+}
+
+static void
+pending_read(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pending *p = arg;
+	size_t used;
+	ssize_t n;
+	enum http_result r;
+
+	if (p->len == p->cap) {
+		pending_error(p, 413, "BAD_REQUEST", "request too large");
+		return;
+	}
+	n = read(fd, p->raw + p->len, p->cap - p->len);
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		pending_free(p, 1);
+		return;
+	}
+	r = http_parse(&p->hp, (char *)p->raw + p->len, (size_t)n, &used);
+	p->len += (size_t)n;
+	if (r == HTTP_ERROR)
+		pending_error(p, p->hp.status, "BAD_REQUEST", p->hp.error);
+	else if (r == HTTP_DONE) {
+		event_del(p->rev);
+		pending_dispatch(p);
+	}
+}
+
+static void
+pending_timeout(evutil_socket_t fd, short ev, void *arg)
+{
+	struct pending *p = arg;
+
+	pending_error(p, 408, "BAD_REQUEST", "request not received in time");
+}
+
+static void
+accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct sup *sup = arg;
+	struct config *conf = sup->conf;
+	struct http_limits lim;
+	struct pending *p, *q;
+	struct timeval tv;
+	char host[INET6_ADDRSTRLEN];
+	unsigned same = 0;
+
+	if (sup->npending >= MAX_PENDING) {
+		close(fd);
+		return;
+	}
+	if (getnameinfo(sa, (socklen_t)salen, host, sizeof(host), NULL, 0,
+	    NI_NUMERICHOST) != 0)
+		snprintf(host, sizeof(host), "?");
+	if (conf->max_conn_per_addr > 0) {
+		TAILQ_FOREACH(q, &sup->pending, entry)
+			if (strcmp(q->peer, host) == 0)
+				same++;
+		if (same >= conf->max_conn_per_addr) {
+			log_warnx("%s: too many connections still sending "
+			    "their request; refused", host);
+			close(fd);
+			return;
+		}
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		close(fd);
+		return;
+	}
+	p->sup = sup;
+	p->fd = fd;
+	snprintf(p->peer, sizeof(p->peer), "%s", host);
+	lim.max_request_line = conf->max_request_line;
+	lim.max_header_bytes = conf->max_header_size;
+	lim.max_headers = conf->max_headers;
+	lim.max_body = conf->max_body;
+	http_parser_init(&p->hp, &lim);
+	/* Room for a whole request plus frames a client pipelined after it. */
+	p->cap = conf->max_request_line + conf->max_header_size +
+	    conf->max_body + 16384;
+	p->raw = malloc(p->cap);
+	p->rev = event_new(sup->base, fd, EV_READ | EV_PERSIST, pending_read, p);
+	p->tmo = evtimer_new(sup->base, pending_timeout, p);
+	TAILQ_INSERT_TAIL(&sup->pending, p, entry);
+	sup->npending++;
+	if (p->raw == NULL || p->rev == NULL || p->tmo == NULL) {
+		pending_free(p, 1);
+		return;
+	}
+	util_tv(&tv, conf->handshake_timeout_ms);
+	event_add(p->tmo, &tv);
+	event_add(p->rev, NULL);
+}
+
+static void
+accept_error(struct evconnlistener *evl, void *arg)
+{
+	log_warn("accept");
+}
+
+int
+listener_open(struct sup *sup, struct config *conf, char *err, size_t errlen)
+{
+	struct cfg_listen *cl;
+	struct addrinfo hints, *res;
+	struct listener *l;
+	int rc;
+
+	TAILQ_FOREACH(cl, &conf->listens, entry) {
+		memset(&hints, 0, sizeof(hints));
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+		if ((rc = getaddrinfo(cl->host, cl->port, &hints, &res)) != 0) {
+			snprintf(err, errlen, "listen %s:%s: %s", cl->host,
+			    cl->port, gai_strerror(rc));
+			return -1;
+		}
+		l = calloc(1, sizeof(*l));
+		l->evl = evconnlistener_new_bind(sup->base, accept_cb, sup,
+		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
+		    LEV_OPT_CLOSE_ON_EXEC, 1024, res->ai_addr,
+		    (int)res->ai_addrlen);
+		freeaddrinfo(res);
+		if (l->evl == NULL) {
+			snprintf(err, errlen, "listen %s:%s: %s", cl->host,
+			    cl->port, strerror(errno));
+			free(l);
+			return -1;
+		}
+		evconnlistener_set_error_cb(l->evl, accept_error);
+		snprintf(l->name, sizeof(l->name), "%s:%s", cl->host, cl->port);
+		l->loopback = cl->loopback;
+		TAILQ_INSERT_TAIL(&sup->listeners, l, entry);
+		log_info("listening on %s", l->name);
+	}
+	return 0;
+}
+
+void
+listener_pause(struct sup *sup)
+{
+	struct listener *l;
+
+	TAILQ_FOREACH(l, &sup->listeners, entry)
+		evconnlistener_disable(l->evl);
+}
+
+void
+listener_close_all(struct sup *sup)
+{
+	struct listener *l;
+	struct pending *p;
+
+	while ((l = TAILQ_FIRST(&sup->listeners)) != NULL) {
+		TAILQ_REMOVE(&sup->listeners, l, entry);
+		evconnlistener_free(l->evl);
+		free(l);
+	}
+	while ((p = TAILQ_FIRST(&sup->pending)) != NULL)
+		pending_free(p, 1);
+}

@@ -1,0 +1,852 @@
+/* Unit tests for the parleyd.conf parser (src/config.c). */
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/config.c"
+
+static const char example[] =
+    "listen 127.0.0.1:7777\n"
+    "workers 2\n"
+    "state-dir /var/lib/parleyd\n"
+    "store local\n"
+    "retention 24h\n"
+    "idle-timeout 10m\n"
+    "flush-interval 20ms\n"
+    "token s3cret role admin\n"
+    "provider demo {\n"
+    "    type script\n"
+    "    reply \"Hello from Parley.\"\n"
+    "    chunk 4\n"
+    "    delay 20ms\n"
+    "}\n"
+    "default-provider demo\n";
+
+static char errbuf[512];
+
+static struct config *
+parse(const char *text)
+{
+	errbuf[0] = '\0';
+	return config_parse_string("x.conf", text, errbuf, sizeof(errbuf));
+}
+
+/* Parses text, expecting failure with exactly msg. */
+static void
+expect_err(const char *text, const char *msg)
+{
+	struct config	*c = parse(text);
+
+	if (c != NULL) {
+		config_free(c);
+		ck_abort_msg("parsed but expected '%s' from:\n%s", msg, text);
+	}
+	ck_assert_str_eq(errbuf, msg);
+}
+
+/* Reads a file from the source tree, NULL if absent. */
+static char *
+slurp_src(const char *rel)
+{
+	char		 path[1024];
+	const char	*prefixes[] = {
+#ifdef SRCDIR
+		SRCDIR "/",
+#endif
+		"", "../../", "../", NULL
+	};
+	FILE		*f;
+	char		*buf;
+	size_t		 n;
+	int		 i;
+
+	for (i = 0; prefixes[i] != NULL; i++) {
+		snprintf(path, sizeof(path), "%s%s", prefixes[i], rel);
+		if ((f = fopen(path, "r")) == NULL)
+			continue;
+		buf = calloc(1, 1 << 20);
+		ck_assert_ptr_nonnull(buf);
+		n = fread(buf, 1, (1 << 20) - 1, f);
+		buf[n] = '\0';
+		fclose(f);
+		return buf;
+	}
+	return NULL;
+}
+
+static void
+check_defaults(const struct config *c)
+{
+	const struct cfg_listen		*l;
+	const struct cfg_provider	*pr;
+
+	l = TAILQ_FIRST(&c->listens);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(l->host, "127.0.0.1");
+	ck_assert_str_eq(l->port, "7777");
+	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_ptr_null(TAILQ_NEXT(l, entry));
+	ck_assert_uint_eq(c->workers, 0);
+	ck_assert_str_eq(c->state_dir, "/var/lib/parleyd");
+	ck_assert_str_eq(c->store, "local");
+	ck_assert_int_eq(c->fsync, CFG_FSYNC_BATCH);
+	ck_assert_uint_eq(c->retention_ms, 24ULL * 3600 * 1000);
+	ck_assert_uint_eq(c->idle_timeout_ms, 600000);
+	ck_assert_uint_eq(c->flush_interval_ms, 20);
+	ck_assert_uint_eq(c->heartbeat_ms, 15000);
+	ck_assert_uint_eq(c->handshake_timeout_ms, 10000);
+	ck_assert_uint_eq(c->shutdown_timeout_ms, 10000);
+	ck_assert_uint_eq(c->max_request_line, 8192);
+	ck_assert_uint_eq(c->max_header_size, 16384);
+	ck_assert_uint_eq(c->max_headers, 64);
+	ck_assert_uint_eq(c->max_body, 1048576);
+	ck_assert_uint_eq(c->max_frame, 1048576);
+	ck_assert_uint_eq(c->max_message, 1048576);
+	ck_assert_uint_eq(c->max_json_depth, 32);
+	ck_assert_uint_eq(c->max_output_buffer, 262144);
+	ck_assert_uint_eq(c->max_sessions, 10000);
+	ck_assert_uint_eq(c->max_connections, 20000);
+	ck_assert_uint_eq(c->max_conn_per_addr, 1000);
+	ck_assert_str_eq(c->log_level, "info");
+	ck_assert_ptr_null(c->pid_file);
+	ck_assert(TAILQ_EMPTY(&c->tokens));
+	ck_assert_str_eq(c->default_provider, "demo");
+	pr = config_provider(c, "demo");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->type, "script");
+	ck_assert_uint_eq(pr->chunk, 4);
+	ck_assert_uint_eq(pr->delay_ms, 20);
+	ck_assert_ptr_nonnull(strstr(pr->reply, "Hello from Parley. This is "
+	    "the built-in demo provider"));
+	ck_assert_ptr_nonnull(strstr(pr->reply, "and set default-provider."));
+	ck_assert_ptr_null(TAILQ_NEXT(pr, entry));
+}
+
+START_TEST(test_example)
+{
+	struct config			*c = parse(example);
+	const struct cfg_token		*t;
+	const struct cfg_provider	*pr;
+
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->path, "x.conf");
+	ck_assert_uint_eq(c->workers, 2);
+	ck_assert_str_eq(TAILQ_FIRST(&c->listens)->host, "127.0.0.1");
+	ck_assert_str_eq(TAILQ_FIRST(&c->listens)->port, "7777");
+	ck_assert_uint_eq(c->retention_ms, 86400000);
+	ck_assert_uint_eq(c->idle_timeout_ms, 600000);
+	ck_assert_uint_eq(c->flush_interval_ms, 20);
+	t = TAILQ_FIRST(&c->tokens);
+	ck_assert_ptr_nonnull(t);
+	ck_assert_str_eq(t->secret, "s3cret");
+	ck_assert_str_eq(t->role, "admin");
+	ck_assert_ptr_null(t->session);
+	ck_assert_uint_eq(t->line, 8);
+	pr = config_provider(c, "demo");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->reply, "Hello from Parley.");
+	ck_assert_uint_eq(pr->line, 9);
+	ck_assert_ptr_null(TAILQ_NEXT(pr, entry));
+	ck_assert_str_eq(c->default_provider, "demo");
+	ck_assert_ptr_null(config_provider(c, "nope"));
+	ck_assert_ptr_null(config_provider(c, NULL));
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_defaults)
+{
+	struct config	*c;
+
+	c = config_default();
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_null(c->path);
+	check_defaults(c);
+	config_free(c);
+
+	c = parse("");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	check_defaults(c);
+	config_free(c);
+
+	c = parse("# nothing\n\n   \t\n  # indented comment\r\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	check_defaults(c);
+	config_free(c);
+
+	config_free(NULL);
+}
+END_TEST
+
+START_TEST(test_load)
+{
+	char		 path[] = "/tmp/test_config.XXXXXX";
+	char		 e[256];
+	struct config	*c;
+	FILE		*f;
+	int		 fd;
+
+	c = config_load("/nonexistent/parleyd.conf", 0, e, sizeof(e));
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_null(c->path);
+	check_defaults(c);
+	config_free(c);
+
+	c = config_load("/nonexistent/parleyd.conf", 1, e, sizeof(e));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(e, "/nonexistent/parleyd.conf: No such file or "
+	    "directory");
+
+	c = config_load("/tmp", 0, e, sizeof(e));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(e, "/tmp: not a regular file");
+
+	/* CRLF line ends, a BOM, no final newline. */
+	fd = mkstemp(path);
+	ck_assert_int_ne(fd, -1);
+	f = fdopen(fd, "w");
+	fputs("\xef\xbb\xbfworkers 3\r\nlisten 8080\r\nlog-level debug", f);
+	fclose(f);
+	c = config_load(path, 1, e, sizeof(e));
+	ck_assert_msg(c != NULL, "%s", e);
+	ck_assert_str_eq(c->path, path);
+	ck_assert_uint_eq(c->workers, 3);
+	ck_assert_str_eq(TAILQ_FIRST(&c->listens)->port, "8080");
+	ck_assert_str_eq(c->log_level, "debug");
+	config_free(c);
+
+	/* Errors carry the path. */
+	f = fopen(path, "w");
+	fputs("workers 3\n\nlistn 1\n", f);
+	fclose(f);
+	c = config_load(path, 1, e, sizeof(e));
+	ck_assert_ptr_null(c);
+	{
+		char want[256];
+
+		snprintf(want, sizeof(want), "%s:3: unknown directive 'listn'",
+		    path);
+		ck_assert_str_eq(e, want);
+	}
+
+	/* A NUL byte in the file. */
+	f = fopen(path, "w");
+	fwrite("workers 3\n\0\n", 1, 12, f);
+	fclose(f);
+	c = config_load(path, 1, e, sizeof(e));
+	ck_assert_ptr_null(c);
+	ck_assert_ptr_nonnull(strstr(e, "NUL"));
+
+	/* Too large. */
+	f = fopen(path, "w");
+	for (fd = 0; fd < (1 << 20) / 8 + 1; fd++)
+		fputs("# pad  \n", f);
+	fclose(f);
+	c = config_load(path, 1, e, sizeof(e));
+	ck_assert_ptr_null(c);
+	ck_assert_ptr_nonnull(strstr(e, "too large"));
+	unlink(path);
+}
+END_TEST
+
+START_TEST(test_errors)
+{
+	static const struct {
+		const char	*text;
+		const char	*msg;
+	} t[] = {
+	{ "listn 1\n", "x.conf:1: unknown directive 'listn'" },
+	{ "\n\n# c\nworkers lots\n",
+	  "x.conf:4: workers: expected 'auto' or a number from 1 to 256, "
+	  "got 'lots'" },
+	{ "workers 0\n", "x.conf:1: workers: expected 'auto' or a number "
+	  "from 1 to 256, got '0'" },
+	{ "workers 257\n", "x.conf:1: workers: expected 'auto' or a number "
+	  "from 1 to 256, got '257'" },
+	{ "workers -1\n", "x.conf:1: workers: expected 'auto' or a number "
+	  "from 1 to 256, got '-1'" },
+	{ "workers 99999999999999999999999\n", "x.conf:1: workers: expected "
+	  "'auto' or a number from 1 to 256, got '99999999999999999999999'" },
+	{ "workers\n", "x.conf:1: workers: wrong number of arguments; "
+	  "usage: workers auto|N" },
+	{ "workers 1 2\n", "x.conf:1: workers: wrong number of arguments; "
+	  "usage: workers auto|N" },
+	{ "workers 1\nworkers 2\n", "x.conf:2: workers: duplicate directive "
+	  "(first on line 1)" },
+	{ "token a role admin session\n", "x.conf:1: token: wrong number of "
+	  "arguments; usage: token SECRET role ROLE [session ID]" },
+	{ "token a role king\n", "x.conf:1: token: role must be user, agent, "
+	  "observer or admin, got 'king'" },
+	{ "token a rol admin\n", "x.conf:1: token: expected 'role', "
+	  "got 'rol'" },
+	{ "token a role user sess s1\n", "x.conf:1: token: expected "
+	  "'session', got 'sess'" },
+	{ "token \"a b\" role user\n", "x.conf:1: token: the secret must be "
+	  "1 to 1024 printable characters without blanks" },
+	{ "token a role user\ntoken a role admin\n", "x.conf:2: token: "
+	  "duplicate secret (first on line 1)" },
+	{ "reply \"hi\"\n", "x.conf:1: reply: only allowed inside a provider "
+	  "block" },
+	{ "provider p {\n  listen 1\n}\n", "x.conf:2: listen: not allowed "
+	  "inside a provider block" },
+	{ "provider p {\n  provider q {\n", "x.conf:2: provider: not allowed "
+	  "inside a provider block" },
+	{ "provider p {\n  type script\n  reply x\n",
+	  "x.conf:1: provider 'p': unterminated block (missing '}')" },
+	{ "provider p\n", "x.conf:1: provider: expected 'provider NAME {' "
+	  "with the '{' on the same line" },
+	{ "provider p \"{\"\n", "x.conf:1: provider: expected 'provider NAME "
+	  "{' with the '{' on the same line" },
+	{ "provider {\n}\n", "x.conf:1: provider: wrong number of arguments; "
+	  "usage: provider NAME {" },
+	{ "provider p q {\n}\n", "x.conf:1: provider: wrong number of "
+	  "arguments; usage: provider NAME {" },
+	{ "provider p/q {\n}\n", "x.conf:1: provider: name must be 1 to 63 "
+	  "letters, digits, '.', '_' or '-', got 'p/q'" },
+	{ "provider p {\n  reply x\n}\n", "x.conf:1: provider 'p': missing "
+	  "'type'" },
+	{ "provider p {\n  type script\n}\n", "x.conf:1: provider 'p': a "
+	  "script provider needs a 'reply'" },
+	{ "provider p {\n  type openai\n}\n", "x.conf:2: provider type "
+	  "'openai' is not supported by this build" },
+	{ "provider p {\n type script\n reply a\n chunk 2\n chunk 3\n}\n",
+	  "x.conf:5: chunk: duplicate directive (first on line 4)" },
+	{ "provider p {\n type script\n reply a\n chunk 0\n}\n",
+	  "x.conf:4: chunk: expected a number from 1 to 65536, got '0'" },
+	{ "provider p {\n type script\n reply a\n delay 61s\n}\n",
+	  "x.conf:4: delay: expected a duration from 0ms to 1m (a number with "
+	  "ms, s, m, h or d), got '61s'" },
+	{ "provider p {\n type script\n reply a\n}\n"
+	  "provider p {\n type script\n reply b\n}\n",
+	  "x.conf:5: provider: duplicate provider 'p' (first on line 1)" },
+	{ "}\n", "x.conf:1: unexpected '}' outside a block" },
+	{ "provider p {\n type script\n reply a\n} x\n",
+	  "x.conf:4: unexpected words after '}'" },
+	{ "workers {\n", "x.conf:1: workers: unexpected '{'" },
+	{ "provider p {\n type script } x\n", "x.conf:2: type: unexpected "
+	  "'}'" },
+	{ "provider p {\n type script\n reply \"unterminated\n}\n",
+	  "x.conf:3: unterminated quoted string" },
+	{ "reply \"a\\", "x.conf:1: unterminated quoted string" },
+	{ "log-level \"a\\tb\"\n", "x.conf:1: unknown escape '\\t' in quoted "
+	  "string" },
+	{ "log-level \"info\"x\n", "x.conf:1: expected a blank after the "
+	  "closing quote" },
+	{ "log-level in\"fo\"\n", "x.conf:1: unexpected '\"' inside a word "
+	  "(quote the whole word)" },
+	{ "\"workers\" 2\n", "x.conf:1: expected a directive name, got a "
+	  "quoted string" },
+	{ "workers 2\x01\n", "x.conf:1: unexpected control character 0x01" },
+	{ "a b c d e f g h i j k l m n o p q\n", "x.conf:1: too many words "
+	  "on one line (at most 16)" },
+	{ "default-provider nope\n", "x.conf:1: default-provider: no provider "
+	  "named 'nope'" },
+	{ "provider p {\n type script\n reply a\n}\ndefault-provider demo\n",
+	  "x.conf:5: default-provider: no provider named 'demo'" },
+	{ "listen 0.0.0.0:7777\n", "x.conf:1: listen 0.0.0.0:7777: a "
+	  "non-loopback listener needs at least one token; add `token SECRET "
+	  "role admin`" },
+	{ "listen 7777\nlisten [::]:80\n", "x.conf:2: listen [::]:80: a "
+	  "non-loopback listener needs at least one token; add `token SECRET "
+	  "role admin`" },
+	{ "listen 7777\nlisten 127.0.0.1:7777\n", "x.conf:2: listen "
+	  "127.0.0.1:7777: duplicate listener (first on line 1)" },
+	{ "listen [::1]:1\nlisten [0:0::1]:01\n", "x.conf:2: listen "
+	  "[0:0::1]:01: duplicate listener (first on line 1)" },
+	{ "listen 0\n", "x.conf:1: listen: port must be a number from 1 to "
+	  "65535, got '0'" },
+	{ "listen 65536\n", "x.conf:1: listen: port must be a number from 1 "
+	  "to 65535, got '65536'" },
+	{ "listen 1.2.3.4:\n", "x.conf:1: listen: port must be a number from "
+	  "1 to 65535, got ''" },
+	{ "listen localhost\n", "x.conf:1: listen: port must be a number "
+	  "from 1 to 65535, got 'localhost'" },
+	{ "listen ::1:80\n", "x.conf:1: listen: IPv6 addresses must be in "
+	  "brackets, as in [::1]:7777, got '::1:80'" },
+	{ "listen [::1:80\n", "x.conf:1: listen: missing ']' in '[::1:80'" },
+	{ "listen [::1]80\n", "x.conf:1: listen: expected [ADDRESS]:PORT, "
+	  "got '[::1]80'" },
+	{ "listen [1.2.3.4]:80\n", "x.conf:1: listen: '1.2.3.4' is not an "
+	  "IPv6 address" },
+	{ "listen 1.2.3.400:80\n", "x.conf:1: listen: '1.2.3.400' is not a "
+	  "valid IPv4 address" },
+	{ "listen a_b:80\n", "x.conf:1: listen: 'a_b' is not a valid address "
+	  "or host name" },
+	{ "listen :80\n", "x.conf:1: listen: missing address before ':' in "
+	  "':80'" },
+	{ "store redis://u:pw@h:6379\n", "x.conf:1: store: the redis store is "
+	  "not supported by this build" },
+	{ "store sql\n", "x.conf:1: store: expected 'local' or a redis:// "
+	  "URL, got 'sql'" },
+	{ "fsync sometimes\n", "x.conf:1: fsync: expected always, batch or "
+	  "no, got 'sometimes'" },
+	{ "log-level loud\n", "x.conf:1: log-level: expected error, warn, "
+	  "info or debug, got 'loud'" },
+	{ "state-dir var/lib\n", "x.conf:1: state-dir: must be an absolute "
+	  "path, got 'var/lib'" },
+	{ "pid-file run.pid\n", "x.conf:1: pid-file: must be an absolute "
+	  "path, got 'run.pid'" },
+	{ "flush-interval 2s\n", "x.conf:1: flush-interval: expected a "
+	  "duration from 0ms to 1s (a number with ms, s, m, h or d), got "
+	  "'2s'" },
+	{ "retention 0\n", "x.conf:1: retention: expected a duration from 1s "
+	  "to 3650d (a number with ms, s, m, h or d), got '0'" },
+	{ "idle-timeout 10x\n", "x.conf:1: idle-timeout: expected a duration "
+	  "from 1s to 30d (a number with ms, s, m, h or d), got '10x'" },
+	{ "idle-timeout 1.5m\n", "x.conf:1: idle-timeout: expected a duration "
+	  "from 1s to 30d (a number with ms, s, m, h or d), got '1.5m'" },
+	{ "heartbeat-interval 999999999999999999d\n", "x.conf:1: "
+	  "heartbeat-interval: expected a duration from 1s to 1h (a number "
+	  "with ms, s, m, h or d), got '999999999999999999d'" },
+	{ "max-body 2g\n", "x.conf:1: max-body: expected a size from 1k to 1g "
+	  "(a number with optional k, m or g), got '2g'" },
+	{ "max-frame 1kb\n", "x.conf:1: max-frame: expected a size from 1k to "
+	  "1g (a number with optional k, m or g), got '1kb'" },
+	{ "max-request-line 100\n", "x.conf:1: max-request-line: expected a "
+	  "size from 256 to 1m (a number with optional k, m or g), got "
+	  "'100'" },
+	{ "max-headers 0\n", "x.conf:1: max-headers: expected a number from 1 "
+	  "to 1024, got '0'" },
+	{ "max-json-depth 1k\n", "x.conf:1: max-json-depth: expected a number "
+	  "from 1 to 1024, got '1k'" },
+	{ "token-env 1X role admin\n", "x.conf:1: token-env: '1X' is not a "
+	  "valid environment variable name" },
+	{ "token-env PARLEY_TEST_UNSET_VAR role admin\n", "x.conf:1: "
+	  "token-env: environment variable 'PARLEY_TEST_UNSET_VAR' is not "
+	  "set" },
+	};
+	size_t	i;
+
+	unsetenv("PARLEY_TEST_UNSET_VAR");
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		expect_err(t[i].text, t[i].msg);
+}
+END_TEST
+
+START_TEST(test_long_line)
+{
+	size_t	 n = CFG_MAX_LINE + 100;
+	char	*s = malloc(n + 1);
+
+	ck_assert_ptr_nonnull(s);
+	memset(s, ' ', n);
+	memcpy(s, "#", 1);
+	s[n] = '\0';
+	expect_err(s, "x.conf:1: line too long (more than 65536 bytes)");
+	free(s);
+}
+END_TEST
+
+START_TEST(test_durations_sizes)
+{
+	static const struct {
+		const char	*s;
+		int		 ok;
+		uint64_t	 v;
+	} d[] = {
+		{ "20ms", 1, 20 }, { "30s", 1, 30000 }, { "10m", 1, 600000 },
+		{ "24h", 1, 86400000 }, { "2d", 1, 172800000 },
+		{ "5", 1, 5000 }, { "0", 1, 0 }, { "0ms", 1, 0 },
+		{ "", 0, 0 }, { "ms", 0, 0 }, { "1 s", 0, 0 }, { "1S", 0, 0 },
+		{ "-1s", 0, 0 }, { "1.5s", 0, 0 }, { "1sm", 0, 0 },
+		{ "18446744073709551615ms", 1, UINT64_MAX },
+		{ "18446744073709551616ms", 0, 0 },
+		{ "18446744073709552s", 0, 0 },
+	}, z[] = {
+		{ "0", 1, 0 }, { "512", 1, 512 }, { "16k", 1, 16384 },
+		{ "16K", 1, 16384 }, { "1m", 1, 1048576 },
+		{ "2g", 1, 2147483648ULL }, { "k", 0, 0 }, { "1kb", 0, 0 },
+		{ "1t", 0, 0 }, { "", 0, 0 }, { "17179869184g", 0, 0 },
+	};
+	struct config	*c;
+	uint64_t	 v;
+	size_t		 i;
+
+	for (i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
+		v = 12345;
+		ck_assert_msg((parse_duration(d[i].s, &v) == 0) == d[i].ok,
+		    "duration '%s'", d[i].s);
+		if (d[i].ok)
+			ck_assert_uint_eq(v, d[i].v);
+	}
+	for (i = 0; i < sizeof(z) / sizeof(z[0]); i++) {
+		v = 12345;
+		ck_assert_msg((parse_size(z[i].s, &v) == 0) == z[i].ok,
+		    "size '%s'", z[i].s);
+		if (z[i].ok)
+			ck_assert_uint_eq(v, z[i].v);
+	}
+
+	c = parse("retention 7d\nidle-timeout 90\nflush-interval 0\n"
+	    "heartbeat-interval 1h\nhandshake-timeout 100ms\n"
+	    "shutdown-timeout 0s\nmax-request-line 256\nmax-header-size 1m\n"
+	    "max-headers 1024\nmax-body 1g\nmax-frame 64K\nmax-message 2m\n"
+	    "max-json-depth 1\nmax-output-buffer 4k\nmax-sessions 1\n"
+	    "max-connections 1000000\nmax-connections-per-address 0\n"
+	    "fsync always\nworkers auto\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_uint_eq(c->retention_ms, 7ULL * 86400000);
+	ck_assert_uint_eq(c->idle_timeout_ms, 90000);
+	ck_assert_uint_eq(c->flush_interval_ms, 0);
+	ck_assert_uint_eq(c->heartbeat_ms, 3600000);
+	ck_assert_uint_eq(c->handshake_timeout_ms, 100);
+	ck_assert_uint_eq(c->shutdown_timeout_ms, 0);
+	ck_assert_uint_eq(c->max_request_line, 256);
+	ck_assert_uint_eq(c->max_header_size, 1048576);
+	ck_assert_uint_eq(c->max_headers, 1024);
+	ck_assert_uint_eq(c->max_body, 1073741824);
+	ck_assert_uint_eq(c->max_frame, 65536);
+	ck_assert_uint_eq(c->max_message, 2097152);
+	ck_assert_uint_eq(c->max_json_depth, 1);
+	ck_assert_uint_eq(c->max_output_buffer, 4096);
+	ck_assert_uint_eq(c->max_sessions, 1);
+	ck_assert_uint_eq(c->max_connections, 1000000);
+	ck_assert_uint_eq(c->max_conn_per_addr, 0);
+	ck_assert_int_eq(c->fsync, CFG_FSYNC_ALWAYS);
+	ck_assert_uint_eq(c->workers, 0);
+	config_free(c);
+
+	c = parse("fsync no\nflush-interval 1000ms\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_int_eq(c->fsync, CFG_FSYNC_NO);
+	ck_assert_uint_eq(c->flush_interval_ms, 1000);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_quoting)
+{
+	struct config			*c;
+	const struct cfg_provider	*pr;
+
+	c = parse("provider p {\n"
+	    "  type script # a comment\n"
+	    "  reply \"say \\\"hi\\\" # not a comment\\\\ \\n done\" # one\n"
+	    "}\n"
+	    "pid-file \"/run/with space.pid\"#comment right after\n"
+	    "state-dir /var/lib/a#b\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	pr = config_provider(c, "p");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->reply, "say \"hi\" # not a comment\\ \n done");
+	ck_assert_str_eq(c->pid_file, "/run/with space.pid");
+	ck_assert_str_eq(c->state_dir, "/var/lib/a");
+	config_free(c);
+
+	/* A quoted brace is a word, not a block. */
+	c = parse("provider p {\n type script\n reply \"}\"\n}\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(config_provider(c, "p")->reply, "}");
+	config_free(c);
+
+	/* Tabs separate words; UTF-8 passes through. */
+	c = parse("provider\tp\t{\n\ttype\tscript\n\treply\t\"h\xc3\xa9\"\n}");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(config_provider(c, "p")->reply, "h\xc3\xa9");
+	config_free(c);
+
+	/* Words are split by the tokenizer as expected. */
+	{
+		struct parser	*p = calloc(1, sizeof(*p));
+		const char	*s = "  a \"b c\"\t\"\" d#e f";
+
+		ck_assert_ptr_nonnull(p);
+		p->name = "t";
+		ck_assert_int_eq(tokenize(p, s, strlen(s)), 0);
+		ck_assert_int_eq(p->nwords, 4);
+		ck_assert_str_eq(p->words[0], "a");
+		ck_assert_str_eq(p->words[1], "b c");
+		ck_assert_int_eq(p->quoted[1], 1);
+		ck_assert_str_eq(p->words[2], "");
+		ck_assert_str_eq(p->words[3], "d");
+		ck_assert_int_eq(p->quoted[3], 0);
+		free(p);
+	}
+}
+END_TEST
+
+START_TEST(test_blocks)
+{
+	struct config			*c;
+	const struct cfg_provider	*pr;
+
+	/* '}' after the last directive; first provider is the default. */
+	c = parse("provider fast {\n type script\n reply a\n chunk 65536\n"
+	    " delay 0 }\n"
+	    "provider slow.v2 {\n type script\n reply b\n delay 1s\n}\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->default_provider, "fast");
+	pr = config_provider(c, "fast");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_uint_eq(pr->chunk, 65536);
+	ck_assert_uint_eq(pr->delay_ms, 0);
+	pr = config_provider(c, "slow.v2");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_uint_eq(pr->chunk, 4);
+	ck_assert_uint_eq(pr->delay_ms, 1000);
+	ck_assert_ptr_null(config_provider(c, "demo"));
+	config_free(c);
+
+	/* Directive names may repeat in separate blocks. */
+	c = parse("default-provider b\n"
+	    "provider a {\n type script\n reply a\n}\n"
+	    "provider b {\n type script\n reply b }\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->default_provider, "b");
+	config_free(c);
+
+	/* No providers: the demo is added and may be named. */
+	c = parse("default-provider demo\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_ptr_nonnull(config_provider(c, "demo"));
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_listen)
+{
+	struct config		*c;
+	struct cfg_listen	*l;
+
+	c = parse("token t role admin\n"
+	    "listen 7777\nlisten [::1]:7778\nlisten 0.0.0.0:80\n"
+	    "listen localhost:81\nlisten 127.9.9.9:82\nlisten [::]:83\n"
+	    "listen example.org:84\nlisten [::ffff:127.0.0.1]:85\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	l = TAILQ_FIRST(&c->listens);
+	ck_assert_str_eq(l->host, "127.0.0.1");
+	ck_assert_str_eq(l->port, "7777");
+	ck_assert_int_eq(l->loopback, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "::1");
+	ck_assert_str_eq(l->port, "7778");
+	ck_assert_int_eq(l->loopback, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "0.0.0.0");
+	ck_assert_int_eq(l->loopback, 0);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "localhost");
+	ck_assert_int_eq(l->loopback, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "127.9.9.9");
+	ck_assert_int_eq(l->loopback, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "::");
+	ck_assert_int_eq(l->loopback, 0);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "example.org");
+	ck_assert_int_eq(l->loopback, 0);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_ptr_null(TAILQ_NEXT(l, entry));
+	config_free(c);
+
+	/* Loopback-only listeners need no token. */
+	c = parse("listen [::1]:7777\nlisten localhost:7778\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	config_free(c);
+}
+END_TEST
+
+START_TEST(test_tokens)
+{
+	struct config		*c;
+	struct cfg_token	*t;
+
+	setenv("PARLEY_TEST_SECRET", "from-env", 1);
+	setenv("PARLEY_TEST_EMPTY", "", 1);
+	c = parse("token-env PARLEY_TEST_SECRET role observer session s-1\n"
+	    "token abc role user\n"
+	    "token \"q#x\" role agent session s2\n"
+	    "listen 0.0.0.0:7777\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	t = TAILQ_FIRST(&c->tokens);
+	ck_assert_str_eq(t->secret, "from-env");
+	ck_assert_str_eq(t->role, "observer");
+	ck_assert_str_eq(t->session, "s-1");
+	t = TAILQ_NEXT(t, entry);
+	ck_assert_str_eq(t->secret, "abc");
+	ck_assert_str_eq(t->role, "user");
+	ck_assert_ptr_null(t->session);
+	t = TAILQ_NEXT(t, entry);
+	ck_assert_str_eq(t->secret, "q#x");
+	ck_assert_str_eq(t->session, "s2");
+	config_free(c);
+
+	expect_err("token-env PARLEY_TEST_EMPTY role admin\n", "x.conf:1: "
+	    "token-env: the value of 'PARLEY_TEST_EMPTY' must be 1 to 1024 "
+	    "printable characters without blanks");
+	expect_err("token-env PARLEY_TEST_SECRET role admin\n"
+	    "token from-env role user\n",
+	    "x.conf:2: token: duplicate secret (first on line 1)");
+	expect_err("token a role user session a/b\n", "x.conf:1: token: "
+	    "session id must be 1 to 128 printable characters without blanks "
+	    "or '/'");
+	unsetenv("PARLEY_TEST_SECRET");
+	unsetenv("PARLEY_TEST_EMPTY");
+}
+END_TEST
+
+/* Every prefix and many mutations of a valid file: parse or fail cleanly. */
+START_TEST(test_robust)
+{
+	static const char	 alphabet[] = " \t\n\"\\#{}:[]ax01";
+	char			 buf[sizeof(example)];
+	struct config		*c;
+	size_t			 n, i;
+	unsigned		 seed = 12345;
+
+	for (n = 0; n <= strlen(example); n++) {
+		memcpy(buf, example, n);
+		buf[n] = '\0';
+		c = parse(buf);
+		if (c == NULL)
+			ck_assert_msg(strncmp(errbuf, "x.conf:", 7) == 0, "%s",
+			    errbuf);
+		config_free(c);
+	}
+	for (n = 0; n < 20000; n++) {
+		memcpy(buf, example, sizeof(example));
+		for (i = 0; i < 3; i++) {
+			seed = seed * 1103515245 + 12345;
+			buf[(seed >> 8) % (sizeof(example) - 1)] =
+			    alphabet[(seed >> 20) % (sizeof(alphabet) - 1)];
+		}
+		c = parse(buf);
+		if (c == NULL)
+			ck_assert_msg(strncmp(errbuf, "x.conf:", 7) == 0, "%s",
+			    errbuf);
+		config_free(c);
+	}
+	/* A tiny error buffer truncates but does not overflow. */
+	{
+		char small[8];
+
+		memset(small, 'Z', sizeof(small));
+		ck_assert_ptr_null(config_parse_string("x.conf", "bogus\n",
+		    small, 5));
+		ck_assert_str_eq(small, "x.co");
+		ck_assert_int_eq(small[5], 'Z');
+		ck_assert_ptr_null(config_parse_string("x.conf", "bogus\n",
+		    NULL, 0));
+		ck_assert_ptr_null(config_parse_string("x.conf", NULL,
+		    small, sizeof(small)));
+	}
+}
+END_TEST
+
+START_TEST(test_man_page)
+{
+	const char *const	*d = config_directives();
+	char			*man, want[128];
+	int			 n = 0;
+
+	man = slurp_src("man/parleyd.conf.5");
+	ck_assert_msg(man != NULL, "man/parleyd.conf.5 not found");
+	for (; *d != NULL; d++, n++) {
+		snprintf(want, sizeof(want), "\n.It Ic %s ", *d);
+		ck_assert_msg(strstr(man, want) != NULL,
+		    "directive '%s' is not documented in parleyd.conf.5", *d);
+	}
+	ck_assert_int_eq(n, (int)NKEYWORDS);
+	ck_assert_int_ge(n, 30);
+	free(man);
+}
+END_TEST
+
+/* The example file shows every directive and, uncommented, still parses. */
+START_TEST(test_example_file)
+{
+	const char *const	*d;
+	char			*ex, *out, *line, *save, want[128];
+	struct config		*c;
+	size_t			 i;
+
+	ex = slurp_src("etc/parleyd.conf");
+	ck_assert_msg(ex != NULL, "etc/parleyd.conf not found");
+	c = parse(ex);
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	check_defaults(c);
+	config_free(c);
+
+	for (d = config_directives(); *d != NULL; d++) {
+		snprintf(want, sizeof(want), "#%s ", *d);
+		if (strstr(ex, want) == NULL) {
+			snprintf(want, sizeof(want), "#    %s ", *d);
+			ck_assert_msg(strstr(ex, want) != NULL,
+			    "directive '%s' missing from etc/parleyd.conf", *d);
+		}
+	}
+
+	/* Uncomment "#directive ..." and "#    directive" / "#}" lines. */
+	out = calloc(1, strlen(ex) + 1);
+	ck_assert_ptr_nonnull(out);
+	for (line = strtok_r(ex, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		const char *rest = line;
+
+		if (line[0] == '#') {
+			size_t	idx;
+			char	w[64] = "";
+
+			i = strspn(line + 1, " ");
+			sscanf(line + 1 + i, "%63s", w);
+			if ((i == 0 || i == 4) && (keyword_find(w, &idx) ||
+			    strcmp(w, "}") == 0))
+				rest = line + 1;
+		}
+		strcat(out, rest);
+		strcat(out, "\n");
+	}
+	setenv("PARLEY_ADMIN_TOKEN", "env-secret", 1);
+	c = parse(out);
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->pid_file, "/run/parleyd.pid");
+	ck_assert_ptr_nonnull(config_provider(c, "demo"));
+	ck_assert_str_eq(config_provider(c, "demo")->reply,
+	    "Hello from Parley.");
+	config_free(c);
+	unsetenv("PARLEY_ADMIN_TOKEN");
+	free(out);
+	free(ex);
+}
+END_TEST
+
+static Suite *
+config_suite(void)
+{
+	Suite	*s = suite_create("config");
+	TCase	*tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_example);
+	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_load);
+	tcase_add_test(tc, test_errors);
+	tcase_add_test(tc, test_long_line);
+	tcase_add_test(tc, test_durations_sizes);
+	tcase_add_test(tc, test_quoting);
+	tcase_add_test(tc, test_blocks);
+	tcase_add_test(tc, test_listen);
+	tcase_add_test(tc, test_tokens);
+	tcase_add_test(tc, test_robust);
+	tcase_add_test(tc, test_man_page);
+	tcase_add_test(tc, test_example_file);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner	*sr = srunner_create(config_suite());
+	int	 failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

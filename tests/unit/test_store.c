@@ -1,0 +1,830 @@
+/*
+ * Unit tests for the store interface and its local backend.
+ */
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../src/store.c"
+#include "../../src/store_local.c"
+
+static char	 tdir[64];
+
+static void
+setup(void)
+{
+	snprintf(tdir, sizeof(tdir), "/tmp/test_store.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+}
+
+static int
+rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static void
+teardown(void)
+{
+	nftw(tdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct store *
+open_store(enum store_fsync fs)
+{
+	char		 err[256];
+	struct store	*st;
+
+	st = store_open("local", tdir, fs, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+	return st;
+}
+
+static void
+path_of(char *buf, size_t len, const char *id, const char *file)
+{
+	snprintf(buf, len, "%s/sessions/%s/%s", tdir, id, file);
+}
+
+static off_t
+file_size(const char *id, const char *file)
+{
+	char		 p[512];
+	struct stat	 sb;
+
+	path_of(p, sizeof(p), id, file);
+	if (stat(p, &sb) == -1)
+		return -1;
+	return sb.st_size;
+}
+
+static void
+raw_append(const char *id, const char *bytes, size_t len)
+{
+	char	 p[512];
+	int	 fd;
+
+	path_of(p, sizeof(p), id, "log");
+	fd = open(p, O_WRONLY | O_APPEND);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(write(fd, bytes, len), (ssize_t)len);
+	close(fd);
+}
+
+static void
+raw_truncate(const char *id, off_t len)
+{
+	char	 p[512];
+
+	path_of(p, sizeof(p), id, "log");
+	ck_assert_int_eq(truncate(p, len), 0);
+}
+
+/* Appends seqs first..last with ts = 1000 * seq and json {"n":seq}. */
+static void
+fill(struct store_sess *s, uint64_t first, uint64_t last)
+{
+	char		 j[64];
+	uint64_t	 q;
+	int		 n;
+
+	for (q = first; q <= last; q++) {
+		n = snprintf(j, sizeof(j), "{\"n\":%" PRIu64 "}", q);
+		ck_assert_int_eq(store_append(s, q, 1000 * q, j, (size_t)n),
+		    0);
+	}
+}
+
+struct collect {
+	uint64_t	 seqs[256];
+	uint64_t	 last;
+	size_t		 n;
+	size_t		 stop_after;	/* 0: never stop */
+	int		 bad;
+};
+
+static int
+collect_cb(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct collect	*c = arg;
+	char		 want[64];
+	int		 n;
+
+	n = snprintf(want, sizeof(want), "{\"n\":%" PRIu64 "}", seq);
+	if ((size_t)n != len || memcmp(want, json, len) != 0 ||
+	    json[len] != '\0' || ts != 1000 * seq)
+		c->bad = 1;
+	if (c->n > 0 && c->last + 1 != seq)
+		c->bad = 1;
+	c->last = seq;
+	if (c->n < sizeof(c->seqs) / sizeof(c->seqs[0]))
+		c->seqs[c->n] = seq;
+	c->n++;
+	return c->stop_after != 0 && c->n >= c->stop_after;
+}
+
+static int
+range_count(struct store_sess *s, uint64_t after, size_t limit,
+    uint64_t *firstp)
+{
+	struct collect	 c;
+	int		 r;
+
+	memset(&c, 0, sizeof(c));
+	r = store_range(s, after, limit, collect_cb, &c);
+	ck_assert_int_eq(c.bad, 0);
+	ck_assert_int_eq((size_t)r, c.n);
+	if (firstp != NULL)
+		*firstp = c.n > 0 ? c.seqs[0] : 0;
+	return r;
+}
+
+START_TEST(test_valid_id)
+{
+	char	 id[200];
+
+	ck_assert_int_eq(store_valid_id("s1"), 1);
+	ck_assert_int_eq(store_valid_id("A-z_0.9:x"), 1);
+	ck_assert_int_eq(store_valid_id("a.."), 1);
+	ck_assert_int_eq(store_valid_id(""), 0);
+	ck_assert_int_eq(store_valid_id(NULL), 0);
+	ck_assert_int_eq(store_valid_id("."), 0);
+	ck_assert_int_eq(store_valid_id(".."), 0);
+	ck_assert_int_eq(store_valid_id(".hidden"), 0);
+	ck_assert_int_eq(store_valid_id("../etc"), 0);
+	ck_assert_int_eq(store_valid_id("a/b"), 0);
+	ck_assert_int_eq(store_valid_id("a b"), 0);
+	ck_assert_int_eq(store_valid_id("a\nb"), 0);
+	ck_assert_int_eq(store_valid_id("caf\xc3\xa9"), 0);
+	memset(id, 'x', 128);
+	id[128] = '\0';
+	ck_assert_int_eq(store_valid_id(id), 1);
+	id[128] = 'x';
+	id[129] = '\0';
+	ck_assert_int_eq(store_valid_id(id), 0);
+}
+END_TEST
+
+START_TEST(test_bad_ids_refused)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	static const char *const bad[] = { "", ".", "..", "../x", "a/b",
+	    "/abs", "x y", ".x" };
+	size_t			 i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		errno = 0;
+		ck_assert_int_eq(store_sess_open(st, bad[i], 1, &s), -1);
+		ck_assert_int_eq(errno, EINVAL);
+		ck_assert_ptr_null(s);
+		ck_assert_int_eq(store_exists(st, bad[i]), 0);
+		errno = 0;
+		ck_assert_ptr_null(store_meta_peek(st, bad[i]));
+		ck_assert_int_eq(errno, EINVAL);
+	}
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_open_errors)
+{
+	char			 err[256], p[512];
+	struct store		*st;
+	struct store_sess	*s, *s2;
+
+	err[0] = '\0';
+	ck_assert_ptr_null(store_open("redis://x", tdir, STORE_FSYNC_NO, err,
+	    sizeof(err)));
+	ck_assert_int_ne(err[0], '\0');
+	ck_assert_ptr_null(store_open("locally", tdir, STORE_FSYNC_NO, err,
+	    sizeof(err)));
+
+	/* mkdir -p of a nested state dir */
+	snprintf(p, sizeof(p), "%s/a/b//c/", tdir);
+	st = store_open("local", p, STORE_FSYNC_NO, err, sizeof(err));
+	ck_assert_msg(st != NULL, "%s", err);
+	ck_assert_int_eq(store_exists(st, "s1"), 0);
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(st, "s1", 0, &s), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(store_sess_open(st, "s1", 1, &s), 0);
+	ck_assert_int_eq(store_exists(st, "s1"), 1);
+	ck_assert_str_eq(store_sess_id(s), "s1");
+	ck_assert_ptr_eq(store_sess_find(st, "s1"), s);
+	ck_assert_uint_eq(store_last_seq(s), 0);
+	ck_assert_uint_eq(store_first_seq(s), 1);
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(st, "s1", 1, &s2), -1);
+	ck_assert_int_eq(errno, EBUSY);
+	store_sess_close(s);
+	ck_assert_ptr_null(store_sess_find(st, "s1"));
+	ck_assert_int_eq(store_sess_open(st, "s1", 0, &s), 0);
+	store_close(st);	/* closes s */
+
+	/* a state dir that is a file */
+	snprintf(p, sizeof(p), "%s/file", tdir);
+	close(open(p, O_WRONLY | O_CREAT, 0600));
+	ck_assert_ptr_null(store_open("local", p, STORE_FSYNC_NO, err,
+	    sizeof(err)));
+}
+END_TEST
+
+START_TEST(test_round_trip)
+{
+	struct store		*st = open_store(STORE_FSYNC_BATCH);
+	struct store_sess	*s;
+	uint64_t		 first;
+	char			 p[512], line[64];
+	FILE			*f;
+
+	ck_assert_int_eq(store_sess_open(st, "rt", 1, &s), 0);
+	fill(s, 1, 100);
+	ck_assert_uint_eq(store_last_seq(s), 100);
+	ck_assert_uint_eq(store_first_seq(s), 1);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 100);
+	ck_assert_uint_eq(first, 1);
+	store_sync(st);
+
+	/* the documented on-disk format */
+	path_of(p, sizeof(p), "rt", "log");
+	f = fopen(p, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+	ck_assert_str_eq(line, "1 1000 {\"n\":1}\n");
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
+	ck_assert_str_eq(line, "2 2000 {\"n\":2}\n");
+	fclose(f);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_range_limits)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	struct collect		 c;
+	uint64_t		 first, after;
+	int			 r;
+
+	ck_assert_int_eq(store_sess_open(st, "rl", 1, &s), 0);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 0);
+	fill(s, 1, 50);
+	for (after = 0; after <= 52; after++) {
+		r = range_count(s, after, 0, &first);
+		ck_assert_int_eq(r, after >= 50 ? 0 : (int)(50 - after));
+		if (r > 0)
+			ck_assert_uint_eq(first, after + 1);
+		r = range_count(s, after, 7, &first);
+		ck_assert_int_eq(r, after >= 50 ? 0 :
+		    (int)(50 - after < 7 ? 50 - after : 7));
+	}
+	ck_assert_int_eq(range_count(s, UINT64_MAX, 0, NULL), 0);
+
+	/* cb stops: the stopping record counts */
+	memset(&c, 0, sizeof(c));
+	c.stop_after = 3;
+	ck_assert_int_eq(store_range(s, 10, 0, collect_cb, &c), 3);
+	ck_assert_uint_eq(c.seqs[0], 11);
+	ck_assert_uint_eq(c.seqs[2], 13);
+	ck_assert_int_eq(store_range(s, 0, 0, NULL, NULL), -1);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_fencing)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	char			*big;
+
+	ck_assert_int_eq(store_sess_open(st, "f", 1, &s), 0);
+	errno = 0;
+	ck_assert_int_eq(store_append(s, 0, 1, "{}", 2), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(store_append(s, 2, 1, "{}", 2), -1);
+	fill(s, 1, 5);
+	errno = 0;
+	ck_assert_int_eq(store_append(s, 5, 1, "{}", 2), -1);	/* dup */
+	ck_assert_int_eq(errno, EINVAL);
+	ck_assert_int_eq(store_append(s, 4, 1, "{}", 2), -1);
+	ck_assert_int_eq(store_append(s, 7, 1, "{}", 2), -1);
+	ck_assert_int_eq(store_append(s, UINT64_MAX, 1, "{}", 2), -1);
+	/* bad json text */
+	ck_assert_int_eq(store_append(s, 6, 1, "{\n}", 3), -1);
+	ck_assert_int_eq(store_append(s, 6, 1, "{\r}", 3), -1);
+	ck_assert_int_eq(store_append(s, 6, 1, "{\0}", 3), -1);
+	ck_assert_int_eq(store_append(s, 6, 1, "", 0), -1);
+	ck_assert_int_eq(store_append(s, 6, 1, NULL, 2), -1);
+	big = malloc(STORE_JSON_MAX + 1);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'x', STORE_JSON_MAX + 1);
+	errno = 0;
+	ck_assert_int_eq(store_append(s, 6, 1, big, STORE_JSON_MAX + 1), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	free(big);
+	ck_assert_uint_eq(store_last_seq(s), 5);
+	ck_assert_int_eq(file_size("f", "log"), 5 * 15);	/* "N N000 {"n":N}\n" */
+	fill(s, 6, 6);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_reopen_index)
+{
+	struct store		*st = open_store(STORE_FSYNC_BATCH);
+	struct store_sess	*s;
+	uint64_t		 first;
+	char			*big;
+	int			 i;
+
+	ck_assert_int_eq(store_sess_open(st, "ro", 1, &s), 0);
+	fill(s, 1, 2000);
+	store_close(st);
+
+	st = open_store(STORE_FSYNC_BATCH);
+	ck_assert_int_eq(store_exists(st, "ro"), 1);
+	ck_assert_int_eq(store_sess_open(st, "ro", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 2000);
+	ck_assert_uint_eq(store_first_seq(s), 1);
+	ck_assert_int_eq(range_count(s, 1500, 10, &first), 10);
+	ck_assert_uint_eq(first, 1501);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 2000);
+	fill(s, 2001, 2010);
+	store_sess_close(s);
+
+	/* records larger than a read block, across reopen */
+	ck_assert_int_eq(store_sess_open(st, "big", 1, &s), 0);
+	big = malloc(LOCAL_BLOCK * 3);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'y', LOCAL_BLOCK * 3);
+	for (i = 1; i <= 4; i++)
+		ck_assert_int_eq(store_append(s, (uint64_t)i, 1,
+		    big, LOCAL_BLOCK * 3 - (size_t)i), 0);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "big", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 4);
+	ck_assert_int_eq(file_size("big", "log"),
+	    (off_t)(4 * (LOCAL_BLOCK * 3 + 5) - 10));
+	free(big);
+	store_close(st);
+}
+END_TEST
+
+static int
+size_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	(void)ts;
+	(void)json;
+	if (len != LOCAL_BLOCK * 3 - seq)
+		*(int *)arg = 1;
+	return 0;
+}
+
+START_TEST(test_big_range)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	char			*big;
+	int			 i, bad = 0;
+
+	ck_assert_int_eq(store_sess_open(st, "big", 1, &s), 0);
+	big = malloc(LOCAL_BLOCK * 3);
+	ck_assert_ptr_nonnull(big);
+	memset(big, 'y', LOCAL_BLOCK * 3);
+	for (i = 1; i <= 4; i++)
+		ck_assert_int_eq(store_append(s, (uint64_t)i, 1,
+		    big, LOCAL_BLOCK * 3 - (size_t)i), 0);
+	ck_assert_int_eq(store_range(s, 0, 0, size_cb, &bad), 4);
+	ck_assert_int_eq(bad, 0);
+	ck_assert_int_eq(store_range(s, 2, 0, size_cb, &bad), 2);
+	ck_assert_int_eq(bad, 0);
+	free(big);
+	store_close(st);
+}
+END_TEST
+
+/* Writes 5 good records to session id, closes, appends tail, reopens. */
+static struct store_sess *
+torn_case(struct store **stp, const char *id, const char *tail,
+    uint64_t want_last)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+
+	ck_assert_int_eq(store_sess_open(st, id, 1, &s), 0);
+	fill(s, 1, 5);
+	store_sess_close(s);
+	raw_append(id, tail, strlen(tail));
+	ck_assert_int_eq(store_sess_open(st, id, 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), want_last);
+	*stp = st;
+	return s;
+}
+
+START_TEST(test_torn_tail)
+{
+	static const struct {
+		const char	*tail;
+		uint64_t	 last;
+	} cases[] = {
+		{ "6 6000 {\"n\"", 5 },			/* half a line */
+		{ "6", 5 },
+		{ "garbage\n", 5 },
+		{ "\n", 5 },
+		{ "6 6000 \n", 5 },			/* empty json */
+		{ "6 6000\n", 5 },
+		{ "6  6000 {}\n", 5 },
+		{ "x6 6000 {}\n", 5 },
+		{ "7 7000 {\"n\":7}\n", 5 },		/* gap */
+		{ "5 5000 {\"n\":5}\n", 5 },		/* dup */
+		{ "99999999999999999999999 1 {}\n", 5 },	/* overflow */
+		{ "6 6000 {\"n\":6}\n7 7000 {\"n\":7}\nxx", 7 },
+		{ "6 6000 {\"n\":6}\n8 8000 {\"n\":8}\n9 9000 {}\n", 6 },
+	};
+	struct store		*st;
+	struct store_sess	*s;
+	char			 id[16];
+	size_t			 i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(id, sizeof(id), "t%zu", i);
+		s = torn_case(&st, id, cases[i].tail, cases[i].last);
+		ck_assert_int_eq(file_size(id, "log"),
+		    (off_t)(cases[i].last * 15));
+		ck_assert_int_eq(range_count(s, 0, 0, NULL),
+		    (int)cases[i].last);
+		/* appends continue from the repaired log */
+		fill(s, cases[i].last + 1, cases[i].last + 2);
+		store_sess_close(s);
+		ck_assert_int_eq(store_sess_open(st, id, 0, &s), 0);
+		ck_assert_uint_eq(store_last_seq(s), cases[i].last + 2);
+		ck_assert_int_eq(range_count(s, 0, 0, NULL),
+		    (int)cases[i].last + 2);
+		store_close(st);
+	}
+}
+END_TEST
+
+/* A SIGKILL can cut the last write at any byte. */
+START_TEST(test_torn_every_byte)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	off_t			 full, cut;
+
+	ck_assert_int_eq(store_sess_open(st, "cut", 1, &s), 0);
+	fill(s, 1, 3);
+	ck_assert_int_eq(store_append(s, 4, 4000, "{\"n\":4}", 7), 0);
+	store_sess_close(s);
+	full = file_size("cut", "log");
+	ck_assert_int_eq(full, 60);
+	for (cut = full; cut >= 45; cut--) {
+		raw_truncate("cut", cut);
+		ck_assert_int_eq(store_sess_open(st, "cut", 0, &s), 0);
+		ck_assert_uint_eq(store_last_seq(s), cut == full ? 4 : 3);
+		ck_assert_int_eq(file_size("cut", "log"),
+		    cut == full ? full : 45);
+		store_sess_close(s);
+		/* restore for the next cut */
+		if (cut != full) {
+			ck_assert_int_eq(store_sess_open(st, "cut", 0, &s), 0);
+			fill(s, 4, 4);
+			store_sess_close(s);
+		}
+	}
+	/* the first record torn: empty log */
+	raw_truncate("cut", 7);
+	ck_assert_int_eq(store_sess_open(st, "cut", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 0);
+	ck_assert_uint_eq(store_first_seq(s), 1);
+	ck_assert_int_eq(file_size("cut", "log"), 0);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_meta)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	char			*m, p[512];
+	struct stat		 sb;
+
+	ck_assert_int_eq(store_sess_open(st, "m", 1, &s), 0);
+	errno = 0;
+	ck_assert_ptr_null(store_meta_read(s));
+	ck_assert_int_eq(errno, ENOENT);
+	errno = 0;
+	ck_assert_ptr_null(store_meta_peek(st, "m"));
+	ck_assert_int_eq(errno, ENOENT);
+	errno = 0;
+	ck_assert_ptr_null(store_meta_peek(st, "nosuch"));
+	ck_assert_int_eq(errno, ENOENT);
+
+	ck_assert_int_eq(store_meta_write(s, "{\"a\":1}", 7), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"a\":1}");
+	free(m);
+	ck_assert_int_eq(store_meta_write(s, "{\"b\":\n2}", 8), 0);
+	m = store_meta_peek(st, "m");
+	ck_assert_str_eq(m, "{\"b\":\n2}");
+	free(m);
+	ck_assert_int_eq(store_meta_write(s, "", 0), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "");
+	free(m);
+	ck_assert_int_eq(store_meta_write(s, "{\0}", 3), -1);
+	ck_assert_int_eq(store_meta_write(s, "{}", STORE_META_MAX + 1), -1);
+	ck_assert_int_eq(errno, EMSGSIZE);
+	path_of(p, sizeof(p), "m", "meta.tmp");
+	ck_assert_int_eq(stat(p, &sb), -1);
+
+	/* a leftover meta.tmp from a crash is ignored and cleaned */
+	ck_assert_int_eq(store_meta_write(s, "{\"c\":3}", 7), 0);
+	store_sess_close(s);
+	close(open(p, O_WRONLY | O_CREAT, 0600));
+	m = store_meta_peek(st, "m");
+	ck_assert_str_eq(m, "{\"c\":3}");
+	free(m);
+	ck_assert_int_eq(store_sess_open(st, "m", 0, &s), 0);
+	ck_assert_int_eq(stat(p, &sb), -1);
+	store_close(st);
+
+	/* a session with only meta exists */
+	st = open_store(STORE_FSYNC_ALWAYS);
+	path_of(p, sizeof(p), "m", "log");
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(store_exists(st, "m"), 1);
+	ck_assert_int_eq(store_sess_open(st, "m", 0, &s), 0);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_trim)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	uint64_t		 first;
+	char			 p[512];
+	struct stat		 sb;
+
+	ck_assert_int_eq(store_sess_open(st, "tr", 1, &s), 0);
+	ck_assert_int_eq(store_trim(s, UINT64_MAX), 0);	/* empty */
+	fill(s, 1, 100);
+	ck_assert_int_eq(store_trim(s, 0), 0);
+	ck_assert_int_eq(store_trim(s, 1000), 0);	/* ts 1000 kept */
+	ck_assert_int_eq(store_trim(s, 30500), 30);
+	ck_assert_uint_eq(store_first_seq(s), 31);
+	ck_assert_uint_eq(store_last_seq(s), 100);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 70);
+	ck_assert_uint_eq(first, 31);
+	ck_assert_int_eq(range_count(s, 30, 0, &first), 70);
+	ck_assert_int_eq(range_count(s, 31, 5, &first), 5);
+	ck_assert_uint_eq(first, 32);
+	ck_assert_int_eq(range_count(s, 99, 0, &first), 1);
+	ck_assert_uint_eq(first, 100);
+	fill(s, 101, 105);
+	path_of(p, sizeof(p), "tr", "log.tmp");
+	ck_assert_int_eq(stat(p, &sb), -1);
+	store_sess_close(s);
+
+	ck_assert_int_eq(store_sess_open(st, "tr", 0, &s), 0);
+	ck_assert_uint_eq(store_first_seq(s), 31);
+	ck_assert_uint_eq(store_last_seq(s), 105);
+	/* everything old: the newest survives */
+	ck_assert_int_eq(store_trim(s, UINT64_MAX), 74);
+	ck_assert_uint_eq(store_first_seq(s), 105);
+	ck_assert_uint_eq(store_last_seq(s), 105);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 1);
+	ck_assert_uint_eq(first, 105);
+	ck_assert_int_eq(store_trim(s, UINT64_MAX), 0);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "tr", 0, &s), 0);
+	ck_assert_uint_eq(store_first_seq(s), 105);
+	ck_assert_int_eq(file_size("tr", "log"), 21);
+	fill(s, 106, 106);
+	store_close(st);
+}
+END_TEST
+
+static void
+age(const char *id, const char *file, time_t when)
+{
+	char		 p[512];
+	struct timespec	 ts[2];
+
+	path_of(p, sizeof(p), id, file);
+	ts[0].tv_sec = ts[1].tv_sec = when;
+	ts[0].tv_nsec = ts[1].tv_nsec = 0;
+	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+}
+
+START_TEST(test_expire)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s, *b;
+	time_t			 old = time(NULL) - 3600;
+	uint64_t		 cutoff = (uint64_t)(time(NULL) - 60) * 1000;
+	char			 p[512];
+	int			 fd;
+
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 3);
+	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
+	store_sess_close(s);
+	age("a", "log", old);
+	age("a", "meta", old);
+
+	ck_assert_int_eq(store_sess_open(st, "b", 1, &b), 0);	/* open */
+	fill(b, 1, 3);
+	age("b", "log", old);
+
+	ck_assert_int_eq(store_sess_open(st, "c", 1, &s), 0);	/* fresh */
+	fill(s, 1, 3);
+	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
+	store_sess_close(s);
+
+	ck_assert_int_eq(store_sess_open(st, "d", 1, &s), 0);	/* meta new */
+	fill(s, 1, 3);
+	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
+	store_sess_close(s);
+	age("d", "log", old);
+
+	ck_assert_int_eq(store_sess_open(st, "e", 1, &s), 0);	/* locked */
+	store_sess_close(s);
+	age("e", "log", old);
+	path_of(p, sizeof(p), "e", "log");
+	fd = open(p, O_RDWR);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
+
+	snprintf(p, sizeof(p), "%s/sessions/.junk", tdir);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+
+	ck_assert_int_eq(store_expire(st, cutoff), 1);
+	ck_assert_int_eq(store_exists(st, "a"), 0);
+	snprintf(p, sizeof(p), "%s/sessions/a", tdir);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	ck_assert_int_eq(store_exists(st, "b"), 1);
+	ck_assert_int_eq(store_exists(st, "c"), 1);
+	ck_assert_int_eq(store_exists(st, "d"), 1);
+	ck_assert_int_eq(store_exists(st, "e"), 1);
+	close(fd);
+	ck_assert_int_eq(store_expire(st, cutoff), 1);	/* e now */
+	ck_assert_int_eq(store_exists(st, "e"), 0);
+	store_sess_close(b);
+	ck_assert_int_eq(store_expire(st, cutoff), 1);	/* b now */
+	ck_assert_int_eq(store_expire(st, cutoff), 0);
+	ck_assert_int_eq(store_expire(st, UINT64_MAX), 2);	/* c, d */
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_fsync_modes)
+{
+	static const enum store_fsync modes[] = { STORE_FSYNC_ALWAYS,
+	    STORE_FSYNC_BATCH, STORE_FSYNC_NO };
+	struct store		*st;
+	struct store_sess	*s;
+	char			 id[16], *m;
+	size_t			 i;
+
+	for (i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "fs%zu", i);
+		st = open_store(modes[i]);
+		ck_assert_int_eq(store_sess_open(st, id, 1, &s), 0);
+		fill(s, 1, 20);
+		store_sync(st);
+		fill(s, 21, 30);
+		ck_assert_int_eq(store_meta_write(s, "{\"x\":1}", 7), 0);
+		ck_assert_int_eq(store_trim(s, 5500), 5);
+		fill(s, 31, 31);
+		store_close(st);
+
+		st = open_store(modes[i]);
+		ck_assert_int_eq(store_sess_open(st, id, 0, &s), 0);
+		ck_assert_uint_eq(store_first_seq(s), 6);
+		ck_assert_uint_eq(store_last_seq(s), 31);
+		ck_assert_int_eq(range_count(s, 0, 0, NULL), 26);
+		m = store_meta_read(s);
+		ck_assert_str_eq(m, "{\"x\":1}");
+		free(m);
+		store_close(st);
+	}
+}
+END_TEST
+
+struct rate {
+	uint64_t	 n;
+	uint64_t	 next;
+	int		 bad;
+};
+
+static int
+rate_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct rate	*r = arg;
+
+	(void)ts;
+	if (seq != r->next++ || len < 10 || json[0] != '{')
+		r->bad = 1;
+	r->n++;
+	return 0;
+}
+
+START_TEST(test_range_100k)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	struct timespec		 t0, t1;
+	struct rate		 r;
+	char			 j[160];
+	uint64_t		 q;
+	double			 secs;
+	int			 n;
+
+	ck_assert_int_eq(store_sess_open(st, "r100k", 1, &s), 0);
+	for (q = 1; q <= 100000; q++) {
+		n = snprintf(j, sizeof(j), "{\"v\":1,\"type\":\"token\","
+		    "\"sessionId\":\"r100k\",\"seq\":%" PRIu64 ",\"content\":"
+		    "\"The quick brown fox\"}", q);
+		ck_assert_int_eq(store_append(s, q, 1700000000000ull + q, j,
+		    (size_t)n), 0);
+	}
+	store_sess_close(s);
+	/* reopen: scan crosses many block boundaries */
+	ck_assert_int_eq(store_sess_open(st, "r100k", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 100000);
+
+	memset(&r, 0, sizeof(r));
+	r.next = 1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(store_range(s, 0, 0, rate_cb, &r), 100000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_eq(r.bad, 0);
+	ck_assert_uint_eq(r.n, 100000);
+	secs = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	printf("store: range of 100000 records in %.4f s (%.0f records/s)\n",
+	    secs, secs > 0 ? 100000 / secs : 0.0);
+
+	memset(&r, 0, sizeof(r));
+	r.next = 77778;
+	ck_assert_int_eq(store_range(s, 77777, 1000, rate_cb, &r), 1000);
+	ck_assert_int_eq(r.bad, 0);
+	store_close(st);
+}
+END_TEST
+
+static Suite *
+store_suite(void)
+{
+	Suite	*su = suite_create("store");
+	TCase	*tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_valid_id);
+	tcase_add_test(tc, test_bad_ids_refused);
+	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_range_limits);
+	tcase_add_test(tc, test_fencing);
+	tcase_add_test(tc, test_reopen_index);
+	tcase_add_test(tc, test_big_range);
+	tcase_add_test(tc, test_torn_tail);
+	tcase_add_test(tc, test_torn_every_byte);
+	tcase_add_test(tc, test_meta);
+	tcase_add_test(tc, test_trim);
+	tcase_add_test(tc, test_expire);
+	tcase_add_test(tc, test_fsync_modes);
+	tcase_add_test(tc, test_range_100k);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int
+main(void)
+{
+	SRunner	*sr = srunner_create(store_suite());
+	int	 failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

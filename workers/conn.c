@@ -1,0 +1,1116 @@
+/*
+ * Client connections in a worker.  A connection arrives from the
+ * supervisor with the bytes already read; it is answered as plain HTTP,
+ * upgraded to WebSocket, or turned into an event stream.  Streams are fed
+ * from the session log until they are level with it, then by fan-out; a
+ * stream whose output passes its bound drops back to the log.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/log.h"
+#include "parley/proto.h"
+#include "parley/sse.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "conn.h"
+#include "sess.h"
+#include "worker.h"
+
+#define HOLD_MS		250	/* wait for a resume before going live */
+#define CLOSE_WAIT_MS	5000	/* peer's answer to our close frame */
+#define WRITE_TMO_MS	60000	/* no write progress: the client is gone */
+#define PUMP_BATCH	256
+
+static void	conn_free(struct conn *);
+static void	conn_route(struct conn *, const unsigned char *, size_t);
+static void	ws_input(struct conn *);
+
+static struct evbuffer *
+out_of(struct conn *c)
+{
+	return bufferevent_get_output(c->bev);
+}
+
+static void
+ws_send(struct conn *c, int opcode, const void *data, size_t len)
+{
+	unsigned char hdr[10];
+	size_t h = ws_frame_header(hdr, opcode, len);
+
+	evbuffer_add(out_of(c), hdr, h);
+	if (len)
+		evbuffer_add(out_of(c), data, len);
+	c->last_out_ms = util_mono_ms();
+}
+
+void
+conn_send_json(struct conn *c, const char *json)
+{
+	char type[32] = "";
+	const char *t;
+
+	if (json == NULL || c->closing)
+		return;
+	if (c->kind == CONN_WS) {
+		ws_send(c, WS_OP_TEXT, json, strlen(json));
+		return;
+	}
+	if (c->kind == CONN_SSE) {
+		if ((t = strstr(json, "\"type\":\"")) != NULL)
+			sscanf(t + 8, "%31[^\"]", type);
+		sse_event(out_of(c), 0, type[0] ? type : NULL, json,
+		    strlen(json));
+		c->last_out_ms = util_mono_ms();
+	}
+}
+
+static void
+send_error(struct conn *c, const char *code, const char *msg, const char *id)
+{
+	cJSON *extra = NULL;
+	char *j;
+
+	if (id != NULL) {
+		extra = cJSON_CreateObject();
+		cJSON_AddStringToObject(extra, "id", id);
+	}
+	j = proto_error(c->sess ? c->sess->id : NULL, code, msg, "warning",
+	    extra);
+	conn_send_json(c, j);
+	free(j);
+}
+
+/* Answers a plain HTTP request and closes once it is written. */
+static void
+http_reply(struct conn *c, int status, cJSON *body)
+{
+	char *s = cJSON_PrintUnformatted(body);
+
+	http_respond(out_of(c), status, "application/json", s, strlen(s), NULL);
+	free(s);
+	cJSON_Delete(body);
+	c->closing = 1;
+	c->close_sent = 1;
+}
+
+static void
+http_error(struct conn *c, int status, const char *code, const char *msg)
+{
+	http_respond_error(out_of(c), status, code, msg);
+	c->closing = 1;
+	c->close_sent = 1;
+}
+
+void
+conn_close(struct conn *c, uint16_t code, const char *reason)
+{
+	unsigned char p[125];
+	size_t n;
+	struct timeval tv;
+
+	if (c->closing)
+		return;
+	if (c->sess != NULL)
+		sess_detach(c->sess, c);
+	if (c->kind == CONN_WS) {
+		n = ws_close_payload(p, code, reason);
+		ws_send(c, WS_OP_CLOSE, p, n);
+	}
+	c->closing = 1;
+	c->close_sent = 1;
+	util_tv(&tv, CLOSE_WAIT_MS);
+	evtimer_add(c->tmo_ev, &tv);
+	if (evbuffer_get_length(out_of(c)) == 0 && c->kind != CONN_WS)
+		conn_free(c);
+}
+
+/* Writes one logged event; ends a turn stream after its last event. */
+static void
+write_evt(struct conn *c, struct evt *e)
+{
+	const void *data;
+	size_t len;
+	char pat[80];
+
+	if (c->kind == CONN_WS)
+		data = evt_ws(e, &len);
+	else
+		data = evt_sse(e, &len);
+	if (data == NULL)
+		return;
+	e->refs++;
+	if (evbuffer_add_reference(out_of(c), data, len, evt_unref_cb, e) == -1)
+		e->refs--;
+	c->next_seq = e->seq + 1;
+	c->last_out_ms = util_mono_ms();
+	if (c->turn_msgid[0] != '\0') {
+		snprintf(pat, sizeof(pat), "\"messageId\":\"%s\"", c->turn_msgid);
+		if (strcmp(e->type, "session_complete") == 0 ||
+		    ((strcmp(e->type, "done") == 0 ||
+		    strcmp(e->type, "error") == 0) && strstr(e->json, pat)))
+			conn_close(c, WS_CLOSE_NORMAL, NULL);
+	}
+}
+
+static int
+pump_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct conn *c = arg;
+	struct evt *e;
+
+	if (seq != c->next_seq)
+		return 1;
+	if ((e = evt_new(seq, json, len)) == NULL)
+		return 1;
+	write_evt(c, e);
+	evt_unref(e);
+	return c->closing;
+}
+
+void
+conn_pump(struct conn *c)
+{
+	struct sess *s = c->sess;
+	size_t bound = c->wk->conf->max_output_buffer;
+	uint64_t before;
+
+	if (s == NULL || c->hold || c->closing)
+		return;
+	while (!c->closing && c->next_seq <= sess_last_seq(s) &&
+	    evbuffer_get_length(out_of(c)) < bound) {
+		before = c->next_seq;
+		if (sess_range(s, c->next_seq - 1, PUMP_BATCH, pump_cb, c) < 0 ||
+		    c->next_seq == before) {
+			log_warnx("session %s: cannot read seq %llu for a "
+			    "client; closing it", s->id,
+			    (unsigned long long)c->next_seq);
+			conn_close(c, WS_CLOSE_INTERNAL, "log unreadable");
+			return;
+		}
+	}
+	if (!c->closing && c->next_seq > sess_last_seq(s))
+		c->live = 1;
+}
+
+void
+conn_push(struct conn *c, struct evt *e)
+{
+	if (c->closing || c->hold || !c->live)
+		return;
+	if (e->seq != c->next_seq ||
+	    evbuffer_get_length(out_of(c)) >= c->wk->conf->max_output_buffer) {
+		/* Slow: the write callback resumes it from the log. */
+		c->live = 0;
+		return;
+	}
+	write_evt(c, e);
+}
+
+/*
+ * Positions a stream: session_state first, then RESUME_GAP if the log no
+ * longer holds what the client asks for, then replay and live.
+ */
+static void
+stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
+{
+	char *j;
+	uint64_t first = sess_first_seq(s), top = sess_last_seq(s);
+
+	sess_attach(s, c);
+	j = proto_reply("session_state", s->id, sess_state(s));
+	conn_send_json(c, j);
+	free(j);
+	c->live = 0;
+	if (!have_last) {
+		c->next_seq = top + 1;
+	} else {
+		if (last > top)
+			last = top;
+		c->next_seq = last + 1;
+		if (c->next_seq < first) {
+			cJSON *x = cJSON_CreateObject();
+
+			cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
+			cJSON_AddNumberToObject(x, "lastSeq", (double)last);
+			j = proto_error(s->id, "RESUME_GAP", "events after your "
+			    "lastSeq were removed by retention; replaying from "
+			    "oldestSeq", "warning", x);
+			conn_send_json(c, j);
+			free(j);
+			c->next_seq = first;
+		}
+	}
+	c->live_from = c->next_seq;
+	conn_pump(c);
+}
+
+static void
+hold_end(struct conn *c)
+{
+	if (!c->hold)
+		return;
+	c->hold = 0;
+	c->live_from = c->next_seq;
+	evtimer_del(c->tmo_ev);
+	conn_pump(c);
+}
+
+static void
+heartbeat_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct conn *c = arg;
+	char *j;
+	cJSON *b;
+	char ts[32];
+
+	if (c->closing || util_mono_ms() - c->last_out_ms + 50 <
+	    c->wk->conf->heartbeat_ms)
+		return;
+	if (c->kind == CONN_SSE) {
+		sse_comment(out_of(c), "heartbeat");
+		c->last_out_ms = util_mono_ms();
+		return;
+	}
+	b = cJSON_CreateObject();
+	util_iso8601(ts, util_now_ms());
+	cJSON_AddStringToObject(b, "ts", ts);
+	j = proto_reply("heartbeat", c->sess ? c->sess->id : NULL, b);
+	conn_send_json(c, j);
+	free(j);
+}
+
+static void
+stream_common(struct conn *c)
+{
+	struct timeval tv;
+
+	http_parser_free(&c->hp);
+	util_tv(&tv, WRITE_TMO_MS);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
+	c->hb_ev = event_new(c->wk->base, -1, EV_PERSIST, heartbeat_cb, c);
+	event_add(c->hb_ev, c->wk->hb_tv);
+	c->last_out_ms = util_mono_ms();
+}
+
+/* Completes the WebSocket handshake (RFC 6455 §4.2.2); 0, or -1 answered. */
+static int
+ws_upgrade(struct conn *c)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *key = http_header(r, "Sec-WebSocket-Key");
+	const char *ver = http_header(r, "Sec-WebSocket-Version");
+	const char *up = http_header(r, "Upgrade");
+	const char *con = http_header(r, "Connection");
+	char accept[29];
+
+	if (strcmp(r->method, "GET") != 0 || r->minor < 1 || up == NULL ||
+	    !http_has_token(up, "websocket") || con == NULL ||
+	    !http_has_token(con, "upgrade")) {
+		static const char m[] = "{\"error\":{\"code\":\"BAD_REQUEST\","
+		    "\"message\":\"this endpoint needs a WebSocket upgrade "
+		    "(GET, HTTP/1.1, Upgrade: websocket)\"}}";
+
+		http_respond(out_of(c), 426, "application/json", m,
+		    sizeof(m) - 1, "Upgrade: websocket\r\n");
+		c->closing = c->close_sent = 1;
+		return -1;
+	}
+	if (ver == NULL || strcmp(ver, "13") != 0) {
+		static const char m[] = "{\"error\":{\"code\":\"BAD_REQUEST\","
+		    "\"message\":\"only WebSocket version 13 is supported\"}}";
+
+		http_respond(out_of(c), 426, "application/json", m,
+		    sizeof(m) - 1, "Sec-WebSocket-Version: 13\r\n");
+		c->closing = c->close_sent = 1;
+		return -1;
+	}
+	if (key == NULL || ws_accept_key(key, accept) == -1) {
+		http_error(c, 400, "BAD_REQUEST", "missing or malformed "
+		    "Sec-WebSocket-Key");
+		return -1;
+	}
+	evbuffer_add_printf(out_of(c), "HTTP/1.1 101 Switching Protocols\r\n"
+	    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+	    "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
+	c->kind = CONN_WS;
+	ws_parser_init(&c->wp, c->wk->conf->max_frame, c->wk->conf->max_message);
+	stream_common(c);
+	return 0;
+}
+
+static void
+sse_start(struct conn *c)
+{
+	sse_head(out_of(c));
+	c->kind = CONN_SSE;
+	stream_common(c);
+}
+
+/* The /chat connection goes to the session's owner with its first message. */
+static void
+chat_handoff(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t rest = evbuffer_get_length(in);
+	unsigned char *buf;
+	struct ipc_conn ic = c->ic;
+	int fd;
+
+	if ((buf = malloc(c->first_len + rest + 1)) == NULL ||
+	    (fd = dup(bufferevent_getfd(c->bev))) == -1) {
+		free(buf);
+		conn_free(c);
+		return;
+	}
+	memcpy(buf, c->first, c->first_len);
+	evbuffer_remove(in, buf + c->first_len, rest);
+	ic.kind = IPC_CONN_WS_CHAT;
+	ic.first_len = (uint32_t)c->first_len;
+	ic.bytes_len = (uint32_t)(c->first_len + rest);
+	wk_reroute(c->wk, fd, &ic, buf, ic.bytes_len);
+	free(buf);
+	conn_free(c);
+}
+
+static void
+on_text(struct conn *c, const char *text, size_t len)
+{
+	struct proto_in in;
+	struct sess_result r;
+	struct sess *s;
+	const char *code, *err;
+	char msg[256];
+	uint64_t last = 0;
+	char *j;
+	cJSON *b;
+
+	if (len == 4 && memcmp(text, "ping", 4) == 0)
+		return;
+	if (proto_parse(text, len, c->wk->conf->max_json_depth, &in, &code,
+	    msg, sizeof(msg)) == -1) {
+		send_error(c, code, msg, NULL);
+		hold_end(c);
+		return;
+	}
+	if (c->chat && c->sess == NULL) {
+		if (!c->ic.session[0]) {
+			/* Not yet at the owner: hand it there. */
+			if ((c->first = malloc(len)) != NULL) {
+				memcpy(c->first, text, len);
+				c->first_len = len;
+				snprintf(c->ic.session, sizeof(c->ic.session),
+				    "%s", in.session);
+				c->handing_off = 1;
+				bufferevent_disable(c->bev, EV_READ);
+			}
+			proto_in_free(&in);
+			return;
+		}
+		if (strcmp(c->ic.session, in.session) != 0 ||
+		    (c->ic.scope[0] && strcmp(c->ic.scope, in.session) != 0)) {
+			send_error(c, "FORBIDDEN", "this token is scoped to "
+			    "another session", in.id);
+			proto_in_free(&in);
+			return;
+		}
+		if ((s = sess_get(c->wk, in.session, 1, NULL, NULL,
+		    &err)) == NULL) {
+			send_error(c, err, "the session could not be opened",
+			    in.id);
+			proto_in_free(&in);
+			return;
+		}
+		if (strcmp(in.type, "resume") == 0) {
+			if (proto_u64(in.root, "lastSeq", 1, &last, msg,
+			    sizeof(msg)) == -1) {
+				send_error(c, "BAD_REQUEST", msg, in.id);
+				proto_in_free(&in);
+				return;
+			}
+			c->got_first = 1;
+			stream_open(c, s, 1, last);
+			proto_in_free(&in);
+			return;
+		}
+		stream_open(c, s, 0, 0);
+	}
+	s = c->sess;
+	if (s == NULL) {
+		proto_in_free(&in);
+		return;
+	}
+	if (strcmp(in.session, s->id) != 0) {
+		send_error(c, "SESSION_MISMATCH", "this connection belongs to "
+		    "another session; open one connection per session", in.id);
+		goto out;
+	}
+	if (strcmp(in.type, "resume") == 0) {
+		if (c->got_first) {
+			send_error(c, "BAD_REQUEST", "resume must be the first "
+			    "message on a connection", in.id);
+			goto out;
+		}
+		if (proto_u64(in.root, "lastSeq", 1, &last, msg,
+		    sizeof(msg)) == -1) {
+			send_error(c, "BAD_REQUEST", msg, in.id);
+			goto out;
+		}
+		/* Held, nothing was sent live yet: reposition.  Once events
+		 * flowed, going back would send some twice. */
+		if (!c->hold) {
+			if (last + 1 < c->live_from)
+				send_error(c, "BAD_REQUEST", "resume came after "
+				    "live delivery began; reconnect with "
+				    "?lastSeq=N, or send resume as the first "
+				    "message at once", in.id);
+			c->got_first = 1;
+			goto out;
+		}
+		sess_detach(s, c);
+		c->hold = 0;
+		evtimer_del(c->tmo_ev);
+		{
+			uint64_t top = sess_last_seq(s), first;
+
+			if (last > top)
+				last = top;
+			c->next_seq = last + 1;
+			first = sess_first_seq(s);
+			sess_attach(s, c);
+			if (c->next_seq < first) {
+				cJSON *x = cJSON_CreateObject();
+
+				cJSON_AddNumberToObject(x, "oldestSeq",
+				    (double)first);
+				j = proto_error(s->id, "RESUME_GAP", "events "
+				    "after your lastSeq were removed by "
+				    "retention; replaying from oldestSeq",
+				    "warning", x);
+				conn_send_json(c, j);
+				free(j);
+				c->next_seq = first;
+			}
+		}
+		c->live = 0;
+		c->got_first = 1;
+		conn_pump(c);
+		goto out;
+	}
+	c->got_first = 1;
+	hold_end(c);
+	if (strcmp(in.type, "ping") == 0) {
+		b = cJSON_CreateObject();
+		if (in.id)
+			cJSON_AddStringToObject(b, "id", in.id);
+		j = proto_reply("pong", s->id, b);
+		conn_send_json(c, j);
+		free(j);
+		goto out;
+	}
+	sess_input(s, c, (int)c->ic.role, &in, &r);
+	if (r.code != NULL)
+		send_error(c, r.code, r.msg, in.id);
+	else if (in.id != NULL) {
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "id", in.id);
+		if (r.seq)
+			cJSON_AddNumberToObject(b, "seq", (double)r.seq);
+		if (r.duplicate)
+			cJSON_AddBoolToObject(b, "duplicate", 1);
+		j = proto_reply("ack", s->id, b);
+		conn_send_json(c, j);
+		free(j);
+	}
+out:
+	proto_in_free(&in);
+}
+
+static void
+ws_input(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct ws_message m;
+	enum ws_status st;
+	unsigned char *data;
+	size_t len, used;
+
+	while (!c->handing_off && (len = evbuffer_get_length(in)) > 0) {
+		data = evbuffer_pullup(in, -1);
+		st = ws_parse(&c->wp, data, len, &used, &m);
+		evbuffer_drain(in, used);
+		if (st == WS_NEED_MORE)
+			return;
+		if (st == WS_FAIL) {
+			log_debug("conn %llu: websocket: %s",
+			    (unsigned long long)c->ic.conn_id,
+			    ws_parser_error(&c->wp));
+			if (!c->closing)
+				conn_close(c, ws_parser_close_code(&c->wp),
+				    ws_parser_error(&c->wp));
+			bufferevent_disable(c->bev, EV_READ);
+			c->freeing = 1;	/* no closing handshake after a failure */
+			return;
+		}
+		switch (m.opcode) {
+		case WS_OP_TEXT:
+			if (!c->closing)
+				on_text(c, (const char *)m.data, m.len);
+			break;
+		case WS_OP_BINARY:
+			if (!c->closing)
+				conn_close(c, WS_CLOSE_UNSUPPORTED, "binary "
+				    "frames are not supported; send JSON text");
+			break;
+		case WS_OP_PING:
+			if (!c->closing)
+				ws_send(c, WS_OP_PONG, m.data, m.len);
+			break;
+		case WS_OP_PONG:
+			break;
+		case WS_OP_CLOSE:
+			if (!c->closing)
+				conn_close(c, m.close_code == WS_CLOSE_NO_STATUS ?
+				    WS_CLOSE_NORMAL : m.close_code, NULL);
+			/* The handshake is complete either way. */
+			c->freeing = 1;
+			bufferevent_disable(c->bev, EV_READ);
+			return;
+		}
+	}
+}
+
+static void
+read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	size_t used, len;
+	unsigned char *data;
+
+	switch (c->kind) {
+	case CONN_HTTP:
+		len = evbuffer_get_length(in);
+		data = evbuffer_pullup(in, -1);
+		switch (http_parse(&c->hp, (char *)data, len, &used)) {
+		case HTTP_NEED_MORE:
+			evbuffer_drain(in, used);
+			return;
+		case HTTP_ERROR:
+			evbuffer_drain(in, len);
+			http_error(c, c->hp.status, "BAD_REQUEST", c->hp.error);
+			break;
+		case HTTP_DONE:
+			evbuffer_drain(in, used);
+			conn_route(c, NULL, 0);
+			break;
+		}
+		break;
+	case CONN_WS:
+		ws_input(c);
+		break;
+	case CONN_SSE:
+		evbuffer_drain(in, evbuffer_get_length(in));
+		break;
+	}
+	if (c->handing_off && evbuffer_get_length(out_of(c)) == 0)
+		chat_handoff(c);
+	else if ((c->closing || c->freeing) &&
+	    evbuffer_get_length(out_of(c)) == 0 && (c->freeing ||
+	    c->kind != CONN_WS))
+		conn_free(c);
+}
+
+static void
+write_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->handing_off) {
+		chat_handoff(c);
+		return;
+	}
+	if (c->closing) {
+		/* A WebSocket waits for the peer's close frame (or timeout). */
+		if (c->kind != CONN_WS || c->freeing)
+			conn_free(c);
+		return;
+	}
+	if (!c->live)
+		conn_pump(c);
+}
+
+static void
+event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING))
+		log_info("conn %llu (%s): client stopped reading; closed, it "
+		    "resumes from the log when it returns",
+		    (unsigned long long)c->ic.conn_id, c->ic.peer);
+	conn_free(c);
+}
+
+static void
+tmo_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct conn *c = arg;
+
+	if (c->hold && !c->closing) {
+		hold_end(c);
+		return;
+	}
+	conn_free(c);
+}
+
+static void
+conn_free(struct conn *c)
+{
+	struct wk *wk = c->wk;
+
+	if (c->sess != NULL)
+		sess_detach(c->sess, c);
+	TAILQ_REMOVE(&wk->conns, c, entry);
+	wk->nconns--;
+	if (c->hb_ev)
+		event_free(c->hb_ev);
+	event_free(c->tmo_ev);
+	bufferevent_free(c->bev);
+	http_parser_free(&c->hp);
+	if (c->kind == CONN_WS)
+		ws_parser_free(&c->wp);
+	free(c->first);
+	free(c);
+	wk_maybe_exit(wk);
+}
+
+/* --- routing of a complete request --- */
+
+static int
+query_u64(const struct http_request *r, const char *name, uint64_t *out)
+{
+	char v[32], *end;
+
+	if (r->query == NULL || http_query_param(r->query, name, v,
+	    sizeof(v)) != 0 || v[0] < '0' || v[0] > '9')
+		return 0;
+	*out = strtoull(v, &end, 10);
+	return *end == '\0';
+}
+
+static void
+sess_error(struct conn *c, const char *err, const char *sid)
+{
+	char msg[200];
+
+	if (strcmp(err, "NOT_FOUND") == 0) {
+		snprintf(msg, sizeof(msg), "no session '%s' (it never existed "
+		    "or its retention period passed)", sid);
+		http_error(c, 404, "NOT_FOUND", msg);
+	} else if (strcmp(err, "OVERLOADED") == 0)
+		http_error(c, 503, "OVERLOADED", "this worker holds its "
+		    "maximum number of sessions; retry later");
+	else
+		http_error(c, 500, "INTERNAL", "the session could not be "
+		    "opened; see the server log");
+}
+
+struct page {
+	struct evbuffer	*out;
+	int		 n;
+};
+
+static int
+page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct page *p = arg;
+
+	if (p->n++ > 0)
+		evbuffer_add(p->out, ",", 1);
+	evbuffer_add(p->out, json, len);
+	return 0;
+}
+
+static void
+get_log(struct conn *c, struct sess *s)
+{
+	const struct http_request *r = &c->hp.req;
+	struct page p;
+	uint64_t after = 0, limit = 100;
+	size_t len;
+	char *body;
+
+	query_u64(r, "after", &after);
+	if (query_u64(r, "limit", &limit) && (limit == 0 || limit > 1000)) {
+		http_error(c, 400, "BAD_REQUEST", "limit must be 1 to 1000");
+		return;
+	}
+	p.out = evbuffer_new();
+	p.n = 0;
+	evbuffer_add(p.out, "[", 1);
+	if (sess_range(s, after, (size_t)limit, page_cb, &p) < 0) {
+		evbuffer_free(p.out);
+		http_error(c, 500, "INTERNAL", "the log could not be read");
+		return;
+	}
+	evbuffer_add(p.out, "]", 1);
+	len = evbuffer_get_length(p.out);
+	body = (char *)evbuffer_pullup(p.out, -1);
+	http_respond(out_of(c), 200, "application/json", body, len, NULL);
+	evbuffer_free(p.out);
+	c->closing = c->close_sent = 1;
+}
+
+static void
+post_message(struct conn *c, const char *sid)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *accept = http_header(r, "Accept"), *code, *err;
+	struct sess_result res;
+	struct proto_in in;
+	struct sess *s;
+	cJSON *o, *f;
+	char msg[256], *txt;
+
+	o = cJSON_ParseWithLength(r->body ? r->body : "", r->body_len);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		http_error(c, 400, "BAD_REQUEST", "body must be one JSON "
+		    "client event, e.g. {\"v\":1,\"type\":\"chat\",\"message\":"
+		    "\"hi\"}");
+		return;
+	}
+	f = cJSON_GetObjectItemCaseSensitive(o, "sessionId");
+	if (f == NULL)
+		cJSON_AddStringToObject(o, "sessionId", sid);
+	else if (!cJSON_IsString(f) || strcmp(f->valuestring, sid) != 0) {
+		cJSON_Delete(o);
+		http_error(c, 400, "SESSION_MISMATCH", "sessionId in the body "
+		    "differs from the session in the path");
+		return;
+	}
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (proto_parse(txt, strlen(txt), c->wk->conf->max_json_depth, &in,
+	    &code, msg, sizeof(msg)) == -1) {
+		free(txt);
+		http_error(c, 400, code, msg);
+		return;
+	}
+	free(txt);
+	if (strcmp(in.type, "resume") == 0 || strcmp(in.type, "ping") == 0) {
+		proto_in_free(&in);
+		http_error(c, 400, "BAD_REQUEST", "resume and ping belong on a "
+		    "stream, not in POST /sessions/{id}/messages");
+		return;
+	}
+	if ((s = sess_get(c->wk, sid, 1, NULL, NULL, &err)) == NULL) {
+		proto_in_free(&in);
+		sess_error(c, err, sid);
+		return;
+	}
+	sess_input(s, c, (int)c->ic.role, &in, &res);
+	if (res.code != NULL) {
+		proto_in_free(&in);
+		http_error(c, res.http, res.code, res.msg);
+		return;
+	}
+	if (accept != NULL && strstr(accept, "text/event-stream") &&
+	    strcmp(in.type, "chat") == 0 && res.seq > 0) {
+		proto_in_free(&in);
+		snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
+		    (unsigned long long)res.seq);
+		sse_start(c);
+		sess_attach(s, c);
+		c->next_seq = res.seq;
+		c->live = 0;
+		conn_pump(c);
+		return;
+	}
+	proto_in_free(&in);
+	o = cJSON_CreateObject();
+	if (res.seq)
+		cJSON_AddNumberToObject(o, "seq", (double)res.seq);
+	if (res.duplicate)
+		cJSON_AddBoolToObject(o, "duplicate", 1);
+	http_reply(c, res.duplicate ? 200 : 202, o);
+}
+
+static void
+create_session(struct conn *c)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *err, *sid = c->ic.session;
+	struct sess *s;
+	cJSON *body = NULL, *o;
+	char ts[32];
+	int created;
+
+	if (r->body_len > 0) {
+		body = cJSON_ParseWithLength(r->body, r->body_len);
+		if (!cJSON_IsObject(body)) {
+			cJSON_Delete(body);
+			http_error(c, 400, "BAD_REQUEST", "body must be a JSON "
+			    "object");
+			return;
+		}
+	}
+	if (sess_find(c->wk, sid) != NULL || store_exists(c->wk->store, sid)) {
+		cJSON_Delete(body);
+		http_error(c, 409, "BAD_REQUEST", "a session with this "
+		    "sessionId already exists");
+		return;
+	}
+	s = sess_get(c->wk, sid, 1, &created, body, &err);
+	cJSON_Delete(body);
+	if (s == NULL) {
+		sess_error(c, err, sid);
+		return;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "sessionId", s->id);
+	cJSON_AddStringToObject(o, "status", "created");
+	util_iso8601(ts, (uint64_t)cJSON_GetNumberValue(
+	    cJSON_GetObjectItem(s->meta, "createdAt")));
+	cJSON_AddStringToObject(o, "createdAt", ts);
+	http_reply(c, 201, o);
+}
+
+static void
+conn_route(struct conn *c, const unsigned char *raw, size_t rawlen)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *path = r->path, *sub = NULL, *err;
+	char sid[IPC_SID_MAX + 1], lastbuf[32];
+	struct sess *s;
+	uint64_t last = 0;
+	int have_last, role = (int)c->ic.role;
+	size_t n;
+
+	if (strcmp(path, "/chat") == 0) {
+		if (ws_upgrade(c) == 0) {
+			c->chat = 1;
+			c->ic.session[0] = '\0';	/* bound by its first message */
+		}
+		return;
+	}
+	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
+		if (role == IPC_ROLE_OBSERVER)
+			http_error(c, 403, "FORBIDDEN", "observers cannot "
+			    "create sessions");
+		else
+			create_session(c);
+		return;
+	}
+	if (strncmp(path, "/sessions/", 10) != 0) {
+		http_error(c, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	n = strcspn(path + 10, "/");
+	if (n == 0 || n > IPC_SID_MAX) {
+		http_error(c, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	memcpy(sid, path + 10, n);
+	sid[n] = '\0';
+	if (path[10 + n] == '/')
+		sub = path + 10 + n + 1;
+	if ((c->wk->draining || c->wk->terminating) &&
+	    sess_find(c->wk, sid) == NULL) {
+		/* This worker is leaving: the supervisor finds the new owner. */
+		if (raw != NULL && c->wk->draining) {
+			int fd = dup(bufferevent_getfd(c->bev));
+			struct ipc_conn ic = c->ic;
+
+			snprintf(ic.session, sizeof(ic.session), "%s", sid);
+			if (fd != -1)
+				wk_reroute(c->wk, fd, &ic, raw, rawlen);
+			c->closing = c->close_sent = c->freeing = 1;
+			return;
+		}
+		http_error(c, 503, "OVERLOADED", "worker restarting; retry");
+		return;
+	}
+	if (sub == NULL) {
+		if (strcmp(r->method, "GET") == 0) {
+			if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)))
+				http_reply(c, 200, sess_info(s));
+			else
+				sess_error(c, err, sid);
+		} else if (strcmp(r->method, "DELETE") == 0) {
+			if (role == IPC_ROLE_OBSERVER) {
+				http_error(c, 403, "FORBIDDEN", "observers "
+				    "cannot terminate sessions");
+			} else if ((s = sess_get(c->wk, sid, 0, NULL, NULL,
+			    &err)) == NULL)
+				sess_error(c, err, sid);
+			else if (sess_terminate(s, "terminated by request") == -1)
+				http_error(c, 503, "OVERLOADED", "could not "
+				    "log the termination; retry");
+			else {
+				cJSON *o = cJSON_CreateObject();
+
+				cJSON_AddStringToObject(o, "sessionId", sid);
+				cJSON_AddStringToObject(o, "status", "completed");
+				http_reply(c, 200, o);
+			}
+		} else
+			http_error(c, 405, "BAD_REQUEST", "use GET or DELETE");
+		return;
+	}
+	if (strcmp(sub, "stream") == 0) {
+		if (ws_upgrade(c) == -1)
+			return;
+		if ((s = sess_get(c->wk, sid, 1, NULL, NULL, &err)) == NULL) {
+			conn_close(c, WS_CLOSE_INTERNAL, err);
+			return;
+		}
+		have_last = query_u64(r, "lastSeq", &last);
+		stream_open(c, s, have_last, last);
+		if (!have_last) {
+			struct timeval tv;
+
+			/* A resume as first message must not find events
+			 * already sent live; hold them briefly. */
+			c->hold = 1;
+			c->live = 0;
+			util_tv(&tv, HOLD_MS);
+			evtimer_add(c->tmo_ev, &tv);
+		}
+		return;
+	}
+	if (strcmp(sub, "events") == 0) {
+		if (strcmp(r->method, "GET") != 0) {
+			http_error(c, 405, "BAD_REQUEST", "use GET");
+			return;
+		}
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			sess_error(c, err, sid);
+			return;
+		}
+		have_last = query_u64(r, "lastSeq", &last);
+		if (http_header(r, "Last-Event-ID") != NULL) {
+			char *end;
+
+			snprintf(lastbuf, sizeof(lastbuf), "%s",
+			    http_header(r, "Last-Event-ID"));
+			last = strtoull(lastbuf, &end, 10);
+			have_last = *end == '\0' && lastbuf[0] >= '0' &&
+			    lastbuf[0] <= '9';
+		}
+		sse_start(c);
+		stream_open(c, s, have_last, last);
+		return;
+	}
+	if (strcmp(sub, "messages") == 0) {
+		if (strcmp(r->method, "POST") != 0)
+			http_error(c, 405, "BAD_REQUEST", "use POST");
+		else
+			post_message(c, sid);
+		return;
+	}
+	if (strcmp(sub, "log") == 0) {
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL)
+			sess_error(c, err, sid);
+		else
+			get_log(c, s);
+		return;
+	}
+	if (strcmp(sub, "dashboard") == 0 || strcmp(sub, "control") == 0) {
+		http_error(c, 501, "BAD_REQUEST", "this endpoint is part of "
+		    "protocol v1 but not available in this build");
+		return;
+	}
+	http_error(c, 404, "NOT_FOUND", "no such endpoint");
+}
+
+void
+conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
+    const unsigned char *bytes)
+{
+	struct http_limits lim;
+	struct conn *c;
+	struct timeval tv;
+	size_t used;
+	enum http_result hr;
+
+	if (wk->nconns >= wk->conf->max_connections) {
+		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
+		    "Connection: close\r\nContent-Length: 0\r\n\r\n";
+
+		if (write(fd, busy, sizeof(busy) - 1) < 0)
+			log_debug("busy: write failed");
+		close(fd);
+		return;
+	}
+	if ((c = calloc(1, sizeof(*c))) == NULL) {
+		close(fd);
+		return;
+	}
+	evutil_make_socket_nonblocking(fd);
+	c->wk = wk;
+	c->ic = *ic;
+	c->bev = bufferevent_socket_new(wk->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->tmo_ev = evtimer_new(wk->base, tmo_cb, c);
+	if (c->bev == NULL || c->tmo_ev == NULL) {
+		if (c->bev)
+			bufferevent_free(c->bev);
+		else
+			close(fd);
+		if (c->tmo_ev)
+			event_free(c->tmo_ev);
+		free(c);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&wk->conns, c, entry);
+	wk->nconns++;
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	lim.max_request_line = wk->conf->max_request_line;
+	lim.max_header_bytes = wk->conf->max_header_size;
+	lim.max_headers = wk->conf->max_headers;
+	lim.max_body = wk->conf->max_body;
+	http_parser_init(&c->hp, &lim);
+
+	if (ic->kind == IPC_CONN_WS_CHAT) {
+		c->kind = CONN_WS;
+		c->chat = 1;
+		ws_parser_init(&c->wp, wk->conf->max_frame,
+		    wk->conf->max_message);
+		stream_common(c);
+		evbuffer_add(bufferevent_get_input(c->bev),
+		    bytes + ic->first_len, ic->bytes_len - ic->first_len);
+		on_text(c, (const char *)bytes, ic->first_len);
+		ws_input(c);
+	} else {
+		hr = http_parse(&c->hp, (const char *)bytes, ic->bytes_len,
+		    &used);
+		if (hr == HTTP_DONE) {
+			/* Bytes a client sent after the request are frames. */
+			evbuffer_add(bufferevent_get_input(c->bev),
+			    bytes + used, ic->bytes_len - used);
+			conn_route(c, bytes, ic->bytes_len);
+			if (c->kind == CONN_WS && !c->closing)
+				ws_input(c);
+		} else if (hr == HTTP_ERROR)
+			http_error(c, c->hp.status, "BAD_REQUEST", c->hp.error);
+		else {
+			util_tv(&tv, wk->conf->handshake_timeout_ms);
+			evtimer_add(c->tmo_ev, &tv);
+		}
+	}
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	if (c->handing_off && evbuffer_get_length(out_of(c)) == 0)
+		chat_handoff(c);
+	else if (c->freeing || (c->closing && c->kind != CONN_WS &&
+	    evbuffer_get_length(out_of(c)) == 0))
+		conn_free(c);
+}

@@ -1,0 +1,60 @@
+/* Client connections inside a worker: HTTP, WebSocket and SSE. */
+#ifndef PARLEY_WORKERS_CONN_H
+#define PARLEY_WORKERS_CONN_H
+
+#include <sys/queue.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parley/http.h"
+#include "parley/ipc.h"
+#include "parley/ws.h"
+
+struct wk;
+struct sess;
+struct evt;
+struct bufferevent;
+struct event;
+
+enum conn_kind { CONN_HTTP, CONN_WS, CONN_SSE };
+
+struct conn {
+	TAILQ_ENTRY(conn)	 entry;		/* wk->conns */
+	TAILQ_ENTRY(conn)	 sentry;	/* sess->conns */
+	struct wk		*wk;
+	struct bufferevent	*bev;
+	struct ipc_conn		 ic;		/* who, role, scope */
+	enum conn_kind		 kind;
+	struct http_parser	 hp;
+	struct ws_parser	 wp;
+	struct sess		*sess;
+	uint64_t		 next_seq;	/* next logged event it needs */
+	int			 live;		/* fed by fan-out, not the log */
+	int			 hold;		/* waits for a first message */
+	uint64_t		 live_from;	/* first seq sent after the hold */
+	int			 chat;		/* /chat: bound by first message */
+	int			 got_first;
+	int			 closing;
+	int			 close_sent;
+	int			 handing_off;
+	int			 freeing;
+	char			*first;		/* /chat first message, during hand-off */
+	size_t			 first_len;
+	char			 turn_msgid[48];/* POST messages as SSE: ends with it */
+	uint64_t		 last_out_ms;
+	struct event		*hb_ev;
+	struct event		*tmo_ev;
+};
+
+void	conn_new(struct wk *, int fd, const struct ipc_conn *,
+	    const unsigned char *bytes);
+/* Fan-out of a logged event; the conn takes a reference if it writes it. */
+void	conn_push(struct conn *, struct evt *);
+/* A connection-level event (no seq): pong, ack, error, heartbeat. */
+void	conn_send_json(struct conn *, const char *json);
+/* Closes gracefully: WebSocket close frame with code, SSE end of stream. */
+void	conn_close(struct conn *, uint16_t code, const char *reason);
+/* Resumes feeding a connection from the log after a pause. */
+void	conn_pump(struct conn *);
+
+#endif

@@ -1,0 +1,1095 @@
+/*
+ * Sessions.  Every event is appended to the session's log with the next
+ * seq before any connection sees it; connections that keep up are fed the
+ * shared encoded event, the others catch up from the log.  The meta object
+ * (agents, usage, the running turn, queued input, history) is rewritten at
+ * each turn boundary so another worker can continue the session.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/log.h"
+#include "parley/proto.h"
+#include "parley/sse.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "parley/ws.h"
+#include "conn.h"
+#include "llm.h"
+#include "sess.h"
+#include "worker.h"
+
+#define MAX_ATTEMPTS	3	/* runs of one turn before it is reported failed */
+#define MAX_HISTORY	200	/* messages kept as conversation history */
+#define MAX_QUEUE	64	/* accepted messages waiting for their turn */
+#define ID_SCAN		2000	/* log records read back for client ids */
+
+static void	turn_next(struct sess *);
+static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt);
+
+/* --- shared encoded events --- */
+
+struct evt *
+evt_new(uint64_t seq, const char *json, size_t len)
+{
+	static const char pfx[] = "{\"v\":1,\"type\":\"";
+	struct evt *e;
+	const char *t, *q;
+
+	if ((e = calloc(1, sizeof(*e))) == NULL ||
+	    (e->json = malloc(len + 1)) == NULL) {
+		free(e);
+		return NULL;
+	}
+	memcpy(e->json, json, len);
+	e->json[len] = '\0';
+	e->len = len;
+	e->seq = seq;
+	e->refs = 1;
+	/* Every event this server writes starts with v then type. */
+	if (strncmp(json, pfx, sizeof(pfx) - 1) == 0) {
+		t = json + sizeof(pfx) - 1;
+		if ((q = memchr(t, '"', len - (size_t)(t - json))) != NULL &&
+		    (size_t)(q - t) < sizeof(e->type))
+			memcpy(e->type, t, (size_t)(q - t));
+	}
+	return e;
+}
+
+void
+evt_unref(struct evt *e)
+{
+	if (e == NULL || --e->refs > 0)
+		return;
+	free(e->json);
+	free(e->ws);
+	free(e->sse);
+	free(e);
+}
+
+void
+evt_unref_cb(const void *data, size_t len, void *arg)
+{
+	evt_unref(arg);
+}
+
+const unsigned char *
+evt_ws(struct evt *e, size_t *len)
+{
+	unsigned char hdr[10];
+	size_t h;
+
+	if (e->ws == NULL) {
+		h = ws_frame_header(hdr, WS_OP_TEXT, e->len);
+		if ((e->ws = malloc(h + e->len)) == NULL)
+			return NULL;
+		memcpy(e->ws, hdr, h);
+		memcpy(e->ws + h, e->json, e->len);
+		e->wslen = h + e->len;
+	}
+	*len = e->wslen;
+	return e->ws;
+}
+
+const char *
+evt_sse(struct evt *e, size_t *len)
+{
+	if (e->sse == NULL &&
+	    (e->sse = sse_event_string(e->seq, e->type[0] ? e->type : NULL,
+	    e->json, e->len, &e->sselen)) == NULL)
+		return NULL;
+	*len = e->sselen;
+	return e->sse;
+}
+
+/* --- lookup --- */
+
+static unsigned
+sess_bucket(const char *id)
+{
+	uint32_t h = 2166136261u;
+
+	while (*id)
+		h = (h ^ (unsigned char)*id++) * 16777619u;
+	return h % WK_SESS_BUCKETS;
+}
+
+struct sess *
+sess_find(struct wk *wk, const char *id)
+{
+	struct sess *s;
+
+	TAILQ_FOREACH(s, &wk->buckets[sess_bucket(id)], hentry)
+		if (strcmp(s->id, id) == 0)
+			return s;
+	return NULL;
+}
+
+uint64_t
+sess_last_seq(const struct sess *s)
+{
+	return store_last_seq(s->st);
+}
+
+uint64_t
+sess_first_seq(const struct sess *s)
+{
+	return store_first_seq(s->st);
+}
+
+int
+sess_range(struct sess *s, uint64_t after, size_t limit,
+    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t), void *arg)
+{
+	return store_range(s->st, after, limit, cb, arg);
+}
+
+int
+sess_busy(const struct sess *s)
+{
+	const cJSON *q = cJSON_GetObjectItem(s->meta, "queue");
+
+	return s->turn != NULL || cJSON_GetArraySize(q) > 0 ||
+	    s->recover_ev != NULL;
+}
+
+const char *
+sess_status(const struct sess *s)
+{
+	const cJSON *st = cJSON_GetObjectItem(s->meta, "status");
+
+	if (s->ended)
+		return "completed";
+	if (cJSON_IsString(st) && strcmp(st->valuestring, "failed") == 0 &&
+	    s->turn == NULL)
+		return "failed";
+	if (s->nconns == 0)
+		return "suspended";
+	if (s->turn != NULL)
+		return "running";
+	if (cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns")) == 0)
+		return "created";
+	return "idle";
+}
+
+/* --- persistence --- */
+
+static void
+meta_save(struct sess *s)
+{
+	char *txt;
+
+	cJSON_ReplaceItemInObject(s->meta, "status",
+	    cJSON_CreateString(sess_status(s)));
+	cJSON_ReplaceItemInObject(s->meta, "updatedAt",
+	    cJSON_CreateNumber((double)util_now_ms()));
+	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
+		return;
+	if (store_meta_write(s->st, txt, strlen(txt)) == -1)
+		log_warn("session %s: meta write", s->id);
+	free(txt);
+}
+
+/*
+ * Appends one event and fans it out.  body's fields are moved into the
+ * event (body is consumed).  Returns the seq, or 0 when the store refused
+ * it, in which case no client saw it.
+ */
+static uint64_t
+emit(struct sess *s, const char *type, cJSON *body)
+{
+	struct conn *c, *next;
+	struct evt *e;
+	cJSON *o, *f;
+	char ts[32], *txt;
+	uint64_t seq = store_last_seq(s->st) + 1, now = util_now_ms();
+
+	o = proto_head(type, s->id);
+	cJSON_AddNumberToObject(o, "seq", (double)seq);
+	util_iso8601(ts, now);
+	cJSON_AddStringToObject(o, "ts", ts);
+	if (body != NULL) {
+		while ((f = body->child) != NULL) {
+			cJSON_DetachItemViaPointer(body, f);
+			cJSON_AddItemToObject(o, f->string, f);
+		}
+		cJSON_Delete(body);
+	}
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (txt == NULL)
+		return 0;
+	if (store_append(s->st, seq, now, txt, strlen(txt)) == -1) {
+		log_warn("session %s: append of seq %llu failed", s->id,
+		    (unsigned long long)seq);
+		free(txt);
+		return 0;
+	}
+	s->wk->events++;
+	if (s->wk->conf->fsync == CFG_FSYNC_BATCH && s->wk->sync_ev &&
+	    !evtimer_pending(s->wk->sync_ev, NULL)) {
+		struct timeval tv;
+
+		util_tv(&tv, 200);
+		evtimer_add(s->wk->sync_ev, &tv);
+	}
+	e = evt_new(seq, txt, strlen(txt));
+	free(txt);
+	if (e == NULL)
+		return seq;	/* logged: connections catch up from the log */
+	for (c = TAILQ_FIRST(&s->conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, sentry);
+		conn_push(c, e);
+	}
+	evt_unref(e);
+	return seq;
+}
+
+static cJSON *
+agent_json(struct sess *s, const char *status)
+{
+	const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
+	    "agents"), 0);
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "agentId", s->agent_id);
+	if (status != NULL)
+		cJSON_AddStringToObject(o, "status", status);
+	cJSON_AddItemToObject(o, "role", cJSON_Duplicate(
+	    cJSON_GetObjectItem(a, "role"), 1));
+	cJSON_AddItemToObject(o, "provider", cJSON_Duplicate(
+	    cJSON_GetObjectItem(a, "provider"), 1));
+	return o;
+}
+
+/* --- token coalescing --- */
+
+/* Bytes of buf that end on a whole UTF-8 sequence. */
+static size_t
+utf8_whole(const char *buf, size_t len)
+{
+	size_t i = len, need;
+	unsigned char b;
+
+	while (i > 0 && len - i < 4) {
+		b = (unsigned char)buf[i - 1];
+		if ((b & 0xc0) != 0x80) {
+			need = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+			return (len - (i - 1) >= need) ? len : i - 1;
+		}
+		i--;
+	}
+	return len;
+}
+
+static void
+tokens_flush(struct sess *s)
+{
+	size_t n;
+	cJSON *b;
+	char *content;
+
+	if (s->toklen == 0 || s->turn == NULL)
+		return;
+	if ((n = utf8_whole(s->tok, s->toklen)) == 0)
+		return;
+	if ((content = strndup(s->tok, n)) == NULL)
+		return;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	cJSON_AddStringToObject(b, "content", content);
+	free(content);
+	memmove(s->tok, s->tok + n, s->toklen - n);
+	s->toklen -= n;
+	emit(s, "token", b);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	tokens_flush(arg);
+}
+
+static void
+on_token(void *arg, const char *text, size_t len)
+{
+	struct sess *s = arg;
+	struct turn *t = s->turn;
+	struct timeval tv;
+	size_t need;
+	char *p;
+
+	if (t == NULL)
+		return;
+	need = s->toklen + len;
+	if (need > s->tokcap) {
+		if ((p = realloc(s->tok, need * 2)) == NULL)
+			return;
+		s->tok = p;
+		s->tokcap = need * 2;
+	}
+	memcpy(s->tok + s->toklen, text, len);
+	s->toklen += len;
+	if ((p = realloc(t->reply, t->reply_len + len + 1)) != NULL) {
+		t->reply = p;
+		memcpy(t->reply + t->reply_len, text, len);
+		t->reply_len += len;
+		t->reply[t->reply_len] = '\0';
+	}
+	if (s->wk->conf->flush_interval_ms == 0) {
+		tokens_flush(s);
+		return;
+	}
+	if (!evtimer_pending(s->flush_ev, NULL)) {
+		util_tv(&tv, s->wk->conf->flush_interval_ms);
+		evtimer_add(s->flush_ev, &tv);
+	}
+}
+
+/* --- turns --- */
+
+static void
+history_add(struct sess *s, const char *role, const char *content)
+{
+	cJSON *h = cJSON_GetObjectItem(s->meta, "history"), *m;
+
+	if (h == NULL)
+		cJSON_AddItemToObject(s->meta, "history",
+		    h = cJSON_CreateArray());
+	m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "role", role);
+	cJSON_AddStringToObject(m, "content", content);
+	cJSON_AddItemToArray(h, m);
+	while (cJSON_GetArraySize(h) > MAX_HISTORY)
+		cJSON_DeleteItemFromArray(h, 0);
+}
+
+static void
+turn_free(struct sess *s)
+{
+	if (s->turn == NULL)
+		return;
+	if (s->turn->call != NULL)
+		llm_cancel(s->turn->call);
+	free(s->turn->reply);
+	free(s->turn);
+	s->turn = NULL;
+	s->toklen = 0;
+	if (s->flush_ev)
+		evtimer_del(s->flush_ev);
+	cJSON_ReplaceItemInObject(s->meta, "turn", cJSON_CreateNull());
+}
+
+static void
+usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
+{
+	cJSON *tot = cJSON_GetObjectItem(s->meta, "usage");
+	double in = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "inputTokens"));
+	double out = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "outputTokens"));
+	double cost = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "cost"));
+
+	in = (in != in ? 0 : in) + (double)u->input_tokens;
+	out = (out != out ? 0 : out) + (double)u->output_tokens;
+	cost = (cost != cost ? 0 : cost) + u->cost;
+	tot = cJSON_CreateObject();
+	cJSON_AddNumberToObject(tot, "inputTokens", in);
+	cJSON_AddNumberToObject(tot, "outputTokens", out);
+	cJSON_AddNumberToObject(tot, "tokens", in + out);
+	cJSON_AddNumberToObject(tot, "cost", cost);
+	cJSON_ReplaceItemInObject(s->meta, "usage", tot);
+	if (into != NULL) {
+		cJSON *x = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(x, "inputTokens", (double)u->input_tokens);
+		cJSON_AddNumberToObject(x, "outputTokens",
+		    (double)u->output_tokens);
+		cJSON_AddNumberToObject(x, "tokens",
+		    (double)(u->input_tokens + u->output_tokens));
+		cJSON_AddNumberToObject(x, "cost", u->cost);
+		cJSON_AddItemToObject(into, "usage", x);
+	}
+}
+
+/* Ends the running turn with a done event (after its last tokens). */
+static void
+turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
+{
+	struct turn *t = s->turn;
+	cJSON *b;
+	double turns;
+
+	tokens_flush(s);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", t->msgid);
+	usage_add(s, u, b);
+	cJSON_AddNumberToObject(b, "turns", 1);
+	if (cancelled)
+		cJSON_AddBoolToObject(b, "cancelled", 1);
+	emit(s, "done", b);
+	history_add(s, "assistant", t->reply ? t->reply : "");
+	turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns"));
+	cJSON_ReplaceItemInObject(s->meta, "turns",
+	    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
+	turn_free(s);
+	emit(s, "agent_state", agent_json(s, "idle"));
+	meta_save(s);
+}
+
+static void
+on_done(void *arg, const struct llm_usage *u)
+{
+	struct sess *s = arg;
+
+	s->turn->call = NULL;
+	turn_finish(s, u, 0);
+	turn_next(s);
+}
+
+static void
+on_error(void *arg, const char *code, const char *message)
+{
+	struct sess *s = arg;
+	cJSON *b;
+
+	s->turn->call = NULL;
+	tokens_flush(s);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "code", code);
+	cJSON_AddStringToObject(b, "message", message);
+	cJSON_AddStringToObject(b, "severity", "recoverable");
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	emit(s, "error", b);
+	turn_free(s);
+	emit(s, "agent_state", agent_json(s, "idle"));
+	meta_save(s);
+	turn_next(s);
+}
+
+struct fetch {
+	char	*text;
+};
+
+static int
+fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct fetch *f = arg;
+	cJSON *o = cJSON_ParseWithLength(json, len), *m;
+
+	m = cJSON_GetObjectItem(o, "message");
+	if (cJSON_IsString(m))
+		f->text = strdup(m->valuestring);
+	cJSON_Delete(o);
+	return 1;
+}
+
+static void
+turn_start(struct sess *s, uint64_t input_seq, unsigned attempt)
+{
+	static const struct llm_cbs cbs = { on_token, on_done, on_error };
+	const struct cfg_provider *p;
+	const cJSON *h, *m;
+	struct llm_msg *msgs;
+	struct fetch f = { NULL };
+	struct turn *t;
+	cJSON *ts, *b;
+	size_t n = 0;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL)
+		return;
+	t->input_seq = input_seq;
+	t->attempt = attempt;
+	if (attempt == 0)
+		snprintf(t->msgid, sizeof(t->msgid), "m-%llu",
+		    (unsigned long long)input_seq);
+	else
+		snprintf(t->msgid, sizeof(t->msgid), "m-%llu.%u",
+		    (unsigned long long)input_seq, attempt);
+	s->turn = t;
+	ts = cJSON_CreateObject();
+	cJSON_AddStringToObject(ts, "messageId", t->msgid);
+	cJSON_AddNumberToObject(ts, "inputSeq", (double)input_seq);
+	cJSON_AddNumberToObject(ts, "attempt", attempt);
+	cJSON_ReplaceItemInObject(s->meta, "turn", ts);
+	meta_save(s);
+	emit(s, "agent_state", agent_json(s, "thinking"));
+
+	store_range(s->st, input_seq - 1, 1, fetch_message, &f);
+	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
+	h = cJSON_GetObjectItem(s->meta, "history");
+	msgs = calloc((size_t)cJSON_GetArraySize(h) + 1, sizeof(*msgs));
+	if (msgs != NULL) {
+		cJSON_ArrayForEach(m, h) {
+			msgs[n].role = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(m, "role"));
+			msgs[n].content = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(m, "content"));
+			if (msgs[n].role && msgs[n].content)
+				n++;
+		}
+		msgs[n].role = "user";
+		msgs[n].content = f.text ? f.text : "";
+		n++;
+	}
+	if (p == NULL || msgs == NULL ||
+	    (t->call = llm_start(s->wk->base, p, msgs, n, &cbs, s)) == NULL) {
+		free(msgs);
+		free(f.text);
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "code", "LLM_ERROR");
+		cJSON_AddStringToObject(b, "message", "the provider could not "
+		    "start the request; check the provider configuration");
+		cJSON_AddStringToObject(b, "severity", "recoverable");
+		cJSON_AddStringToObject(b, "messageId", t->msgid);
+		emit(s, "error", b);
+		turn_free(s);
+		emit(s, "agent_state", agent_json(s, "idle"));
+		meta_save(s);
+		return;
+	}
+	/* The user's text joins the history once its turn runs; a re-run
+	 * starts from meta saved before this point, so it is added once. */
+	history_add(s, "user", f.text ? f.text : "");
+	free(msgs);
+	free(f.text);
+}
+
+/* Starts the next queued input, if no turn runs and the session lives. */
+static void
+turn_next(struct sess *s)
+{
+	cJSON *q = cJSON_GetObjectItem(s->meta, "queue"), *first;
+	uint64_t seq;
+
+	while (s->turn == NULL && !s->ended && cJSON_GetArraySize(q) > 0) {
+		first = cJSON_GetArrayItem(q, 0);
+		seq = (uint64_t)cJSON_GetNumberValue(first);
+		cJSON_DeleteItemFromArray(q, 0);
+		turn_start(s, seq, 0);
+	}
+	sess_check_idle(s);
+}
+
+/*
+ * A session whose meta says a turn was running when its worker stopped:
+ * say so, then run it again (or report it failed after MAX_ATTEMPTS).
+ */
+static void
+recover_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sess *s = arg;
+	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b;
+	uint64_t seq = (uint64_t)cJSON_GetNumberValue(
+	    cJSON_GetObjectItem(t, "inputSeq"));
+	unsigned attempt = (unsigned)cJSON_GetNumberValue(
+	    cJSON_GetObjectItem(t, "attempt"));
+	const char *mid = cJSON_GetStringValue(cJSON_GetObjectItem(t,
+	    "messageId"));
+	char msg[256];
+
+	event_free(s->recover_ev);
+	s->recover_ev = NULL;
+	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL) {
+		turn_next(s);
+		return;
+	}
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "code", "INTERNAL");
+	cJSON_AddStringToObject(b, "messageId", mid);
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	if (attempt + 1 >= MAX_ATTEMPTS) {
+		snprintf(msg, sizeof(msg), "the turn for message seq %llu was "
+		    "interrupted %u times; it is reported failed",
+		    (unsigned long long)seq, attempt + 1);
+		cJSON_AddStringToObject(b, "message", msg);
+		cJSON_AddStringToObject(b, "severity", "fatal");
+		emit(s, "error", b);
+		cJSON_ReplaceItemInObject(s->meta, "turn", cJSON_CreateNull());
+		cJSON_ReplaceItemInObject(s->meta, "status",
+		    cJSON_CreateString("failed"));
+		emit(s, "agent_state", agent_json(s, "idle"));
+		meta_save(s);
+		turn_next(s);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "the worker running this turn stopped; "
+	    "its partial output stays logged and the turn is re-run");
+	cJSON_AddStringToObject(b, "message", msg);
+	cJSON_AddStringToObject(b, "severity", "recoverable");
+	emit(s, "error", b);
+	turn_start(s, seq, attempt + 1);
+}
+
+/* --- at-most-once input --- */
+
+static int
+ids_find(struct sess *s, const char *id, uint64_t *seq)
+{
+	unsigned i;
+
+	for (i = 0; i < SESS_IDS; i++)
+		if (s->ids[i] != NULL && strcmp(s->ids[i], id) == 0) {
+			*seq = s->id_seq[i];
+			return 1;
+		}
+	return 0;
+}
+
+static void
+ids_add(struct sess *s, const char *id, uint64_t seq)
+{
+	unsigned i = s->id_next++ % SESS_IDS;
+
+	free(s->ids[i]);
+	s->ids[i] = strdup(id);
+	s->id_seq[i] = seq;
+}
+
+static int
+ids_scan(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct sess *s = arg;
+	cJSON *o, *id;
+
+	if (strstr(json, "\"type\":\"user_message\"") == NULL)
+		return 0;
+	o = cJSON_ParseWithLength(json, len);
+	if (cJSON_IsString(id = cJSON_GetObjectItem(o, "id")))
+		ids_add(s, id->valuestring, seq);
+	cJSON_Delete(o);
+	return 0;
+}
+
+/* --- life cycle --- */
+
+static void
+idle_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sess *s = arg;
+
+	if (s->nconns == 0 && !sess_busy(s))
+		sess_release(s);
+}
+
+void
+sess_check_idle(struct sess *s)
+{
+	struct timeval tv;
+
+	if (s->released)
+		return;
+	if (s->nconns > 0 || sess_busy(s)) {
+		evtimer_del(s->idle_ev);
+		return;
+	}
+	if (s->wk->draining || s->wk->terminating) {
+		/* Nothing left to finish here: let the new owner have it. */
+		util_tv(&tv, 0);
+		evtimer_add(s->idle_ev, &tv);
+		return;
+	}
+	util_tv(&tv, s->wk->conf->idle_timeout_ms);
+	evtimer_add(s->idle_ev, &tv);
+}
+
+static cJSON *
+meta_new(struct sess *s, cJSON *body)
+{
+	cJSON *m = cJSON_CreateObject(), *a, *agents, *u, *cfg;
+	const char *prov = s->wk->conf->default_provider;
+	const struct cfg_provider *p = config_provider(s->wk->conf, prov);
+	char hex[9], aid[64];
+	uint64_t now = util_now_ms();
+
+	cJSON_AddNumberToObject(m, "version", 1);
+	cJSON_AddStringToObject(m, "sessionId", s->id);
+	cJSON_AddNumberToObject(m, "createdAt", (double)now);
+	cJSON_AddStringToObject(m, "status", "created");
+	util_randhex(hex, 4);
+	snprintf(aid, sizeof(aid), "assistant-%s", hex);
+	agents = cJSON_AddArrayToObject(m, "agents");
+	a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "agentId", aid);
+	cJSON_AddStringToObject(a, "name", "assistant");
+	cJSON_AddStringToObject(a, "role", "assistant");
+	cJSON_AddStringToObject(a, "provider", prov ? prov : "");
+	cJSON_AddStringToObject(a, "providerType", p ? p->type : "");
+	cJSON_AddItemToArray(agents, a);
+	cfg = cJSON_GetObjectItem(body, "config");
+	cJSON_AddItemToObject(m, "config", cJSON_IsObject(cfg) ?
+	    cJSON_Duplicate(cfg, 1) : cJSON_CreateObject());
+	cfg = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "config"), "autonomy");
+	cJSON_AddStringToObject(m, "autonomy", cJSON_IsString(cfg) ?
+	    cfg->valuestring : "SUPERVISED");
+	if (cJSON_IsString(cJSON_GetObjectItem(body, "objective")))
+		cJSON_AddItemToObject(m, "objective", cJSON_Duplicate(
+		    cJSON_GetObjectItem(body, "objective"), 1));
+	if (cJSON_IsObject(cJSON_GetObjectItem(body, "metadata")))
+		cJSON_AddItemToObject(m, "metadata", cJSON_Duplicate(
+		    cJSON_GetObjectItem(body, "metadata"), 1));
+	u = cJSON_AddObjectToObject(m, "usage");
+	cJSON_AddNumberToObject(u, "inputTokens", 0);
+	cJSON_AddNumberToObject(u, "outputTokens", 0);
+	cJSON_AddNumberToObject(u, "tokens", 0);
+	cJSON_AddNumberToObject(u, "cost", 0);
+	cJSON_AddNumberToObject(m, "turns", 0);
+	cJSON_AddNullToObject(m, "turn");
+	cJSON_AddArrayToObject(m, "queue");
+	cJSON_AddArrayToObject(m, "history");
+	return m;
+}
+
+struct sess *
+sess_get(struct wk *wk, const char *id, int create, int *created,
+    cJSON *body, const char **err)
+{
+	struct sess *s;
+	struct store_sess *st;
+	char *txt;
+	cJSON *t;
+	uint64_t last;
+
+	if (created)
+		*created = 0;
+	if ((s = sess_find(wk, id)) != NULL)
+		return s;
+	if (wk->nsessions >= wk->conf->max_sessions) {
+		*err = "OVERLOADED";
+		return NULL;
+	}
+	if (store_sess_open(wk->store, id, create, &st) == -1) {
+		*err = errno == ENOENT ? "NOT_FOUND" : "INTERNAL";
+		if (errno != ENOENT)
+			log_warn("session %s: open", id);
+		return NULL;
+	}
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		store_sess_close(st);
+		*err = "INTERNAL";
+		return NULL;
+	}
+	s->wk = wk;
+	s->st = st;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	TAILQ_INIT(&s->conns);
+	s->flush_ev = evtimer_new(wk->base, flush_cb, s);
+	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
+	txt = store_meta_read(st);
+	if (txt != NULL) {
+		s->meta = cJSON_Parse(txt);
+		free(txt);
+		if (!cJSON_IsObject(s->meta)) {
+			log_warnx("session %s: meta is not a JSON object; "
+			    "starting a fresh one (the log is kept)", id);
+			cJSON_Delete(s->meta);
+			s->meta = NULL;
+		}
+	}
+	if (s->meta == NULL) {
+		s->meta = meta_new(s, body);
+		if (created)
+			*created = store_last_seq(st) == 0;
+		meta_save(s);
+	}
+	t = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0);
+	snprintf(s->agent_id, sizeof(s->agent_id), "%s",
+	    cJSON_GetStringValue(cJSON_GetObjectItem(t, "agentId")) ?
+	    cJSON_GetStringValue(cJSON_GetObjectItem(t, "agentId")) :
+	    "assistant");
+	if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "queue")))
+		cJSON_ReplaceItemInObject(s->meta, "queue", cJSON_CreateArray());
+	t = cJSON_GetObjectItem(s->meta, "status");
+	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
+	last = store_last_seq(st);
+	store_range(st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
+	TAILQ_INSERT_TAIL(&wk->sessions, s, entry);
+	TAILQ_INSERT_TAIL(&wk->buckets[sess_bucket(id)], s, hentry);
+	wk->nsessions++;
+	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "turn"))) {
+		struct timeval tv = { 0, 0 };
+
+		/* After the caller attached its connection, so it sees it. */
+		s->recover_ev = evtimer_new(wk->base, recover_cb, s);
+		evtimer_add(s->recover_ev, &tv);
+	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")))
+		turn_next(s);
+	sess_check_idle(s);
+	log_debug("session %s: %s, last seq %llu", id,
+	    created && *created ? "created" : "opened",
+	    (unsigned long long)last);
+	return s;
+}
+
+void
+sess_attach(struct sess *s, struct conn *c)
+{
+	TAILQ_INSERT_TAIL(&s->conns, c, sentry);
+	s->nconns++;
+	c->sess = s;
+	sess_check_idle(s);
+}
+
+void
+sess_detach(struct sess *s, struct conn *c)
+{
+	TAILQ_REMOVE(&s->conns, c, sentry);
+	s->nconns--;
+	c->sess = NULL;
+	sess_check_idle(s);
+}
+
+cJSON *
+sess_state(struct sess *s)
+{
+	cJSON *o = cJSON_CreateObject(), *agents, *a;
+
+	cJSON_AddStringToObject(o, "status", sess_status(s));
+	agents = cJSON_AddArrayToObject(o, "agents");
+	a = agent_json(s, s->turn ? "thinking" : "idle");
+	cJSON_AddItemToArray(agents, a);
+	cJSON_AddNumberToObject(o, "lastSeq", (double)sess_last_seq(s));
+	cJSON_AddItemToObject(o, "autonomy", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
+	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "config"), 1));
+	return o;
+}
+
+cJSON *
+sess_info(struct sess *s)
+{
+	cJSON *o = sess_state(s), *r;
+	char ts[32];
+	static const char *copy[] = { "usage", "turns", "objective",
+	    "metadata", "result" };
+	size_t i;
+
+	cJSON_AddStringToObject(o, "sessionId", s->id);
+	util_iso8601(ts, (uint64_t)cJSON_GetNumberValue(
+	    cJSON_GetObjectItem(s->meta, "createdAt")));
+	cJSON_AddStringToObject(o, "createdAt", ts);
+	cJSON_AddNumberToObject(o, "firstSeq", (double)sess_first_seq(s));
+	cJSON_AddNumberToObject(o, "connections", s->nconns);
+	for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
+		if ((r = cJSON_GetObjectItem(s->meta, copy[i])) != NULL)
+			cJSON_AddItemToObject(o, copy[i], cJSON_Duplicate(r, 1));
+	return o;
+}
+
+int
+sess_terminate(struct sess *s, const char *why)
+{
+	struct llm_usage zero = { 0, 0, 0 };
+	cJSON *b, *r;
+	char ts[32];
+
+	if (s->ended)
+		return 0;
+	if (s->turn != NULL)
+		turn_finish(s, &zero, 1);
+	cJSON_ReplaceItemInObject(s->meta, "queue", cJSON_CreateArray());
+	if (s->recover_ev != NULL) {
+		event_free(s->recover_ev);
+		s->recover_ev = NULL;
+		cJSON_ReplaceItemInObject(s->meta, "turn", cJSON_CreateNull());
+	}
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "summary", why);
+	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "usage"), 1));
+	cJSON_AddStringToObject(b, "reason", "terminated");
+	if (emit(s, "session_complete", b) == 0)
+		return -1;
+	s->ended = 1;
+	r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "summary", why);
+	cJSON_AddStringToObject(r, "reason", "terminated");
+	util_iso8601(ts, util_now_ms());
+	cJSON_AddStringToObject(r, "completedAt", ts);
+	cJSON_ReplaceItemInObject(s->meta, "result", r);
+	meta_save(s);
+	sess_check_idle(s);
+	return 0;
+}
+
+static void
+result_err(struct sess_result *r, const char *code, int http, const char *fmt,
+    const char *arg)
+{
+	r->code = code;
+	r->http = http;
+	snprintf(r->msg, sizeof(r->msg), fmt, arg);
+}
+
+void
+sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
+    struct sess_result *r)
+{
+	const char *message = NULL, *to = NULL;
+	char clientid[32];
+	cJSON *b;
+	uint64_t seq;
+
+	memset(r, 0, sizeof(*r));
+	r->http = 202;
+	if (strcmp(in->type, "chat") == 0) {
+		if (role == IPC_ROLE_OBSERVER) {
+			result_err(r, "FORBIDDEN", 403, "%s", "observers "
+			    "cannot send chat messages");
+			return;
+		}
+		if (in->id != NULL && ids_find(s, in->id, &seq)) {
+			r->seq = seq;
+			r->duplicate = 1;
+			r->http = 200;
+			return;
+		}
+		if (s->ended) {
+			result_err(r, "SESSION_ENDED", 409, "%s", "the session "
+			    "has completed; start a new session");
+			return;
+		}
+		if (proto_str(in->root, "message", 1, s->wk->conf->max_message,
+		    &message, r->msg, sizeof(r->msg)) == -1 ||
+		    proto_str(in->root, "to", 0, 128, &to, r->msg,
+		    sizeof(r->msg)) == -1) {
+			r->code = "BAD_REQUEST";
+			r->http = 400;
+			return;
+		}
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) >=
+		    MAX_QUEUE) {
+			result_err(r, "RATE_LIMITED", 429, "%s", "too many "
+			    "messages are waiting for their turn; wait for a "
+			    "done event");
+			return;
+		}
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "message", message);
+		if (to != NULL)
+			cJSON_AddStringToObject(b, "to", to);
+		if (c != NULL) {
+			snprintf(clientid, sizeof(clientid), "c-%llu",
+			    (unsigned long long)c->ic.conn_id);
+			cJSON_AddStringToObject(b, "clientId", clientid);
+		}
+		if (in->id != NULL)
+			cJSON_AddStringToObject(b, "id", in->id);
+		if ((seq = emit(s, "user_message", b)) == 0) {
+			result_err(r, "OVERLOADED", 503, "%s", "the message "
+			    "could not be logged; it was not accepted, retry");
+			return;
+		}
+		if (in->id != NULL)
+			ids_add(s, in->id, seq);
+		r->seq = seq;
+		cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta, "queue"),
+		    cJSON_CreateNumber((double)seq));
+		meta_save(s);
+		turn_next(s);
+		return;
+	}
+	if (strcmp(in->type, "cancel") == 0) {
+		struct llm_usage zero = { 0, 0, 0 };
+
+		if (role == IPC_ROLE_OBSERVER) {
+			result_err(r, "FORBIDDEN", 403, "%s", "observers "
+			    "cannot cancel turns");
+			return;
+		}
+		if (s->turn == NULL) {
+			r->http = 200;
+			return;
+		}
+		turn_finish(s, &zero, 1);
+		r->seq = sess_last_seq(s);
+		turn_next(s);
+		return;
+	}
+	if (strcmp(in->type, "terminate") == 0) {
+		if (role != IPC_ROLE_ADMIN) {
+			result_err(r, "FORBIDDEN", 403, "%s",
+			    "terminate needs the admin role");
+			return;
+		}
+		sess_terminate(s, "terminated by request");
+		r->seq = sess_last_seq(s);
+		return;
+	}
+	{
+		static const char *later[] = { "agent_add", "agent_remove",
+		    "tool_approve", "set_autonomy", "mcp_tools", "mcp_result",
+		    "kb_add", "kb_search", "kb_list", "kb_remove",
+		    "thought_share", "action_propose", "action_approve",
+		    "action_result", "directive", "pause", "resume_session" };
+		size_t i;
+
+		for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)
+			if (strcmp(in->type, later[i]) == 0) {
+				result_err(r, "BAD_REQUEST", 501, "message type "
+				    "'%s' is part of protocol v1 but not "
+				    "available in this build", in->type);
+				return;
+			}
+	}
+	result_err(r, "BAD_REQUEST", 400, "unknown message type '%s'; see "
+	    "parley-protocol(7)", in->type);
+}
+
+void
+sess_stop(struct sess *s)
+{
+	/* Log what was coalesced; the turn itself stays in meta as running
+	 * so the next owner re-runs it after saying so. */
+	tokens_flush(s);
+	if (s->turn != NULL) {
+		llm_cancel(s->turn->call);
+		s->turn->call = NULL;
+		free(s->turn->reply);
+		free(s->turn);
+		s->turn = NULL;
+	}
+}
+
+void
+sess_release(struct sess *s)
+{
+	struct wk *wk = s->wk;
+	struct conn *c;
+	unsigned i;
+
+	if (s->released)
+		return;
+	s->released = 1;
+	while ((c = TAILQ_FIRST(&s->conns)) != NULL) {
+		sess_detach(s, c);
+		conn_close(c, WS_CLOSE_GOING_AWAY, "session moved; reconnect "
+		    "with your lastSeq");
+	}
+	if (s->turn != NULL)
+		sess_stop(s);
+	if (s->recover_ev != NULL)
+		event_free(s->recover_ev);
+	store_sess_close(s->st);
+	TAILQ_REMOVE(&wk->sessions, s, entry);
+	TAILQ_REMOVE(&wk->buckets[sess_bucket(s->id)], s, hentry);
+	wk->nsessions--;
+	wk_released(wk, s->id);
+	event_free(s->flush_ev);
+	event_free(s->idle_ev);
+	for (i = 0; i < SESS_IDS; i++)
+		free(s->ids[i]);
+	cJSON_Delete(s->meta);
+	free(s->tok);
+	log_debug("session %s released", s->id);
+	free(s);
+	wk_maybe_exit(wk);
+}

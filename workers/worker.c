@@ -1,0 +1,309 @@
+/*
+ * A worker process: one libevent loop that owns a set of sessions and all
+ * of their connections.  It talks to the supervisor only through the IPC
+ * channel; any message it does not expect ends it.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/log.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "parley/worker.h"
+#include "parley/ws.h"
+#include "conn.h"
+#include "sess.h"
+#include "worker.h"
+
+#define STATS_MS	1000
+#define SWEEP_MS	60000
+
+static void	wk_terminate(struct wk *, uint64_t);
+static void	wk_exit(struct wk *, int) __attribute__((noreturn));
+
+void
+wk_released(struct wk *wk, const char *sid)
+{
+	struct ipc_sess is;
+
+	memset(&is, 0, sizeof(is));
+	snprintf(is.session, sizeof(is.session), "%s", sid);
+	if (wk->chan != NULL)
+		ipc_send(wk->chan, IPC_RELEASED, -1, &is, sizeof(is), NULL, 0);
+}
+
+int
+wk_reroute(struct wk *wk, int fd, const struct ipc_conn *ic,
+    const void *bytes, size_t len)
+{
+	struct ipc_conn c = *ic;
+
+	if (wk->chan == NULL) {
+		close(fd);
+		return -1;
+	}
+	c.bytes_len = (uint32_t)len;
+	return ipc_send(wk->chan, IPC_REROUTE, fd, &c, sizeof(c), bytes, len);
+}
+
+static void
+wk_exit(struct wk *wk, int code)
+{
+	struct sess *s;
+
+	while ((s = TAILQ_FIRST(&wk->sessions)) != NULL)
+		sess_release(s);
+	store_close(wk->store);
+	if (wk->chan != NULL) {
+		ipc_flush(wk->chan, 1000);
+		ipc_chan_free(wk->chan);
+	}
+	event_free(wk->stats_ev);
+	event_free(wk->sync_ev);
+	event_free(wk->sweep_ev);
+	event_free(wk->exit_ev);
+	event_free(wk->sigterm_ev);
+	event_base_free(wk->base);
+	config_free(wk->conf);
+	free(wk);
+	exit(code);
+}
+
+void
+wk_maybe_exit(struct wk *wk)
+{
+	struct timeval tv = { 0, 0 };
+
+	/* Deferred: this runs deep inside connection and session code. */
+	if ((wk->terminating || wk->draining) && wk->nconns == 0 &&
+	    wk->nsessions == 0 && wk->exit_ev != NULL)
+		evtimer_add(wk->exit_ev, &tv);
+}
+
+static void
+exit_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct wk *wk = arg;
+
+	if (!wk->terminating) {
+		/* The drain bound passed: stop the rest as on SIGTERM. */
+		wk_terminate(wk, 1000);
+		return;
+	}
+	if (wk->nconns > 0 || wk->nsessions > 0)
+		log_info("stopping with %u connections and %u sessions still "
+		    "open", wk->nconns, wk->nsessions);
+	wk_exit(wk, 0);
+}
+
+/* Stop now: log what is buffered, close every client with 1001. */
+static void
+wk_terminate(struct wk *wk, uint64_t timeout_ms)
+{
+	struct sess *s, *snext;
+	struct conn *c, *cnext;
+	struct timeval tv;
+
+	if (wk->terminating)
+		return;
+	wk->terminating = 1;
+	TAILQ_FOREACH(s, &wk->sessions, entry)
+		sess_stop(s);
+	store_sync(wk->store);
+	for (c = TAILQ_FIRST(&wk->conns); c != NULL; c = cnext) {
+		cnext = TAILQ_NEXT(c, entry);
+		conn_close(c, WS_CLOSE_GOING_AWAY, "server shutting down; "
+		    "reconnect with your lastSeq");
+	}
+	for (s = TAILQ_FIRST(&wk->sessions); s != NULL; s = snext) {
+		snext = TAILQ_NEXT(s, entry);
+		sess_release(s);
+	}
+	util_tv(&tv, timeout_ms < 2000 ? timeout_ms : 2000);
+	evtimer_add(wk->exit_ev, &tv);
+	wk_maybe_exit(wk);
+}
+
+/* After a reload: hand idle sessions back now, busy ones after their turn. */
+static void
+wk_drain(struct wk *wk, uint64_t timeout_ms)
+{
+	struct sess *s, *next;
+	struct timeval tv;
+
+	wk->draining = 1;
+	for (s = TAILQ_FIRST(&wk->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		if (!sess_busy(s))
+			sess_release(s);
+	}
+	util_tv(&tv, timeout_ms);
+	event_del(wk->exit_ev);
+	evtimer_assign(wk->exit_ev, wk->base, exit_cb, wk);
+	/* Past the drain bound, whatever remains stops as on SIGTERM. */
+	evtimer_add(wk->exit_ev, &tv);
+	wk_maybe_exit(wk);
+}
+
+static int
+wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
+    int fd, void *arg)
+{
+	struct wk *wk = arg;
+	const struct ipc_conn *ic;
+	const struct ipc_sess *is;
+	const struct ipc_shutdown *sd;
+	const char *err;
+
+	switch (h->type) {
+	case 0:
+		/* The supervisor is gone or spoke nonsense: stop cleanly. */
+		log_warnx("supervisor channel closed; stopping");
+		wk->chan = NULL;
+		wk_terminate(wk, 1000);
+		return 0;
+	case IPC_CONN:
+		ic = p;
+		if (ic->bytes_len != h->len - sizeof(*ic) ||
+		    memchr(ic->session, '\0', sizeof(ic->session)) == NULL ||
+		    memchr(ic->scope, '\0', sizeof(ic->scope)) == NULL ||
+		    memchr(ic->peer, '\0', sizeof(ic->peer)) == NULL ||
+		    ic->role < IPC_ROLE_OBSERVER || ic->role > IPC_ROLE_ADMIN ||
+		    (ic->kind != IPC_CONN_HTTP &&
+		    ic->kind != IPC_CONN_WS_CHAT) ||
+		    ic->first_len > ic->bytes_len ||
+		    (ic->kind == IPC_CONN_WS_CHAT &&
+		    (ic->session[0] == '\0' || ic->first_len == 0))) {
+			close(fd);
+			return -1;
+		}
+		conn_new(wk, fd, ic, (const unsigned char *)(ic + 1));
+		return 0;
+	case IPC_ADOPT:
+		is = p;
+		if (memchr(is->session, '\0', sizeof(is->session)) == NULL ||
+		    !store_valid_id(is->session))
+			return -1;
+		if (!wk->draining && !wk->terminating &&
+		    sess_get(wk, is->session, 0, NULL, NULL, &err) == NULL)
+			log_debug("adopt %s: %s", is->session, err);
+		return 0;
+	case IPC_SHUTDOWN:
+		sd = p;
+		if (sd->mode == IPC_SHUT_TERMINATE)
+			wk_terminate(wk, sd->timeout_ms);
+		else if (sd->mode == IPC_SHUT_DRAIN)
+			wk_drain(wk, sd->timeout_ms);
+		else
+			return -1;
+		return 0;
+	default:
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+}
+
+static void
+stats_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct wk *wk = arg;
+	struct ipc_stats st;
+	struct sess *s;
+
+	memset(&st, 0, sizeof(st));
+	st.sessions = wk->nsessions;
+	st.connections = wk->nconns;
+	TAILQ_FOREACH(s, &wk->sessions, entry)
+		if (s->turn != NULL)
+			st.running++;
+	st.events = wk->events;
+	if (wk->chan != NULL)
+		ipc_send(wk->chan, IPC_STATS, -1, &st, sizeof(st), NULL, 0);
+}
+
+static void
+sync_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct wk *wk = arg;
+
+	store_sync(wk->store);
+}
+
+static void
+sweep_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct wk *wk = arg;
+	struct sess *s;
+	uint64_t cutoff = util_now_ms() - wk->conf->retention_ms;
+	int n;
+
+	TAILQ_FOREACH(s, &wk->sessions, entry)
+		store_trim(s->st, cutoff);
+	/* One worker removes expired sessions; the store skips open ones. */
+	if (wk->slot == 0 && (n = store_expire(wk->store, cutoff)) > 0)
+		log_info("retention: removed %d expired sessions", n);
+}
+
+static void
+sigterm_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	wk_terminate(arg, 2000);
+}
+
+void
+worker_main(struct config *conf, int slot, int ipc_fd)
+{
+	static const struct timeval stats_tv = { STATS_MS / 1000, 0 };
+	static const struct timeval sweep_tv = { SWEEP_MS / 1000, 0 };
+	struct timeval hb;
+	struct ipc_hello hello;
+	struct wk *wk;
+	char name[32], err[512];
+	int i;
+
+	snprintf(name, sizeof(name), "worker %d", slot);
+	log_procname(name);
+	/* ^C in a terminal reaches the whole group; the supervisor decides. */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	if ((wk = calloc(1, sizeof(*wk))) == NULL)
+		fatal("calloc");
+	wk->conf = conf;
+	wk->slot = slot;
+	TAILQ_INIT(&wk->sessions);
+	TAILQ_INIT(&wk->conns);
+	for (i = 0; i < WK_SESS_BUCKETS; i++)
+		TAILQ_INIT(&wk->buckets[i]);
+	if ((wk->base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	if ((wk->store = store_open(conf->store, conf->state_dir,
+	    (enum store_fsync)conf->fsync, err, sizeof(err))) == NULL)
+		fatalx("store: %s", err);
+	if ((wk->chan = ipc_chan_new(wk->base, ipc_fd, wk_msg, wk)) == NULL)
+		fatalx("ipc channel");
+	util_tv(&hb, conf->heartbeat_ms);
+	wk->hb_tv = event_base_init_common_timeout(wk->base, &hb);
+	wk->stats_ev = event_new(wk->base, -1, EV_PERSIST, stats_cb, wk);
+	event_add(wk->stats_ev, &stats_tv);
+	wk->sync_ev = evtimer_new(wk->base, sync_cb, wk);
+	wk->sweep_ev = event_new(wk->base, -1, EV_PERSIST, sweep_cb, wk);
+	event_add(wk->sweep_ev, &sweep_tv);
+	wk->exit_ev = evtimer_new(wk->base, exit_cb, wk);
+	wk->sigterm_ev = evsignal_new(wk->base, SIGTERM, sigterm_cb, wk);
+	evsignal_add(wk->sigterm_ev, NULL);
+
+	memset(&hello, 0, sizeof(hello));
+	hello.slot = (uint32_t)slot;
+	hello.pid = (uint32_t)getpid();
+	ipc_send(wk->chan, IPC_HELLO, -1, &hello, sizeof(hello), NULL, 0);
+	event_base_dispatch(wk->base);
+	wk_exit(wk, 0);
+}

@@ -1,0 +1,49 @@
+/* The worker process: its event loop, sessions and connections. */
+#ifndef PARLEY_WORKERS_WORKER_H
+#define PARLEY_WORKERS_WORKER_H
+
+#include <sys/queue.h>
+#include <stdint.h>
+
+#include "parley/ipc.h"
+
+struct config;
+struct event;
+struct event_base;
+struct store;
+struct sess;
+struct conn;
+
+#define WK_SESS_BUCKETS	4096
+
+struct wk {
+	struct event_base	*base;
+	struct config		*conf;
+	struct store		*store;
+	struct ipc_chan		*chan;
+	int			 slot;
+	int			 draining;
+	int			 terminating;
+	TAILQ_HEAD(, sess)	 sessions;
+	TAILQ_HEAD(, sess)	 buckets[WK_SESS_BUCKETS];
+	unsigned		 nsessions;
+	TAILQ_HEAD(, conn)	 conns;
+	unsigned		 nconns;
+	uint64_t		 events;
+	const struct timeval	*hb_tv;		/* libevent common timeout */
+	struct event		*stats_ev;
+	struct event		*sync_ev;
+	struct event		*sweep_ev;
+	struct event		*exit_ev;
+	struct event		*sigterm_ev;
+};
+
+/* Tells the supervisor a session left this worker's memory. */
+void	wk_released(struct wk *, const char *sid);
+/* Gives a connection back to the supervisor for sid's owner; takes fd. */
+int	wk_reroute(struct wk *, int fd, const struct ipc_conn *,
+	    const void *bytes, size_t len);
+/* Exits once a terminating or drained worker holds nothing more. */
+void	wk_maybe_exit(struct wk *);
+
+#endif
