@@ -182,8 +182,7 @@ int
 main(int argc, char *argv[])
 {
 	struct sup sup;
-	struct event *sigs[5];
-	int sig[] = { SIGTERM, SIGINT, SIGHUP, SIGCHLD };
+	int sig[SUP_NSIGS] = { SIGTERM, SIGINT, SIGHUP, SIGCHLD };
 	const char *path = SYSCONFDIR "/parleyd/parleyd.conf";
 	int ch, debug = 0, test = 0, verbose = 0, must_exist = 0;
 	enum log_level lv = LOG_LEVEL_INFO;
@@ -254,8 +253,8 @@ main(int argc, char *argv[])
 	if (listener_open(&sup, sup.conf, err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	for (i = 0; i < sizeof(sig) / sizeof(sig[0]); i++) {
-		sigs[i] = evsignal_new(sup.base, sig[i], on_signal, &sup);
-		evsignal_add(sigs[i], NULL);
+		sup.sigs[i] = evsignal_new(sup.base, sig[i], on_signal, &sup);
+		evsignal_add(sup.sigs[i], NULL);
 	}
 	sup.stop_ev = evtimer_new(sup.base, stop_check, &sup);
 	pidfile_write(sup.conf->pid_file);
@@ -267,7 +266,7 @@ main(int argc, char *argv[])
 	if (sup.conf->pid_file != NULL)
 		unlink(sup.conf->pid_file);
 	for (i = 0; i < sizeof(sig) / sizeof(sig[0]); i++)
-		event_free(sigs[i]);
+		event_free(sup.sigs[i]);
 	event_free(sup.stop_ev);
 	listener_close_all(&sup);
 	pool_free_all(&sup);

@@ -333,7 +333,7 @@ static void
 worker_spawn(struct worker *w)
 {
 	struct sup *sup = w->sup;
-	int sv[2];
+	int sv[2], i;
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1)
@@ -342,13 +342,15 @@ worker_spawn(struct worker *w)
 	case -1:
 		fatal("fork");
 	case 0:
-		/* Only the IPC socket survives into the worker. */
+		/* The worker builds its own loop.  The supervisor's shares
+		 * its epoll instance, so it is not freed here; only its
+		 * signal events are dropped (that touches no fd). */
+		for (i = 0; i < SUP_NSIGS; i++)
+			if (sup->sigs[i] != NULL)
+				event_del(sup->sigs[i]);
 		if (dup2(sv[1], 3) == -1)
 			_exit(1);
 		close_range(4, ~0U, 0);
-		/* The worker builds its own loop; this one only held the
-		 * supervisor's signals and sockets. */
-		event_base_free(sup->base);
 		signal(SIGPIPE, SIG_IGN);
 		worker_main(w->conf, w->slot, 3);
 	}

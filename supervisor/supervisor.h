@@ -58,6 +58,8 @@ struct listener {
 
 struct pending;
 
+#define SUP_NSIGS	4
+
 struct sup {
 	struct event_base	*base;
 	struct config		*conf;
@@ -76,6 +78,7 @@ struct sup {
 	int			 stopping;
 	int			 notified_ready;
 	struct event		*stop_ev;
+	struct event		*sigs[SUP_NSIGS];
 	uint64_t		 worker_restarts;
 };
 

@@ -293,7 +293,6 @@ stream_common(struct conn *c)
 {
 	struct timeval tv;
 
-	http_parser_free(&c->hp);
 	util_tv(&tv, WRITE_TMO_MS);
 	bufferevent_set_timeouts(c->bev, NULL, &tv);
 	c->hb_ev = event_new(c->wk->base, -1, EV_PERSIST, heartbeat_cb, c);
@@ -885,8 +884,18 @@ create_session(struct conn *c)
 	http_reply(c, 201, o);
 }
 
+static void	route_request(struct conn *, const unsigned char *, size_t);
+
+/* Routes a complete request; the parsed request is not needed after. */
 static void
 conn_route(struct conn *c, const unsigned char *raw, size_t rawlen)
+{
+	route_request(c, raw, rawlen);
+	http_parser_free(&c->hp);
+}
+
+static void
+route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 {
 	const struct http_request *r = &c->hp.req;
 	const char *path = r->path, *sub = NULL, *err;

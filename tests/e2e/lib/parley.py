@@ -1,0 +1,494 @@
+"""Shared helpers for the parleyd end-to-end tests.
+
+A test script calls run_test(name, fn); fn gets nothing and raises (usually
+Fail or AssertionError) when something is wrong.  Daemon() starts a private
+parleyd on a free loopback port with a fresh state directory and stops it at
+the end, failing the test if a sanitizer reported anything in its log.
+"""
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import http.client
+
+try:
+    import websockets
+except ImportError:  # the run script checks first; be clear anyway
+    print("E2E-FAIL: /usr/bin/python3 cannot import websockets "
+          "(apt-get install python3-websockets)")
+    sys.exit(1)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+E2E = os.path.dirname(HERE)
+PARLEYD = os.environ.get("PARLEYD") or os.path.join(E2E, "..", "..", "parleyd")
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer")
+
+# Reply of the default fast provider; tests look for it in streamed output.
+FAST_REPLY = "Hello from the parley end-to-end script provider."
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Fail(msg)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def provider_block(name, reply, chunk=4, delay="2ms"):
+    r = reply.replace("\\", "\\\\").replace('"', '\\"')
+    return ('provider %s {\n    type script\n    reply "%s"\n'
+            '    chunk %d\n    delay %s\n}\n' % (name, r, chunk, delay))
+
+
+class Daemon:
+    """A private parleyd: Daemon(extra=..., providers=...).start()."""
+
+    def __init__(self, extra="", providers=None, default="fast",
+                 flush="20ms", workers=2):
+        self.tmp = tempfile.mkdtemp(prefix="parley-e2e-", dir="/tmp")
+        self.state = os.path.join(self.tmp, "state")
+        os.mkdir(self.state)
+        self.conf = os.path.join(self.tmp, "parleyd.conf")
+        self.logpath = os.path.join(self.tmp, "parleyd.log")
+        self.port = free_port()
+        self.extra = extra
+        self.workers = workers
+        self.flush = flush
+        self.default = default
+        self.providers = providers if providers is not None else \
+            provider_block("fast", FAST_REPLY)
+        self.proc = None
+        self.logs = []
+        self.write_conf()
+
+    def conf_text(self):
+        return ("listen 127.0.0.1:%d\nworkers %d\nstate-dir %s\n"
+                "retention 24h\nidle-timeout 10m\nflush-interval %s\n"
+                "heartbeat-interval 15s\n%s%sdefault-provider %s\n" %
+                (self.port, self.workers, self.state, self.flush,
+                 self.extra, self.providers, self.default))
+
+    def write_conf(self, text=None):
+        with open(self.conf, "w") as f:
+            f.write(self.conf_text() if text is None else text)
+
+    def start(self, timeout=30):
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        logf = open(self.logpath, "ab")
+        self.proc = subprocess.Popen([PARLEYD, "-d", "-f", self.conf],
+                                     stdin=subprocess.DEVNULL, stdout=logf,
+                                     stderr=subprocess.STDOUT, env=env,
+                                     close_fds=True)
+        logf.close()
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=30):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise Fail("parleyd exited with %s before ready; log tail: %s"
+                           % (self.proc.returncode, self.log_tail()))
+            try:
+                st, _, _ = self.http("GET", "/health/ready", timeout=2)
+                last = st
+                if st == 200:
+                    return
+            except OSError as e:
+                last = e
+            time.sleep(0.1)
+        raise Fail("parleyd not ready after %ss (last: %s); log tail: %s"
+                   % (timeout, last, self.log_tail()))
+
+    def workers_pids(self):
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)],
+                             capture_output=True, text=True).stdout
+        return [int(x) for x in out.split()]
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def stop(self):
+        """SIGTERM, wait, SIGKILL after 10 s; returns the exit status."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        pids = self.workers_pids()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        for p in pids:  # no orphaned workers left behind
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        return self.proc.returncode
+
+    def kill_all(self):
+        """SIGKILL the supervisor and every worker at once."""
+        pids = self.workers_pids()
+        for p in [self.proc.pid] + pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        self.proc.wait(10)
+        deadline = time.time() + 10
+        while time.time() < deadline and any(
+                os.path.exists("/proc/%d" % p) and
+                not open("/proc/%d/stat" % p).read().split()[2] == "Z"
+                for p in pids):
+            time.sleep(0.05)
+
+    def log_text(self):
+        try:
+            with open(self.logpath, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def log_tail(self, n=15):
+        return " | ".join(self.log_text().splitlines()[-n:])
+
+    def sanitizer_report(self):
+        text = self.log_text()
+        for m in SANITIZER_MARKS:
+            i = text.find(m)
+            if i >= 0:
+                return text[i:i + 600]
+        return None
+
+    def cleanup(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- HTTP ---------------------------------------------------------------
+
+    def http(self, method, path, body=None, headers=None, timeout=10):
+        """One request; returns (status, headers dict lower-case, body bytes)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body)
+                headers = dict(headers or {})
+                headers.setdefault("Content-Type", "application/json")
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            data = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            c.close()
+
+    def http_json(self, method, path, body=None, headers=None):
+        st, h, data = self.http(method, path, body, headers)
+        try:
+            js = json.loads(data) if data else None
+        except ValueError:
+            raise Fail("%s %s: %d with non-JSON body %r"
+                       % (method, path, st, data[:200]))
+        return st, js
+
+    def raw(self, data, timeout=5):
+        """Send raw bytes, read until the server closes; returns the bytes."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        try:
+            s.sendall(data)
+            out = b""
+            while True:
+                try:
+                    b = s.recv(65536)
+                except socket.timeout:
+                    raise Fail("no close after raw request %r (got %r)"
+                               % (data[:60], out[:200]))
+                if not b:
+                    return out
+                out += b
+        finally:
+            s.close()
+
+    def url(self, path, scheme="ws"):
+        return "%s://127.0.0.1:%d%s" % (scheme, self.port, path)
+
+    def last_seq(self, sid):
+        st, js = self.http_json("GET", "/sessions/%s" % sid)
+        check(st == 200, "GET /sessions/%s -> %s %s" % (sid, st, js))
+        return js["lastSeq"]
+
+    def log_events(self, sid, after=0):
+        events = []
+        while True:
+            st, js = self.http_json("GET", "/sessions/%s/log?after=%d&limit=500"
+                                    % (sid, after))
+            check(st == 200 and isinstance(js, list),
+                  "GET log -> %s %r" % (st, js))
+            if not js:
+                return events
+            events += js
+            after = js[-1]["seq"]
+
+
+# -- WebSocket helpers (python3-websockets 10.4 client API) ------------------
+
+async def ws_connect(url, headers=None, **kw):
+    return await asyncio.wait_for(websockets.connect(
+        url, extra_headers=headers or {}, max_size=None, open_timeout=10,
+        close_timeout=2, ping_interval=None, **kw), 15)
+
+
+async def ws_recv(ws, timeout=10):
+    m = await asyncio.wait_for(ws.recv(), timeout)
+    return json.loads(m)
+
+
+async def ws_send(ws, obj):
+    await ws.send(json.dumps(obj))
+
+
+async def ws_until(ws, pred, timeout=20, into=None):
+    """Receive until pred(event) is true; returns the events read."""
+    got = [] if into is None else into
+    deadline = time.time() + timeout
+    while True:
+        left = deadline - time.time()
+        if left <= 0:
+            raise Fail("timed out waiting; last events: %s"
+                       % [short(e) for e in got[-5:]])
+        e = await ws_recv(ws, left)
+        got.append(e)
+        if pred(e):
+            return got
+
+
+def short(e):
+    return "%s/%s" % (e.get("type"), e.get("seq", "-"))
+
+
+def is_done(e):
+    return e.get("type") == "done"
+
+
+def is_idle(e):
+    return e.get("type") == "agent_state" and e.get("status") == "idle"
+
+
+def logged(events):
+    return [e for e in events if "seq" in e and e.get("type") not in
+            ("ack", "pong")]
+
+
+def check_contiguous(events, first, what):
+    """events (logged only) must have seq first, first+1, ... exactly."""
+    seqs = [e["seq"] for e in events]
+    want = list(range(first, first + len(seqs)))
+    if seqs != want:
+        # name the first difference, not the whole list
+        for i, (a, b) in enumerate(zip(seqs, want)):
+            if a != b:
+                raise Fail("%s: seq %d at position %d, expected %d "
+                           "(gap or duplicate); seqs around: %s"
+                           % (what, a, i, b, seqs[max(0, i - 3):i + 4]))
+        raise Fail("%s: bad seq list %s" % (what, seqs[:20]))
+
+
+def same_events(a, b, what):
+    """Two views of the log must agree on seq, type and content."""
+    check(len(a) == len(b), "%s: %d events vs %d" % (what, len(a), len(b)))
+    for x, y in zip(a, b):
+        kx = (x.get("seq"), x.get("type"), x.get("content"), x.get("messageId"))
+        ky = (y.get("seq"), y.get("type"), y.get("content"), y.get("messageId"))
+        check(kx == ky, "%s: %s differs from %s" % (what, kx, ky))
+
+
+def run_test(name, fn):
+    """Run fn(); print the outcome; exit 0 on pass."""
+    try:
+        r = fn()
+        if asyncio.iscoroutine(r):
+            asyncio.run(asyncio.wait_for(r, 180))
+    except (Fail, AssertionError) as e:
+        print("E2E-FAIL: %s" % e)
+        sys.exit(1)
+    except Exception as e:  # any surprise is a failure with its reason
+        traceback.print_exc()
+        print("E2E-FAIL: %s: %s" % (type(e).__name__, e))
+        sys.exit(1)
+    print("ok %s" % name)
+    sys.exit(0)
+
+
+class with_daemon:
+    """Context manager: start, yield, stop, fail on sanitizer reports."""
+
+    def __init__(self, d):
+        self.d = d
+
+    def __enter__(self):
+        try:
+            return self.d.start()
+        except BaseException:
+            self.d.stop()
+            self.d.cleanup()
+            raise
+
+    def __exit__(self, et, ev, tb):
+        try:
+            self.d.stop()
+            rep = self.d.sanitizer_report()
+            if rep and et is None:
+                raise Fail("sanitizer report in parleyd log: %s" % rep)
+            if et is not None:
+                print("parleyd log tail:\n" + "\n".join(
+                    self.d.log_text().splitlines()[-30:]))
+        finally:
+            if os.environ.get("E2E_KEEP"):
+                print("kept", self.d.tmp)
+            else:
+                self.d.cleanup()
+        return False
+
+
+# -- raw WebSocket client, for frames the websockets module will not send ----
+
+class RawWS:
+    def __init__(self, port, path, rcvbuf=None, timeout=10, headers=""):
+        self.s = socket.socket()
+        if rcvbuf:
+            self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.s.settimeout(timeout)
+        self.s.connect(("127.0.0.1", port))
+        key = base64.b64encode(os.urandom(16)).decode()
+        self.s.sendall(("GET %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+                        "%s\r\n" % (path, port, key, headers)).encode())
+        self.buf = b""
+        while b"\r\n\r\n" not in self.buf:
+            b = self.s.recv(4096)
+            if not b:
+                raise Fail("connection closed during handshake: %r" % self.buf)
+            self.buf += b
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        self.status = int(head.split(b" ")[1])
+        if self.status != 101:
+            raise Fail("handshake %s: %r" % (path, head[:200]))
+
+    @staticmethod
+    def frame(opcode, payload, mask=True, fin=True, rsv=0):
+        b0 = (0x80 if fin else 0) | (rsv << 4) | opcode
+        n = len(payload)
+        if n < 126:
+            hdr = struct.pack("!BB", b0, (0x80 if mask else 0) | n)
+        elif n < 65536:
+            hdr = struct.pack("!BBH", b0, (0x80 if mask else 0) | 126, n)
+        else:
+            hdr = struct.pack("!BBQ", b0, (0x80 if mask else 0) | 127, n)
+        if not mask:
+            return hdr + payload
+        k = os.urandom(4)
+        return hdr + k + bytes(c ^ k[i % 4] for i, c in enumerate(payload))
+
+    def send_frame(self, opcode, payload, **kw):
+        self.s.sendall(self.frame(opcode, payload, **kw))
+
+    def send_json(self, obj):
+        self.send_frame(1, json.dumps(obj).encode())
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            b = self.s.recv(65536)
+            if not b:
+                raise EOFError("server closed the TCP connection")
+            self.buf += b
+
+    def recv_frame(self):
+        """Returns (opcode, payload); answers nothing by itself."""
+        self._need(2)
+        b0, b1 = self.buf[0], self.buf[1]
+        n = b1 & 0x7F
+        off = 2
+        if n == 126:
+            self._need(4)
+            n = struct.unpack("!H", self.buf[2:4])[0]
+            off = 4
+        elif n == 127:
+            self._need(10)
+            n = struct.unpack("!Q", self.buf[2:10])[0]
+            off = 10
+        check(not (b1 & 0x80), "server sent a masked frame")
+        self._need(off + n)
+        payload = self.buf[off:off + n]
+        self.buf = self.buf[off + n:]
+        return b0 & 0x0F, payload
+
+    def recv_event(self):
+        """Next JSON text event, or ('close', code) tuple on a close frame."""
+        while True:
+            op, p = self.recv_frame()
+            if op == 1:
+                return json.loads(p)
+            if op == 8:
+                code = struct.unpack("!H", p[:2])[0] if len(p) >= 2 else None
+                return ("close", code)
+            # ping/pong and others: skip
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+
+def sock_inodes_for_port(local_port):
+    """Inodes of server-side sockets whose peer is our local_port."""
+    inodes = set()
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(path).read().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            f = ln.split()
+            rem = f[2]
+            if int(rem.split(":")[1], 16) == local_port:
+                inodes.add(f[9])
+    return inodes
+
+
+def owner_of(pids, local_port):
+    """The worker pid among pids holding the server end of our socket."""
+    inodes = sock_inodes_for_port(local_port)
+    for p in pids:
+        try:
+            for fd in os.listdir("/proc/%d/fd" % p):
+                try:
+                    t = os.readlink("/proc/%d/fd/%s" % (p, fd))
+                except OSError:
+                    continue
+                if t.startswith("socket:[") and t[8:-1] in inodes:
+                    return p
+        except OSError:
+            continue
+    return None
