@@ -261,8 +261,9 @@ worker_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 
 	switch (h->type) {
 	case 0:
-		/* Broken or lying channel: never trust the worker again. */
-		if (w->pid > 0) {
+		/* Broken or lying channel: never trust the worker again.  A
+		 * worker that was asked to stop closes it as it exits. */
+		if (w->pid > 0 && !w->draining && !sup->stopping) {
 			log_warnx("worker %d (pid %d): ipc channel closed or "
 			    "invalid; killing it", w->slot, (int)w->pid);
 			kill(w->pid, SIGKILL);

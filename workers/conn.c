@@ -206,13 +206,20 @@ conn_push(struct conn *c, struct evt *e)
 {
 	if (c->closing || c->hold || !c->live)
 		return;
-	if (e->seq != c->next_seq ||
-	    evbuffer_get_length(out_of(c)) >= c->wk->conf->max_output_buffer) {
-		/* Slow: the write callback resumes it from the log. */
-		c->live = 0;
+	if (e->seq == c->next_seq &&
+	    evbuffer_get_length(out_of(c)) < c->wk->conf->max_output_buffer) {
+		write_evt(c, e);
 		return;
 	}
-	write_evt(c, e);
+	log_debug("conn %llu: off live feed at seq %llu (expected %llu, "
+	    "%zu bytes queued)", (unsigned long long)c->ic.conn_id,
+	    (unsigned long long)e->seq, (unsigned long long)c->next_seq,
+	    evbuffer_get_length(out_of(c)));
+	/* Slow, or it missed one: the log has everything, in order.  The
+	 * write callback resumes it once its output drains. */
+	c->live = 0;
+	if (evbuffer_get_length(out_of(c)) < c->wk->conf->max_output_buffer)
+		conn_pump(c);
 }
 
 /*
@@ -1042,6 +1049,21 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 	http_error(c, 404, "NOT_FOUND", "no such endpoint");
 }
 
+/*
+ * Puts bytes the supervisor (or a sibling) already read in front of what
+ * the socket delivers.  A socket bufferevent keeps its input frozen
+ * outside its own reads, hence the thaw.
+ */
+static void
+input_inject(struct conn *c, const unsigned char *bytes, size_t len)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	evbuffer_unfreeze(in, 0);
+	evbuffer_add(in, bytes, len);
+	evbuffer_freeze(in, 0);
+}
+
 void
 conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
     const unsigned char *bytes)
@@ -1083,6 +1105,7 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	TAILQ_INSERT_TAIL(&wk->conns, c, entry);
 	wk->nconns++;
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	lim.max_request_line = wk->conf->max_request_line;
 	lim.max_header_bytes = wk->conf->max_header_size;
 	lim.max_headers = wk->conf->max_headers;
@@ -1095,8 +1118,8 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 		ws_parser_init(&c->wp, wk->conf->max_frame,
 		    wk->conf->max_message);
 		stream_common(c);
-		evbuffer_add(bufferevent_get_input(c->bev),
-		    bytes + ic->first_len, ic->bytes_len - ic->first_len);
+		input_inject(c, bytes + ic->first_len,
+		    ic->bytes_len - ic->first_len);
 		on_text(c, (const char *)bytes, ic->first_len);
 		ws_input(c);
 	} else {
@@ -1104,8 +1127,7 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 		    &used);
 		if (hr == HTTP_DONE) {
 			/* Bytes a client sent after the request are frames. */
-			evbuffer_add(bufferevent_get_input(c->bev),
-			    bytes + used, ic->bytes_len - used);
+			input_inject(c, bytes + used, ic->bytes_len - used);
 			conn_route(c, bytes, ic->bytes_len);
 			if (c->kind == CONN_WS && !c->closing)
 				ws_input(c);
@@ -1116,7 +1138,6 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 			evtimer_add(c->tmo_ev, &tv);
 		}
 	}
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	if (c->handing_off && evbuffer_get_length(out_of(c)) == 0)
 		chat_handoff(c);
 	else if (c->freeing || (c->closing && c->kind != CONN_WS &&

@@ -675,7 +675,7 @@ idle_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct sess *s = arg;
 
-	if (s->nconns == 0 && !sess_busy(s))
+	if ((s->nconns == 0 || s->wk->draining) && !sess_busy(s))
 		sess_release(s);
 }
 
@@ -686,6 +686,12 @@ sess_check_idle(struct sess *s)
 
 	if (s->released)
 		return;
+	if (s->wk->draining && !sess_busy(s)) {
+		/* Its turn is over: clients move to the new owner. */
+		util_tv(&tv, 0);
+		evtimer_add(s->idle_ev, &tv);
+		return;
+	}
 	if (s->nconns > 0 || sess_busy(s)) {
 		evtimer_del(s->idle_ev);
 		return;

@@ -140,6 +140,8 @@ wk_drain(struct wk *wk, uint64_t timeout_ms)
 	wk->draining = 1;
 	for (s = TAILQ_FIRST(&wk->sessions); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, entry);
+		log_debug("drain: session %s %s", s->id, sess_busy(s) ?
+		    "finishes its turn first" : "released");
 		if (!sess_busy(s))
 			sess_release(s);
 	}

@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+# SSE: the eventsource package follows /events, drops, reconnects with
+# Last-Event-ID; curl replays with Last-Event-ID and ?lastSeq; exactly once.
+import sys, os, subprocess
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from parley import *
+
+LONG = "Server-sent events resume after Last-Event-ID. " * 10
+
+
+def curl_sse(d, path, headers=(), max_time=3):
+    """Run curl on an SSE URL for max_time s; returns (rc, [(id, event, data)])."""
+    cmd = ["curl", "-s", "-N", "-m", str(max_time), d.url(path, "http")]
+    for h in headers:
+        cmd += ["-H", h]
+    p = subprocess.run(cmd, capture_output=True, timeout=max_time + 10)
+    evs, cur = [], {}
+    for ln in p.stdout.decode(errors="replace").split("\n"):
+        ln = ln.rstrip("\r")
+        if not ln:
+            if "data" in cur:
+                evs.append((cur.get("id"), cur.get("event"), json.loads(cur["data"])))
+            cur = {}
+        elif not ln.startswith(":") and ":" in ln:
+            k, v = ln.split(":", 1)
+            cur[k] = v[1:] if v.startswith(" ") else v
+    return p.returncode, evs
+
+
+def test():
+    d = Daemon(providers=provider_block("slow", LONG, chunk=4, delay="5ms"),
+               default="slow")
+    with with_daemon(d):
+        sid = "sse-1"
+        st, _, _ = d.http("GET", "/sessions/nope/events")
+        check(st == 404, "GET /events of an unknown session -> %d" % st)
+        env = dict(os.environ, NODE_PATH=os.path.join(E2E, "node_modules"))
+        p = subprocess.run(["node", os.path.join(E2E, "js", "sse_resume.js"),
+                            str(d.port), sid], capture_output=True, timeout=60, env=env)
+        try:
+            res = json.loads(p.stdout.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise Fail("node client output %r stderr %r" % (p.stdout[:300], p.stderr[:300]))
+        check(res["end"] == "ok", "node client: %s; saw %s" % (res["end"], res["conns"]))
+        c1, c2 = res["conns"]
+        check(c1[0]["type"] == "session_state" and c2[0]["type"] == "session_state",
+              "connections do not start with session_state")
+        check(c1[0]["id"] in ("", None), "session_state carries an id: %r" % c1[0]["id"])
+        seen = [e for e in c1 + c2 if e.get("seq")]
+        for e in seen:
+            check(e["id"] == str(e["seq"]), "SSE id %r != seq %r" % (e["id"], e["seq"]))
+        check(logged(c2)[0]["seq"] == res["resumeFrom"] + 1,
+              "resume after %d started at %s" % (res["resumeFrom"], logged(c2)[0]["seq"]))
+        check_contiguous(seen, 1, "eventsource union")
+        text = "".join(e["content"] for e in seen if e["type"] == "token")
+        check(text == LONG, "streamed text differs: %r" % text[:80])
+        last = seen[-1]["seq"]
+        # curl with Last-Event-ID and with ?lastSeq replays exactly the rest
+        for how, path, hdrs in (("Last-Event-ID", "/sessions/%s/events" % sid,
+                                 ["Last-Event-ID: 5"]),
+                                ("?lastSeq", "/sessions/%s/events?lastSeq=5" % sid, [])):
+            rc, evs = curl_sse(d, path, hdrs)
+            check(rc == 28, "%s: curl ended early (rc %d) on a live stream; got %d events, last %s" % (how, rc, len(evs), [(i, t) for i, t, e in evs][-3:]))
+            check(evs and evs[0][1] == "session_state", "%s: first event %s" % (how, evs[:1]))
+            rep = [e for i, t, e in evs if i]
+            check_contiguous(rep, 6, "curl %s: 5" % how)
+            check(rep[-1]["seq"] == last, "curl %s: replay ended at %s, lastSeq %d"
+                  % (how, rep[-1]["seq"], last))
+        # no lastSeq: live only
+        rc, evs = curl_sse(d, "/sessions/%s/events" % sid, [], 2)
+        check([t for i, t, e in evs] == ["session_state"] and evs[0][2]["lastSeq"] == last,
+              "plain follow of an idle session: %s" % [(i, t) for i, t, e in evs])
+
+run_test("sse_resume", test)
