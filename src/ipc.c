@@ -30,7 +30,13 @@ struct ipc_chan {
 	TAILQ_HEAD(, ipc_out)	 out;
 	size_t			 out_bytes;
 	int			 fds[IPC_MAX_FDS];
+	uint64_t		 fd_from[IPC_MAX_FDS];	/* stream offsets of the */
+	uint64_t		 fd_to[IPC_MAX_FDS];	/* read that brought it */
 	int			 nfds;
+	uint64_t		 rx;		/* bytes received so far */
+	uint64_t		 msg_at;	/* stream offset of the next message */
+	unsigned char		*scratch;	/* aligned copy of a payload */
+	size_t			 scratch_len;
 	int			 dead;
 	ipc_cb			 cb;
 	void			*arg;
@@ -90,19 +96,30 @@ chan_fail(struct ipc_chan *c)
 	c->cb(c, &h, NULL, -1, c->arg);
 }
 
-/* Hands every complete message in c->in to the callback. */
+/*
+ * Hands every complete message in c->in to the callback.  A descriptor
+ * arrives with the first byte of its message, so it must have come in the
+ * read that held that byte; one that no message claims is a lie.
+ */
 static void
 chan_dispatch(struct ipc_chan *c)
 {
 	struct ipc_hdr h;
 	const char *why;
-	unsigned char *p;
-	int fd;
+	size_t need;
+	void *payload;
+	int fd, have_fd;
 
 	while (!c->dead && evbuffer_get_length(c->in) >= sizeof(h)) {
 		evbuffer_copyout(c->in, &h, sizeof(h));
-		if (ipc_check(&h, (h.flags & IPC_F_FD) && c->nfds > 0,
-		    &why) == -1) {
+		if (h.flags & IPC_F_FD)
+			have_fd = c->nfds > 0 && c->fd_from[0] <= c->msg_at &&
+			    c->msg_at < c->fd_to[0];
+		else	/* a read ending inside this message brought it */
+			have_fd = c->nfds > 0 && (c->fd_to[0] <= c->msg_at ||
+			    (c->fd_from[0] <= c->msg_at && c->msg_at +
+			    sizeof(h) + h.len >= c->fd_to[0]));
+		if (ipc_check(&h, have_fd, &why) == -1) {
 			log_warnx("ipc: %s (type %u, %u bytes)", why,
 			    h.type, h.len);
 			chan_fail(c);
@@ -113,16 +130,45 @@ chan_dispatch(struct ipc_chan *c)
 		fd = -1;
 		if (h.flags & IPC_F_FD) {
 			fd = c->fds[0];
-			memmove(c->fds, c->fds + 1,
-			    sizeof(int) * (size_t)(--c->nfds));
+			c->nfds--;
+			memmove(c->fds, c->fds + 1, sizeof(int) * (size_t)c->nfds);
+			memmove(c->fd_from, c->fd_from + 1,
+			    sizeof(uint64_t) * (size_t)c->nfds);
+			memmove(c->fd_to, c->fd_to + 1,
+			    sizeof(uint64_t) * (size_t)c->nfds);
 		}
-		p = evbuffer_pullup(c->in, (ev_ssize_t)(sizeof(h) + h.len));
-		if (c->cb(c, &h, p + sizeof(h), fd, c->arg) == -1) {
+		/* Receivers cast the payload to structs: give it alignment. */
+		need = h.len ? h.len : 1;
+		if (need > c->scratch_len) {
+			free(c->scratch);
+			if ((c->scratch = malloc(need)) == NULL) {
+				c->scratch_len = 0;
+				if (fd != -1)
+					close(fd);
+				chan_fail(c);
+				return;
+			}
+			c->scratch_len = need;
+		}
+		evbuffer_drain(c->in, sizeof(h));
+		evbuffer_remove(c->in, c->scratch, h.len);
+		c->msg_at += sizeof(h) + h.len;
+		payload = c->scratch;
+		if (c->cb(c, &h, payload, fd, c->arg) == -1) {
 			log_warnx("ipc: unexpected message type %u", h.type);
 			chan_fail(c);
 			return;
 		}
-		evbuffer_drain(c->in, sizeof(h) + h.len);
+		if (c->scratch_len > 65536) {
+			free(c->scratch);
+			c->scratch = NULL;
+			c->scratch_len = 0;
+		}
+	}
+	/* Every message that began in that read is done and none took it. */
+	if (!c->dead && c->nfds > 0 && c->fd_to[0] <= c->msg_at) {
+		log_warnx("ipc: descriptor sent with no message to carry it");
+		chan_fail(c);
 	}
 }
 
@@ -169,6 +215,8 @@ chan_read(evutil_socket_t fd, short ev, void *arg)
 				msg.msg_flags |= MSG_CTRUNC;
 				continue;
 			}
+			c->fd_from[c->nfds] = c->rx;
+			c->fd_to[c->nfds] = c->rx + (uint64_t)n;
 			c->fds[c->nfds++] = fds[i];
 		}
 	}
@@ -182,6 +230,7 @@ chan_read(evutil_socket_t fd, short ev, void *arg)
 		return;
 	}
 	evbuffer_add(c->in, buf, (size_t)n);
+	c->rx += (uint64_t)n;
 	chan_dispatch(c);
 }
 
@@ -297,6 +346,7 @@ ipc_chan_free(struct ipc_chan *c)
 		event_free(c->wev);
 	if (c->in)
 		evbuffer_free(c->in);
+	free(c->scratch);
 	close(c->fd);
 	free(c);
 }

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,12 +69,18 @@ proto_u64(const cJSON *o, const char *field, int required, uint64_t *out,
 	if (cJSON_IsString(f) && f->valuestring[0] >= '0' &&
 	    f->valuestring[0] <= '9') {
 		char *end;
-		unsigned long long v = strtoull(f->valuestring, &end, 10);
+		unsigned long long v;
 
-		if (*end == '\0') {
+		/* The same bound as a JSON number, so both spellings agree. */
+		errno = 0;
+		v = strtoull(f->valuestring, &end, 10);
+		if (*end == '\0' && errno == 0 && v <= 9007199254740991ULL) {
 			*out = v;
 			return 0;
 		}
+		snprintf(msg, msglen, "field '%s' must be a whole number from "
+		    "0 to 2^53-1", field);
+		return -1;
 	}
 	if (!cJSON_IsNumber(f)) {
 		snprintf(msg, msglen, "field '%s' must be a number", field);
@@ -89,6 +96,26 @@ proto_u64(const cJSON *o, const char *field, int required, uint64_t *out,
 	return 0;
 }
 
+/*
+ * cJSON turns the escape \u0000 into a terminator, silently cutting the
+ * string; a message carrying one is refused instead.
+ */
+static int
+has_nul_escape(const char *text, size_t len)
+{
+	const char *p = text, *end = text + len, *q;
+	size_t bs;
+
+	while ((p = memmem(p, (size_t)(end - p), "u0000", 5)) != NULL) {
+		for (bs = 0, q = p; q > text && q[-1] == '\\'; q--)
+			bs++;
+		if (bs % 2 == 1)
+			return 1;
+		p += 5;
+	}
+	return 0;
+}
+
 int
 proto_parse(const char *text, size_t len, unsigned max_depth,
     struct proto_in *in, const char **code, char *msg, size_t msglen)
@@ -97,6 +124,10 @@ proto_parse(const char *text, size_t len, unsigned max_depth,
 
 	memset(in, 0, sizeof(*in));
 	*code = "BAD_REQUEST";
+	if (has_nul_escape(text, len)) {
+		snprintf(msg, msglen, "strings must not contain \\u0000");
+		return -1;
+	}
 	in->root = cJSON_ParseWithLength(text, len);
 	if (in->root == NULL) {
 		snprintf(msg, msglen, "message is not valid JSON");

@@ -238,8 +238,8 @@ END_TEST
 START_TEST(parse_session_nul)
 {
 	/* cJSON decodes \u0000 into a NUL, so C code sees only "a" */
-	bad(msg_with("a\\u0000b", NULL), "sessionId");
-	bad(msg_with("\\u0000", NULL), "sessionId");
+	bad(msg_with("a\\u0000b", NULL), "u0000");
+	bad(msg_with("\\u0000", NULL), "u0000");
 }
 END_TEST
 
