@@ -179,14 +179,24 @@ sess_status(const struct sess *s)
 
 /* --- persistence --- */
 
+/* Sets key to item (consumed), whether or not key was there. */
+static void
+json_set(cJSON *o, const char *key, cJSON *item)
+{
+	if (cJSON_GetObjectItemCaseSensitive(o, key) != NULL)
+		cJSON_ReplaceItemInObjectCaseSensitive(o, key, item);
+	else
+		cJSON_AddItemToObject(o, key, item);
+}
+
 static void
 meta_save(struct sess *s)
 {
 	char *txt;
 
-	cJSON_ReplaceItemInObject(s->meta, "status",
+	json_set(s->meta, "status",
 	    cJSON_CreateString(sess_status(s)));
-	cJSON_ReplaceItemInObject(s->meta, "updatedAt",
+	json_set(s->meta, "updatedAt",
 	    cJSON_CreateNumber((double)util_now_ms()));
 	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
 		return;
@@ -383,7 +393,7 @@ turn_free(struct sess *s)
 	s->toklen = 0;
 	if (s->flush_ev)
 		evtimer_del(s->flush_ev);
-	cJSON_ReplaceItemInObject(s->meta, "turn", cJSON_CreateNull());
+	json_set(s->meta, "turn", cJSON_CreateNull());
 }
 
 static void
@@ -402,7 +412,7 @@ usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 	cJSON_AddNumberToObject(tot, "outputTokens", out);
 	cJSON_AddNumberToObject(tot, "tokens", in + out);
 	cJSON_AddNumberToObject(tot, "cost", cost);
-	cJSON_ReplaceItemInObject(s->meta, "usage", tot);
+	json_set(s->meta, "usage", tot);
 	if (into != NULL) {
 		cJSON *x = cJSON_CreateObject();
 
@@ -435,7 +445,7 @@ turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
 	emit(s, "done", b);
 	history_add(s, "assistant", t->reply ? t->reply : "");
 	turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns"));
-	cJSON_ReplaceItemInObject(s->meta, "turns",
+	json_set(s->meta, "turns",
 	    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
 	turn_free(s);
 	emit(s, "agent_state", agent_json(s, "idle"));
@@ -518,7 +528,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt)
 	cJSON_AddStringToObject(ts, "messageId", t->msgid);
 	cJSON_AddNumberToObject(ts, "inputSeq", (double)input_seq);
 	cJSON_AddNumberToObject(ts, "attempt", attempt);
-	cJSON_ReplaceItemInObject(s->meta, "turn", ts);
+	json_set(s->meta, "turn", ts);
 	meta_save(s);
 	emit(s, "agent_state", agent_json(s, "thinking"));
 
@@ -612,8 +622,8 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		cJSON_AddStringToObject(b, "message", msg);
 		cJSON_AddStringToObject(b, "severity", "fatal");
 		emit(s, "error", b);
-		cJSON_ReplaceItemInObject(s->meta, "turn", cJSON_CreateNull());
-		cJSON_ReplaceItemInObject(s->meta, "status",
+		json_set(s->meta, "turn", cJSON_CreateNull());
+		json_set(s->meta, "status",
 		    cJSON_CreateString("failed"));
 		emit(s, "agent_state", agent_json(s, "idle"));
 		meta_save(s);
@@ -811,7 +821,7 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 	    cJSON_GetStringValue(cJSON_GetObjectItem(t, "agentId")) :
 	    "assistant");
 	if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "queue")))
-		cJSON_ReplaceItemInObject(s->meta, "queue", cJSON_CreateArray());
+		json_set(s->meta, "queue", cJSON_CreateArray());
 	t = cJSON_GetObjectItem(s->meta, "status");
 	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
 	last = store_last_seq(st);
@@ -901,11 +911,11 @@ sess_terminate(struct sess *s, const char *why)
 		return 0;
 	if (s->turn != NULL)
 		turn_finish(s, &zero, 1);
-	cJSON_ReplaceItemInObject(s->meta, "queue", cJSON_CreateArray());
+	json_set(s->meta, "queue", cJSON_CreateArray());
 	if (s->recover_ev != NULL) {
 		event_free(s->recover_ev);
 		s->recover_ev = NULL;
-		cJSON_ReplaceItemInObject(s->meta, "turn", cJSON_CreateNull());
+		json_set(s->meta, "turn", cJSON_CreateNull());
 	}
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "summary", why);
@@ -920,7 +930,7 @@ sess_terminate(struct sess *s, const char *why)
 	cJSON_AddStringToObject(r, "reason", "terminated");
 	util_iso8601(ts, util_now_ms());
 	cJSON_AddStringToObject(r, "completedAt", ts);
-	cJSON_ReplaceItemInObject(s->meta, "result", r);
+	json_set(s->meta, "result", r);
 	meta_save(s);
 	sess_check_idle(s);
 	return 0;

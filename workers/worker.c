@@ -263,8 +263,7 @@ void
 worker_main(struct config *conf, int slot, int ipc_fd)
 {
 	static const struct timeval stats_tv = { STATS_MS / 1000, 0 };
-	static const struct timeval sweep_tv = { SWEEP_MS / 1000, 0 };
-	struct timeval hb;
+	struct timeval hb, sweep_tv;
 	struct ipc_hello hello;
 	struct wk *wk;
 	char name[32], err[512];
@@ -297,6 +296,11 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	event_add(wk->stats_ev, &stats_tv);
 	wk->sync_ev = evtimer_new(wk->base, sync_cb, wk);
 	wk->sweep_ev = event_new(wk->base, -1, EV_PERSIST, sweep_cb, wk);
+	/* Often enough that nothing outlives retention by more than a
+	 * quarter of it (a minute at most). */
+	util_tv(&sweep_tv, conf->retention_ms / 4 < 1000 ? 1000 :
+	    conf->retention_ms / 4 > SWEEP_MS ? SWEEP_MS :
+	    conf->retention_ms / 4);
 	event_add(wk->sweep_ev, &sweep_tv);
 	wk->exit_ev = evtimer_new(wk->base, exit_cb, wk);
 	wk->sigterm_ev = evsignal_new(wk->base, SIGTERM, sigterm_cb, wk);

@@ -11,33 +11,6 @@ LONG = "".join("word%03d " % i for i in range(200))
 NEW = "This reply comes from the reloaded configuration."
 
 
-async def follow(d, sid, seen, until, timeout=60):
-    """Read sid's stream from seen[-1] until until(e); reconnect on close."""
-    closes = []
-    deadline = time.time() + timeout
-    ws = None
-    while True:
-        last = seen[-1]["seq"] if seen else 0
-        ev = []
-        try:
-            if ws is None:
-                ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=%d" % (sid, last)))
-            await ws_until(ws, until, into=ev, timeout=max(1, deadline - time.time()))
-            seen += logged(ev)
-            return ws, closes
-        except websockets.exceptions.ConnectionClosed as e:
-            closes.append(e.code)
-            seen += logged(ev)
-            ws = None
-        except (OSError, websockets.exceptions.InvalidStatusCode,
-                websockets.exceptions.InvalidMessage) as e:
-            closes.append(str(e))
-            ws = None
-        if time.time() > deadline:
-            raise Fail("%s: gave up; closes %s" % (sid, closes))
-        await asyncio.sleep(0.1)
-
-
 async def test():
     d = Daemon(providers=provider_block("p", LONG, chunk=8, delay="10ms"), default="p")
     with with_daemon(d):

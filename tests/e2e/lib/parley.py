@@ -64,7 +64,7 @@ class Daemon:
     """A private parleyd: Daemon(extra=..., providers=...).start()."""
 
     def __init__(self, extra="", providers=None, default="fast",
-                 flush="20ms", workers=2):
+                 flush="20ms", workers=2, retention="24h"):
         self.tmp = tempfile.mkdtemp(prefix="parley-e2e-", dir="/tmp")
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
@@ -74,6 +74,7 @@ class Daemon:
         self.extra = extra
         self.workers = workers
         self.flush = flush
+        self.retention = retention
         self.default = default
         self.providers = providers if providers is not None else \
             provider_block("fast", FAST_REPLY)
@@ -83,9 +84,10 @@ class Daemon:
 
     def conf_text(self):
         return ("listen 127.0.0.1:%d\nworkers %d\nstate-dir %s\n"
-                "retention 24h\nidle-timeout 10m\nflush-interval %s\n"
+                "retention %s\nidle-timeout 10m\nflush-interval %s\n"
                 "heartbeat-interval 15s\n%s%sdefault-provider %s\n" %
-                (self.port, self.workers, self.state, self.flush,
+                (self.port, self.workers, self.state, self.retention,
+                 self.flush,
                  self.extra, self.providers, self.default))
 
     def write_conf(self, text=None):
