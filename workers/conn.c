@@ -699,6 +699,12 @@ conn_free(struct conn *c)
 	wk_maybe_exit(wk);
 }
 
+void
+conn_drop(struct conn *c)
+{
+	conn_free(c);
+}
+
 /* --- routing of a complete request --- */
 
 static int

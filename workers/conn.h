@@ -54,6 +54,8 @@ void	conn_push(struct conn *, struct evt *);
 void	conn_send_json(struct conn *, const char *json);
 /* Closes gracefully: WebSocket close frame with code, SSE end of stream. */
 void	conn_close(struct conn *, uint16_t code, const char *reason);
+/* Frees a connection at once (worker exit): no close handshake. */
+void	conn_drop(struct conn *);
 /* Resumes feeding a connection from the log after a pause. */
 void	conn_pump(struct conn *);
 

@@ -56,7 +56,10 @@ static void
 wk_exit(struct wk *wk, int code)
 {
 	struct sess *s;
+	struct conn *c;
 
+	while ((c = TAILQ_FIRST(&wk->conns)) != NULL)
+		conn_drop(c);
 	while ((s = TAILQ_FIRST(&wk->sessions)) != NULL)
 		sess_release(s);
 	store_close(wk->store);
