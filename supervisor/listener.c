@@ -39,6 +39,7 @@ struct pending {
 	unsigned char		*raw;
 	size_t			 len;
 	size_t			 cap;
+	size_t			 max;		/* cap may grow to this */
 	char			 peer[64];
 };
 
@@ -64,17 +65,39 @@ pending_free(struct pending *p, int close_fd)
 }
 
 static void
-reply_done(struct bufferevent *bev, void *arg)
-{
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		bufferevent_free(bev);
-}
-
-static void
 reply_event(struct bufferevent *bev, short what, void *arg)
 {
 	bufferevent_free(bev);
 }
+
+static void
+reply_drain(struct bufferevent *bev, void *arg)
+{
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	evbuffer_drain(in, evbuffer_get_length(in));
+}
+
+/*
+ * Once the answer is out, half-close and read what the client still
+ * sends (a body we refused, say) until it closes or a short timeout:
+ * closing with unread bytes would reset the connection and lose the
+ * answer before the client reads it.
+ */
+static void
+reply_done(struct bufferevent *bev, void *arg)
+{
+	struct timeval tv;
+
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+		return;
+	shutdown(bufferevent_getfd(bev), SHUT_WR);
+	util_tv(&tv, 2000);
+	bufferevent_set_timeouts(bev, &tv, NULL);
+	bufferevent_setcb(bev, reply_drain, NULL, reply_event, NULL);
+	bufferevent_enable(bev, EV_READ);
+}
+
 
 /* Writes out (consumed) to the pending connection's socket, then closes it. */
 static void
@@ -340,8 +363,17 @@ pending_read(evutil_socket_t fd, short ev, void *arg)
 	enum http_result r;
 
 	if (p->len == p->cap) {
-		pending_error(p, 413, "BAD_REQUEST", "request too large");
-		return;
+		unsigned char *grown;
+		size_t cap = p->cap * 2 > p->max ? p->max : p->cap * 2;
+
+		/* The parser's limits answer first; this is the last stop. */
+		if (p->cap == p->max ||
+		    (grown = realloc(p->raw, cap)) == NULL) {
+			pending_error(p, 413, "BAD_REQUEST", "request too large");
+			return;
+		}
+		p->raw = grown;
+		p->cap = cap;
 	}
 	n = read(fd, p->raw + p->len, p->cap - p->len);
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
@@ -410,9 +442,11 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 	lim.max_headers = conf->max_headers;
 	lim.max_body = conf->max_body;
 	http_parser_init(&p->hp, &lim);
-	/* Room for a whole request plus frames a client pipelined after it. */
-	p->cap = conf->max_request_line + conf->max_header_size +
+	/* Room for a whole request plus frames a client pipelined after it,
+	 * grown as bytes come. */
+	p->max = conf->max_request_line + conf->max_header_size +
 	    conf->max_body + 16384;
+	p->cap = 4096;
 	p->raw = malloc(p->cap);
 	p->rev = event_new(sup->base, fd, EV_READ | EV_PERSIST, pending_read, p);
 	p->tmo = evtimer_new(sup->base, pending_timeout, p);

@@ -40,12 +40,33 @@ out_of(struct conn *c)
 	return bufferevent_get_output(c->bev);
 }
 
+/*
+ * Replies a client provokes (pongs, acks, errors) are not bounded by the
+ * log catch-up; a client that asks without reading is cut off instead.
+ */
+static int
+out_full(struct conn *c)
+{
+	if (evbuffer_get_length(out_of(c)) <= 4 * c->wk->conf->max_output_buffer)
+		return 0;
+	log_info("conn %llu (%s): output over its bound while the client "
+	    "keeps sending; closed with 1008", (unsigned long long)c->ic.conn_id,
+	    c->ic.peer);
+	if (c->sess != NULL)
+		sess_detach(c->sess, c);
+	c->closing = c->close_sent = c->freeing = c->cut = 1;
+	bufferevent_disable(c->bev, EV_READ);
+	return 1;
+}
+
 static void
 ws_send(struct conn *c, int opcode, const void *data, size_t len)
 {
 	unsigned char hdr[10];
 	size_t h = ws_frame_header(hdr, opcode, len);
 
+	if (opcode != WS_OP_CLOSE && out_full(c))
+		return;
 	evbuffer_add(out_of(c), hdr, h);
 	if (len)
 		evbuffer_add(out_of(c), data, len);
@@ -293,6 +314,8 @@ heartbeat_cb(evutil_socket_t fd, short ev, void *arg)
 	j = proto_reply("heartbeat", c->sess ? c->sess->id : NULL, b);
 	conn_send_json(c, j);
 	free(j);
+	if (c->cut)
+		conn_free(c);
 }
 
 static void
@@ -627,7 +650,9 @@ read_cb(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, evbuffer_get_length(in));
 		break;
 	}
-	if (c->handing_off && evbuffer_get_length(out_of(c)) == 0)
+	if (c->cut)
+		conn_free(c);
+	else if (c->handing_off && evbuffer_get_length(out_of(c)) == 0)
 		chat_handoff(c);
 	else if ((c->closing || c->freeing) &&
 	    evbuffer_get_length(out_of(c)) == 0 && (c->freeing ||
@@ -707,16 +732,21 @@ conn_drop(struct conn *c)
 
 /* --- routing of a complete request --- */
 
+/* 1 with *out set, 0 when name is absent, -1 when it is not a number. */
 static int
 query_u64(const struct http_request *r, const char *name, uint64_t *out)
 {
 	char v[32], *end;
+	int rc;
 
-	if (r->query == NULL || http_query_param(r->query, name, v,
-	    sizeof(v)) != 0 || v[0] < '0' || v[0] > '9')
+	if (r->query == NULL ||
+	    (rc = http_query_param(r->query, name, v, sizeof(v))) == -1)
 		return 0;
+	if (rc != 0 || v[0] < '0' || v[0] > '9')
+		return -1;
+	errno = 0;
 	*out = strtoull(v, &end, 10);
-	return *end == '\0';
+	return *end == '\0' && errno == 0 ? 1 : -1;
 }
 
 static void
@@ -761,9 +791,10 @@ get_log(struct conn *c, struct sess *s)
 	size_t len;
 	char *body;
 
-	query_u64(r, "after", &after);
-	if (query_u64(r, "limit", &limit) && (limit == 0 || limit > 1000)) {
-		http_error(c, 400, "BAD_REQUEST", "limit must be 1 to 1000");
+	if (query_u64(r, "after", &after) == -1 ||
+	    query_u64(r, "limit", &limit) == -1 || limit == 0 || limit > 1000) {
+		http_error(c, 400, "BAD_REQUEST", "after must be a seq (a whole "
+		    "number) and limit a whole number from 1 to 1000");
 		return;
 	}
 	p.out = evbuffer_new();
@@ -989,6 +1020,11 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			http_error(c, 405, "BAD_REQUEST", "use GET or DELETE");
 		return;
 	}
+	if (query_u64(r, "lastSeq", &last) == -1) {
+		http_error(c, 400, "BAD_REQUEST", "lastSeq must be a whole "
+		    "number: the highest seq the client has seen");
+		return;
+	}
 	if (strcmp(sub, "stream") == 0) {
 		if (ws_upgrade(c) == -1)
 			return;
@@ -996,7 +1032,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			conn_close(c, WS_CLOSE_INTERNAL, err);
 			return;
 		}
-		have_last = query_u64(r, "lastSeq", &last);
+		have_last = query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
 		if (!have_last) {
 			struct timeval tv;
@@ -1019,7 +1055,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			sess_error(c, err, sid);
 			return;
 		}
-		have_last = query_u64(r, "lastSeq", &last);
+		have_last = query_u64(r, "lastSeq", &last) == 1;
 		if (http_header(r, "Last-Event-ID") != NULL) {
 			char *end;
 

@@ -38,6 +38,7 @@ struct conn {
 	int			 close_sent;
 	int			 handing_off;
 	int			 freeing;
+	int			 cut;		/* over its bound: drop now */
 	char			*first;		/* /chat first message, during hand-off */
 	size_t			 first_len;
 	char			 turn_msgid[48];/* POST messages as SSE: ends with it */

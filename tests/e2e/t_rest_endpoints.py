@@ -69,6 +69,13 @@ async def test():
         check([e["seq"] for e in page] == [last], "last page: %s" % page)
         st, page = d.http_json("GET", "/sessions/rest-1/log?after=%d&limit=10" % last)
         check(st == 200 and page == [], "page after the end: %d %s" % (st, page))
+        for q in ("after=abc", "limit=0", "limit=1001", "after=-1",
+                  "after=99999999999999999999999"):
+            st, js = d.http_json("GET", "/sessions/rest-1/log?" + q)
+            check(st == 400 and js["error"]["code"] == "BAD_REQUEST",
+                  "log?%s -> %d %s" % (q, st, js))
+        st, _, body = d.http("GET", "/sessions/rest-1/events?lastSeq=x")
+        check(st == 400, "events?lastSeq=x -> %d %r" % (st, body))
         st, js = d.http_json("GET", "/sessions/rest-1")
         check(js["usage"].get("tokens", 0) > 0, "usage after two turns: %s" % js["usage"])
 
