@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../../src/config.c"
+#include "check_main.h"
 
 static const char example[] =
     "listen 127.0.0.1:7777\n"
@@ -842,11 +843,5 @@ config_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(config_suite());
-	int	 failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(config_suite());
 }

@@ -6,6 +6,7 @@
 #include <event2/buffer.h>
 
 #include "../../src/http.c"
+#include "check_main.h"
 
 /*
  * Feeds s in chunks of chunk bytes (0: all at once) after an optional first
@@ -660,11 +661,5 @@ http_suite(void)
 int
 main(void)
 {
-	SRunner		*sr = srunner_create(http_suite());
-	int		 failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(http_suite());
 }

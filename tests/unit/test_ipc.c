@@ -18,6 +18,7 @@
 #include <event2/event.h>
 
 #include "parley/ipc.h"
+#include "check_main.h"
 
 struct msg {
 	uint16_t	 type;
@@ -882,13 +883,7 @@ ipc_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(ipc_suite());
-	int nf;
-
 	/* a write into a pipe nobody reads must fail a check, not kill us */
 	signal(SIGPIPE, SIG_IGN);
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? 0 : 1;
+	return check_run(ipc_suite());
 }

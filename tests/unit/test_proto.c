@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "parley/proto.h"
+#include "check_main.h"
 
 #define DEPTH	8
 
@@ -583,11 +584,5 @@ proto_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(proto_suite());
-	int nf;
-
-	srunner_run_all(sr, CK_NORMAL);
-	nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf == 0 ? 0 : 1;
+	return check_run(proto_suite());
 }

@@ -5,6 +5,7 @@
 #include <event2/buffer.h>
 
 #include "../../src/sse.c"
+#include "check_main.h"
 
 static char *
 drain(struct evbuffer *b, size_t *lenp)
@@ -147,11 +148,5 @@ sse_suite(void)
 int
 main(void)
 {
-	SRunner		*sr = srunner_create(sse_suite());
-	int		 failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(sse_suite());
 }

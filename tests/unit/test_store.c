@@ -17,6 +17,7 @@
 
 #include "../../src/store.c"
 #include "../../src/store_local.c"
+#include "check_main.h"
 
 static char	 tdir[64];
 
@@ -820,11 +821,5 @@ store_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(store_suite());
-	int	 failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(store_suite());
 }

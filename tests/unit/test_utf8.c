@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../../src/utf8.c"
+#include "check_main.h"
 
 struct vec {
 	const char	*name;
@@ -197,11 +198,5 @@ utf8_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(utf8_suite());
-	int	 failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(utf8_suite());
 }

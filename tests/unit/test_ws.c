@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../../src/ws.c"
+#include "check_main.h"
 
 #define MAXMSG		16
 #define BIG		(1024 * 1024)
@@ -774,11 +775,5 @@ ws_suite(void)
 int
 main(void)
 {
-	SRunner	*sr = srunner_create(ws_suite());
-	int	 failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(ws_suite());
 }

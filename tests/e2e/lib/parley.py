@@ -64,7 +64,8 @@ class Daemon:
     """A private parleyd: Daemon(extra=..., providers=...).start()."""
 
     def __init__(self, extra="", providers=None, default="fast",
-                 flush="20ms", workers=2, retention="24h"):
+                 flush="20ms", workers=2, retention="24h",
+                 heartbeat="15s", idle_timeout="10m"):
         self.tmp = tempfile.mkdtemp(prefix="parley-e2e-", dir="/tmp")
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
@@ -75,6 +76,8 @@ class Daemon:
         self.workers = workers
         self.flush = flush
         self.retention = retention
+        self.heartbeat = heartbeat
+        self.idle_timeout = idle_timeout
         self.default = default
         self.providers = providers if providers is not None else \
             provider_block("fast", FAST_REPLY)
@@ -84,10 +87,10 @@ class Daemon:
 
     def conf_text(self):
         return ("listen 127.0.0.1:%d\nworkers %d\nstate-dir %s\n"
-                "retention %s\nidle-timeout 10m\nflush-interval %s\n"
-                "heartbeat-interval 15s\n%s%sdefault-provider %s\n" %
+                "retention %s\nidle-timeout %s\nflush-interval %s\n"
+                "heartbeat-interval %s\n%s%sdefault-provider %s\n" %
                 (self.port, self.workers, self.state, self.retention,
-                 self.flush,
+                 self.idle_timeout, self.flush, self.heartbeat,
                  self.extra, self.providers, self.default))
 
     def write_conf(self, text=None):
