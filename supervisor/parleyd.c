@@ -186,7 +186,7 @@ main(int argc, char *argv[])
 	const char *path = SYSCONFDIR "/parleyd/parleyd.conf";
 	int ch, debug = 0, test = 0, verbose = 0, must_exist = 0;
 	enum log_level lv = LOG_LEVEL_INFO;
-	char err[1024];
+	char err[1024], *abspath = NULL;
 	size_t i;
 
 	while ((ch = getopt(argc, argv, "df:tvV")) != -1) {
@@ -229,6 +229,10 @@ main(int argc, char *argv[])
 		log_level_parse(sup.conf->log_level, &lv);
 	if (verbose)
 		lv = LOG_LEVEL_DEBUG;
+	/* A reload re-reads the file after daemon() moved to "/". */
+	if (must_exist && path[0] != '/' && (abspath = realpath(path,
+	    NULL)) != NULL)
+		path = abspath;
 	sup.conf_path = path;
 	sup.conf_must_exist = must_exist;
 	if (!debug) {
@@ -272,5 +276,6 @@ main(int argc, char *argv[])
 	pool_free_all(&sup);
 	config_free(sup.conf);
 	event_base_free(sup.base);
+	free(abspath);
 	return 0;
 }
