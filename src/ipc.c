@@ -11,6 +11,7 @@
 
 #include "parley/ipc.h"
 #include "parley/log.h"
+#include "parley/store.h"
 
 #define IPC_MAX_FDS	16	/* fds in flight before the header that owns them */
 
@@ -79,6 +80,25 @@ ipc_check(const struct ipc_hdr *h, int have_fd, const char **why)
 		*why = "descriptor missing or unexpected";
 		return -1;
 	}
+	return 0;
+}
+
+int
+ipc_conn_check(const struct ipc_conn *ic, size_t len, const char **why)
+{
+	*why = "malformed connection hand-off";
+	if (len < sizeof(*ic) || ic->bytes_len != len - sizeof(*ic) ||
+	    memchr(ic->session, '\0', sizeof(ic->session)) == NULL ||
+	    memchr(ic->scope, '\0', sizeof(ic->scope)) == NULL ||
+	    memchr(ic->peer, '\0', sizeof(ic->peer)) == NULL ||
+	    ic->role < IPC_ROLE_OBSERVER || ic->role > IPC_ROLE_ADMIN ||
+	    (ic->kind != IPC_CONN_HTTP && ic->kind != IPC_CONN_WS_CHAT) ||
+	    ic->first_len > ic->bytes_len ||
+	    (ic->flags & ~(uint32_t)IPC_CONN_F_NOT_HELD) != 0 ||
+	    (ic->session[0] != '\0' && !store_valid_id(ic->session)) ||
+	    (ic->kind == IPC_CONN_WS_CHAT &&
+	    (ic->session[0] == '\0' || ic->first_len == 0)))
+		return -1;
 	return 0;
 }
 

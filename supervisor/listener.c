@@ -325,6 +325,11 @@ pending_dispatch(struct pending *p)
 			    "1-128 characters of A-Z a-z 0-9 . _ : -");
 			return;
 		}
+		if (ic.scope[0] != '\0' && strcmp(ic.scope, sid) != 0) {
+			pending_error(p, 403, "FORBIDDEN",
+			    "this token is scoped to another session");
+			return;
+		}
 		w = pool_route(sup, sid, 1);
 	} else {
 		pending_error(p, 404, "NOT_FOUND", "no such endpoint; see "

@@ -146,6 +146,20 @@ pool_forget(struct sup *sup, const char *sid, struct worker *w)
 	w->routes--;
 }
 
+/*
+ * A worker let go of sid after it had been handed connection hseq; a later
+ * hand-off means it holds the session again, so the route stays.
+ */
+static void
+route_release(struct sup *sup, const char *sid, struct worker *w,
+    uint64_t hseq)
+{
+	struct route *r = *route_slot(sup, sid);
+
+	if (r != NULL && r->w == w && r->hseq <= hseq)
+		pool_forget(sup, sid, w);
+}
+
 /* Closes a connection no worker could take, with a short HTTP answer. */
 static void
 refuse(int fd)
@@ -161,12 +175,21 @@ refuse(int fd)
 }
 
 int
-pool_handoff(struct worker *w, int fd, const struct ipc_conn *ic,
+pool_handoff(struct worker *w, int fd, const struct ipc_conn *ic0,
     const void *bytes)
 {
+	struct sup *sup = w->sup;
+	struct ipc_conn icbuf = *ic0, *ic = &icbuf;
 	struct held *h = NULL;
+	struct route *r;
+	struct timeval tv;
 
+	ic->flags = 0;
 	if (w->ready && w->chan != NULL) {
+		ic->hseq = ++sup->next_hseq;
+		if (ic->session[0] != '\0' &&
+		    (r = *route_slot(sup, ic->session)) != NULL && r->w == w)
+			r->hseq = ic->hseq;
 		if (ipc_send(w->chan, IPC_CONN, fd, ic, sizeof(*ic), bytes,
 		    ic->bytes_len) == -1) {
 			log_warn("worker %d: hand-off failed", w->slot);
@@ -185,7 +208,11 @@ pool_handoff(struct worker *w, int fd, const struct ipc_conn *ic,
 	h->ic = *ic;
 	memcpy(h->bytes, bytes, ic->bytes_len);
 	TAILQ_INSERT_TAIL(&w->held, h, entry);
-	w->nheld++;
+	/* A worker that never comes up must not hold clients forever. */
+	if (w->nheld++ == 0) {
+		util_tv(&tv, w->conf->handshake_timeout_ms);
+		evtimer_add(w->held_ev, &tv);
+	}
 	return 0;
 }
 
@@ -194,6 +221,7 @@ held_flush(struct worker *w, int refuse_all)
 {
 	struct held *h;
 
+	evtimer_del(w->held_ev);
 	while ((h = TAILQ_FIRST(&w->held)) != NULL) {
 		TAILQ_REMOVE(&w->held, h, entry);
 		w->nheld--;
@@ -232,6 +260,16 @@ sup_notify(const char *state)
 }
 
 static void
+held_expire(evutil_socket_t fd, short ev, void *arg)
+{
+	struct worker *w = arg;
+
+	log_warnx("worker %d: not ready in time; refusing %u waiting "
+	    "connections", w->slot, w->nheld);
+	held_flush(w, 1);
+}
+
+static void
 worker_adopt_all(struct sup *sup, struct worker *w)
 {
 	struct ipc_sess is;
@@ -258,6 +296,7 @@ worker_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 	const struct ipc_hello *hello;
 	const struct ipc_sess *is;
 	struct ipc_conn ic;
+	const char *why;
 
 	switch (h->type) {
 	case 0:
@@ -290,17 +329,15 @@ worker_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 		return 0;
 	case IPC_REROUTE:
 		memcpy(&ic, p, sizeof(ic));
-		if (ic.bytes_len != h->len - sizeof(ic) ||
-		    memchr(ic.session, '\0', sizeof(ic.session)) == NULL ||
-		    ic.session[0] == '\0' ||
-		    (ic.kind != IPC_CONN_HTTP && ic.kind != IPC_CONN_WS_CHAT) ||
-		    ic.first_len > ic.bytes_len) {
+		if (ipc_conn_check(&ic, h->len, &why) == -1 ||
+		    ic.session[0] == '\0') {
+			log_warnx("worker %d: %s", w->slot, why);
 			close(fd);
 			return -1;
 		}
-		/* A draining worker gives back what it no longer holds. */
-		if (w->draining)
-			pool_forget(sup, ic.session, w);
+		/* A worker gives back a session it no longer holds. */
+		if (ic.flags & IPC_CONN_F_NOT_HELD)
+			route_release(sup, ic.session, w, ic.hseq);
 		to = pool_route(sup, ic.session, 1);
 		if (to == NULL || sup->stopping) {
 			close(fd);
@@ -312,7 +349,7 @@ worker_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 		is = p;
 		if (memchr(is->session, '\0', sizeof(is->session)) == NULL)
 			return -1;
-		pool_forget(sup, is->session, w);
+		route_release(sup, is->session, w, is->hseq);
 		return 0;
 	case IPC_STATS:
 		memcpy(&w->stats, p, sizeof(w->stats));
@@ -378,6 +415,7 @@ worker_new(struct sup *sup, struct config *conf, int slot)
 	w->backoff_ms = BACKOFF_MIN_MS;
 	TAILQ_INIT(&w->held);
 	w->restart_ev = evtimer_new(sup->base, worker_restart_cb, w);
+	w->held_ev = evtimer_new(sup->base, held_expire, w);
 	return w;
 }
 
@@ -432,6 +470,7 @@ worker_free(struct sup *sup, struct workerq *q, struct worker *w)
 	if (w->chan)
 		ipc_chan_free(w->chan);
 	event_free(w->restart_ev);
+	event_free(w->held_ev);
 	free(w);
 	if (!conf_in_use(sup, conf))
 		config_free(conf);
@@ -451,7 +490,7 @@ shutdown_send(struct worker *w, enum ipc_shutdown_mode mode, uint64_t ms)
 void
 pool_reload(struct sup *sup, struct config *conf)
 {
-	struct worker *w;
+	struct worker *w, *next;
 	unsigned i, n;
 
 	/* The old generation drains; the table keeps its sessions until
@@ -472,11 +511,11 @@ pool_reload(struct sup *sup, struct config *conf)
 		worker_spawn(w);
 	}
 	/* Old workers that were not running at all have nothing to drain. */
-	TAILQ_FOREACH(w, &sup->old, entry)
-		if (w->pid == 0) {
+	for (w = TAILQ_FIRST(&sup->old); w != NULL; w = next) {
+		next = TAILQ_NEXT(w, entry);
+		if (w->pid == 0)
 			worker_free(sup, &sup->old, w);
-			break;
-		}
+	}
 }
 
 void

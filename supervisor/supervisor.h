@@ -20,7 +20,7 @@ struct worker {
 	pid_t			 pid;		/* 0 while not running */
 	struct ipc_chan		*chan;
 	struct event		*restart_ev;
-	struct event		*reap_ev;	/* frees a dead channel */
+	struct event		*held_ev;	/* refuses held ones in the end */
 	struct config		*conf;		/* the config it was forked with */
 	int			 ready;
 	int			 draining;
@@ -46,6 +46,7 @@ struct held {
 struct route {
 	struct route		*next;
 	struct worker		*w;
+	uint64_t		 hseq;		/* last hand-off for it */
 	char			 sid[IPC_SID_MAX + 1];
 };
 
@@ -74,6 +75,7 @@ struct sup {
 	size_t			 nbuckets;
 	size_t			 nroutes;
 	uint64_t		 next_conn_id;
+	uint64_t		 next_hseq;
 	uint64_t		 started_ms;
 	int			 stopping;
 	int			 notified_ready;

@@ -197,6 +197,21 @@ pump_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 	return c->closing;
 }
 
+/* Tells a client that retention removed events it asked for. */
+static void
+send_gap(struct conn *c, uint64_t first, uint64_t last)
+{
+	cJSON *x = cJSON_CreateObject();
+	char *j;
+
+	cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
+	cJSON_AddNumberToObject(x, "lastSeq", (double)last);
+	j = proto_error(c->sess->id, "RESUME_GAP", "events after your lastSeq "
+	    "were removed by retention; replaying from oldestSeq", "warning", x);
+	conn_send_json(c, j);
+	free(j);
+}
+
 void
 conn_pump(struct conn *c)
 {
@@ -208,6 +223,11 @@ conn_pump(struct conn *c)
 		return;
 	while (!c->closing && c->next_seq <= sess_last_seq(s) &&
 	    evbuffer_get_length(out_of(c)) < bound) {
+		if (c->next_seq < sess_first_seq(s)) {
+			/* Trimmed while this client was catching up. */
+			send_gap(c, sess_first_seq(s), c->next_seq - 1);
+			c->next_seq = sess_first_seq(s);
+		}
 		before = c->next_seq;
 		if (sess_range(s, c->next_seq - 1, PUMP_BATCH, pump_cb, c) < 0 ||
 		    c->next_seq == before) {
@@ -265,15 +285,7 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
 			last = top;
 		c->next_seq = last + 1;
 		if (c->next_seq < first) {
-			cJSON *x = cJSON_CreateObject();
-
-			cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
-			cJSON_AddNumberToObject(x, "lastSeq", (double)last);
-			j = proto_error(s->id, "RESUME_GAP", "events after your "
-			    "lastSeq were removed by retention; replaying from "
-			    "oldestSeq", "warning", x);
-			conn_send_json(c, j);
-			free(j);
+			send_gap(c, first, last);
 			c->next_seq = first;
 		}
 	}
@@ -405,6 +417,7 @@ chat_handoff(struct conn *c)
 	ic.kind = IPC_CONN_WS_CHAT;
 	ic.first_len = (uint32_t)c->first_len;
 	ic.bytes_len = (uint32_t)(c->first_len + rest);
+	ic.flags = sess_find(c->wk, ic.session) ? 0 : IPC_CONN_F_NOT_HELD;
 	wk_reroute(c->wk, fd, &ic, buf, ic.bytes_len);
 	free(buf);
 	conn_free(c);
@@ -431,8 +444,10 @@ on_text(struct conn *c, const char *text, size_t len)
 		return;
 	}
 	if (c->chat && c->sess == NULL) {
-		if (!c->ic.session[0]) {
-			/* Not yet at the owner: hand it there. */
+		if (!c->ic.session[0] || ((c->wk->draining ||
+		    c->wk->terminating) && sess_find(c->wk, in.session) == NULL)) {
+			/* Not yet at the owner (or this worker is leaving and
+			 * does not hold it): hand it there. */
 			if ((c->first = malloc(len)) != NULL) {
 				memcpy(c->first, text, len);
 				c->first_len = len;
@@ -516,16 +531,7 @@ on_text(struct conn *c, const char *text, size_t len)
 			first = sess_first_seq(s);
 			sess_attach(s, c);
 			if (c->next_seq < first) {
-				cJSON *x = cJSON_CreateObject();
-
-				cJSON_AddNumberToObject(x, "oldestSeq",
-				    (double)first);
-				j = proto_error(s->id, "RESUME_GAP", "events "
-				    "after your lastSeq were removed by "
-				    "retention; replaying from oldestSeq",
-				    "warning", x);
-				conn_send_json(c, j);
-				free(j);
+				send_gap(c, first, last);
 				c->next_seq = first;
 			}
 		}
@@ -628,6 +634,11 @@ read_cb(struct bufferevent *bev, void *arg)
 	switch (c->kind) {
 	case CONN_HTTP:
 		len = evbuffer_get_length(in);
+		if (c->routed) {
+			/* One request per connection: what follows is noise. */
+			evbuffer_drain(in, len);
+			break;
+		}
 		data = evbuffer_pullup(in, -1);
 		switch (http_parse(&c->hp, (char *)data, len, &used)) {
 		case HTTP_NEED_MORE:
@@ -754,6 +765,9 @@ sess_error(struct conn *c, const char *err, const char *sid)
 {
 	char msg[200];
 
+	/* Not opened here: the supervisor need not route it here again. */
+	if (sess_find(c->wk, sid) == NULL)
+		wk_released(c->wk, sid);
 	if (strcmp(err, "NOT_FOUND") == 0) {
 		snprintf(msg, sizeof(msg), "no session '%s' (it never existed "
 		    "or its retention period passed)", sid);
@@ -765,6 +779,8 @@ sess_error(struct conn *c, const char *err, const char *sid)
 		http_error(c, 500, "INTERNAL", "the session could not be "
 		    "opened; see the server log");
 }
+
+#define PAGE_BYTES	(4u * 1024 * 1024)	/* a page stops past this */
 
 struct page {
 	struct evbuffer	*out;
@@ -779,7 +795,8 @@ page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 	if (p->n++ > 0)
 		evbuffer_add(p->out, ",", 1);
 	evbuffer_add(p->out, json, len);
-	return 0;
+	/* Large events make a short page; the client pages on with after. */
+	return evbuffer_get_length(p->out) >= PAGE_BYTES;
 }
 
 static void
@@ -934,6 +951,7 @@ static void	route_request(struct conn *, const unsigned char *, size_t);
 static void
 conn_route(struct conn *c, const unsigned char *raw, size_t rawlen)
 {
+	c->routed = 1;
 	route_request(c, raw, rawlen);
 	http_parser_free(&c->hp);
 }
@@ -985,6 +1003,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			struct ipc_conn ic = c->ic;
 
 			snprintf(ic.session, sizeof(ic.session), "%s", sid);
+			ic.flags = IPC_CONN_F_NOT_HELD;
 			if (fd != -1)
 				wk_reroute(c->wk, fd, &ic, raw, rawlen);
 			c->closing = c->close_sent = c->freeing = 1;
@@ -1146,6 +1165,8 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	}
 	TAILQ_INSERT_TAIL(&wk->conns, c, entry);
 	wk->nconns++;
+	util_tv(&tv, WRITE_TMO_MS);
+	bufferevent_set_timeouts(c->bev, NULL, &tv);
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	lim.max_request_line = wk->conf->max_request_line;

@@ -39,6 +39,7 @@ struct conn {
 	int			 handing_off;
 	int			 freeing;
 	int			 cut;		/* over its bound: drop now */
+	int			 routed;	/* its one request was answered */
 	char			*first;		/* /chat first message, during hand-off */
 	size_t			 first_len;
 	char			 turn_msgid[48];/* POST messages as SSE: ends with it */

@@ -26,6 +26,7 @@
 
 #define MAX_ATTEMPTS	3	/* runs of one turn before it is reported failed */
 #define MAX_HISTORY	200	/* messages kept as conversation history */
+#define MAX_HISTORY_BYTES (1024 * 1024)	/* and their text, so meta stays small */
 #define MAX_QUEUE	64	/* accepted messages waiting for their turn */
 #define ID_SCAN		2000	/* log records read back for client ids */
 
@@ -376,8 +377,23 @@ history_add(struct sess *s, const char *role, const char *content)
 	cJSON_AddStringToObject(m, "role", role);
 	cJSON_AddStringToObject(m, "content", content);
 	cJSON_AddItemToArray(h, m);
-	while (cJSON_GetArraySize(h) > MAX_HISTORY)
+	for (;;) {
+		size_t bytes = 0;
+		const cJSON *e;
+
+		cJSON_ArrayForEach(e, h) {
+			const char *t = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(e, "content"));
+
+			bytes += t ? strlen(t) : 0;
+		}
+		/* The newest message stays even when it alone is too big. */
+		if (cJSON_GetArraySize(h) <= 1 ||
+		    (cJSON_GetArraySize(h) <= MAX_HISTORY &&
+		    bytes <= MAX_HISTORY_BYTES))
+			break;
 		cJSON_DeleteItemFromArray(h, 0);
+	}
 }
 
 static void
@@ -388,6 +404,7 @@ turn_free(struct sess *s)
 	if (s->turn->call != NULL)
 		llm_cancel(s->turn->call);
 	free(s->turn->reply);
+	free(s->turn->input);
 	free(s->turn);
 	s->turn = NULL;
 	s->toklen = 0;
@@ -431,6 +448,7 @@ static void
 turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
 {
 	struct turn *t = s->turn;
+	struct llm_usage est;
 	cJSON *b;
 	double turns;
 
@@ -438,11 +456,25 @@ turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
 	cJSON_AddStringToObject(b, "messageId", t->msgid);
-	usage_add(s, u, b);
+	if (u == NULL) {
+		/* Cancelled: the provider never reported usage, but what was
+		 * streamed was spent; count it the way providers do, roughly
+		 * four bytes a token, and say it is an estimate. */
+		est.input_tokens = t->input ? (strlen(t->input) + 3) / 4 : 0;
+		est.output_tokens = (t->reply_len + 3) / 4;
+		est.cost = 0;
+		usage_add(s, &est, b);
+		cJSON_AddBoolToObject(cJSON_GetObjectItem(b, "usage"),
+		    "estimated", 1);
+	} else
+		usage_add(s, u, b);
 	cJSON_AddNumberToObject(b, "turns", 1);
 	if (cancelled)
 		cJSON_AddBoolToObject(b, "cancelled", 1);
 	emit(s, "done", b);
+	/* Both sides join the history together, so a re-run after a crash
+	 * (which starts from meta saved before this) adds them once. */
+	history_add(s, "user", t->input ? t->input : "");
 	history_add(s, "assistant", t->reply ? t->reply : "");
 	turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns"));
 	json_set(s->meta, "turns",
@@ -477,6 +509,7 @@ on_error(void *arg, const char *code, const char *message)
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
 	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
 	emit(s, "error", b);
+	history_add(s, "user", s->turn->input ? s->turn->input : "");
 	turn_free(s);
 	emit(s, "agent_state", agent_json(s, "idle"));
 	meta_save(s);
@@ -565,11 +598,8 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt)
 		meta_save(s);
 		return;
 	}
-	/* The user's text joins the history once its turn runs; a re-run
-	 * starts from meta saved before this point, so it is added once. */
-	history_add(s, "user", f.text ? f.text : "");
+	t->input = f.text;
 	free(msgs);
-	free(f.text);
 }
 
 /* Starts the next queued input, if no turn runs and the session lives. */
@@ -903,14 +933,13 @@ sess_info(struct sess *s)
 int
 sess_terminate(struct sess *s, const char *why)
 {
-	struct llm_usage zero = { 0, 0, 0 };
 	cJSON *b, *r;
 	char ts[32];
 
 	if (s->ended)
 		return 0;
 	if (s->turn != NULL)
-		turn_finish(s, &zero, 1);
+		turn_finish(s, NULL, 1);
 	json_set(s->meta, "queue", cJSON_CreateArray());
 	if (s->recover_ev != NULL) {
 		event_free(s->recover_ev);
@@ -1014,8 +1043,6 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 		return;
 	}
 	if (strcmp(in->type, "cancel") == 0) {
-		struct llm_usage zero = { 0, 0, 0 };
-
 		if (role == IPC_ROLE_OBSERVER) {
 			result_err(r, "FORBIDDEN", 403, "%s", "observers "
 			    "cannot cancel turns");
@@ -1025,7 +1052,7 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			r->http = 200;
 			return;
 		}
-		turn_finish(s, &zero, 1);
+		turn_finish(s, NULL, 1);
 		r->seq = sess_last_seq(s);
 		turn_next(s);
 		return;
@@ -1070,6 +1097,7 @@ sess_stop(struct sess *s)
 		llm_cancel(s->turn->call);
 		s->turn->call = NULL;
 		free(s->turn->reply);
+		free(s->turn->input);
 		free(s->turn);
 		s->turn = NULL;
 	}

@@ -45,6 +45,7 @@ struct turn {
 	uint64_t	 input_seq;
 	unsigned	 attempt;
 	struct llm_call	*call;
+	char		*input;		/* the user's message it answers */
 	char		*reply;		/* the assistant's text so far */
 	size_t		 reply_len;
 };

@@ -33,6 +33,7 @@ wk_released(struct wk *wk, const char *sid)
 	struct ipc_sess is;
 
 	memset(&is, 0, sizeof(is));
+	is.hseq = wk->hseq;
 	snprintf(is.session, sizeof(is.session), "%s", sid);
 	if (wk->chan != NULL)
 		ipc_send(wk->chan, IPC_RELEASED, -1, &is, sizeof(is), NULL, 0);
@@ -49,6 +50,7 @@ wk_reroute(struct wk *wk, int fd, const struct ipc_conn *ic,
 		return -1;
 	}
 	c.bytes_len = (uint32_t)len;
+	c.hseq = wk->hseq;
 	return ipc_send(wk->chan, IPC_REROUTE, fd, &c, sizeof(c), bytes, len);
 }
 
@@ -175,19 +177,13 @@ wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 		return 0;
 	case IPC_CONN:
 		ic = p;
-		if (ic->bytes_len != h->len - sizeof(*ic) ||
-		    memchr(ic->session, '\0', sizeof(ic->session)) == NULL ||
-		    memchr(ic->scope, '\0', sizeof(ic->scope)) == NULL ||
-		    memchr(ic->peer, '\0', sizeof(ic->peer)) == NULL ||
-		    ic->role < IPC_ROLE_OBSERVER || ic->role > IPC_ROLE_ADMIN ||
-		    (ic->kind != IPC_CONN_HTTP &&
-		    ic->kind != IPC_CONN_WS_CHAT) ||
-		    ic->first_len > ic->bytes_len ||
-		    (ic->kind == IPC_CONN_WS_CHAT &&
-		    (ic->session[0] == '\0' || ic->first_len == 0))) {
+		if (ipc_conn_check(ic, h->len, &err) == -1 ||
+		    ic->hseq <= wk->hseq) {
+			log_warnx("supervisor: %s", err);
 			close(fd);
 			return -1;
 		}
+		wk->hseq = ic->hseq;
 		conn_new(wk, fd, ic, (const unsigned char *)(ic + 1));
 		return 0;
 	case IPC_ADOPT:
@@ -195,9 +191,9 @@ wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 		if (memchr(is->session, '\0', sizeof(is->session)) == NULL ||
 		    !store_valid_id(is->session))
 			return -1;
-		if (!wk->draining && !wk->terminating &&
+		if (wk->draining || wk->terminating ||
 		    sess_get(wk, is->session, 0, NULL, NULL, &err) == NULL)
-			log_debug("adopt %s: %s", is->session, err);
+			wk_released(wk, is->session);
 		return 0;
 	case IPC_SHUTDOWN:
 		sd = p;

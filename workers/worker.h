@@ -30,6 +30,7 @@ struct wk {
 	TAILQ_HEAD(, conn)	 conns;
 	unsigned		 nconns;
 	uint64_t		 events;
+	uint64_t		 hseq;		/* last hand-off received */
 	const struct timeval	*hb_tv;		/* libevent common timeout */
 	struct event		*stats_ev;
 	struct event		*sync_ev;

@@ -51,18 +51,29 @@ enum ipc_role {
 	IPC_ROLE_OBSERVER = 1, IPC_ROLE_USER, IPC_ROLE_AGENT, IPC_ROLE_ADMIN
 };
 
+#define IPC_CONN_F_NOT_HELD	0x1	/* REROUTE: sender does not hold it */
+
 struct ipc_conn {
 	uint32_t	kind;
 	uint32_t	role;
 	uint32_t	first_len;	/* WS_CHAT: bytes of the first message */
 	uint32_t	bytes_len;	/* bytes following this struct */
 	uint64_t	conn_id;	/* request id carried into logs */
+	uint64_t	hseq;		/* hand-off order, set by the supervisor */
+	uint32_t	flags;
+	uint32_t	pad;
 	char		session[IPC_SID_MAX + 1];	/* routed session, or "" */
 	char		scope[IPC_SID_MAX + 1];		/* token scope, or "" */
 	char		peer[64];
 };
 
+/*
+ * RELEASED carries the hseq of the last connection the worker had been
+ * handed when it let go: a connection for the session handed after that
+ * means the worker holds it again, and the route must stay.
+ */
 struct ipc_sess {
+	uint64_t	hseq;
 	char		session[IPC_SID_MAX + 1];
 };
 
@@ -100,6 +111,9 @@ void		 ipc_chan_free(struct ipc_chan *);	/* closes the socket */
 int		 ipc_send(struct ipc_chan *, enum ipc_type, int fd,
 		    const void *p1, size_t l1, const void *p2, size_t l2);
 size_t		 ipc_pending(const struct ipc_chan *);
+/* Checks an IPC_CONN/REROUTE payload of len bytes: 0 ok, -1 with a reason. */
+int		 ipc_conn_check(const struct ipc_conn *, size_t len,
+		    const char **why);
 /* Checks a header and payload size for its type: 0 ok, -1 with a reason. */
 int		 ipc_check(const struct ipc_hdr *, int have_fd, const char **why);
 /* Blocks until everything queued is written (shutdown paths only). */

@@ -380,7 +380,7 @@ START_TEST(send_every_type)
 	ck_assert_int_ge(f.rb.m[2].fd, 0);
 
 	ck_assert_int_eq(f.rb.m[3].type, IPC_RELEASED);
-	ck_assert_str_eq((char *)f.rb.m[3].p, "room:42");
+	ck_assert_str_eq(((const struct ipc_sess *)f.rb.m[3].p)->session, "room:42");
 	ck_assert_int_eq(f.rb.m[4].type, IPC_ADOPT);
 	ck_assert_int_eq(memcmp(f.rb.m[4].p, &sess, sizeof(sess)), 0);
 	ck_assert_int_eq(f.rb.m[5].type, IPC_STATS);
@@ -802,7 +802,7 @@ START_TEST(byte_by_byte)
 	ck_assert_int_eq(f.rb.m[0].type, IPC_STATS);
 	ck_assert_int_eq(memcmp(f.rb.m[0].p, &st, sizeof(st)), 0);
 	ck_assert_int_eq(f.rb.m[1].type, IPC_ADOPT);
-	ck_assert_str_eq((char *)f.rb.m[1].p, "abc");
+	ck_assert_str_eq(((const struct ipc_sess *)f.rb.m[1].p)->session, "abc");
 	ck_assert_int_eq(f.rb.zero, 0);
 	fx_done(&f);
 }
