@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "parley/config.h"
@@ -12,15 +13,32 @@ static const struct llm_ops *const providers[] = {
 	&llm_script_ops,
 };
 
+struct llm_ctx *
+llm_ctx_new(struct event_base *base)
+{
+	struct llm_ctx *ctx;
+
+	if ((ctx = calloc(1, sizeof(*ctx))) == NULL)
+		return NULL;
+	ctx->base = base;
+	return ctx;
+}
+
+void
+llm_ctx_free(struct llm_ctx *ctx)
+{
+	free(ctx);
+}
+
 struct llm_call *
-llm_start(struct event_base *base, const struct cfg_provider *p,
+llm_start(struct llm_ctx *ctx, const struct cfg_provider *p,
     const struct llm_msg *msgs, size_t n, const struct llm_cbs *cbs, void *arg)
 {
 	size_t i;
 
 	for (i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
 		if (strcmp(providers[i]->type, p->type) == 0)
-			return providers[i]->start(base, p, msgs, n, cbs, arg);
+			return providers[i]->start(ctx, p, msgs, n, cbs, arg);
 	return NULL;
 }
 

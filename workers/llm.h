@@ -32,16 +32,27 @@ struct llm_cbs {
 
 struct llm_call;
 
+/*
+ * What providers share in one worker: its event loop, and (for the HTTP
+ * providers) one libcurl multi handle driven by that loop.
+ */
+struct llm_ctx {
+	struct event_base	*base;
+	void			*http;		/* llm_http.c's state, or NULL */
+};
+
 struct llm_ops {
 	const char	*type;
-	struct llm_call	*(*start)(struct event_base *,
+	struct llm_call	*(*start)(struct llm_ctx *,
 			    const struct cfg_provider *, const struct llm_msg *,
 			    size_t nmsgs, const struct llm_cbs *, void *arg);
 	void		 (*cancel)(struct llm_call *);
 };
 
+struct llm_ctx	*llm_ctx_new(struct event_base *);
+void		 llm_ctx_free(struct llm_ctx *);
 /* Returns NULL (and calls nothing) when the provider type is unknown. */
-struct llm_call	*llm_start(struct event_base *, const struct cfg_provider *,
+struct llm_call	*llm_start(struct llm_ctx *, const struct cfg_provider *,
 		    const struct llm_msg *, size_t nmsgs, const struct llm_cbs *,
 		    void *arg);
 void		 llm_cancel(struct llm_call *);

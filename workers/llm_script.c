@@ -79,7 +79,7 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 }
 
 static struct llm_call *
-script_start(struct event_base *base, const struct cfg_provider *p,
+script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
     const struct llm_msg *msgs, size_t n, const struct llm_cbs *cbs, void *arg)
 {
 	struct llm_call *c;
@@ -98,7 +98,7 @@ script_start(struct event_base *base, const struct cfg_provider *p,
 	for (i = 0; i < n; i++)
 		in += strlen(msgs[i].content);
 	c->input_tokens = approx_tokens(in);
-	if ((c->tick = evtimer_new(base, script_tick, c)) == NULL) {
+	if ((c->tick = evtimer_new(ctx->base, script_tick, c)) == NULL) {
 		free(c);
 		return NULL;
 	}

@@ -583,7 +583,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt)
 		n++;
 	}
 	if (p == NULL || msgs == NULL ||
-	    (t->call = llm_start(s->wk->base, p, msgs, n, &cbs, s)) == NULL) {
+	    (t->call = llm_start(s->wk->llm, p, msgs, n, &cbs, s)) == NULL) {
 		free(msgs);
 		free(f.text);
 		b = cJSON_CreateObject();

@@ -18,6 +18,7 @@
 #include "parley/worker.h"
 #include "parley/ws.h"
 #include "conn.h"
+#include "llm.h"
 #include "sess.h"
 #include "worker.h"
 
@@ -65,6 +66,7 @@ wk_exit(struct wk *wk, int code)
 	while ((s = TAILQ_FIRST(&wk->sessions)) != NULL)
 		sess_release(s);
 	store_close(wk->store);
+	llm_ctx_free(wk->llm);
 	if (wk->chan != NULL) {
 		ipc_flush(wk->chan, 1000);
 		ipc_chan_free(wk->chan);
@@ -289,6 +291,8 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 		fatalx("store: %s", err);
 	if ((wk->chan = ipc_chan_new(wk->base, ipc_fd, wk_msg, wk)) == NULL)
 		fatalx("ipc channel");
+	if ((wk->llm = llm_ctx_new(wk->base)) == NULL)
+		fatalx("llm context");
 	util_tv(&hb, conf->heartbeat_ms);
 	wk->hb_tv = event_base_init_common_timeout(wk->base, &hb);
 	wk->stats_ev = event_new(wk->base, -1, EV_PERSIST, stats_cb, wk);

@@ -11,6 +11,7 @@ struct config;
 struct event;
 struct event_base;
 struct store;
+struct llm_ctx;
 struct sess;
 struct conn;
 
@@ -21,6 +22,7 @@ struct wk {
 	struct config		*conf;
 	struct store		*store;
 	struct ipc_chan		*chan;
+	struct llm_ctx		*llm;
 	int			 slot;
 	int			 draining;
 	int			 terminating;
