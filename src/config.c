@@ -33,6 +33,9 @@
 #define CFG_MAX_SECRET	1024
 #define CFG_MAX_SESSION	128
 #define CFG_MAX_REPLY	65536
+#define CFG_MAX_URL	2048
+#define CFG_MAX_MODEL	256
+#define CFG_MAX_ENV	255
 
 #define MS_S	1000ULL
 #define MS_M	(60 * MS_S)
@@ -53,6 +56,8 @@
 /* Flags. */
 #define KWF_MULTI	0x01	/* may repeat */
 #define KWF_BLOCK	0x02	/* opens a block: last word is '{' */
+#define KWF_SCRIPT	0x04	/* in a provider block: type script only */
+#define KWF_HTTP	0x08	/* in a provider block: openai/anthropic only */
 
 struct parser;
 struct keyword;
@@ -70,6 +75,11 @@ struct keyword {
 };
 
 #define C(f)	offsetof(struct config, f)
+#define P(f)	offsetof(struct cfg_provider, f)
+
+/* Range of a provider's timeout and idle-timeout (first byte, gaps). */
+#define PROV_TIMEOUT_LO	100
+#define PROV_TIMEOUT_HI	MS_H
 
 /*
  * The one list of directives; both the keyword table and
@@ -88,8 +98,9 @@ struct keyword {
 	    "fsync always|batch|no") \
 	X("retention", KW_TOP, 1, 1, 0, kw_duration, C(retention_ms), \
 	    MS_S, 3650 * MS_D, "retention DURATION") \
-	X("idle-timeout", KW_TOP, 1, 1, 0, kw_duration, C(idle_timeout_ms), \
-	    MS_S, 30 * MS_D, "idle-timeout DURATION") \
+	X("idle-timeout", KW_TOP | KW_PROVIDER, 1, 1, KWF_HTTP, \
+	    kw_idle_timeout, C(idle_timeout_ms), MS_S, 30 * MS_D, \
+	    "idle-timeout DURATION") \
 	X("flush-interval", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(flush_interval_ms), 0, MS_S, "flush-interval DURATION") \
 	X("heartbeat-interval", KW_TOP, 1, 1, 0, kw_duration, \
@@ -134,13 +145,32 @@ struct keyword {
 	    "pid-file PATH") \
 	X("provider", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, kw_provider, \
 	    0, 0, 0, "provider NAME {") \
-	X("type", KW_PROVIDER, 1, 1, 0, kw_ptype, 0, 0, 0, "type script") \
-	X("reply", KW_PROVIDER, 1, 1, 0, kw_preply, 0, 0, 0, \
+	X("type", KW_PROVIDER, 1, 1, 0, kw_ptype, 0, 0, 0, \
+	    "type openai|anthropic|script") \
+	X("reply", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_preply, 0, 0, 0, \
 	    "reply \"TEXT\"") \
-	X("chunk", KW_PROVIDER, 1, 1, 0, kw_pchunk, 0, 1, 65536, \
+	X("chunk", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pchunk, 0, 1, 65536, \
 	    "chunk N") \
-	X("delay", KW_PROVIDER, 1, 1, 0, kw_pdelay, 0, 0, 60 * MS_S, \
-	    "delay DURATION")
+	X("delay", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pdelay, 0, 0, \
+	    60 * MS_S, "delay DURATION") \
+	X("url", KW_PROVIDER, 1, 1, KWF_HTTP, kw_purl, 0, 0, 0, "url URL") \
+	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pkeyenv, 0, 0, 0, \
+	    "api-key-env VARIABLE") \
+	X("model", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pmodel, 0, 0, 0, \
+	    "model NAME") \
+	X("max-tokens", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pnumber, \
+	    P(max_tokens), 1, 1000000, "max-tokens N") \
+	X("temperature", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
+	    P(temperature), 0, 2, "temperature NUMBER") \
+	X("timeout", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pduration, \
+	    P(timeout_ms), PROV_TIMEOUT_LO, PROV_TIMEOUT_HI, \
+	    "timeout DURATION") \
+	X("price-input", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
+	    P(price_input), 0, 1000000, "price-input NUMBER") \
+	X("price-output", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
+	    P(price_output), 0, 1000000, "price-output NUMBER") \
+	X("max-retries", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pnumber, \
+	    P(max_retries), 0, 10, "max-retries N")
 
 #define KW_PROTO(n, w, mn, mx, fl, fn, off, lo, hi, u) \
 	static int fn(struct parser *, const struct keyword *, int, char **);
@@ -265,6 +295,34 @@ parse_uint(const char *s, uint64_t *v)
 	const char	*q = parse_digits(s, v);
 
 	return q != NULL && *q == '\0' ? 0 : -1;
+}
+
+/*
+ * "2", "0.7", "15.25": digits with an optional fraction, no sign or
+ * exponent, parsed without the locale (strtod would honour LC_NUMERIC).
+ */
+static int
+parse_decimal(const char *s, double *v)
+{
+	const char	*q;
+	uint64_t	 ip, frac = 0, scale = 1;
+
+	if ((q = parse_digits(s, &ip)) == NULL || ip > 1000000000000ULL)
+		return -1;
+	if (*q == '.') {
+		if (!is_digit((unsigned char)*++q))
+			return -1;
+		/* Digits past the 15th cannot change a double; skip them. */
+		for (; is_digit((unsigned char)*q); q++)
+			if (scale < 1000000000000000ULL) {
+				frac = frac * 10 + (uint64_t)(*q - '0');
+				scale *= 10;
+			}
+	}
+	if (*q != '\0')
+		return -1;
+	*v = (double)ip + (double)frac / (double)scale;
+	return 0;
 }
 
 /* "20ms", "30s", "10m", "24h", "7d", or bare seconds, into milliseconds. */
@@ -670,17 +728,25 @@ kw_token(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	return add_token(p, kw, argv[0], argc, argv + 1);
 }
 
+/* Letters, digits and '_', not starting with a digit. */
+static int
+valid_env_name(const char *v)
+{
+	size_t	i;
+
+	for (i = 0; v[i] != '\0'; i++)
+		if (!is_alnum((unsigned char)v[i]) && v[i] != '_')
+			return 0;
+	return i > 0 && i <= CFG_MAX_ENV && !is_digit((unsigned char)v[0]);
+}
+
 static int
 kw_token_env(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
 {
 	const char	*v = argv[0], *secret;
-	size_t		 i;
 
-	for (i = 0; v[i] != '\0'; i++)
-		if (!is_alnum((unsigned char)v[i]) && v[i] != '_')
-			break;
-	if (i == 0 || v[i] != '\0' || is_digit((unsigned char)v[0]) || i > 255)
+	if (!valid_env_name(v))
 		return perr(p, "%s: '%.80s' is not a valid environment variable "
 		    "name", kw->name, v);
 	if ((secret = getenv(v)) == NULL)
@@ -714,6 +780,9 @@ provider_new(const char *name, unsigned line)
 	snprintf(pr->name, sizeof(pr->name), "%s", name);
 	pr->chunk = 4;
 	pr->delay_ms = 20;
+	pr->timeout_ms = 60 * MS_S;
+	pr->idle_timeout_ms = 60 * MS_S;
+	pr->max_retries = 2;
 	pr->line = line;
 	return pr;
 }
@@ -744,12 +813,12 @@ kw_provider(struct parser *p, const struct keyword *kw, int argc,
 static int
 kw_ptype(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
-	(void)kw;
 	(void)argc;
-	/* Other types come with the provider modules that implement them. */
-	if (strcmp(argv[0], "script") != 0)
-		return perr(p, "provider type '%.80s' is not supported by this "
-		    "build", argv[0]);
+	if (strcmp(argv[0], "openai") != 0 &&
+	    strcmp(argv[0], "anthropic") != 0 &&
+	    strcmp(argv[0], "script") != 0)
+		return perr(p, "%s: expected openai, anthropic or script, got "
+		    "'%.80s'", kw->name, argv[0]);
 	snprintf(p->block->type, sizeof(p->block->type), "%s", argv[0]);
 	return 0;
 }
@@ -796,18 +865,204 @@ kw_pdelay(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * Where a generic handler stores into the provider block: the field at
+ * kw->off, which the table pairs with the handler's type.
+ */
+static void *
+pfield(struct parser *p, const struct keyword *kw)
+{
+	return (char *)p->block + kw->off;
+}
+
+static int
+kw_pnumber(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	uint64_t	v;
+	unsigned	u;
+
+	(void)argc;
+	if (parse_uint(argv[0], &v) == -1 || v < kw->lo || v > kw->hi)
+		return perr(p, "%s: expected a number from %llu to %llu, "
+		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
+		    (unsigned long long)kw->hi, argv[0]);
+	u = (unsigned)v;
+	memcpy(pfield(p, kw), &u, sizeof(u));
+	return 0;
+}
+
+static int
+kw_pdecimal(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	double	v;
+
+	(void)argc;
+	if (strlen(argv[0]) > 32 || parse_decimal(argv[0], &v) == -1 ||
+	    v < (double)kw->lo || v > (double)kw->hi)
+		return perr(p, "%s: expected a decimal number from %llu to %llu, "
+		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
+		    (unsigned long long)kw->hi, argv[0]);
+	memcpy(pfield(p, kw), &v, sizeof(v));
+	if (kw->off == P(temperature))
+		p->block->has_temperature = 1;
+	return 0;
+}
+
+static int
+kw_pduration(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	char		lo[32], hi[32];
+	uint64_t	ms;
+
+	(void)argc;
+	if (parse_duration(argv[0], &ms) == -1 || ms < kw->lo || ms > kw->hi)
+		return perr(p, "%s: expected a duration from %s to %s (a number "
+		    "with ms, s, m, h or d), got '%.80s'", kw->name,
+		    fmt_duration(kw->lo, lo, sizeof(lo)),
+		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
+	memcpy(pfield(p, kw), &ms, sizeof(ms));
+	return 0;
+}
+
+/*
+ * Top level: how long an unused session stays in memory. In a provider
+ * block: the longest gap between bytes of a model's stream.
+ */
+static int
+kw_idle_timeout(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct keyword	pk;
+
+	if (p->block == NULL)
+		return kw_duration(p, kw, argc, argv);
+	pk = *kw;
+	pk.off = P(idle_timeout_ms);
+	pk.lo = PROV_TIMEOUT_LO;
+	pk.hi = PROV_TIMEOUT_HI;
+	return kw_pduration(p, &pk, argc, argv);
+}
+
+/*
+ * A base URL as the vendors' SDKs take it; the workers append the API
+ * path. Not echoed in errors: it may carry user:password.
+ */
+static int
+kw_purl(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	const char	*u = argv[0], *host;
+	size_t		 n, i;
+	char		*s;
+
+	(void)argc;
+	n = strlen(u);
+	if (strncasecmp(u, "http://", 7) == 0)
+		host = u + 7;
+	else if (strncasecmp(u, "https://", 8) == 0)
+		host = u + 8;
+	else
+		return perr(p, "%s: must start with http:// or https://",
+		    kw->name);
+	if (n > CFG_MAX_URL)
+		return perr(p, "%s: longer than %d bytes", kw->name,
+		    CFG_MAX_URL);
+	for (i = 0; i < n; i++)
+		if ((unsigned char)u[i] <= ' ' || (unsigned char)u[i] >= 0x7f ||
+		    u[i] == '?' || u[i] == '#' || u[i] == '"' || u[i] == '\\')
+			return perr(p, "%s: must be printable ASCII without "
+			    "blanks, quotes, backslashes, '?' or '#'",
+			    kw->name);
+	while (n > (size_t)(host - u) && u[n - 1] == '/')
+		n--;
+	if (n == (size_t)(host - u) || *host == '/')
+		return perr(p, "%s: missing host name", kw->name);
+	if ((s = strndup(u, n)) == NULL)
+		return perr(p, "out of memory");
+	free(p->block->url);
+	p->block->url = s;
+	return 0;
+}
+
+static int
+kw_pkeyenv(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	(void)argc;
+	/* Only the name: workers read the value per request (key rotation). */
+	if (!valid_env_name(argv[0]))
+		return perr(p, "%s: '%.80s' is not a valid environment variable "
+		    "name", kw->name, argv[0]);
+	return set_string(p, &p->block->api_key_env, argv[0]);
+}
+
+static int
+kw_pmodel(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	size_t	n;
+
+	(void)argc;
+	for (n = 0; argv[0][n] != '\0'; n++)
+		if ((unsigned char)argv[0][n] <= ' ' ||
+		    (unsigned char)argv[0][n] >= 0x7f)
+			break;
+	if (n == 0 || n > CFG_MAX_MODEL || argv[0][n] != '\0')
+		return perr(p, "%s: must be 1 to %d printable characters "
+		    "without blanks", kw->name, CFG_MAX_MODEL);
+	return set_string(p, &p->block->model, argv[0]);
+}
+
+/*
+ * Type-dependent checks and defaults, once the whole block is known (type
+ * may come after the directives it governs).
+ */
 static int
 block_close(struct parser *p)
 {
 	struct cfg_provider	*pr = p->block;
+	const struct keyword	*bad = NULL;
+	const char		*def;
+	unsigned		 badline = 0;
+	size_t			 i;
+	int			 script;
 
 	p->block = NULL;
 	if (pr->type[0] == '\0')
 		return perr_at(p, pr->line, "provider '%s': missing 'type'",
 		    pr->name);
-	if (strcmp(pr->type, "script") == 0 && pr->reply == NULL)
-		return perr_at(p, pr->line, "provider '%s': a script provider "
-		    "needs a 'reply'", pr->name);
+	script = strcmp(pr->type, "script") == 0;
+	for (i = 0; i < NKEYWORDS; i++) {
+		if (p->bseen[i] == 0 || (badline != 0 && p->bseen[i] > badline))
+			continue;
+		if ((script && (keywords[i].flags & KWF_HTTP)) ||
+		    (!script && (keywords[i].flags & KWF_SCRIPT))) {
+			bad = &keywords[i];
+			badline = p->bseen[i];
+		}
+	}
+	if (bad != NULL)
+		return perr_at(p, badline, "%s: not used by type %s (only by "
+		    "%s)", bad->name, pr->type, (bad->flags & KWF_SCRIPT) ?
+		    "script" : "openai and anthropic");
+	if (script) {
+		if (pr->reply == NULL)
+			return perr_at(p, pr->line, "provider '%s': a script "
+			    "provider needs a 'reply'", pr->name);
+		return 0;
+	}
+	if (pr->model == NULL)
+		return perr_at(p, pr->line, "provider '%s': model is required "
+		    "for type %s", pr->name, pr->type);
+	if (strcmp(pr->type, "anthropic") == 0) {
+		def = "https://api.anthropic.com";
+		/* The Messages API rejects a request without max_tokens. */
+		if (pr->max_tokens == 0)
+			pr->max_tokens = 1024;
+	} else
+		def = "https://api.openai.com/v1";
+	if (pr->url == NULL && (pr->url = strdup(def)) == NULL)
+		return perr_at(p, pr->line, "out of memory");
 	return 0;
 }
 
@@ -1232,6 +1487,9 @@ config_free(struct config *c)
 	while ((pr = TAILQ_FIRST(&c->providers)) != NULL) {
 		TAILQ_REMOVE(&c->providers, pr, entry);
 		free(pr->reply);
+		free(pr->url);
+		free(pr->api_key_env);
+		free(pr->model);
 		free(pr);
 	}
 	free(c->path);

@@ -74,7 +74,7 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 		void *a = c->arg;
 
 		script_free(c);
-		cbs.done(a, &u);
+		cbs.done(a, &u, "stop");
 	}
 }
 

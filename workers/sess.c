@@ -485,7 +485,7 @@ turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
 }
 
 static void
-on_done(void *arg, const struct llm_usage *u)
+on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
 {
 	struct sess *s = arg;
 
@@ -516,6 +516,34 @@ on_error(void *arg, const char *code, const char *message)
 	turn_next(s);
 }
 
+/*
+ * The provider's stream broke after tokens went out and it starts over:
+ * say so in the log (clients saw part of a reply that will not finish),
+ * then the retried output follows under the same messageId.
+ */
+static void
+on_retrying(void *arg, const char *why)
+{
+	struct sess *s = arg;
+	cJSON *b;
+
+	if (s->turn == NULL)
+		return;
+	tokens_flush(s);
+	s->toklen = 0;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "code", "LLM_ERROR");
+	cJSON_AddStringToObject(b, "message", why);
+	cJSON_AddStringToObject(b, "severity", "recoverable");
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	cJSON_AddBoolToObject(b, "retrying", 1);
+	emit(s, "error", b);
+	free(s->turn->reply);
+	s->turn->reply = NULL;
+	s->turn->reply_len = 0;
+}
+
 struct fetch {
 	char	*text;
 };
@@ -537,7 +565,8 @@ fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
 static void
 turn_start(struct sess *s, uint64_t input_seq, unsigned attempt)
 {
-	static const struct llm_cbs cbs = { on_token, on_done, on_error };
+	static const struct llm_cbs cbs = { on_token, on_done, on_error,
+	    NULL, on_retrying };
 	const struct cfg_provider *p;
 	const cJSON *h, *m;
 	struct llm_msg *msgs;

@@ -35,13 +35,32 @@ struct cfg_token {
 	unsigned		 line;
 };
 
-/* provider NAME { type script; reply "..."; chunk N; delay DURATION } */
+/*
+ * provider NAME { type openai|anthropic|script; ... }. reply, chunk and
+ * delay are only set for script; url .. max_retries only for openai and
+ * anthropic (for script they keep their defaults).
+ */
 struct cfg_provider {
 	char			 name[64];
-	char			 type[16];
+	char			 type[16];	/* "openai", "anthropic", "script" */
 	char			*reply;
 	unsigned		 chunk;		/* default 4, 1..65536 */
 	unsigned		 delay_ms;	/* default 20 */
+	char			*url;		/* no trailing '/'; the type's
+						   default filled in, NULL for
+						   script */
+	char			*api_key_env;	/* variable name, NULL = no key;
+						   read per request, not here */
+	char			*model;		/* required for openai/anthropic */
+	unsigned		 max_tokens;	/* 1..1000000; default 1024 for
+						   anthropic, 0 = not sent */
+	double			 temperature;	/* 0..2, if has_temperature */
+	int			 has_temperature;
+	uint64_t		 timeout_ms;	/* first byte, default 60s */
+	uint64_t		 idle_timeout_ms;	/* between bytes, default 60s */
+	double			 price_input;	/* USD per 1M tokens, default 0 */
+	double			 price_output;	/* same */
+	unsigned		 max_retries;	/* 0..10, default 2 */
 	TAILQ_ENTRY(cfg_provider) entry;
 	unsigned		 line;		/* 0 = built-in demo */
 };

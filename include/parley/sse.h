@@ -34,4 +34,29 @@ void	sse_comment(struct evbuffer *out, const char *text);
  */
 void	sse_head(struct evbuffer *out);
 
+/*
+ * An incremental text/event-stream parser, for reading a server's stream
+ * (WHATWG rules: lines end in CRLF, LF or CR, a leading BOM is skipped,
+ * ":" starts a comment, "data" lines join with LF, a blank line dispatches,
+ * an event without data is dropped, a partial event at the end is lost).
+ * cb gets the event type ("message" when none was given) and the data,
+ * NUL-terminated with the final LF removed; it returns 0 to go on, or
+ * non-zero to stop the parser, which then ignores the rest of its input.
+ */
+struct sse_parser;
+typedef int	(*sse_event_cb)(void *arg, const char *type, const char *data,
+		    size_t len);
+
+/* max bounds one line and one event's data (bytes). NULL when out of memory. */
+struct sse_parser	*sse_parser_new(size_t max, sse_event_cb cb, void *arg);
+/*
+ * Parses len more bytes. Returns 0, the non-zero value cb stopped with, or
+ * -1 when a line or an event's data passed max; both stick.
+ */
+int			 sse_parser_feed(struct sse_parser *, const void *buf,
+			    size_t len);
+/* The last "id" field seen (empty when none). */
+const char		*sse_parser_last_id(const struct sse_parser *);
+void			 sse_parser_free(struct sse_parser *);
+
 #endif

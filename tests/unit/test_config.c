@@ -120,6 +120,15 @@ check_defaults(const struct config *c)
 	ck_assert_str_eq(pr->type, "script");
 	ck_assert_uint_eq(pr->chunk, 4);
 	ck_assert_uint_eq(pr->delay_ms, 20);
+	ck_assert_ptr_null(pr->url);
+	ck_assert_ptr_null(pr->api_key_env);
+	ck_assert_ptr_null(pr->model);
+	ck_assert_uint_eq(pr->max_tokens, 0);
+	ck_assert_int_eq(pr->has_temperature, 0);
+	ck_assert_uint_eq(pr->timeout_ms, 60000);
+	ck_assert_uint_eq(pr->idle_timeout_ms, 60000);
+	ck_assert(pr->price_input == 0.0 && pr->price_output == 0.0);
+	ck_assert_uint_eq(pr->max_retries, 2);
 	ck_assert_ptr_nonnull(strstr(pr->reply, "Hello from Parley. This is "
 	    "the built-in demo provider"));
 	ck_assert_ptr_nonnull(strstr(pr->reply, "and set default-provider."));
@@ -311,8 +320,95 @@ START_TEST(test_errors)
 	  "'type'" },
 	{ "provider p {\n  type script\n}\n", "x.conf:1: provider 'p': a "
 	  "script provider needs a 'reply'" },
-	{ "provider p {\n  type openai\n}\n", "x.conf:2: provider type "
-	  "'openai' is not supported by this build" },
+	{ "provider p {\n  type gemini\n}\n", "x.conf:2: type: expected "
+	  "openai, anthropic or script, got 'gemini'" },
+	{ "provider p {\n  type openai\n}\n", "x.conf:1: provider 'p': model "
+	  "is required for type openai" },
+	{ "provider p {\n  type anthropic }\n", "x.conf:1: provider 'p': "
+	  "model is required for type anthropic" },
+	{ "provider p {\n type openai\n model m\n reply hi\n}\n",
+	  "x.conf:4: reply: not used by type openai (only by script)" },
+	{ "provider p {\n chunk 2\n delay 1s\n type anthropic\n model m\n}\n",
+	  "x.conf:2: chunk: not used by type anthropic (only by script)" },
+	{ "provider p {\n model m\n delay 1s\n type openai\n}\n",
+	  "x.conf:3: delay: not used by type openai (only by script)" },
+	{ "provider p {\n type script\n reply a\n url http://h\n}\n",
+	  "x.conf:4: url: not used by type script (only by openai and "
+	  "anthropic)" },
+	{ "provider p {\n type script\n reply a\n max-retries 1\n"
+	  " idle-timeout 5s\n}\n", "x.conf:4: max-retries: not used by type "
+	  "script (only by openai and anthropic)" },
+	{ "provider p {\n type openai\n model m\n type openai\n}\n",
+	  "x.conf:4: type: duplicate directive (first on line 2)" },
+	{ "provider p {\n type openai\n model m\n model n\n}\n",
+	  "x.conf:4: model: duplicate directive (first on line 3)" },
+	{ "provider p {\n type openai\n model \"a b\"\n}\n",
+	  "x.conf:3: model: must be 1 to 256 printable characters without "
+	  "blanks" },
+	{ "provider p {\n type openai\n model \"\"\n}\n",
+	  "x.conf:3: model: must be 1 to 256 printable characters without "
+	  "blanks" },
+	{ "provider p {\n type openai\n model m\n url ftp://h/v1\n}\n",
+	  "x.conf:4: url: must start with http:// or https://" },
+	{ "provider p {\n type openai\n model m\n url api.openai.com\n}\n",
+	  "x.conf:4: url: must start with http:// or https://" },
+	{ "provider p {\n type openai\n model m\n url https://\n}\n",
+	  "x.conf:4: url: missing host name" },
+	{ "provider p {\n type openai\n model m\n url http:///v1\n}\n",
+	  "x.conf:4: url: missing host name" },
+	{ "provider p {\n type openai\n model m\n url https:////\n}\n",
+	  "x.conf:4: url: missing host name" },
+	{ "provider p {\n type openai\n model m\n url \"http://h /v1\"\n}\n",
+	  "x.conf:4: url: must be printable ASCII without blanks, quotes, "
+	  "backslashes, '?' or '#'" },
+	{ "provider p {\n type openai\n model m\n url http://h/v1?x=1\n}\n",
+	  "x.conf:4: url: must be printable ASCII without blanks, quotes, "
+	  "backslashes, '?' or '#'" },
+	{ "provider p {\n type openai\n model m\n api-key-env 9KEY\n}\n",
+	  "x.conf:4: api-key-env: '9KEY' is not a valid environment variable "
+	  "name" },
+	{ "provider p {\n type openai\n model m\n api-key-env A-B\n}\n",
+	  "x.conf:4: api-key-env: 'A-B' is not a valid environment variable "
+	  "name" },
+	{ "provider p {\n type openai\n model m\n max-tokens 0\n}\n",
+	  "x.conf:4: max-tokens: expected a number from 1 to 1000000, got "
+	  "'0'" },
+	{ "provider p {\n type openai\n model m\n max-tokens 1000001\n}\n",
+	  "x.conf:4: max-tokens: expected a number from 1 to 1000000, got "
+	  "'1000001'" },
+	{ "provider p {\n type openai\n model m\n temperature 2.01\n}\n",
+	  "x.conf:4: temperature: expected a decimal number from 0 to 2, got "
+	  "'2.01'" },
+	{ "provider p {\n type openai\n model m\n temperature -0.5\n}\n",
+	  "x.conf:4: temperature: expected a decimal number from 0 to 2, got "
+	  "'-0.5'" },
+	{ "provider p {\n type openai\n model m\n temperature 1e0\n}\n",
+	  "x.conf:4: temperature: expected a decimal number from 0 to 2, got "
+	  "'1e0'" },
+	{ "provider p {\n type openai\n model m\n temperature .5\n}\n",
+	  "x.conf:4: temperature: expected a decimal number from 0 to 2, got "
+	  "'.5'" },
+	{ "provider p {\n type openai\n model m\n timeout 0\n}\n",
+	  "x.conf:4: timeout: expected a duration from 100ms to 1h (a number "
+	  "with ms, s, m, h or d), got '0'" },
+	{ "provider p {\n type openai\n model m\n idle-timeout 2h\n}\n",
+	  "x.conf:4: idle-timeout: expected a duration from 100ms to 1h (a "
+	  "number with ms, s, m, h or d), got '2h'" },
+	{ "provider p {\n type openai\n model m\n idle-timeout 1s\n"
+	  " idle-timeout 2s\n}\n", "x.conf:5: idle-timeout: duplicate "
+	  "directive (first on line 4)" },
+	{ "provider p {\n type openai\n model m\n price-input 1.\n}\n",
+	  "x.conf:4: price-input: expected a decimal number from 0 to 1000000, "
+	  "got '1.'" },
+	{ "provider p {\n type openai\n model m\n price-output 1000000.5\n"
+	  "}\n", "x.conf:4: price-output: expected a decimal number from 0 to "
+	  "1000000, got '1000000.5'" },
+	{ "provider p {\n type openai\n model m\n max-retries 11\n}\n",
+	  "x.conf:4: max-retries: expected a number from 0 to 10, got '11'" },
+	{ "model m\n", "x.conf:1: model: only allowed inside a provider "
+	  "block" },
+	{ "timeout 5s\n", "x.conf:1: timeout: only allowed inside a provider "
+	  "block" },
 	{ "provider p {\n type script\n reply a\n chunk 2\n chunk 3\n}\n",
 	  "x.conf:5: chunk: duplicate directive (first on line 4)" },
 	{ "provider p {\n type script\n reply a\n chunk 0\n}\n",
@@ -607,6 +703,154 @@ START_TEST(test_blocks)
 }
 END_TEST
 
+START_TEST(test_decimal)
+{
+	static const struct {
+		const char	*s;
+		int		 ok;
+		double		 v;
+	} d[] = {
+		{ "0", 1, 0 }, { "2", 1, 2 }, { "0.7", 1, 0.7 },
+		{ "15.25", 1, 15.25 }, { "0.075", 1, 0.075 },
+		{ "1.000000000000000000000000001", 1, 1 },
+		{ "1000000000000", 1, 1e12 }, { "1000000000001", 0, 0 },
+		{ "", 0, 0 }, { ".", 0, 0 }, { ".5", 0, 0 }, { "1.", 0, 0 },
+		{ "-1", 0, 0 }, { "+1", 0, 0 }, { "1e3", 0, 0 }, { "1,5", 0, 0 },
+		{ "1.5.", 0, 0 }, { "1..5", 0, 0 }, { "0x10", 0, 0 },
+		{ "nan", 0, 0 }, { "inf", 0, 0 }, { "1 ", 0, 0 },
+		{ "99999999999999999999999", 0, 0 },
+	};
+	double	v, diff;
+	size_t	i;
+
+	for (i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
+		v = -1;
+		ck_assert_msg((parse_decimal(d[i].s, &v) == 0) == d[i].ok,
+		    "decimal '%s'", d[i].s);
+		if (!d[i].ok)
+			continue;
+		diff = v - d[i].v;
+		ck_assert_msg(diff < 1e-12 && diff > -1e-12, "decimal '%s' = %g",
+		    d[i].s, v);
+	}
+}
+END_TEST
+
+START_TEST(test_llm_providers)
+{
+	struct config			*c;
+	const struct cfg_provider	*pr;
+
+	c = parse("provider gpt {\n"
+	    "    type openai\n"
+	    "    url https://api.example.com/v1/\n"
+	    "    api-key-env OPENAI_API_KEY\n"
+	    "    model gpt-4o-mini\n"
+	    "    max-tokens 2048\n"
+	    "    temperature 0.7\n"
+	    "    timeout 30s\n"
+	    "    idle-timeout 45s\n"
+	    "    price-input 0.15\n"
+	    "    price-output 0.6\n"
+	    "    max-retries 5\n"
+	    "}\n"
+	    "provider claude {\n"
+	    "    model claude-sonnet-4-5\n"
+	    "    api-key-env ANTHROPIC_API_KEY\n"
+	    "    type anthropic\n"
+	    "    price-input 3\n"
+	    "    price-output 15\n"
+	    "}\n"
+	    "idle-timeout 5m\n"
+	    "provider local {\n"
+	    "    type openai\n"
+	    "    url http://127.0.0.1:8080/v1\n"
+	    "    model \"meta-llama/Llama-3.1-8B-Instruct:q4\"\n"
+	    "    temperature 0\n"
+	    "    max-retries 0 }\n"
+	    "provider big {\n type anthropic\n model m\n url HTTP://h:1//\n"
+	    " max-tokens 1000000\n timeout 100ms\n idle-timeout 1h\n"
+	    " temperature 2\n}\n"
+	    "provider oai {\n type openai\n model m\n}\n"
+	    "default-provider claude\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->default_provider, "claude");
+	/* Top-level idle-timeout keeps its own meaning. */
+	ck_assert_uint_eq(c->idle_timeout_ms, 300000);
+
+	pr = config_provider(c, "gpt");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->type, "openai");
+	ck_assert_str_eq(pr->url, "https://api.example.com/v1");
+	ck_assert_str_eq(pr->api_key_env, "OPENAI_API_KEY");
+	ck_assert_str_eq(pr->model, "gpt-4o-mini");
+	ck_assert_uint_eq(pr->max_tokens, 2048);
+	ck_assert_int_eq(pr->has_temperature, 1);
+	ck_assert(pr->temperature > 0.6999999 && pr->temperature < 0.7000001);
+	ck_assert_uint_eq(pr->timeout_ms, 30000);
+	ck_assert_uint_eq(pr->idle_timeout_ms, 45000);
+	ck_assert(pr->price_input > 0.1499999 && pr->price_input < 0.1500001);
+	ck_assert(pr->price_output > 0.5999999 && pr->price_output < 0.6000001);
+	ck_assert_uint_eq(pr->max_retries, 5);
+	ck_assert_ptr_null(pr->reply);
+
+	pr = config_provider(c, "claude");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->type, "anthropic");
+	ck_assert_str_eq(pr->url, "https://api.anthropic.com");
+	ck_assert_str_eq(pr->api_key_env, "ANTHROPIC_API_KEY");
+	ck_assert_str_eq(pr->model, "claude-sonnet-4-5");
+	ck_assert_uint_eq(pr->max_tokens, 1024);
+	ck_assert_int_eq(pr->has_temperature, 0);
+	ck_assert_uint_eq(pr->timeout_ms, 60000);
+	ck_assert_uint_eq(pr->idle_timeout_ms, 60000);
+	ck_assert(pr->price_input == 3.0 && pr->price_output == 15.0);
+	ck_assert_uint_eq(pr->max_retries, 2);
+
+	pr = config_provider(c, "local");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->url, "http://127.0.0.1:8080/v1");
+	ck_assert_ptr_null(pr->api_key_env);
+	ck_assert_str_eq(pr->model, "meta-llama/Llama-3.1-8B-Instruct:q4");
+	ck_assert_uint_eq(pr->max_tokens, 0);
+	ck_assert_int_eq(pr->has_temperature, 1);
+	ck_assert(pr->temperature == 0.0);
+	ck_assert_uint_eq(pr->max_retries, 0);
+
+	pr = config_provider(c, "big");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->url, "HTTP://h:1");
+	ck_assert_uint_eq(pr->max_tokens, 1000000);
+	ck_assert_uint_eq(pr->timeout_ms, 100);
+	ck_assert_uint_eq(pr->idle_timeout_ms, 3600000);
+	ck_assert(pr->temperature == 2.0);
+
+	pr = config_provider(c, "oai");
+	ck_assert_ptr_nonnull(pr);
+	ck_assert_str_eq(pr->url, "https://api.openai.com/v1");
+	ck_assert_uint_eq(pr->max_tokens, 0);
+	ck_assert_ptr_null(pr->api_key_env);
+	config_free(c);
+
+	/* The key variable is only named here, never read: unset is fine. */
+	unsetenv("PARLEY_TEST_UNSET_KEY");
+	c = parse("provider a {\n type anthropic\n model m\n"
+	    " api-key-env PARLEY_TEST_UNSET_KEY\n}\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(config_provider(c, "a")->api_key_env,
+	    "PARLEY_TEST_UNSET_KEY");
+	config_free(c);
+
+	/* Errors after strings were stored must not leak them (LSan). */
+	c = parse("provider a {\n type openai\n model m\n url http://h\n"
+	    " api-key-env K\n max-retries 99\n}\n");
+	ck_assert_ptr_null(c);
+	c = parse("provider a {\n url http://h\n model m\n type openai\n"
+	    " api-key-env K\n}\nprovider a {\n");
+	ck_assert_ptr_null(c);
+}
+END_TEST
+
 START_TEST(test_listen)
 {
 	struct config		*c;
@@ -831,6 +1075,8 @@ config_suite(void)
 	tcase_add_test(tc, test_durations_sizes);
 	tcase_add_test(tc, test_quoting);
 	tcase_add_test(tc, test_blocks);
+	tcase_add_test(tc, test_decimal);
+	tcase_add_test(tc, test_llm_providers);
 	tcase_add_test(tc, test_listen);
 	tcase_add_test(tc, test_tokens);
 	tcase_add_test(tc, test_robust);

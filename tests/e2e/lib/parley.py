@@ -65,7 +65,8 @@ class Daemon:
 
     def __init__(self, extra="", providers=None, default="fast",
                  flush="20ms", workers=2, retention="24h",
-                 heartbeat="15s", idle_timeout="10m"):
+                 heartbeat="15s", idle_timeout="10m", env=None):
+        self.env = env
         self.tmp = tempfile.mkdtemp(prefix="parley-e2e-", dir="/tmp")
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
@@ -100,6 +101,7 @@ class Daemon:
     def start(self, timeout=30):
         env = dict(os.environ)
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.update(self.env or {})
         logf = open(self.logpath, "ab")
         self.proc = subprocess.Popen([PARLEYD, "-d", "-f", self.conf],
                                      stdin=subprocess.DEVNULL, stdout=logf,
@@ -497,3 +499,165 @@ def owner_of(pids, local_port):
         except OSError:
             continue
     return None
+
+
+# -- fake LLM provider (tests/fixtures/fakellm.py) -----------------------------
+
+FAKELLM = os.path.join(E2E, "..", "fixtures", "fakellm.py")
+
+
+class FakeLLM:
+    """A private fakellm on a free loopback port: FakeLLM().start().
+
+    script(steps) queues what the next requests get; requests() is what it
+    received; wait_for(pred) polls requests() until pred(list) is true.
+    """
+
+    def __init__(self, logdir=None):
+        self.proc = None
+        self.port = None
+        self.logdir = logdir or tempfile.mkdtemp(prefix="parley-fakellm-",
+                                                 dir="/tmp")
+        self.own_dir = logdir is None
+        self.logpath = os.path.join(self.logdir, "fakellm.log")
+
+    def start(self, timeout=10):
+        logf = open(self.logpath, "ab")
+        self.proc = subprocess.Popen(["/usr/bin/python3", "-u", FAKELLM, "0"],
+                                     stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=logf,
+                                     close_fds=True)
+        logf.close()
+        import select as _select
+        line = b""
+        deadline = time.time() + timeout
+        while not line.endswith(b"\n"):
+            left = deadline - time.time()
+            r, _, _ = _select.select([self.proc.stdout], [], [], max(0, left))
+            if not r:
+                self.stop()
+                raise Fail("fakellm did not start within %ss" % timeout)
+            b = os.read(self.proc.stdout.fileno(), 256)
+            if not b:
+                self.stop()
+                raise Fail("fakellm exited: %s" % self.log_tail())
+            line += b
+        self.port = int(line.split()[-1])
+        return self
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc is not None and self.proc.stdout:
+            self.proc.stdout.close()
+
+    def cleanup(self):
+        if self.own_dir:
+            shutil.rmtree(self.logdir, ignore_errors=True)
+
+    def log_tail(self, n=15):
+        try:
+            with open(self.logpath, errors="replace") as f:
+                return " | ".join(f.read().splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def base(self, path=""):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def _call(self, method, path, body=None):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            data = None if body is None else json.dumps(body)
+            c.request(method, path, body=data,
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            out = r.read()
+            check(r.status == 200, "fakellm %s %s -> %d %r"
+                  % (method, path, r.status, out[:200]))
+            return json.loads(out)
+        finally:
+            c.close()
+
+    def script(self, steps, append=False):
+        return self._call("POST", "/_script", {"queue": steps,
+                                               "append": append})
+
+    def reset(self):
+        return self._call("POST", "/_reset", {})
+
+    def requests(self):
+        return self._call("GET", "/_requests")
+
+    def wait_for(self, pred, timeout=10, what="fakellm requests"):
+        deadline = time.time() + timeout
+        while True:
+            reqs = self.requests()
+            if pred(reqs):
+                return reqs
+            if time.time() > deadline:
+                raise Fail("timed out waiting for %s; have %s" % (what, [
+                    (r.get("kind"), r.get("state")) for r in reqs]))
+            time.sleep(0.05)
+
+
+class with_fakellm:
+    """Context manager: start a FakeLLM, stop and clean it up at the end."""
+
+    def __init__(self, f=None):
+        self.f = f or FakeLLM()
+
+    def __enter__(self):
+        return self.f.start()
+
+    def __exit__(self, et, ev, tb):
+        self.f.stop()
+        if et is not None:
+            print("fakellm log tail:\n" + "\n".join(
+                self.f.log_tail(30).split(" | ")))
+        self.f.cleanup()
+        return False
+
+
+# -- one chat turn over WebSocket, for provider tests ---------------------------
+
+async def chat_turn(d, sid, message, timeout=40, on_event=None):
+    """Sends one chat on a fresh /chat connection and returns every event
+    received until the turn's session goes idle again (done or error).
+    on_event(ws, event, events) may act mid-turn (e.g. send a cancel)."""
+    ws = await ws_connect(d.url("/chat"))
+    got = []
+    try:
+        await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid,
+                           "id": "turn-%s-%d" % (sid, int(time.time() * 1000)),
+                           "message": message})
+        deadline = time.time() + timeout
+        seen_user = False
+        while True:
+            left = deadline - time.time()
+            if left <= 0:
+                raise Fail("turn in %s did not end within %ss; last events: %s"
+                           % (sid, timeout, [short(e) for e in got[-8:]]))
+            e = await ws_recv(ws, left)
+            got.append(e)
+            if e.get("type") == "user_message":
+                seen_user = True
+            if on_event is not None:
+                await on_event(ws, e, got)
+            if seen_user and is_idle(e):
+                return got
+    finally:
+        await ws.close()
+
+
+def of_type(events, t):
+    return [e for e in events if e.get("type") == t]
+
+
+def tokens_text(events):
+    return "".join(e.get("content", "") for e in of_type(events, "token"))

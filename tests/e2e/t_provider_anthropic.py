@@ -1,0 +1,319 @@
+#!/usr/bin/python3
+# `type anthropic` against tests/fixtures/fakellm.py: text_delta events
+# become token events; done carries input_tokens from message_start and the
+# cumulative output_tokens from message_delta, priced as configured; the
+# request (POST {url}/v1/messages, x-api-key, anthropic-version 2023-06-01,
+# content-type, model, max_tokens, stream, messages with history);
+# errors classified by error.type, not by HTTP status: 529 overloaded_error
+# exhausting retries names the provider error, an overloaded error event in
+# a 200 response is retried, api_error after tokens re-runs the reply
+# through an error "recoverable", invalid_request_error after tokens is
+# final; 429 + retry-after; 401 not retried; first-byte timeout; cancel
+# during a stall closes the connection; tool_use blocks end the turn.
+import sys, os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from parley import *
+
+KEY = "sk-ant-fake-0123456789abcdefXYZ"
+TEXT = "Hello from the fake Anthropic, streamed in pieces."
+PRICE_IN, PRICE_OUT = 3.0, 15.0
+
+
+def providers(port):
+    return ('provider an {\n'
+            '    type anthropic\n'
+            '    url "http://127.0.0.1:%d"\n'
+            '    api-key-env FAKE_KEY\n'
+            '    model "claude-test"\n'
+            '    max-tokens 256\n'
+            '    timeout 1s\n'
+            '    idle-timeout 1s\n'
+            '    price-input 3\n'
+            '    price-output 15\n'
+            '    max-retries 2\n'
+            '}\n' % port)
+
+
+def final_error(ev, what):
+    check(not of_type(ev, "done"), "%s: turn ended with done, expected an "
+          "error: %s" % (what, of_type(ev, "done")))
+    errs = of_type(ev, "error")
+    check(errs, "%s: no error event; events %s" % (what, [short(e) for e in ev]))
+    e = errs[-1]
+    check(e.get("code") == "LLM_ERROR", "%s: error code %r, expected "
+          "LLM_ERROR: %s" % (what, e.get("code"), e))
+    check(isinstance(e.get("message"), str) and e["message"],
+          "%s: error without message: %s" % (what, e))
+    return e
+
+
+def one_done(ev, what):
+    dn = of_type(ev, "done")
+    check(len(dn) == 1, "%s: expected one done, got %d; events %s; errors %s"
+          % (what, len(dn), [short(e) for e in ev], of_type(ev, "error")))
+    return dn[0]
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)
+
+
+def content_text(c):
+    """A message content as a string (plain, or a list of text blocks)."""
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):
+        return "".join(b.get("text", "") for b in c
+                       if isinstance(b, dict) and b.get("type") == "text")
+    return None
+
+
+def plain_messages(msgs):
+    return [(m.get("role"), content_text(m.get("content"))) for m in msgs or []]
+
+
+async def s_text(d, f):
+    f.script([{"kind": "text", "text": TEXT, "chunks": 5, "delay_ms": 10,
+               "usage": {"in": 7, "out": 9}}])
+    ev = await chat_turn(d, "an-text", "hi")
+    check(not of_type(ev, "error"), "error in a clean turn: %s" % of_type(ev, "error"))
+    check(tokens_text(ev) == TEXT, "streamed text %r, expected %r"
+          % (tokens_text(ev), TEXT))
+    dn = one_done(ev, "text")
+    u = dn.get("usage") or {}
+    check(u.get("inputTokens") == 7 and u.get("outputTokens") == 9 and
+          u.get("tokens") == 16, "done.usage %s, expected message_start's 7 "
+          "in and message_delta's 9 out" % u)
+    want = 7 * PRICE_IN / 1e6 + 9 * PRICE_OUT / 1e6
+    check(isinstance(u.get("cost"), (int, float)) and close(u["cost"], want),
+          "done.usage.cost %r, expected %r" % (u.get("cost"), want))
+
+    reqs = f.requests()
+    check(len(reqs) == 1, "expected 1 provider request, got %d" % len(reqs))
+    r = reqs[0]
+    check(r["path"] == "/v1/messages", "request path %s" % r["path"])
+    h = r["headers"]
+    check(h.get("x-api-key") == "<redacted len=%d>" % len(KEY),
+          "x-api-key header %r (expected the %d-byte key)"
+          % (h.get("x-api-key"), len(KEY)))
+    check(h.get("anthropic-version") == "2023-06-01",
+          "anthropic-version %r" % h.get("anthropic-version"))
+    check("application/json" in h.get("content-type", ""),
+          "content-type %r" % h.get("content-type"))
+    b = r["body"]
+    check(isinstance(b, dict), "request body not JSON: %r" % r.get("raw_body"))
+    check(b.get("model") == "claude-test", "model %r" % b.get("model"))
+    check(b.get("stream") is True, "stream %r" % b.get("stream"))
+    check(b.get("max_tokens") == 256, "max_tokens %r" % b.get("max_tokens"))
+    check(plain_messages(b.get("messages")) == [("user", "hi")],
+          "messages %r" % b.get("messages"))
+    check(not any(m.get("role") == "system" for m in b.get("messages") or []),
+          "a system role inside messages: %r" % b.get("messages"))
+
+    f.reset()
+    f.script([{"kind": "text", "text": "Second.", "usage": {"in": 20, "out": 2}}])
+    ev = await chat_turn(d, "an-text", "again")
+    one_done(ev, "second turn")
+    msgs = f.requests()[0]["body"].get("messages")
+    check(plain_messages(msgs) == [("user", "hi"), ("assistant", TEXT),
+                                   ("user", "again")],
+          "second turn messages %r" % msgs)
+
+
+async def s_529_exhaust(d, f):
+    f.script([{"kind": "http_error", "status": 529, "retry_after_ms": "50",
+               "repeat": 3}])
+    ev = await chat_turn(d, "an-529", "hi")
+    e = final_error(ev, "529 x3")
+    for w in ("529", "overloaded_error", "Overloaded"):
+        check(w in e["message"], "message %r lacks %r" % (e["message"], w))
+    await asyncio.sleep(0.5)
+    n = len(f.requests())
+    check(n == 3, "max-retries 2 should make 3 requests, made %d" % n)
+
+
+async def s_overloaded_200_retried(d, f):
+    """An overloaded_error event in a 200 response, before any token, is
+    retried like a 529."""
+    f.script([{"kind": "stream_error", "after_chunks": -1},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, "an-ovl200", "hi")
+    check(not of_type(ev, "error"), "error event for a retried overloaded "
+          "error: %s" % of_type(ev, "error"))
+    check(tokens_text(ev) == TEXT, "text %r" % tokens_text(ev))
+    one_done(ev, "overloaded 200 then ok")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+
+
+async def s_overloaded_200_exhaust(d, f):
+    f.script([{"kind": "stream_error", "after_chunks": -1, "repeat": 3}])
+    ev = await chat_turn(d, "an-ovl200x", "hi")
+    e = final_error(ev, "overloaded 200 x3")
+    for w in ("overloaded_error", "Overloaded"):
+        check(w in e["message"], "message %r lacks %r" % (e["message"], w))
+    await asyncio.sleep(0.5)
+    check(len(f.requests()) == 3, "%d requests" % len(f.requests()))
+
+
+async def s_api_error_after_tokens(d, f):
+    """api_error after tokens with retries left: error recoverable, the
+    reply starts over, done."""
+    f.script([{"kind": "stream_error", "after_chunks": 2, "text": TEXT,
+               "chunks": 5, "delay_ms": 80,
+               "error": {"type": "api_error", "message": "Internal server error"}},
+              {"kind": "text", "text": TEXT, "chunks": 5}])
+    ev = await chat_turn(d, "an-apierr", "hi")
+    errs = of_type(ev, "error")
+    check(errs, "no error event when the stream broke after tokens: %s"
+          % [short(e) for e in ev])
+    check(all(e.get("severity") == "recoverable" for e in errs),
+          "retrying error severity: %s" % errs)
+    i = ev.index(errs[0])
+    before, after = tokens_text(ev[:i]), tokens_text(ev[i:])
+    check(TEXT.startswith(before) and before != TEXT,
+          "tokens before the break %r" % before)
+    check(after == TEXT, "tokens after the retrying error %r, expected the "
+          "whole reply" % after)
+    one_done(ev, "api_error then ok")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+
+
+async def s_invalid_after_tokens(d, f):
+    """invalid_request_error after tokens is not retried."""
+    f.script([{"kind": "stream_error", "after_chunks": 2, "text": TEXT,
+               "chunks": 5, "error": {"type": "invalid_request_error",
+                                      "message": "prompt is too long"}}])
+    ev = await chat_turn(d, "an-invalid", "hi")
+    check(of_type(ev, "token"), "no tokens before the error")
+    e = final_error(ev, "invalid_request_error")
+    for w in ("invalid_request_error", "prompt is too long"):
+        check(w in e["message"], "message %r lacks %r" % (e["message"], w))
+    await asyncio.sleep(1.2)
+    check(len(f.requests()) == 1, "invalid_request_error retried: %d requests"
+          % len(f.requests()))
+
+
+async def s_429(d, f):
+    f.script([{"kind": "http_error", "status": 429, "retry_after": "1"},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, "an-429", "hi")
+    check(not of_type(ev, "error"), "error for a retried 429: %s" % of_type(ev, "error"))
+    one_done(ev, "429 then ok")
+    reqs = f.requests()
+    check(len(reqs) == 2, "%d requests" % len(reqs))
+    gap = reqs[1]["t_start"] - reqs[0]["t_start"]
+    check(gap >= 0.9, "retry came %.2fs after a 429 with retry-after: 1" % gap)
+
+
+async def s_401(d, f):
+    f.script([{"kind": "http_error", "status": 401}])
+    ev = await chat_turn(d, "an-401", "hi")
+    e = final_error(ev, "401")
+    for w in ("401", "authentication_error", "invalid x-api-key"):
+        check(w in e["message"], "message %r lacks %r" % (e["message"], w))
+    await asyncio.sleep(1.2)
+    check(len(f.requests()) == 1, "401 retried: %d requests" % len(f.requests()))
+
+
+async def s_first_byte_timeout(d, f):
+    f.script([{"kind": "text", "first_byte_ms": 4000, "repeat": 3}])
+    ev = await chat_turn(d, "an-timeout", "hi")
+    e = final_error(ev, "first byte timeout")
+    check("timeout" in e["message"], "timeout message %r" % e["message"])
+    f.wait_for(lambda rs: rs and all(r["state"] == "client_closed" for r in rs),
+               timeout=5, what="timed-out requests closed by parleyd")
+
+
+async def s_cancel_stall(d, f):
+    f.script([{"kind": "stall", "after_chunks": 1, "seconds": 20, "text": TEXT}])
+    sent = []
+
+    async def on_event(ws, e, got):
+        if e.get("type") == "token" and not sent:
+            sent.append(1)
+            await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": "an-cancel"})
+    ev = await chat_turn(d, "an-cancel", "hi", on_event=on_event)
+    check(sent, "no token arrived before the stall")
+    dn = one_done(ev, "cancel")
+    check(dn.get("cancelled") is True, "done after cancel: %s" % dn)
+    f.wait_for(lambda rs: len(rs) == 1 and rs[0]["state"] == "client_closed",
+               timeout=5, what="the cancelled provider connection to close")
+    await asyncio.sleep(1.0)
+    check(len(f.requests()) == 1, "requests after cancel: %d" % len(f.requests()))
+
+
+async def s_tool_use(d, f):
+    f.script([{"kind": "tool_calls", "text": "Let me add.",
+               "calls": [{"id": "toolu_01", "name": "srv__add",
+                          "arguments": "{\"a\":1,\"b\":2}"},
+                         {"id": "toolu_02", "name": "srv__mul",
+                          "arguments": "{\"x\":3}"}]}])
+    ev = await chat_turn(d, "an-tools", "add")
+    check(tokens_text(ev).startswith("Let me add."), "text %r" % tokens_text(ev))
+    check(of_type(ev, "done") or of_type(ev, "error"), "turn ended without "
+          "done or error")
+    check(len(of_type(ev, "done")) <= 1, "two done events")
+
+
+async def s_max_tokens_stop(d, f):
+    f.script([{"kind": "text", "text": "Cut short", "finish_reason": "max_tokens"}])
+    ev = await chat_turn(d, "an-maxtok", "hi")
+    check(tokens_text(ev) == "Cut short", "text %r" % tokens_text(ev))
+    one_done(ev, "stop_reason max_tokens")
+
+
+UTF8 = "Grüße aus Köln 🌍 — naïve café, 日本語 ok."
+
+
+async def s_split_utf8(d, f):
+    """Event lines, JSON and UTF-8 characters split across reads."""
+    f.script([{"kind": "tool_calls", "text": UTF8, "chunks": 5, "write_size": 1,
+               "delay_ms": 0, "usage": {"in": 4, "out": 6},
+               "calls": [{"id": "toolu_09", "name": "srv__echo",
+                          "arguments": "{\"s\":\"ü🌍\"}"}]}])
+    ev = await chat_turn(d, "an-split", "hi")
+    check(tokens_text(ev) == UTF8, "split text %r, expected %r"
+          % (tokens_text(ev), UTF8))
+    check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
+
+
+async def s_garbage(d, f):
+    junk = ("event: message_start\ndata: {not json\n\n"
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+            "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":null}}\n\n"
+            "event: content_block_delta\ndata: " + "x" * (3 << 20))
+    f.script([{"kind": "raw", "data": junk, "repeat": 3}])
+    ev = await chat_turn(d, "an-junk", "hi")
+    check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
+    f.reset()
+    f.script([{"kind": "text", "text": "fine"}])
+    ev = await chat_turn(d, "an-junk", "again")
+    check(tokens_text(ev) == "fine", "turn after garbage: %r" % tokens_text(ev))
+    one_done(ev, "turn after garbage")
+
+
+SCENARIOS = [s_text, s_529_exhaust, s_overloaded_200_retried,
+             s_overloaded_200_exhaust, s_api_error_after_tokens,
+             s_invalid_after_tokens, s_429, s_401, s_first_byte_timeout,
+             s_cancel_stall, s_tool_use, s_max_tokens_stop, s_split_utf8,
+             s_garbage]
+
+
+async def test():
+    with with_fakellm() as f:
+        d = Daemon(providers=providers(f.port), default="an",
+                   env={"FAKE_KEY": KEY})
+        with with_daemon(d):
+            for fn in SCENARIOS:
+                f.reset()
+                print("-- %s" % fn.__name__, flush=True)
+                try:
+                    await fn(d, f)
+                except Fail as e:
+                    raise Fail("%s: %s" % (fn.__name__, e))
+                st, _, _ = d.http("GET", "/health/ready")
+                check(st == 200, "%s: parleyd not ready afterwards (%d)"
+                      % (fn.__name__, st))
+            check(KEY not in d.log_text(), "the API key appears in parleyd's log")
+
+run_test("provider_anthropic", test)

@@ -1,0 +1,444 @@
+#!/usr/bin/python3
+# `type openai` against tests/fixtures/fakellm.py: streamed text becomes
+# token events and done carries the provider's usage and the configured
+# price; the request Parley sends (path, bearer key, model, stream,
+# stream_options, messages with history, max tokens, temperature); retries
+# (429 + retry-after, x-should-retry false, 5xx exhausting retries, 400 not
+# retried, a broken stream after tokens re-run through an error
+# "recoverable"); an error chunk mid-stream; first-byte and idle timeouts;
+# cancel during a stall closes the provider connection; parallel tool_calls
+# and every finish_reason end the turn; no key configured sends no
+# Authorization; a base URL with a path prefix; the key never reaches the log.
+import sys, os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from parley import *
+
+KEY = "sk-fake-openai-0123456789abcdef"
+TEXT = "Hello from the fake OpenAI, streamed in pieces."
+PRICE_IN, PRICE_OUT = 1.0, 2.0
+
+
+def providers(port):
+    return ('provider oa {\n'
+            '    type openai\n'
+            '    url "http://127.0.0.1:%d/v1"\n'
+            '    api-key-env FAKE_KEY\n'
+            '    model "gpt-test"\n'
+            '    max-tokens 300\n'
+            '    temperature 0.5\n'
+            '    timeout 1s\n'
+            '    idle-timeout 1s\n'
+            '    price-input 1\n'
+            '    price-output 2\n'
+            '    max-retries 2\n'
+            '}\n' % port)
+
+
+def final_error(ev, what):
+    """The turn ended with an LLM_ERROR error and no done; returns it."""
+    check(not of_type(ev, "done"), "%s: turn ended with done, expected an "
+          "error: %s" % (what, of_type(ev, "done")))
+    errs = of_type(ev, "error")
+    check(errs, "%s: no error event; events %s" % (what, [short(e) for e in ev]))
+    e = errs[-1]
+    check(e.get("code") == "LLM_ERROR", "%s: error code %r, expected "
+          "LLM_ERROR: %s" % (what, e.get("code"), e))
+    check(isinstance(e.get("message"), str) and e["message"],
+          "%s: error without message: %s" % (what, e))
+    return e
+
+
+def one_done(ev, what):
+    dn = of_type(ev, "done")
+    check(len(dn) == 1, "%s: expected one done, got %d; events %s; errors %s"
+          % (what, len(dn), [short(e) for e in ev], of_type(ev, "error")))
+    return dn[0]
+
+
+def close(a, b):
+    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)
+
+
+async def s_text(d, f):
+    """Plain streamed text; usage, cost, the request; then history."""
+    f.script([{"kind": "text", "text": TEXT, "chunks": 5, "delay_ms": 10,
+               "usage": {"in": 12, "out": 5}}])
+    ev = await chat_turn(d, "oa-text", "hi")
+    check(not of_type(ev, "error"), "error in a clean turn: %s" % of_type(ev, "error"))
+    check(len(of_type(ev, "token")) >= 1, "no token events")
+    check(tokens_text(ev) == TEXT, "streamed text %r, expected %r"
+          % (tokens_text(ev), TEXT))
+    dn = one_done(ev, "text")
+    u = dn.get("usage") or {}
+    check(u.get("inputTokens") == 12 and u.get("outputTokens") == 5 and
+          u.get("tokens") == 17, "done.usage %s, expected the provider's "
+          "12 in / 5 out" % u)
+    want = 12 * PRICE_IN / 1e6 + 5 * PRICE_OUT / 1e6
+    check(isinstance(u.get("cost"), (int, float)) and close(u["cost"], want),
+          "done.usage.cost %r, expected %r" % (u.get("cost"), want))
+    check(not u.get("estimated"), "provider usage marked estimated: %s" % u)
+
+    reqs = f.requests()
+    check(len(reqs) == 1, "expected 1 provider request, got %d" % len(reqs))
+    r = reqs[0]
+    check(r["path"] == "/v1/chat/completions", "request path %s" % r["path"])
+    h = r["headers"]
+    check(h.get("authorization") == "Bearer <redacted len=%d>" % len(KEY),
+          "Authorization header %r (expected Bearer and the %d-byte key)"
+          % (h.get("authorization"), len(KEY)))
+    check("application/json" in h.get("content-type", ""),
+          "content-type %r" % h.get("content-type"))
+    b = r["body"]
+    check(isinstance(b, dict), "request body not JSON: %r" % r.get("raw_body"))
+    check(b.get("model") == "gpt-test", "model %r" % b.get("model"))
+    check(b.get("stream") is True, "stream %r" % b.get("stream"))
+    check(b.get("stream_options") == {"include_usage": True},
+          "stream_options %r" % b.get("stream_options"))
+    check(b.get("messages") == [{"role": "user", "content": "hi"}],
+          "messages %r" % b.get("messages"))
+    mt = b.get("max_tokens", b.get("max_completion_tokens"))
+    check(mt == 300, "max tokens %r (max-tokens 300 configured)" % mt)
+    check(b.get("temperature") == 0.5, "temperature %r" % b.get("temperature"))
+
+    # the next turn sends the history
+    f.reset()
+    f.script([{"kind": "text", "text": "Second.", "usage": {"in": 30, "out": 2}}])
+    ev = await chat_turn(d, "oa-text", "again")
+    check(tokens_text(ev) == "Second.", "second turn text %r" % tokens_text(ev))
+    one_done(ev, "second turn")
+    msgs = f.requests()[0]["body"].get("messages")
+    check(msgs == [{"role": "user", "content": "hi"},
+                   {"role": "assistant", "content": TEXT},
+                   {"role": "user", "content": "again"}],
+          "second turn messages %r" % msgs)
+    st, js = d.http_json("GET", "/sessions/oa-text")
+    tu = (js or {}).get("usage") or {}
+    check(tu.get("inputTokens") == 42 and tu.get("outputTokens") == 7,
+          "session usage %s, expected 42 in / 7 out" % tu)
+
+
+async def s_retry_after(d, f):
+    """429 with retry-after: 1, then success: one turn, no error."""
+    f.script([{"kind": "http_error", "status": 429, "retry_after": "1"},
+              {"kind": "text", "text": TEXT, "usage": {"in": 3, "out": 4}}])
+    ev = await chat_turn(d, "oa-429", "hi")
+    check(not of_type(ev, "error"), "error event for a retried 429: %s"
+          % of_type(ev, "error"))
+    check(tokens_text(ev) == TEXT, "text after retry %r" % tokens_text(ev))
+    dn = one_done(ev, "429 then ok")
+    check(dn["usage"].get("inputTokens") == 3, "usage of the retried call %s"
+          % dn["usage"])
+    reqs = f.requests()
+    check(len(reqs) == 2, "expected 2 requests (429, then ok), got %d" % len(reqs))
+    gap = reqs[1]["t_start"] - reqs[0]["t_start"]
+    check(gap >= 0.9, "retry came %.2fs after a 429 with retry-after: 1" % gap)
+
+
+async def s_should_retry_false(d, f):
+    """500 with x-should-retry: false: not retried, LLM_ERROR at once."""
+    f.script([{"kind": "http_error", "status": 500, "should_retry": False}])
+    ev = await chat_turn(d, "oa-noretry", "hi")
+    e = final_error(ev, "500 should_retry false")
+    check("500" in e["message"] and "The server had an error" in e["message"],
+          "message must name the status and the provider's message: %r"
+          % e["message"])
+    await asyncio.sleep(1.2)
+    n = len(f.requests())
+    check(n == 1, "x-should-retry: false was retried (%d requests)" % n)
+
+
+async def s_exhaust(d, f):
+    """503 three times with max-retries 2: 3 requests, then LLM_ERROR."""
+    f.script([{"kind": "http_error", "status": 503, "retry_after_ms": "50",
+               "repeat": 3}])
+    ev = await chat_turn(d, "oa-503", "hi")
+    e = final_error(ev, "503 x3")
+    check("503" in e["message"] and "overloaded" in e["message"],
+          "message must name 503 and the provider's message: %r" % e["message"])
+    await asyncio.sleep(0.5)
+    n = len(f.requests())
+    check(n == 3, "max-retries 2 should make 3 requests, made %d" % n)
+
+
+async def s_400(d, f):
+    """A 400 is not retried."""
+    f.script([{"kind": "http_error", "status": 400, "body": {"error": {
+        "message": "Unrecognized request argument supplied: bogus",
+        "type": "invalid_request_error", "param": None, "code": None}}}])
+    ev = await chat_turn(d, "oa-400", "hi")
+    e = final_error(ev, "400")
+    check("400" in e["message"] and "Unrecognized request argument" in e["message"],
+          "400 message %r" % e["message"])
+    await asyncio.sleep(1.2)
+    check(len(f.requests()) == 1, "400 retried: %d requests" % len(f.requests()))
+
+
+async def s_should_retry_true(d, f):
+    """x-should-retry: true makes even a 400 retried."""
+    f.script([{"kind": "http_error", "status": 400, "should_retry": True},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, "oa-sr-true", "hi")
+    check(not of_type(ev, "error"), "error despite x-should-retry true: %s"
+          % of_type(ev, "error"))
+    one_done(ev, "400 should_retry true")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+
+
+async def s_cut_after_tokens(d, f):
+    """The connection breaks after tokens; retries remain: an error with
+    severity recoverable, the reply starts over, and the turn completes."""
+    f.script([{"kind": "cut", "after_chunks": 2, "text": TEXT, "chunks": 5,
+               "delay_ms": 80},
+              {"kind": "text", "text": TEXT, "chunks": 5}])
+    ev = await chat_turn(d, "oa-cut", "hi")
+    errs = of_type(ev, "error")
+    check(errs, "no error event when the stream broke after tokens: %s"
+          % [short(e) for e in ev])
+    check(all(e.get("severity") == "recoverable" for e in errs),
+          "retrying error severity: %s" % errs)
+    i = ev.index(errs[0])
+    before, after = tokens_text(ev[:i]), tokens_text(ev[i:])
+    check(TEXT.startswith(before) and before != TEXT,
+          "tokens before the break %r" % before)
+    check(after == TEXT, "tokens after the retrying error %r, expected the "
+          "whole reply" % after)
+    one_done(ev, "cut then ok")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+    # the reply that was reset does not reach the history
+    f.reset()
+    f.script([{"kind": "text", "text": "ok"}])
+    await chat_turn(d, "oa-cut", "next")
+    msgs = f.requests()[0]["body"]["messages"]
+    check(msgs[1] == {"role": "assistant", "content": TEXT},
+          "history after a re-run reply: %r" % msgs)
+
+
+async def s_cut_before_tokens(d, f):
+    """A connection error before any token is retried silently."""
+    f.script([{"kind": "cut", "after_chunks": 0},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, "oa-cut0", "hi")
+    check(not of_type(ev, "error"), "error for a retried connection error: %s"
+          % of_type(ev, "error"))
+    check(tokens_text(ev) == TEXT, "text %r" % tokens_text(ev))
+    one_done(ev, "cut0")
+
+
+async def s_error_chunk(d, f):
+    """An {"error":{...}} chunk after tokens: in the end an LLM_ERROR that
+    carries the provider's message (retried or not), no done."""
+    msg = "The model produced invalid content."
+    f.script([{"kind": "stream_error", "after_chunks": 2, "text": TEXT,
+               "chunks": 5, "error": {"message": msg, "type": "model_error"},
+               "repeat": 3}])
+    ev = await chat_turn(d, "oa-errchunk", "hi")
+    check(of_type(ev, "token"), "no tokens before the error chunk")
+    e = final_error(ev, "error chunk")
+    check(msg in e["message"], "error message %r does not carry the "
+          "provider's %r" % (e["message"], msg))
+
+
+async def s_first_byte_timeout(d, f):
+    """No first byte within `timeout 1s`: LLM_ERROR timeout; the provider
+    connection is closed."""
+    f.script([{"kind": "text", "first_byte_ms": 4000, "repeat": 3}])
+    ev = await chat_turn(d, "oa-timeout", "hi")
+    e = final_error(ev, "first byte timeout")
+    check("timeout" in e["message"], "timeout message %r" % e["message"])
+    check(not of_type(ev, "token"), "tokens from a call that timed out")
+    f.wait_for(lambda rs: rs and all(r["state"] == "client_closed" for r in rs),
+               timeout=5, what="timed-out requests closed by parleyd")
+
+
+async def s_idle_timeout(d, f):
+    """Bytes stop for longer than `idle-timeout 1s`: LLM_ERROR timeout."""
+    f.script([{"kind": "stall", "after_chunks": 1, "seconds": 6, "text": TEXT,
+               "repeat": 3}])
+    ev = await chat_turn(d, "oa-idle", "hi")
+    e = final_error(ev, "idle timeout")
+    check("timeout" in e["message"], "idle timeout message %r" % e["message"])
+    f.wait_for(lambda rs: rs and all(r["state"] == "client_closed" for r in rs),
+               timeout=5, what="stalled requests closed by parleyd")
+
+
+async def s_cancel_stall(d, f):
+    """cancel while the provider stalls: done cancelled, connection closed."""
+    f.script([{"kind": "stall", "after_chunks": 1, "seconds": 20, "text": TEXT}])
+    sent = []
+
+    async def on_event(ws, e, got):
+        if e.get("type") == "token" and not sent:
+            sent.append(1)
+            await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": "oa-cancel"})
+    # idle-timeout 1s would end the stall by itself: cancel is sent on the
+    # first token, well before.
+    ev = await chat_turn(d, "oa-cancel", "hi", on_event=on_event)
+    check(sent, "no token arrived before the stall")
+    dn = one_done(ev, "cancel")
+    check(dn.get("cancelled") is True, "done after cancel: %s" % dn)
+    check(not of_type(ev, "error"), "error after cancel: %s" % of_type(ev, "error"))
+    f.wait_for(lambda rs: len(rs) == 1 and rs[0]["state"] == "client_closed",
+               timeout=5, what="the cancelled provider connection to close")
+    await asyncio.sleep(1.0)
+    check(len(f.requests()) == 1, "requests after cancel: %d" % len(f.requests()))
+
+
+async def s_tool_calls(d, f):
+    """Parallel tool_calls arriving in interleaved fragments end the turn
+    (done or error) without harm; the text before them streams."""
+    f.script([{"kind": "tool_calls", "text": "Let me compute.", "interleave": True,
+               "calls": [{"id": "call_1", "name": "srv__add",
+                          "arguments": "{\"a\":1,\"b\":2}"},
+                         {"id": "call_2", "name": "srv__mul",
+                          "arguments": "{\"x\":3,\"y\":4}"}]}])
+    ev = await chat_turn(d, "oa-tools", "add")
+    check(tokens_text(ev).startswith("Let me compute."),
+          "text before tool calls %r" % tokens_text(ev))
+    check(of_type(ev, "done") or of_type(ev, "error"), "turn ended without "
+          "done or error")
+    check(len(of_type(ev, "done")) <= 1, "two done events")
+
+
+async def s_finish_reasons(d, f):
+    """length, content_filter and function_call end the turn cleanly."""
+    for fr in ("length", "content_filter", "function_call"):
+        f.reset()
+        f.script([{"kind": "text", "text": "Cut short", "finish_reason": fr}])
+        ev = await chat_turn(d, "oa-fin-" + fr.replace("_", "-"), "hi")
+        check(tokens_text(ev) == "Cut short", "%s: text %r" % (fr, tokens_text(ev)))
+        check(len(of_type(ev, "done")) + len(of_type(ev, "error")) >= 1,
+              "%s: turn ended without done or error" % fr)
+        if fr == "length":
+            check(of_type(ev, "done"), "finish_reason length gave %s"
+                  % of_type(ev, "error"))
+
+
+UTF8 = "Grüße aus Köln 🌍 — naïve café, 日本語 ok."
+
+
+async def s_split_utf8(d, f):
+    """The body arrives a byte at a time: lines, JSON and multi-byte UTF-8
+    characters split across reads still make the exact text."""
+    f.script([{"kind": "text", "text": UTF8, "chunks": 6, "write_size": 1,
+               "delay_ms": 0, "usage": {"in": 4, "out": 6}}])
+    ev = await chat_turn(d, "oa-split", "hi")
+    check(tokens_text(ev) == UTF8, "split text %r, expected %r"
+          % (tokens_text(ev), UTF8))
+    dn = one_done(ev, "byte-split stream")
+    check(dn["usage"].get("outputTokens") == 6, "usage %s" % dn["usage"])
+
+
+async def s_garbage(d, f):
+    """Broken JSON and an endless line: the turn ends (no crash, bounded
+    memory) and the session still works."""
+    junk = ("data: {not json\n\n"
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":7}}]}\n\n"
+            "data: " + "x" * (3 << 20))
+    f.script([{"kind": "raw", "data": junk, "repeat": 3}])
+    ev = await chat_turn(d, "oa-junk", "hi")
+    check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
+    f.reset()
+    f.script([{"kind": "text", "text": "fine"}])
+    ev = await chat_turn(d, "oa-junk", "again")
+    check(tokens_text(ev) == "fine", "turn after garbage: %r" % tokens_text(ev))
+    one_done(ev, "turn after garbage")
+
+
+async def s_retry_after_date(d, f):
+    """retry-after as an HTTP date is honoured too."""
+    when = time.strftime("%a, %d %b %Y %H:%M:%S GMT",
+                         time.gmtime(time.time() + 3))
+    f.script([{"kind": "http_error", "status": 503, "retry_after": when},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, "oa-date", "hi")
+    one_done(ev, "retry-after date")
+    reqs = f.requests()
+    check(len(reqs) == 2, "%d requests" % len(reqs))
+    gap = reqs[1]["t_start"] - reqs[0]["t_start"]
+    # whole seconds: the date is at least 2 s ahead when it is parsed
+    check(gap >= 1.5, "retry %.2fs after retry-after: %s" % (gap, when))
+
+
+async def s_cancel_backoff(d, f):
+    """cancel while waiting to retry a 429: no further request is made."""
+    f.script([{"kind": "http_error", "status": 429, "retry_after": "3"},
+              {"kind": "text", "text": TEXT}])
+
+    async def later(ws):
+        await asyncio.sleep(0.7)
+        await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": "oa-cback"})
+    tasks = []
+
+    async def on_event(ws, e, got):
+        if e.get("type") == "agent_state" and e.get("status") == "thinking":
+            tasks.append(asyncio.ensure_future(later(ws)))
+    ev = await chat_turn(d, "oa-cback", "hi", on_event=on_event)
+    for t in tasks:
+        await t
+    dn = one_done(ev, "cancel in backoff")
+    check(dn.get("cancelled") is True, "done %s" % dn)
+    await asyncio.sleep(3.0)
+    n = len(f.requests())
+    check(n == 1, "a cancelled call was retried: %d requests" % n)
+
+
+async def s_no_usage_chunk(d, f):
+    """A server that ignores stream_options sends no usage chunk: the turn
+    still completes with its text."""
+    f.script([{"kind": "text", "text": TEXT, "include_usage": False}])
+    ev = await chat_turn(d, "oa-nousage", "hi")
+    check(tokens_text(ev) == TEXT, "text %r" % tokens_text(ev))
+    dn = one_done(ev, "no usage chunk")
+    check(isinstance(dn.get("usage"), dict), "done without usage: %s" % dn)
+
+
+SCENARIOS = [s_text, s_retry_after, s_should_retry_false, s_exhaust, s_400,
+             s_should_retry_true, s_cut_before_tokens, s_cut_after_tokens,
+             s_error_chunk, s_first_byte_timeout, s_idle_timeout,
+             s_cancel_stall, s_tool_calls, s_finish_reasons, s_split_utf8,
+             s_garbage, s_retry_after_date, s_cancel_backoff, s_no_usage_chunk]
+
+
+async def run_scenarios(d, f, scenarios):
+    for fn in scenarios:
+        f.reset()
+        print("-- %s" % fn.__name__, flush=True)
+        try:
+            await fn(d, f)
+        except Fail as e:
+            raise Fail("%s: %s" % (fn.__name__, e))
+        st, _, _ = d.http("GET", "/health/ready")
+        check(st == 200, "%s: parleyd not ready afterwards (%d)" % (fn.__name__, st))
+
+
+async def test():
+    with with_fakellm() as f:
+        d = Daemon(providers=providers(f.port), default="oa",
+                   env={"FAKE_KEY": KEY})
+        with with_daemon(d):
+            await run_scenarios(d, f, SCENARIOS)
+            check(KEY not in d.log_text(), "the API key appears in parleyd's log")
+
+        # No api-key-env: no Authorization header; a base URL with a path
+        # prefix, as proxies (LiteLLM, vLLM behind a gateway) have.
+        f.reset()
+        d2 = Daemon(providers='provider local {\n    type openai\n'
+                    '    url "http://127.0.0.1:%d/proxy/openai/v1"\n'
+                    '    model "llama"\n}\n' % f.port, default="local",
+                    env={"FAKE_KEY": KEY})
+        with with_daemon(d2):
+            f.script([{"kind": "text", "text": "local"}])
+            ev = await chat_turn(d2, "local-1", "hi")
+            check(tokens_text(ev) == "local", "text %r" % tokens_text(ev))
+            dn = one_done(ev, "no key")
+            check(dn["usage"].get("cost") == 0, "cost without prices: %s"
+                  % dn["usage"])
+            r = f.requests()[0]
+            check(r["path"] == "/proxy/openai/v1/chat/completions",
+                  "path under a prefixed base URL: %s" % r["path"])
+            check("authorization" not in r["headers"],
+                  "Authorization sent with no key configured: %r"
+                  % r["headers"].get("authorization"))
+            check(r["body"].get("model") == "llama", "model %r" % r["body"].get("model"))
+
+run_test("provider_openai", test)
