@@ -36,6 +36,8 @@
 #define CFG_MAX_URL	2048
 #define CFG_MAX_MODEL	256
 #define CFG_MAX_ENV	255
+#define CFG_MAX_MCP	64		/* mcp-server blocks */
+#define CFG_MAX_HEADER	8192		/* one mcp-server header line */
 
 #define MS_S	1000ULL
 #define MS_M	(60 * MS_S)
@@ -53,6 +55,7 @@
 /* Where a directive may appear. */
 #define KW_TOP		0x01
 #define KW_PROVIDER	0x02
+#define KW_MCP		0x04	/* in an mcp-server block */
 /* Flags. */
 #define KWF_MULTI	0x01	/* may repeat */
 #define KWF_BLOCK	0x02	/* opens a block: last word is '{' */
@@ -153,7 +156,8 @@ struct keyword {
 	    "chunk N") \
 	X("delay", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pdelay, 0, 0, \
 	    60 * MS_S, "delay DURATION") \
-	X("url", KW_PROVIDER, 1, 1, KWF_HTTP, kw_purl, 0, 0, 0, "url URL") \
+	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, kw_purl, 0, 0, 0, \
+	    "url URL") \
 	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pkeyenv, 0, 0, 0, \
 	    "api-key-env VARIABLE") \
 	X("model", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pmodel, 0, 0, 0, \
@@ -162,7 +166,7 @@ struct keyword {
 	    P(max_tokens), 1, 1000000, "max-tokens N") \
 	X("temperature", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
 	    P(temperature), 0, 2, "temperature NUMBER") \
-	X("timeout", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pduration, \
+	X("timeout", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, kw_timeout, \
 	    P(timeout_ms), PROV_TIMEOUT_LO, PROV_TIMEOUT_HI, \
 	    "timeout DURATION") \
 	X("price-input", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
@@ -170,7 +174,11 @@ struct keyword {
 	X("price-output", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
 	    P(price_output), 0, 1000000, "price-output NUMBER") \
 	X("max-retries", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pnumber, \
-	    P(max_retries), 0, 10, "max-retries N")
+	    P(max_retries), 0, 10, "max-retries N") \
+	X("mcp-server", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, kw_mcp_server, \
+	    0, 0, 0, "mcp-server NAME {") \
+	X("header", KW_MCP, 1, 1, KWF_MULTI, kw_header, 0, 0, 0, \
+	    "header \"NAME: VALUE\"")
 
 #define KW_PROTO(n, w, mn, mx, fl, fn, off, lo, hi, u) \
 	static int fn(struct parser *, const struct keyword *, int, char **);
@@ -200,6 +208,7 @@ struct parser {
 	unsigned		 seen[NKEYWORDS];	/* line of first use */
 	unsigned		 bseen[NKEYWORDS];	/* same, current block */
 	struct cfg_provider	*block;
+	struct cfg_mcp_server	*mblock;
 	unsigned		 default_provider_line;
 	char			*words[CFG_MAX_WORDS];
 	int			 quoted[CFG_MAX_WORDS];
@@ -974,14 +983,141 @@ kw_purl(struct parser *p, const struct keyword *kw, int argc, char **argv)
 			return perr(p, "%s: must be printable ASCII without "
 			    "blanks, quotes, backslashes, '?' or '#'",
 			    kw->name);
-	while (n > (size_t)(host - u) && u[n - 1] == '/')
+	/* A provider's is a base URL; an MCP server's, the endpoint itself. */
+	while (p->mblock == NULL && n > (size_t)(host - u) && u[n - 1] == '/')
 		n--;
 	if (n == (size_t)(host - u) || *host == '/')
 		return perr(p, "%s: missing host name", kw->name);
 	if ((s = strndup(u, n)) == NULL)
 		return perr(p, "out of memory");
-	free(p->block->url);
-	p->block->url = s;
+	if (p->mblock != NULL) {
+		free(p->mblock->url);
+		p->mblock->url = s;
+	} else {
+		free(p->block->url);
+		p->block->url = s;
+	}
+	return 0;
+}
+
+/* A provider's first-byte timeout, or an MCP server's per-call default. */
+static int
+kw_timeout(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	char		lo[32], hi[32];
+	uint64_t	ms;
+
+	if (p->mblock == NULL)
+		return kw_pduration(p, kw, argc, argv);
+	if (parse_duration(argv[0], &ms) == -1 || ms < kw->lo || ms > kw->hi)
+		return perr(p, "%s: expected a duration from %s to %s (a number "
+		    "with ms, s, m, h or d), got '%.80s'", kw->name,
+		    fmt_duration(kw->lo, lo, sizeof(lo)),
+		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
+	p->mblock->timeout_ms = ms;
+	return 0;
+}
+
+/* MCP server names become tool-name prefixes: [A-Za-z0-9_-], no "__". */
+static int
+valid_mcp_name(const char *s)
+{
+	size_t	n;
+
+	for (n = 0; s[n] != '\0'; n++)
+		if (!is_alnum((unsigned char)s[n]) && s[n] != '_' &&
+		    s[n] != '-')
+			return 0;
+	return n > 0 && n <= 32 && strstr(s, "__") == NULL;
+}
+
+static int
+kw_mcp_server(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct cfg_mcp_server	*m;
+	unsigned		 n = 0;
+
+	(void)argc;
+	if (!valid_mcp_name(argv[0]))
+		return perr(p, "%s: name must be 1 to 32 letters, digits, '_' "
+		    "or '-' without \"__\", got '%.80s'", kw->name, argv[0]);
+	TAILQ_FOREACH(m, &p->conf->mcp_servers, entry) {
+		if (strcmp(m->name, argv[0]) == 0)
+			return perr(p, "%s: duplicate server '%s' (first on "
+			    "line %u)", kw->name, argv[0], m->line);
+		n++;
+	}
+	if (n >= CFG_MAX_MCP)
+		return perr(p, "%s: more than %d servers", kw->name,
+		    CFG_MAX_MCP);
+	if ((m = calloc(1, sizeof(*m))) == NULL)
+		return perr(p, "out of memory");
+	snprintf(m->name, sizeof(m->name), "%s", argv[0]);
+	m->timeout_ms = 30 * MS_S;
+	m->line = p->line;
+	TAILQ_INSERT_TAIL(&p->conf->mcp_servers, m, entry);
+	p->mblock = m;
+	memset(p->bseen, 0, sizeof(p->bseen));
+	return 0;
+}
+
+/*
+ * "Name: value", added to every request to the server.  Not echoed: it
+ * usually carries a credential.  The headers the transport itself sets
+ * are refused, since a second copy would break the protocol.
+ */
+static int
+kw_header(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	static const char *const reserved[] = { "content-length",
+	    "content-type", "transfer-encoding", "accept", "host",
+	    "mcp-session-id", "mcp-protocol-version", "connection" };
+	struct cfg_mcp_server	*m = p->mblock;
+	const char		*h = argv[0], *colon;
+	size_t			 nl, i;
+	char			*s;
+
+	(void)argc;
+	if (strlen(h) > CFG_MAX_HEADER)
+		return perr(p, "%s: longer than %d bytes", kw->name,
+		    CFG_MAX_HEADER);
+	if ((colon = strchr(h, ':')) == NULL || colon == h)
+		return perr(p, "%s: expected \"NAME: VALUE\"", kw->name);
+	nl = (size_t)(colon - h);
+	/* RFC 9110 token characters. */
+	for (i = 0; i < nl; i++)
+		if (!is_alnum((unsigned char)h[i]) &&
+		    strchr("!#$%&'*+-.^_`|~", h[i]) == NULL)
+			return perr(p, "%s: the name must be an HTTP token "
+			    "(letters, digits, '-', ...)", kw->name);
+	for (i = nl + 1; h[i] != '\0'; i++)
+		if ((unsigned char)h[i] < ' ' && h[i] != '\t')
+			return perr(p, "%s: control character in the value",
+			    kw->name);
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		if (strlen(reserved[i]) == nl &&
+		    strncasecmp(h, reserved[i], nl) == 0)
+			return perr(p, "%s: %.*s is set by parleyd itself",
+			    kw->name, (int)nl, h);
+	if (m->nheaders >= CFG_MCP_MAX_HEADERS)
+		return perr(p, "%s: more than %d headers", kw->name,
+		    CFG_MCP_MAX_HEADERS);
+	if ((s = strdup(h)) == NULL)
+		return perr(p, "out of memory");
+	m->headers[m->nheaders++] = s;
+	return 0;
+}
+
+static int
+mcp_block_close(struct parser *p)
+{
+	struct cfg_mcp_server	*m = p->mblock;
+
+	p->mblock = NULL;
+	if (m->url == NULL)
+		return perr_at(p, m->line, "mcp-server '%s': missing 'url'",
+		    m->name);
 	return 0;
 }
 
@@ -1162,11 +1298,14 @@ directive(struct parser *p)
 	if (is_brace(p, 0, "}")) {
 		if (n > 1)
 			return perr(p, "unexpected words after '}'");
+		if (p->mblock != NULL)
+			return mcp_block_close(p);
 		if (p->block == NULL)
 			return perr(p, "unexpected '}' outside a block");
 		return block_close(p);
 	}
-	if (p->block != NULL && n > 1 && is_brace(p, n - 1, "}")) {
+	if ((p->block != NULL || p->mblock != NULL) && n > 1 &&
+	    is_brace(p, n - 1, "}")) {
 		closing = 1;
 		n--;
 	}
@@ -1177,9 +1316,12 @@ directive(struct parser *p)
 	if (p->block != NULL && !(kw->where & KW_PROVIDER))
 		return perr(p, "%s: not allowed inside a provider block",
 		    kw->name);
-	if (p->block == NULL && !(kw->where & KW_TOP))
-		return perr(p, "%s: only allowed inside a provider block",
+	if (p->mblock != NULL && !(kw->where & KW_MCP))
+		return perr(p, "%s: not allowed inside an mcp-server block",
 		    kw->name);
+	if (p->block == NULL && p->mblock == NULL && !(kw->where & KW_TOP))
+		return perr(p, "%s: only allowed inside %s block", kw->name,
+		    (kw->where & KW_PROVIDER) ? "a provider" : "an mcp-server");
 	if (kw->flags & KWF_BLOCK) {
 		if (n < 2 || !is_brace(p, n - 1, "{"))
 			return perr(p, "%s: expected '%s' with the '{' on the "
@@ -1195,7 +1337,8 @@ directive(struct parser *p)
 		return perr(p, "%s: wrong number of arguments; usage: %s",
 		    kw->name, kw->usage);
 	if (!(kw->flags & KWF_MULTI)) {
-		seen = p->block != NULL ? p->bseen : p->seen;
+		seen = p->block != NULL || p->mblock != NULL ? p->bseen :
+		    p->seen;
 		if (seen[idx] != 0)
 			return perr(p, "%s: duplicate directive (first on line "
 			    "%u)", kw->name, seen[idx]);
@@ -1204,7 +1347,7 @@ directive(struct parser *p)
 	if (kw->fn(p, kw, argc, p->words + 1) == -1)
 		return -1;
 	if (closing)
-		return block_close(p);
+		return p->mblock != NULL ? mcp_block_close(p) : block_close(p);
 	return 0;
 }
 
@@ -1214,6 +1357,7 @@ config_init(struct config *c)
 	TAILQ_INIT(&c->listens);
 	TAILQ_INIT(&c->providers);
 	TAILQ_INIT(&c->tokens);
+	TAILQ_INIT(&c->mcp_servers);
 	c->workers = 0;
 	c->fsync = CFG_FSYNC_BATCH;
 	c->retention_ms = 24 * MS_H;
@@ -1349,6 +1493,11 @@ config_parse(const char *name, const char *text, size_t len, char *err,
 		    "(missing '}')", p->block->name);
 		goto done;
 	}
+	if (p->mblock != NULL) {
+		perr_at(p, p->mblock->line, "mcp-server '%s': unterminated "
+		    "block (missing '}')", p->mblock->name);
+		goto done;
+	}
 	if (config_fill(c) == -1) {
 		perr(p, "out of memory");
 		goto done;
@@ -1468,9 +1617,20 @@ config_free(struct config *c)
 	struct cfg_listen	*l;
 	struct cfg_token	*t;
 	struct cfg_provider	*pr;
+	struct cfg_mcp_server	*m;
+	unsigned		 i;
 
 	if (c == NULL)
 		return;
+	while ((m = TAILQ_FIRST(&c->mcp_servers)) != NULL) {
+		TAILQ_REMOVE(&c->mcp_servers, m, entry);
+		for (i = 0; i < m->nheaders; i++) {
+			explicit_bzero(m->headers[i], strlen(m->headers[i]));
+			free(m->headers[i]);
+		}
+		free(m->url);
+		free(m);
+	}
 	while ((l = TAILQ_FIRST(&c->listens)) != NULL) {
 		TAILQ_REMOVE(&c->listens, l, entry);
 		free(l);

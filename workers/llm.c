@@ -55,13 +55,17 @@ llm_ctx_free(struct llm_ctx *ctx)
 
 struct llm_call *
 llm_start(struct llm_ctx *ctx, const struct cfg_provider *p,
-    const struct llm_msg *msgs, size_t n, const struct llm_cbs *cbs, void *arg)
+    const struct llm_msg *msgs, size_t n, const struct llm_tool_def *tools,
+    size_t ntools, const struct llm_cbs *cbs, void *arg)
 {
 	size_t i;
 
+	if (ntools == 0)
+		tools = NULL;
 	for (i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
 		if (strcmp(providers[i]->type, p->type) == 0)
-			return providers[i]->start(ctx, p, msgs, n, cbs, arg);
+			return providers[i]->start(ctx, p, msgs, n, tools,
+			    ntools, cbs, arg);
 	return NULL;
 }
 
@@ -267,6 +271,34 @@ llm_stream_stop(struct llm_stream *st, const char *reason)
 {
 	snprintf(st->res.stop_reason, sizeof(st->res.stop_reason), "%s",
 	    reason);
+}
+
+/* Parses json when it is an object; else a new object holding type, if set. */
+static cJSON *
+json_object_or(const char *json, const char *type)
+{
+	cJSON *o = NULL;
+
+	if (json != NULL && *json != '\0')
+		o = cJSON_Parse(json);
+	if (o != NULL && cJSON_IsObject(o))
+		return o;
+	cJSON_Delete(o);
+	if ((o = cJSON_CreateObject()) != NULL && type != NULL)
+		cJSON_AddStringToObject(o, "type", type);
+	return o;
+}
+
+cJSON *
+llm_tool_schema(const char *schema_json)
+{
+	return json_object_or(schema_json, "object");
+}
+
+cJSON *
+llm_tool_args(const char *args_json)
+{
+	return json_object_or(args_json, NULL);
 }
 
 int

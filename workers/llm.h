@@ -12,6 +12,7 @@
 struct event_base;
 struct cfg_provider;
 struct llm_proto;
+struct cJSON;
 
 struct llm_usage {
 	uint64_t	input_tokens;
@@ -19,9 +20,28 @@ struct llm_usage {
 	double		cost;		/* USD */
 };
 
+/* One tool call the model made, as it goes back into a request. */
+struct llm_tool_call {
+	const char	*id;
+	const char	*name;
+	const char	*args_json;	/* NULL or "" is read as {} */
+};
+
 struct llm_msg {
-	const char	*role;		/* "user", "assistant", "system" */
-	const char	*content;
+	const char	*role;		/* "system", "user", "assistant", "tool" */
+	const char	*content;	/* text, may be "" (never NULL) */
+	const struct llm_tool_call *calls;	/* assistant: its tool calls */
+	size_t		 ncalls;
+	const char	*tool_call_id;	/* tool: the call this answers */
+	const char	*tool_name;	/* tool: its name (some APIs want it) */
+	int		 is_error;	/* tool: the result is an error */
+};
+
+/* A tool offered to the model; names are [a-zA-Z0-9_-]{1,64}. */
+struct llm_tool_def {
+	const char	*name;
+	const char	*description;	/* may be NULL */
+	const char	*schema_json;	/* JSON Schema; NULL or invalid: any object */
 };
 
 /*
@@ -59,16 +79,22 @@ struct llm_ops {
 	const char	*type;
 	struct llm_call	*(*start)(struct llm_ctx *,
 			    const struct cfg_provider *, const struct llm_msg *,
-			    size_t nmsgs, const struct llm_cbs *, void *arg);
+			    size_t nmsgs, const struct llm_tool_def *,
+			    size_t ntools, const struct llm_cbs *, void *arg);
 	void		 (*cancel)(struct llm_call *);
 };
 
 struct llm_ctx	*llm_ctx_new(struct event_base *);
 void		 llm_ctx_free(struct llm_ctx *);
-/* Returns NULL (and calls nothing) when the provider type is unknown. */
+/*
+ * Starts a streamed reply to msgs, offering tools (none when ntools is 0).
+ * Everything passed is copied as needed before it returns.  Returns NULL
+ * (and calls nothing) when the provider type is unknown or on failure.
+ */
 struct llm_call	*llm_start(struct llm_ctx *, const struct cfg_provider *,
-		    const struct llm_msg *, size_t nmsgs, const struct llm_cbs *,
-		    void *arg);
+		    const struct llm_msg *, size_t nmsgs,
+		    const struct llm_tool_def *tools, size_t ntools,
+		    const struct llm_cbs *, void *arg);
 void		 llm_cancel(struct llm_call *);
 
 extern const struct llm_ops llm_script_ops;
@@ -143,7 +169,8 @@ struct llm_proto {
 	const char *const *headers;	/* more, NULL-terminated */
 	/* The request body (malloc'd JSON), or NULL when out of memory. */
 	char		*(*body)(const struct cfg_provider *,
-			    const struct llm_msg *, size_t nmsgs);
+			    const struct llm_msg *, size_t nmsgs,
+			    const struct llm_tool_def *, size_t ntools);
 	/* One SSE event: LLM_MORE, LLM_DONE or LLM_FAIL. */
 	int		 (*event)(struct llm_stream *, const char *type,
 			    const char *data, size_t len);
@@ -182,8 +209,13 @@ int			 llm_error_json(const char *json, size_t len,
 			    struct llm_result *res);
 
 struct llm_call	*llm_http_start(struct llm_ctx *, const struct cfg_provider *,
-		    const struct llm_msg *, size_t nmsgs, const struct llm_cbs *,
-		    void *arg);
+		    const struct llm_msg *, size_t nmsgs,
+		    const struct llm_tool_def *, size_t ntools,
+		    const struct llm_cbs *, void *arg);
+/* A tool's schema, parsed; {"type":"object"} when absent or not an object. */
+struct cJSON	*llm_tool_schema(const char *schema_json);
+/* A call's arguments, parsed; {} when absent or not an object. */
+struct cJSON	*llm_tool_args(const char *args_json);
 void		 llm_http_cancel(struct llm_call *);
 /* Frees llm_http.c's state (cancelling what still runs, silently). */
 void		 llm_http_free(struct llm_ctx *);

@@ -12,55 +12,206 @@
 
 #define ANTHROPIC_MAX_TOKENS	4096	/* the API insists on a value */
 
+/* See llm_openai.c: a body short of memory is dropped, never sent short. */
+#define OK(x)	do { if ((x) == NULL) ok = 0; } while (0)
+
+/* Adds item to array, or frees it; 0 on failure. */
+static int
+an_push(cJSON *array, cJSON *item)
+{
+	if (item == NULL)
+		return 0;
+	if (!cJSON_AddItemToArray(array, item)) {
+		cJSON_Delete(item);
+		return 0;
+	}
+	return 1;
+}
+
+/* [{"type":"text",..} (if any), {"type":"tool_use",id,name,input}...] */
+static cJSON *
+an_assistant_calls(const struct llm_msg *m)
+{
+	cJSON	*o, *a, *b, *in;
+	size_t	 i;
+	int	 ok = 1;
+
+	if ((o = cJSON_CreateObject()) == NULL)
+		return NULL;
+	OK(cJSON_AddStringToObject(o, "role", "assistant"));
+	OK(a = cJSON_AddArrayToObject(o, "content"));
+	/* The API refuses an empty text block. */
+	if (ok && m->content != NULL && *m->content != '\0') {
+		OK(b = cJSON_CreateObject());
+		if (ok && !an_push(a, b))
+			ok = 0;
+		if (ok) {
+			OK(cJSON_AddStringToObject(b, "type", "text"));
+			OK(cJSON_AddStringToObject(b, "text", m->content));
+		}
+	}
+	for (i = 0; ok && i < m->ncalls; i++) {
+		if (!an_push(a, b = cJSON_CreateObject())) {
+			ok = 0;
+			break;
+		}
+		OK(cJSON_AddStringToObject(b, "type", "tool_use"));
+		OK(cJSON_AddStringToObject(b, "id", m->calls[i].id ?
+		    m->calls[i].id : ""));
+		OK(cJSON_AddStringToObject(b, "name", m->calls[i].name ?
+		    m->calls[i].name : ""));
+		/* input must be an object: what the model wrote, or {}. */
+		if ((in = llm_tool_args(m->calls[i].args_json)) == NULL ||
+		    !cJSON_AddItemToObject(b, "input", in)) {
+			cJSON_Delete(in);
+			ok = 0;
+		}
+	}
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* {"type":"tool_result","tool_use_id",content?,"is_error"?} onto blocks. */
+static int
+an_tool_result(cJSON *blocks, const struct llm_msg *m)
+{
+	cJSON	*b;
+	int	 ok = 1;
+
+	if (!an_push(blocks, b = cJSON_CreateObject()))
+		return 0;
+	OK(cJSON_AddStringToObject(b, "type", "tool_result"));
+	OK(cJSON_AddStringToObject(b, "tool_use_id", m->tool_call_id ?
+	    m->tool_call_id : ""));
+	/* content is optional, and an empty one is best left out. */
+	if (m->content != NULL && *m->content != '\0')
+		OK(cJSON_AddStringToObject(b, "content", m->content));
+	if (m->is_error)
+		OK(cJSON_AddBoolToObject(b, "is_error", 1));
+	return ok;
+}
+
+/* "tools":[{name,description,input_schema}] */
+static int
+an_tools_req(cJSON *o, const struct llm_tool_def *tools, size_t ntools)
+{
+	cJSON	*a, *t, *sc;
+	size_t	 i;
+	int	 ok = 1;
+
+	if (ntools == 0 || tools == NULL)
+		return 1;
+	if ((a = cJSON_AddArrayToObject(o, "tools")) == NULL)
+		return 0;
+	for (i = 0; ok && i < ntools; i++) {
+		if (!an_push(a, t = cJSON_CreateObject()))
+			return 0;
+		OK(cJSON_AddStringToObject(t, "name", tools[i].name ?
+		    tools[i].name : ""));
+		if (tools[i].description != NULL)
+			OK(cJSON_AddStringToObject(t, "description",
+			    tools[i].description));
+		if ((sc = llm_tool_schema(tools[i].schema_json)) == NULL ||
+		    !cJSON_AddItemToObject(t, "input_schema", sc)) {
+			cJSON_Delete(sc);
+			return 0;
+		}
+	}
+	return ok;
+}
+
 static char *
 anthropic_body(const struct cfg_provider *p, const struct llm_msg *msgs,
-    size_t n)
+    size_t n, const struct llm_tool_def *tools, size_t ntools)
 {
-	cJSON	*o, *a, *m;
-	char	*s, *sys = NULL, *ns;
+	const struct llm_msg *mg;
+	cJSON	*o, *a, *m, *results = NULL;
+	char	*s = NULL, *sys = NULL, *ns;
 	size_t	 i, slen = 0, len;
+	int	 ok = 1;
 
 	if ((o = cJSON_CreateObject()) == NULL)
 		return NULL;
 	if (p->model != NULL)
-		cJSON_AddStringToObject(o, "model", p->model);
-	cJSON_AddNumberToObject(o, "max_tokens",
-	    p->max_tokens ? p->max_tokens : ANTHROPIC_MAX_TOKENS);
-	a = cJSON_AddArrayToObject(o, "messages");
-	for (i = 0; a != NULL && i < n; i++) {
-		/* The API refuses empty text; a turn that said nothing adds
-		 * nothing, and it joins consecutive turns of one role. */
-		if (msgs[i].content[0] == '\0')
+		OK(cJSON_AddStringToObject(o, "model", p->model));
+	OK(cJSON_AddNumberToObject(o, "max_tokens",
+	    p->max_tokens ? p->max_tokens : ANTHROPIC_MAX_TOKENS));
+	OK(a = cJSON_AddArrayToObject(o, "messages"));
+	for (i = 0; ok && i < n; i++) {
+		mg = &msgs[i];
+		if (strcmp(mg->role, "tool") == 0) {
+			/* Results of one round go back in a single user turn
+			 * right after the assistant's tool_use turn. */
+			if (results == NULL) {
+				OK(m = cJSON_CreateObject());
+				if (!ok || !an_push(a, m)) {
+					ok = 0;
+					break;
+				}
+				OK(cJSON_AddStringToObject(m, "role", "user"));
+				OK(results = cJSON_AddArrayToObject(m,
+				    "content"));
+				if (!ok)
+					break;
+			}
+			if (!an_tool_result(results, mg))
+				ok = 0;
 			continue;
-		if (strcmp(msgs[i].role, "system") == 0) {
-			len = strlen(msgs[i].content);
-			if ((ns = realloc(sys, slen + len + 3)) == NULL)
-				continue;
+		}
+		if (strcmp(mg->role, "assistant") == 0 && mg->ncalls > 0 &&
+		    mg->calls != NULL) {
+			if (!an_push(a, an_assistant_calls(mg)))
+				ok = 0;
+			results = NULL;
+			continue;
+		}
+		/* The API refuses empty text; a turn that said nothing adds
+		 * nothing (consecutive turns of one role are joined by the
+		 * API itself). */
+		if (mg->content == NULL || mg->content[0] == '\0')
+			continue;
+		if (strcmp(mg->role, "system") == 0) {
+			len = strlen(mg->content);
+			if ((ns = realloc(sys, slen + len + 3)) == NULL) {
+				ok = 0;
+				break;
+			}
 			sys = ns;
 			if (slen > 0) {
 				memcpy(sys + slen, "\n\n", 2);
 				slen += 2;
 			}
-			memcpy(sys + slen, msgs[i].content, len + 1);
+			memcpy(sys + slen, mg->content, len + 1);
 			slen += len;
 			continue;
 		}
-		if ((m = cJSON_CreateObject()) == NULL)
+		results = NULL;
+		OK(m = cJSON_CreateObject());
+		if (!ok || !an_push(a, m)) {
+			ok = 0;
 			break;
-		cJSON_AddStringToObject(m, "role", msgs[i].role);
-		cJSON_AddStringToObject(m, "content", msgs[i].content);
-		cJSON_AddItemToArray(a, m);
+		}
+		OK(cJSON_AddStringToObject(m, "role", mg->role));
+		OK(cJSON_AddStringToObject(m, "content", mg->content));
 	}
-	if (sys != NULL)
-		cJSON_AddStringToObject(o, "system", sys);
+	if (ok && sys != NULL)
+		OK(cJSON_AddStringToObject(o, "system", sys));
 	free(sys);
-	cJSON_AddBoolToObject(o, "stream", 1);
+	if (ok && !an_tools_req(o, tools, ntools))
+		ok = 0;
+	OK(cJSON_AddBoolToObject(o, "stream", 1));
 	if (p->has_temperature)
-		cJSON_AddNumberToObject(o, "temperature", p->temperature);
-	s = cJSON_PrintUnformatted(o);
+		OK(cJSON_AddNumberToObject(o, "temperature", p->temperature));
+	if (ok)
+		s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;
 }
+
+#undef OK
 
 static const char *
 an_str(const cJSON *o, const char *key)

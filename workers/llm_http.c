@@ -734,7 +734,8 @@ call_ev(evutil_socket_t fd, short what, void *arg)
 
 struct llm_call *
 llm_http_start(struct llm_ctx *ctx, const struct cfg_provider *p,
-    const struct llm_msg *msgs, size_t n, const struct llm_cbs *cbs, void *arg)
+    const struct llm_msg *msgs, size_t n, const struct llm_tool_def *tools,
+    size_t ntools, const struct llm_cbs *cbs, void *arg)
 {
 	const struct llm_proto	*pr;
 	struct llm_http		*h;
@@ -761,7 +762,7 @@ llm_http_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 	len = blen + strlen(pr->path) + 1;
 	if ((c->url = malloc(len)) != NULL)
 		snprintf(c->url, len, "%.*s%s", (int)blen, base, pr->path);
-	c->body = pr->body(p, msgs, n);
+	c->body = pr->body(p, msgs, n, tools, ntools);
 	if (p->api_key_env != NULL && *p->api_key_env != '\0')
 		c->key_env = strdup(p->api_key_env);
 	c->price_input = p->price_input;

@@ -11,37 +11,154 @@
 #include "parley/config.h"
 #include "llm.h"
 
+/*
+ * The body builders count on cJSON's add functions returning NULL when out
+ * of memory: ok goes to 0 and the body is dropped rather than sent short.
+ */
+#define OK(x)	do { if ((x) == NULL) ok = 0; } while (0)
+
+/* {"role":"assistant","content":<text or null>,"tool_calls":[...]} */
+static cJSON *
+openai_assistant_calls(const struct llm_msg *m)
+{
+	cJSON		*o, *a, *c, *fn = NULL;
+	const char	*args;
+	size_t		 i;
+	int		 ok = 1;
+
+	if ((o = cJSON_CreateObject()) == NULL)
+		return NULL;
+	OK(cJSON_AddStringToObject(o, "role", "assistant"));
+	if (m->content != NULL && *m->content != '\0')
+		OK(cJSON_AddStringToObject(o, "content", m->content));
+	else
+		OK(cJSON_AddNullToObject(o, "content"));
+	OK(a = cJSON_AddArrayToObject(o, "tool_calls"));
+	for (i = 0; ok && i < m->ncalls; i++) {
+		OK(c = cJSON_CreateObject());
+		if (!ok || !cJSON_AddItemToArray(a, c)) {
+			cJSON_Delete(c);
+			ok = 0;
+			break;
+		}
+		OK(cJSON_AddStringToObject(c, "id", m->calls[i].id ?
+		    m->calls[i].id : ""));
+		OK(cJSON_AddStringToObject(c, "type", "function"));
+		OK(fn = cJSON_AddObjectToObject(c, "function"));
+		if (!ok)
+			break;
+		OK(cJSON_AddStringToObject(fn, "name", m->calls[i].name ?
+		    m->calls[i].name : ""));
+		/* The API wants the arguments as a string holding JSON. */
+		args = m->calls[i].args_json;
+		OK(cJSON_AddStringToObject(fn, "arguments",
+		    args != NULL && *args != '\0' ? args : "{}"));
+	}
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+static cJSON *
+openai_msg(const struct llm_msg *m)
+{
+	cJSON	*o;
+	int	 ok = 1;
+
+	if (strcmp(m->role, "assistant") == 0 && m->ncalls > 0 &&
+	    m->calls != NULL)
+		return openai_assistant_calls(m);
+	if ((o = cJSON_CreateObject()) == NULL)
+		return NULL;
+	OK(cJSON_AddStringToObject(o, "role", m->role));
+	if (strcmp(m->role, "tool") == 0)
+		OK(cJSON_AddStringToObject(o, "tool_call_id",
+		    m->tool_call_id ? m->tool_call_id : ""));
+	OK(cJSON_AddStringToObject(o, "content", m->content ? m->content :
+	    ""));
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* "tools":[{"type":"function","function":{name,description,parameters}}] */
+static int
+openai_tools_req(cJSON *o, const struct llm_tool_def *tools, size_t ntools)
+{
+	cJSON	*a, *t, *fn, *sc;
+	size_t	 i;
+	int	 ok = 1;
+
+	if (ntools == 0 || tools == NULL)
+		return 1;
+	if ((a = cJSON_AddArrayToObject(o, "tools")) == NULL)
+		return 0;
+	for (i = 0; ok && i < ntools; i++) {
+		if ((t = cJSON_CreateObject()) == NULL)
+			return 0;
+		if (!cJSON_AddItemToArray(a, t)) {
+			cJSON_Delete(t);
+			return 0;
+		}
+		OK(cJSON_AddStringToObject(t, "type", "function"));
+		if ((fn = cJSON_AddObjectToObject(t, "function")) == NULL)
+			return 0;
+		OK(cJSON_AddStringToObject(fn, "name", tools[i].name ?
+		    tools[i].name : ""));
+		if (tools[i].description != NULL)
+			OK(cJSON_AddStringToObject(fn, "description",
+			    tools[i].description));
+		if ((sc = llm_tool_schema(tools[i].schema_json)) == NULL ||
+		    !cJSON_AddItemToObject(fn, "parameters", sc)) {
+			cJSON_Delete(sc);
+			return 0;
+		}
+	}
+	return ok;
+}
+
 static char *
 openai_body(const struct cfg_provider *p, const struct llm_msg *msgs,
-    size_t n)
+    size_t n, const struct llm_tool_def *tools, size_t ntools)
 {
-	cJSON	*o, *a, *m, *so;
-	char	*s;
+	cJSON	*o, *a, *m, *so = NULL;
+	char	*s = NULL;
 	size_t	 i;
+	int	 ok = 1;
 
 	if ((o = cJSON_CreateObject()) == NULL)
 		return NULL;
 	if (p->model != NULL)
-		cJSON_AddStringToObject(o, "model", p->model);
-	a = cJSON_AddArrayToObject(o, "messages");
-	for (i = 0; a != NULL && i < n; i++) {
-		if ((m = cJSON_CreateObject()) == NULL)
-			break;
-		cJSON_AddStringToObject(m, "role", msgs[i].role);
-		cJSON_AddStringToObject(m, "content", msgs[i].content);
-		cJSON_AddItemToArray(a, m);
+		OK(cJSON_AddStringToObject(o, "model", p->model));
+	OK(a = cJSON_AddArrayToObject(o, "messages"));
+	for (i = 0; ok && i < n; i++) {
+		OK(m = openai_msg(&msgs[i]));
+		if (ok && !cJSON_AddItemToArray(a, m)) {
+			cJSON_Delete(m);
+			ok = 0;
+		}
 	}
-	cJSON_AddBoolToObject(o, "stream", 1);
-	so = cJSON_AddObjectToObject(o, "stream_options");
-	cJSON_AddBoolToObject(so, "include_usage", 1);
+	if (ok && !openai_tools_req(o, tools, ntools))
+		ok = 0;
+	OK(cJSON_AddBoolToObject(o, "stream", 1));
+	OK(so = cJSON_AddObjectToObject(o, "stream_options"));
+	if (ok)
+		OK(cJSON_AddBoolToObject(so, "include_usage", 1));
 	if (p->max_tokens > 0)
-		cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+		OK(cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens));
 	if (p->has_temperature)
-		cJSON_AddNumberToObject(o, "temperature", p->temperature);
-	s = cJSON_PrintUnformatted(o);
+		OK(cJSON_AddNumberToObject(o, "temperature", p->temperature));
+	if (ok)
+		s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return s;
 }
+
+#undef OK
 
 static const char *
 oa_str(const cJSON *o, const char *key)

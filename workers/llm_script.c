@@ -2,26 +2,59 @@
  * type script: streams a fixed reply in chunks of `chunk` characters, one
  * every `delay`.  It is the built-in demo provider and the fixture the
  * tests drive, so it behaves like a real one: asynchronous, cancellable,
- * with usage figures.
+ * with usage figures.  It ignores the tools it is offered.
+ *
+ * Test fixture: a `reply` of the form
+ *	@tool {"calls":[{"name":"srv__tool","arguments":{...}}],"then":"text"}
+ * makes it play one tool round.  A request with no "tool" message after
+ * the last "user" message (the first of a turn) gets the calls (ids
+ * "call_1", "call_2"...; arguments as compact JSON) and done with stop
+ * reason "tool_calls", no tokens.  A request with tool messages after the
+ * last "user" message gets "then" streamed as usual, followed by those
+ * tool results' content joined with " | " (separated from "then" by
+ * " | " too, when "then" is not empty), so tests can see that results
+ * reached the model.  A reply that starts with "@tool " but does not hold
+ * such an object is streamed as it is.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <event2/event.h>
 
 #include "parley/config.h"
 #include "parley/util.h"
 #include "llm.h"
 
-struct llm_call {
+#define SCRIPT_TOOL_PREFIX	"@tool "
+#define SCRIPT_MAX_CALLS	LLM_MAX_TOOLS
+#define SCRIPT_MAX_REPLY	(4 * 1024 * 1024)	/* then + results */
+
+struct script_tool {
+	char	id[32];
+	char	*name;
+	char	*args;
+};
+
+/*
+ * llm.h's struct llm_call is opaque and llm_http.c defines it; the script
+ * call is its own struct that starts, like every call, with its ops.
+ */
+struct script_call {
 	const struct llm_ops	*ops;
 	struct event		*tick;
-	const char		*reply;		/* the provider config's */
+	const char		*reply;		/* the config's, or owned */
+	char			*owned;		/* reply when composed here */
 	size_t			 len;
 	size_t			 off;
 	unsigned		 chunk;
 	unsigned		 delay_ms;
 	uint64_t		 input_tokens;
+	struct script_tool	 calls[SCRIPT_MAX_CALLS];
+	size_t			 ncalls;	/* > 0: report calls, no text */
+	int			 in_cb;		/* inside a callback */
+	int			 cancelled;	/* llm_cancel ran during it */
 	struct llm_cbs		 cbs;
 	void			*arg;
 };
@@ -34,58 +67,206 @@ approx_tokens(size_t bytes)
 }
 
 static void
-script_free(struct llm_call *c)
+script_free(struct script_call *c)
 {
-	event_free(c->tick);
+	size_t i;
+
+	for (i = 0; i < c->ncalls; i++) {
+		free(c->calls[i].name);
+		free(c->calls[i].args);
+	}
+	if (c->tick != NULL)
+		event_free(c->tick);
+	free(c->owned);
 	free(c);
+}
+
+/* Frees c, then runs done: the call is gone when done runs. */
+static void
+script_finish(struct script_call *c, const struct llm_usage *u,
+    const char *stop)
+{
+	struct llm_cbs cbs = c->cbs;
+	void *a = c->arg;
+
+	script_free(c);
+	cbs.done(a, u, stop);
 }
 
 static void
 script_tick(evutil_socket_t fd, short ev, void *arg)
 {
-	struct llm_call *c = arg;
+	struct script_call *c = arg;
 	struct llm_usage u;
 	struct timeval tv;
-	size_t end = c->off;
+	size_t end = c->off, i, out = 0;
 	unsigned n;
 
+	(void)fd;
+	(void)ev;
+	memset(&u, 0, sizeof(u));
+	u.input_tokens = c->input_tokens;
+	if (c->ncalls > 0) {
+		for (i = 0; i < c->ncalls; i++) {
+			out += strlen(c->calls[i].name) +
+			    strlen(c->calls[i].args);
+			if (c->cbs.tool_call == NULL)
+				continue;
+			c->in_cb = 1;
+			c->cbs.tool_call(c->arg, c->calls[i].id,
+			    c->calls[i].name, c->calls[i].args);
+			c->in_cb = 0;
+			if (c->cancelled) {
+				script_free(c);
+				return;
+			}
+		}
+		u.output_tokens = approx_tokens(out);
+		script_finish(c, &u, "tool_calls");
+		return;
+	}
 	/* chunk counts characters, so never split a UTF-8 sequence. */
 	for (n = 0; n < c->chunk && end < c->len; n++) {
 		end++;
-		while (end < c->len && ((unsigned char)c->reply[end] & 0xc0) == 0x80)
+		while (end < c->len &&
+		    ((unsigned char)c->reply[end] & 0xc0) == 0x80)
 			end++;
 	}
 	if (end > c->off) {
 		size_t from = c->off;
 
 		c->off = end;
+		c->in_cb = 1;
 		c->cbs.token(c->arg, c->reply + from, end - from);
+		c->in_cb = 0;
+		if (c->cancelled) {
+			script_free(c);
+			return;
+		}
 	}
 	if (c->off < c->len) {
 		util_tv(&tv, c->delay_ms);
 		evtimer_add(c->tick, &tv);
 		return;
 	}
-	u.input_tokens = c->input_tokens;
 	u.output_tokens = approx_tokens(c->len);
-	u.cost = 0;
-	{
-		struct llm_cbs cbs = c->cbs;
-		void *a = c->arg;
+	script_finish(c, &u, "stop");
+}
 
-		script_free(c);
-		cbs.done(a, &u, "stop");
+/* Where the current round starts: just past the last "user" message. */
+static size_t
+round_start(const struct llm_msg *msgs, size_t n)
+{
+	size_t i;
+
+	for (i = n; i > 0; i--)
+		if (strcmp(msgs[i - 1].role, "user") == 0)
+			return i;
+	return 0;
+}
+
+/* Appends s to the reply being composed, bounded; 0 when it is full. */
+static int
+compose(char **buf, size_t *len, const char *s)
+{
+	size_t	 n = strlen(s);
+	char	*p;
+
+	if (n > SCRIPT_MAX_REPLY - *len)
+		return 0;
+	if ((p = realloc(*buf, *len + n + 1)) == NULL)
+		return 0;
+	memcpy(p + *len, s, n + 1);
+	*buf = p;
+	*len += n;
+	return 1;
+}
+
+/*
+ * Sets c up for an "@tool" reply (see the top of the file) in spec;
+ * returns 0 when spec is not such an object (the reply then streams as
+ * it is), -1 when out of memory.
+ */
+static int
+script_tool_setup(struct script_call *c, const char *spec,
+    const struct llm_msg *msgs, size_t n)
+{
+	cJSON		*o, *calls, *x;
+	const char	*then, *name;
+	size_t		 i, from, len = 0, nres = 0;
+	int		 r = 1;
+
+	if ((o = cJSON_Parse(spec)) == NULL)
+		return 0;
+	calls = cJSON_GetObjectItemCaseSensitive(o, "calls");
+	then = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
+	    "then"));
+	if (!cJSON_IsObject(o) || !cJSON_IsArray(calls)) {
+		cJSON_Delete(o);
+		return 0;
 	}
+	from = round_start(msgs, n);
+	for (i = from; i < n; i++)
+		if (strcmp(msgs[i].role, "tool") == 0)
+			nres++;
+	if (nres == 0) {
+		cJSON_ArrayForEach(x, calls) {
+			struct script_tool *t;
+
+			if (c->ncalls == SCRIPT_MAX_CALLS)
+				break;
+			name = cJSON_GetStringValue(
+			    cJSON_GetObjectItemCaseSensitive(x, "name"));
+			t = &c->calls[c->ncalls];
+			snprintf(t->id, sizeof(t->id), "call_%zu",
+			    c->ncalls + 1);
+			t->name = strdup(name ? name : "");
+			t->args = cJSON_PrintUnformatted(
+			    cJSON_GetObjectItemCaseSensitive(x, "arguments"));
+			if (t->args == NULL)
+				t->args = strdup("{}");
+			c->ncalls++;
+			if (t->name == NULL || t->args == NULL) {
+				r = -1;
+				break;
+			}
+		}
+		/* A script with no calls in it just says "then". */
+		if (r == 1 && c->ncalls > 0) {
+			cJSON_Delete(o);
+			return 1;
+		}
+		nres = 0;
+	}
+	if (r == 1 && !compose(&c->owned, &len, then ? then : ""))
+		r = -1;
+	for (i = from; r == 1 && i < n; i++) {
+		if (strcmp(msgs[i].role, "tool") != 0)
+			continue;
+		if ((len > 0 && !compose(&c->owned, &len, " | ")) ||
+		    !compose(&c->owned, &len, msgs[i].content ?
+		    msgs[i].content : ""))
+			r = -1;
+	}
+	cJSON_Delete(o);
+	if (r == 1) {
+		c->reply = c->owned;
+		c->len = len;
+	}
+	return r;
 }
 
 static struct llm_call *
 script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
-    const struct llm_msg *msgs, size_t n, const struct llm_cbs *cbs, void *arg)
+    const struct llm_msg *msgs, size_t n, const struct llm_tool_def *tools,
+    size_t ntools, const struct llm_cbs *cbs, void *arg)
 {
-	struct llm_call *c;
+	struct script_call *c;
 	struct timeval tv;
-	size_t i, in = 0;
+	size_t i, j, in = 0;
 
+	(void)tools;
+	(void)ntools;
 	if ((c = calloc(1, sizeof(*c))) == NULL)
 		return NULL;
 	c->ops = &llm_script_ops;
@@ -95,23 +276,41 @@ script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 	c->delay_ms = p->delay_ms;
 	c->cbs = *cbs;
 	c->arg = arg;
-	for (i = 0; i < n; i++)
-		in += strlen(msgs[i].content);
+	for (i = 0; i < n; i++) {
+		in += msgs[i].content ? strlen(msgs[i].content) : 0;
+		for (j = 0; j < msgs[i].ncalls && msgs[i].calls != NULL; j++)
+			in += msgs[i].calls[j].args_json ?
+			    strlen(msgs[i].calls[j].args_json) : 0;
+	}
 	c->input_tokens = approx_tokens(in);
+	if (strncmp(c->reply, SCRIPT_TOOL_PREFIX,
+	    strlen(SCRIPT_TOOL_PREFIX)) == 0 &&
+	    script_tool_setup(c, c->reply + strlen(SCRIPT_TOOL_PREFIX), msgs,
+	    n) == -1) {
+		script_free(c);
+		return NULL;
+	}
 	if ((c->tick = evtimer_new(ctx->base, script_tick, c)) == NULL) {
-		free(c);
+		script_free(c);
 		return NULL;
 	}
 	/* The first chunk, like a provider's first byte, comes after a delay. */
 	util_tv(&tv, c->delay_ms);
 	evtimer_add(c->tick, &tv);
-	return c;
+	return (struct llm_call *)(void *)c;
 }
 
 static void
-script_cancel(struct llm_call *c)
+script_cancel(struct llm_call *lc)
 {
-	script_free(c);
+	struct script_call *c = (struct script_call *)(void *)lc;
+
+	/* From inside a callback, the tick frees it once the callback is
+	 * back; the event is stopped already. */
+	if (c->in_cb)
+		c->cancelled = 1;
+	else
+		script_free(c);
 }
 
 const struct llm_ops llm_script_ops = {

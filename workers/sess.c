@@ -21,6 +21,7 @@
 #include "parley/ws.h"
 #include "conn.h"
 #include "llm.h"
+#include "mcp.h"
 #include "sess.h"
 #include "worker.h"
 
@@ -31,7 +32,8 @@
 #define ID_SCAN		2000	/* log records read back for client ids */
 
 static void	turn_next(struct sess *);
-static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt);
+static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
+		    const cJSON *steps);
 
 /* --- shared encoded events --- */
 
@@ -365,17 +367,15 @@ on_token(void *arg, const char *text, size_t len)
 
 /* --- turns --- */
 
+/* Appends one message (consumed) to the history, bounded by count and bytes. */
 static void
-history_add(struct sess *s, const char *role, const char *content)
+history_add_item(struct sess *s, cJSON *m)
 {
-	cJSON *h = cJSON_GetObjectItem(s->meta, "history"), *m;
+	cJSON *h = cJSON_GetObjectItem(s->meta, "history");
 
 	if (h == NULL)
 		cJSON_AddItemToObject(s->meta, "history",
 		    h = cJSON_CreateArray());
-	m = cJSON_CreateObject();
-	cJSON_AddStringToObject(m, "role", role);
-	cJSON_AddStringToObject(m, "content", content);
 	cJSON_AddItemToArray(h, m);
 	for (;;) {
 		size_t bytes = 0;
@@ -397,19 +397,67 @@ history_add(struct sess *s, const char *role, const char *content)
 }
 
 static void
-turn_free(struct sess *s)
+history_add(struct sess *s, const char *role, const char *content)
 {
-	if (s->turn == NULL)
+	cJSON *m = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(m, "role", role);
+	cJSON_AddStringToObject(m, "content", content);
+	history_add_item(s, m);
+}
+
+/* --- turns and the tool loop --- */
+
+#define DEFAULT_MAX_TURNS	10	/* model calls in one turn */
+#define DEFAULT_TOOL_MS		30000	/* one tool call */
+#define MAX_TOOL_RESULT		(256 * 1024)	/* bytes of a result kept */
+
+struct tool_run {
+	TAILQ_ENTRY(tool_run)	 entry;
+	struct sess		*s;
+	struct mcp_call		*mc;
+	char			*id;
+	char			*name;
+	uint64_t		 started_ms;
+};
+
+static void	turn_model(struct sess *);
+static void	tools_run(struct sess *, cJSON *calls);
+
+/* Stops and frees the running turn; meta still names it (see turn_free). */
+static void
+turn_drop(struct sess *s)
+{
+	struct turn *t = s->turn;
+	struct tool_run *r;
+
+	if (t == NULL)
 		return;
-	if (s->turn->call != NULL)
-		llm_cancel(s->turn->call);
-	free(s->turn->reply);
-	free(s->turn->input);
-	free(s->turn);
+	if (t->call != NULL)
+		llm_cancel(t->call);
+	while ((r = TAILQ_FIRST(&t->runs)) != NULL) {
+		TAILQ_REMOVE(&t->runs, r, entry);
+		mcp_cancel(r->mc);
+		free(r->id);
+		free(r->name);
+		free(r);
+	}
+	cJSON_Delete(t->steps);
+	cJSON_Delete(t->calls);
+	free(t->reply);
+	free(t->input);
+	free(t);
 	s->turn = NULL;
 	s->toklen = 0;
 	if (s->flush_ev)
 		evtimer_del(s->flush_ev);
+}
+
+/* The turn is over: it no longer needs re-running by anyone. */
+static void
+turn_free(struct sess *s)
+{
+	turn_drop(s);
 	json_set(s->meta, "turn", cJSON_CreateNull());
 }
 
@@ -443,39 +491,61 @@ usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 	}
 }
 
-/* Ends the running turn with a done event (after its last tokens). */
+/* The turn's state in meta: enough for another worker to continue it. */
 static void
-turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
+turn_checkpoint(struct sess *s)
 {
 	struct turn *t = s->turn;
-	struct llm_usage est;
-	cJSON *b;
+	cJSON *ts = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(ts, "messageId", t->msgid);
+	cJSON_AddNumberToObject(ts, "inputSeq", (double)t->input_seq);
+	cJSON_AddNumberToObject(ts, "attempt", t->attempt);
+	cJSON_AddItemToObject(ts, "steps", cJSON_Duplicate(t->steps, 1));
+	json_set(s->meta, "turn", ts);
+	meta_save(s);
+}
+
+/* Ends the running turn with a done event (after its last tokens). */
+static void
+turn_finish(struct sess *s, int cancelled, int max_turns)
+{
+	struct turn *t = s->turn;
+	struct llm_usage u;
+	cJSON *b, *e;
 	double turns;
 
 	tokens_flush(s);
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
 	cJSON_AddStringToObject(b, "messageId", t->msgid);
-	if (u == NULL) {
-		/* Cancelled: the provider never reported usage, but what was
-		 * streamed was spent; count it the way providers do, roughly
-		 * four bytes a token, and say it is an estimate. */
-		est.input_tokens = t->input ? (strlen(t->input) + 3) / 4 : 0;
-		est.output_tokens = (t->reply_len + 3) / 4;
-		est.cost = 0;
-		usage_add(s, &est, b);
+	u.input_tokens = t->in_tokens;
+	u.output_tokens = t->out_tokens;
+	u.cost = t->cost;
+	if (cancelled && t->call != NULL) {
+		/* The provider never reports usage for a cancelled call, but
+		 * what was streamed was spent: count it the way providers
+		 * do, about four bytes a token, and say it is an estimate. */
+		u.input_tokens += t->input ? (strlen(t->input) + 3) / 4 : 0;
+		u.output_tokens += (t->reply_len - t->step_from + 3) / 4;
+		usage_add(s, &u, b);
 		cJSON_AddBoolToObject(cJSON_GetObjectItem(b, "usage"),
 		    "estimated", 1);
 	} else
-		usage_add(s, u, b);
-	cJSON_AddNumberToObject(b, "turns", 1);
+		usage_add(s, &u, b);
+	cJSON_AddNumberToObject(b, "turns", t->model_calls > 0 ?
+	    t->model_calls : 1);
 	if (cancelled)
 		cJSON_AddBoolToObject(b, "cancelled", 1);
+	if (max_turns)
+		cJSON_AddBoolToObject(b, "maxTurnsReached", 1);
 	emit(s, "done", b);
-	/* Both sides join the history together, so a re-run after a crash
-	 * (which starts from meta saved before this) adds them once. */
+	/* The whole exchange joins the history at once, so a re-run after a
+	 * crash (which starts from meta saved before this) adds it once. */
 	history_add(s, "user", t->input ? t->input : "");
-	history_add(s, "assistant", t->reply ? t->reply : "");
+	cJSON_ArrayForEach(e, t->steps)
+		history_add_item(s, cJSON_Duplicate(e, 1));
+	history_add(s, "assistant", t->reply ? t->reply + t->step_from : "");
 	turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns"));
 	json_set(s->meta, "turns",
 	    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
@@ -484,23 +554,12 @@ turn_finish(struct sess *s, const struct llm_usage *u, int cancelled)
 	meta_save(s);
 }
 
+/* Ends the turn with an error event (no done: the model did not finish). */
 static void
-on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
+turn_fail(struct sess *s, const char *code, const char *message)
 {
-	struct sess *s = arg;
-
-	s->turn->call = NULL;
-	turn_finish(s, u, 0);
-	turn_next(s);
-}
-
-static void
-on_error(void *arg, const char *code, const char *message)
-{
-	struct sess *s = arg;
 	cJSON *b;
 
-	s->turn->call = NULL;
 	tokens_flush(s);
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "code", code);
@@ -513,6 +572,68 @@ on_error(void *arg, const char *code, const char *message)
 	turn_free(s);
 	emit(s, "agent_state", agent_json(s, "idle"));
 	meta_save(s);
+}
+
+static void
+on_tool_call(void *arg, const char *id, const char *name, const char *args)
+{
+	struct sess *s = arg;
+	cJSON *c;
+
+	if (s->turn == NULL)
+		return;
+	c = cJSON_CreateObject();
+	cJSON_AddStringToObject(c, "id", id);
+	cJSON_AddStringToObject(c, "name", name);
+	cJSON_AddStringToObject(c, "args", args ? args : "");
+	cJSON_AddItemToArray(s->turn->calls, c);
+}
+
+static void
+on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
+{
+	struct sess *s = arg;
+	struct turn *t = s->turn;
+	cJSON *calls, *step;
+
+	t->call = NULL;
+	t->model_calls++;
+	t->in_tokens += u->input_tokens;
+	t->out_tokens += u->output_tokens;
+	t->cost += u->cost;
+	if (cJSON_GetArraySize(t->calls) == 0) {
+		turn_finish(s, 0, 0);
+		turn_next(s);
+		return;
+	}
+	if (t->model_calls >= DEFAULT_MAX_TURNS) {
+		turn_finish(s, 0, 1);
+		turn_next(s);
+		return;
+	}
+	/* The model's words so far and the calls it made are one message. */
+	tokens_flush(s);
+	calls = t->calls;
+	t->calls = cJSON_CreateArray();
+	step = cJSON_CreateObject();
+	cJSON_AddStringToObject(step, "role", "assistant");
+	cJSON_AddStringToObject(step, "content",
+	    t->reply ? t->reply + t->step_from : "");
+	cJSON_AddItemToObject(step, "calls", cJSON_Duplicate(calls, 1));
+	cJSON_AddItemToArray(t->steps, step);
+	t->step_from = t->reply_len;
+	turn_checkpoint(s);
+	tools_run(s, calls);
+	cJSON_Delete(calls);
+}
+
+static void
+on_error(void *arg, const char *code, const char *message)
+{
+	struct sess *s = arg;
+
+	s->turn->call = NULL;
+	turn_fail(s, code, message);
 	turn_next(s);
 }
 
@@ -539,9 +660,209 @@ on_retrying(void *arg, const char *why)
 	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
 	cJSON_AddBoolToObject(b, "retrying", 1);
 	emit(s, "error", b);
-	free(s->turn->reply);
-	s->turn->reply = NULL;
-	s->turn->reply_len = 0;
+	/* This step starts over: its text and calls so far are void. */
+	s->turn->reply_len = s->turn->step_from;
+	if (s->turn->reply != NULL)
+		s->turn->reply[s->turn->reply_len] = '\0';
+	cJSON_Delete(s->turn->calls);
+	s->turn->calls = cJSON_CreateArray();
+}
+
+/* Risk of a tool from its MCP annotations, for approvals to come. */
+static const char *
+tool_risk(const struct mcp_tool *mt)
+{
+	if (mt == NULL)
+		return "unknown";
+	if (mt->read_only)
+		return "low";
+	return mt->destructive ? "high" : "medium";
+}
+
+static const struct mcp_tool *
+tool_find(struct sess *s, const char *name)
+{
+	const struct mcp_tool *tools;
+	size_t i, n = s->wk->mcp ? mcp_tools(s->wk->mcp, &tools) : 0;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(tools[i].full_name, name) == 0)
+			return &tools[i];
+	return NULL;
+}
+
+/* Logs a tool's result and keeps it for the model; runs the model on
+ * once every call of the step has answered. */
+static void
+tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
+    int is_error, const char *text, const char *code)
+{
+	struct turn *t = s->turn;
+	cJSON *b, *m;
+	char *kept = NULL;
+
+	if (text == NULL)
+		text = "";
+	if (strlen(text) > MAX_TOOL_RESULT &&
+	    (kept = strndup(text, MAX_TOOL_RESULT)) != NULL)
+		text = kept;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "toolCallId", id);
+	cJSON_AddStringToObject(b, "tool", name);
+	cJSON_AddNumberToObject(b, "duration", (double)ms);
+	if (is_error) {
+		cJSON *e = cJSON_AddObjectToObject(b, "error");
+
+		cJSON_AddStringToObject(e, "code", code ? code : "TOOL_ERROR");
+		cJSON_AddStringToObject(e, "message", text);
+	} else
+		cJSON_AddStringToObject(b, "result", text);
+	emit(s, "tool_result", b);
+	m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "role", "tool");
+	cJSON_AddStringToObject(m, "toolCallId", id);
+	cJSON_AddStringToObject(m, "tool", name);
+	cJSON_AddStringToObject(m, "content", text);
+	if (is_error)
+		cJSON_AddBoolToObject(m, "isError", 1);
+	cJSON_AddItemToArray(t->steps, m);
+	free(kept);
+	turn_checkpoint(s);
+	if (TAILQ_EMPTY(&t->runs) && !t->starting) {
+		emit(s, "agent_state", agent_json(s, "thinking"));
+		turn_model(s);
+	}
+}
+
+static void
+tool_cb(void *arg, int is_error, const char *text, const char *code)
+{
+	struct tool_run *r = arg;
+	struct sess *s = r->s;
+
+	TAILQ_REMOVE(&s->turn->runs, r, entry);
+	tool_done(s, r->id, r->name, util_mono_ms() - r->started_ms,
+	    is_error, text, code);
+	free(r->id);
+	free(r->name);
+	free(r);
+}
+
+/* Has the log a tool_result for this call (a worker died after it)? */
+struct logged_result {
+	const char	*id;
+	cJSON		*found;
+};
+
+static int
+find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct logged_result *lr = arg;
+	cJSON *o;
+
+	if (strstr(json, "\"type\":\"tool_result\"") == NULL ||
+	    strstr(json, lr->id) == NULL)
+		return 0;
+	o = cJSON_ParseWithLength(json, len);
+	if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o,
+	    "toolCallId")) ? cJSON_GetStringValue(cJSON_GetObjectItem(o,
+	    "toolCallId")) : "", lr->id) == 0) {
+		lr->found = o;
+		return 1;
+	}
+	cJSON_Delete(o);
+	return 0;
+}
+
+/*
+ * Runs a step's tool calls, all at once.  A call whose result the log
+ * already holds is not run again; an unknown tool answers an error the
+ * model can read.
+ */
+static void
+tools_run(struct sess *s, cJSON *calls)
+{
+	struct turn *t = s->turn;
+	const struct mcp_tool *mt;
+	struct tool_run *r;
+	struct logged_result lr;
+	const char *id, *name, *args, *text;
+	cJSON *c, *b, *a, *e;
+	int known;
+
+	emit(s, "agent_state", agent_json(s, "tool"));
+	t->starting = 1;
+	cJSON_ArrayForEach(c, calls) {
+		id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+		name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+		args = cJSON_GetStringValue(cJSON_GetObjectItem(c, "args"));
+		if (id == NULL || name == NULL)
+			continue;
+		/* Answered before a crash: in the checkpoint, or the log. */
+		known = 0;
+		cJSON_ArrayForEach(e, t->steps)
+			if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
+			    "toolCallId")) ? cJSON_GetStringValue(
+			    cJSON_GetObjectItem(e, "toolCallId")) : "", id) == 0)
+				known = 1;
+		if (known)
+			continue;
+		lr.id = id;
+		lr.found = NULL;
+		store_range(s->st, t->input_seq, 0, find_result, &lr);
+		if (lr.found != NULL) {
+			e = cJSON_GetObjectItem(lr.found, "error");
+			text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
+			    "message")) : cJSON_GetStringValue(
+			    cJSON_GetObjectItem(lr.found, "result"));
+			b = cJSON_CreateObject();
+			cJSON_AddStringToObject(b, "role", "tool");
+			cJSON_AddStringToObject(b, "toolCallId", id);
+			cJSON_AddStringToObject(b, "tool", name);
+			cJSON_AddStringToObject(b, "content", text ? text : "");
+			if (e != NULL)
+				cJSON_AddBoolToObject(b, "isError", 1);
+			cJSON_AddItemToArray(t->steps, b);
+			cJSON_Delete(lr.found);
+			continue;
+		}
+		mt = tool_find(s, name);
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "agentId", s->agent_id);
+		cJSON_AddStringToObject(b, "toolCallId", id);
+		cJSON_AddStringToObject(b, "tool", name);
+		a = cJSON_Parse(args && *args ? args : "{}");
+		cJSON_AddItemToObject(b, "args", a ? a : cJSON_CreateObject());
+		cJSON_AddStringToObject(b, "risk", tool_risk(mt));
+		emit(s, "tool_start", b);
+		if ((r = calloc(1, sizeof(*r))) == NULL)
+			continue;
+		r->s = s;
+		r->id = strdup(id);
+		r->name = strdup(name);
+		r->started_ms = util_mono_ms();
+		TAILQ_INSERT_TAIL(&t->runs, r, entry);
+		if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
+		    args && *args ? args : "{}", 0, tool_cb,
+		    r)) == NULL) {
+			TAILQ_REMOVE(&t->runs, r, entry);
+			tool_done(s, id, name, 0, 1, mt == NULL ? "no such "
+			    "tool: it is not offered by any connected MCP "
+			    "server" : "the tool call could not be started",
+			    "TOOL_ERROR");
+			free(r->id);
+			free(r->name);
+			free(r);
+		}
+	}
+	t->starting = 0;
+	turn_checkpoint(s);
+	if (TAILQ_EMPTY(&t->runs)) {
+		emit(s, "agent_state", agent_json(s, "thinking"));
+		turn_model(s);
+	}
 }
 
 struct fetch {
@@ -562,73 +883,140 @@ fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	return 1;
 }
 
+/* One history or step entry as a provider message; calls is its storage. */
+static int
+msg_from(const cJSON *e, struct llm_msg *m, struct llm_tool_call **calls)
+{
+	const cJSON *cs = cJSON_GetObjectItem(e, "calls"), *c;
+	size_t n = 0;
+
+	memset(m, 0, sizeof(*m));
+	m->role = cJSON_GetStringValue(cJSON_GetObjectItem(e, "role"));
+	m->content = cJSON_GetStringValue(cJSON_GetObjectItem(e, "content"));
+	if (m->role == NULL)
+		return -1;
+	if (m->content == NULL)
+		m->content = "";
+	m->tool_call_id = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+	    "toolCallId"));
+	m->tool_name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "tool"));
+	m->is_error = cJSON_IsTrue(cJSON_GetObjectItem(e, "isError"));
+	*calls = NULL;
+	if (cJSON_GetArraySize(cs) > 0 &&
+	    (*calls = calloc((size_t)cJSON_GetArraySize(cs),
+	    sizeof(**calls))) != NULL) {
+		cJSON_ArrayForEach(c, cs) {
+			(*calls)[n].id = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(c, "id"));
+			(*calls)[n].name = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(c, "name"));
+			(*calls)[n].args_json = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(c, "args"));
+			if ((*calls)[n].id && (*calls)[n].name)
+				n++;
+		}
+		m->calls = *calls;
+		m->ncalls = n;
+	}
+	return 0;
+}
+
+/* Asks the model for the next step: history, the user's input, the steps. */
 static void
-turn_start(struct sess *s, uint64_t input_seq, unsigned attempt)
+turn_model(struct sess *s)
 {
 	static const struct llm_cbs cbs = { on_token, on_done, on_error,
-	    NULL, on_retrying };
+	    on_tool_call, on_retrying };
+	struct turn *t = s->turn;
 	const struct cfg_provider *p;
-	const cJSON *h, *m;
+	const cJSON *h = cJSON_GetObjectItem(s->meta, "history"), *e;
+	const struct mcp_tool *mt = NULL;
+	struct llm_tool_def *defs = NULL;
+	struct llm_tool_call **store;
 	struct llm_msg *msgs;
+	size_t n = 0, i, ntools, cap;
+
+	cap = (size_t)cJSON_GetArraySize(h) + (size_t)cJSON_GetArraySize(
+	    t->steps) + 1;
+	msgs = calloc(cap, sizeof(*msgs));
+	store = calloc(cap, sizeof(*store));
+	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
+	if (ntools > 0 && (defs = calloc(ntools, sizeof(*defs))) != NULL)
+		for (i = 0; i < ntools; i++) {
+			defs[i].name = mt[i].full_name;
+			defs[i].description = mt[i].description;
+			defs[i].schema_json = mt[i].schema_json;
+		}
+	if (msgs != NULL && store != NULL) {
+		cJSON_ArrayForEach(e, h)
+			if (msg_from(e, &msgs[n], &store[n]) == 0)
+				n++;
+		msgs[n].role = "user";
+		msgs[n].content = t->input ? t->input : "";
+		n++;
+		cJSON_ArrayForEach(e, t->steps)
+			if (msg_from(e, &msgs[n], &store[n]) == 0)
+				n++;
+	}
+	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
+	if (p != NULL && msgs != NULL && store != NULL)
+		t->call = llm_start(s->wk->llm, p, msgs, n, defs,
+		    defs ? ntools : 0, &cbs, s);
+	for (i = 0; store != NULL && i < cap; i++)
+		free(store[i]);
+	free(store);
+	free(msgs);
+	free(defs);
+	if (t->call == NULL) {
+		turn_fail(s, "LLM_ERROR", "the provider could not start the "
+		    "request; check the provider configuration");
+		turn_next(s);
+	}
+}
+
+/*
+ * Starts (or, after a crash, continues) the turn answering the message
+ * logged at input_seq.  steps is the turn's checkpoint from meta, or NULL.
+ */
+static void
+turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
+    const cJSON *steps)
+{
 	struct fetch f = { NULL };
 	struct turn *t;
-	cJSON *ts, *b;
-	size_t n = 0;
+	cJSON *calls, *e;
 
 	if ((t = calloc(1, sizeof(*t))) == NULL)
 		return;
 	t->input_seq = input_seq;
 	t->attempt = attempt;
+	TAILQ_INIT(&t->runs);
 	if (attempt == 0)
 		snprintf(t->msgid, sizeof(t->msgid), "m-%llu",
 		    (unsigned long long)input_seq);
 	else
 		snprintf(t->msgid, sizeof(t->msgid), "m-%llu.%u",
 		    (unsigned long long)input_seq, attempt);
-	s->turn = t;
-	ts = cJSON_CreateObject();
-	cJSON_AddStringToObject(ts, "messageId", t->msgid);
-	cJSON_AddNumberToObject(ts, "inputSeq", (double)input_seq);
-	cJSON_AddNumberToObject(ts, "attempt", attempt);
-	json_set(s->meta, "turn", ts);
-	meta_save(s);
-	emit(s, "agent_state", agent_json(s, "thinking"));
-
+	t->steps = steps ? cJSON_Duplicate(steps, 1) : cJSON_CreateArray();
+	t->calls = cJSON_CreateArray();
 	store_range(s->st, input_seq - 1, 1, fetch_message, &f);
-	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
-	h = cJSON_GetObjectItem(s->meta, "history");
-	msgs = calloc((size_t)cJSON_GetArraySize(h) + 1, sizeof(*msgs));
-	if (msgs != NULL) {
-		cJSON_ArrayForEach(m, h) {
-			msgs[n].role = cJSON_GetStringValue(
-			    cJSON_GetObjectItem(m, "role"));
-			msgs[n].content = cJSON_GetStringValue(
-			    cJSON_GetObjectItem(m, "content"));
-			if (msgs[n].role && msgs[n].content)
-				n++;
-		}
-		msgs[n].role = "user";
-		msgs[n].content = f.text ? f.text : "";
-		n++;
-	}
-	if (p == NULL || msgs == NULL ||
-	    (t->call = llm_start(s->wk->llm, p, msgs, n, &cbs, s)) == NULL) {
-		free(msgs);
-		free(f.text);
-		b = cJSON_CreateObject();
-		cJSON_AddStringToObject(b, "code", "LLM_ERROR");
-		cJSON_AddStringToObject(b, "message", "the provider could not "
-		    "start the request; check the provider configuration");
-		cJSON_AddStringToObject(b, "severity", "recoverable");
-		cJSON_AddStringToObject(b, "messageId", t->msgid);
-		emit(s, "error", b);
-		turn_free(s);
-		emit(s, "agent_state", agent_json(s, "idle"));
-		meta_save(s);
+	t->input = f.text;
+	s->turn = t;
+	turn_checkpoint(s);
+	/* A step whose calls have not all answered resumes with them. */
+	calls = NULL;
+	cJSON_ArrayForEach(e, t->steps)
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0)
+			calls = cJSON_GetObjectItem(e, "calls");
+	if (calls != NULL) {
+		/* The last step's calls: those answered are skipped. */
+		calls = cJSON_Duplicate(calls, 1);
+		tools_run(s, calls);
+		cJSON_Delete(calls);
 		return;
 	}
-	t->input = f.text;
-	free(msgs);
+	emit(s, "agent_state", agent_json(s, "thinking"));
+	turn_model(s);
 }
 
 /* Starts the next queued input, if no turn runs and the session lives. */
@@ -642,20 +1030,21 @@ turn_next(struct sess *s)
 		first = cJSON_GetArrayItem(q, 0);
 		seq = (uint64_t)cJSON_GetNumberValue(first);
 		cJSON_DeleteItemFromArray(q, 0);
-		turn_start(s, seq, 0);
+		turn_start(s, seq, 0, NULL);
 	}
 	sess_check_idle(s);
 }
 
 /*
  * A session whose meta says a turn was running when its worker stopped:
- * say so, then run it again (or report it failed after MAX_ATTEMPTS).
+ * say so, then continue it from its checkpoint (or report it failed after
+ * MAX_ATTEMPTS).
  */
 static void
 recover_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct sess *s = arg;
-	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b;
+	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *steps;
 	uint64_t seq = (uint64_t)cJSON_GetNumberValue(
 	    cJSON_GetObjectItem(t, "inputSeq"));
 	unsigned attempt = (unsigned)cJSON_GetNumberValue(
@@ -690,11 +1079,14 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	}
 	snprintf(msg, sizeof(msg), "the worker running this turn stopped; "
-	    "its partial output stays logged and the turn is re-run");
+	    "its partial output stays logged and the turn continues from its "
+	    "last step (tool calls with logged results are not run again)");
 	cJSON_AddStringToObject(b, "message", msg);
 	cJSON_AddStringToObject(b, "severity", "recoverable");
 	emit(s, "error", b);
-	turn_start(s, seq, attempt + 1);
+	steps = cJSON_Duplicate(cJSON_GetObjectItem(t, "steps"), 1);
+	turn_start(s, seq, attempt + 1, steps);
+	cJSON_Delete(steps);
 }
 
 /* --- at-most-once input --- */
@@ -968,7 +1360,7 @@ sess_terminate(struct sess *s, const char *why)
 	if (s->ended)
 		return 0;
 	if (s->turn != NULL)
-		turn_finish(s, NULL, 1);
+		turn_finish(s, 1, 0);
 	json_set(s->meta, "queue", cJSON_CreateArray());
 	if (s->recover_ev != NULL) {
 		event_free(s->recover_ev);
@@ -1081,7 +1473,7 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			r->http = 200;
 			return;
 		}
-		turn_finish(s, NULL, 1);
+		turn_finish(s, 1, 0);
 		r->seq = sess_last_seq(s);
 		turn_next(s);
 		return;
@@ -1122,14 +1514,7 @@ sess_stop(struct sess *s)
 	/* Log what was coalesced; the turn itself stays in meta as running
 	 * so the next owner re-runs it after saying so. */
 	tokens_flush(s);
-	if (s->turn != NULL) {
-		llm_cancel(s->turn->call);
-		s->turn->call = NULL;
-		free(s->turn->reply);
-		free(s->turn->input);
-		free(s->turn);
-		s->turn = NULL;
-	}
+	turn_drop(s);
 }
 
 void

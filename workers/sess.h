@@ -40,6 +40,8 @@ const char	*evt_sse(struct evt *, size_t *len);
 
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
+struct tool_run;
+
 struct turn {
 	char		 msgid[48];
 	uint64_t	 input_seq;
@@ -48,6 +50,15 @@ struct turn {
 	char		*input;		/* the user's message it answers */
 	char		*reply;		/* the assistant's text so far */
 	size_t		 reply_len;
+	size_t		 step_from;	/* reply bytes before this model step */
+	cJSON		*steps;		/* its assistant and tool messages */
+	cJSON		*calls;		/* tool calls of the current step */
+	TAILQ_HEAD(, tool_run) runs;	/* tool calls in flight */
+	unsigned	 model_calls;
+	int		 starting;	/* tools_run is starting calls */
+	uint64_t	 in_tokens;	/* usage over all its model calls */
+	uint64_t	 out_tokens;
+	double		 cost;
 };
 
 struct sess {

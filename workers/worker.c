@@ -19,6 +19,7 @@
 #include "parley/ws.h"
 #include "conn.h"
 #include "llm.h"
+#include "mcp.h"
 #include "sess.h"
 #include "worker.h"
 
@@ -66,6 +67,7 @@ wk_exit(struct wk *wk, int code)
 	while ((s = TAILQ_FIRST(&wk->sessions)) != NULL)
 		sess_release(s);
 	store_close(wk->store);
+	mcp_ctx_free(wk->mcp);
 	llm_ctx_free(wk->llm);
 	if (wk->chan != NULL) {
 		ipc_flush(wk->chan, 1000);
@@ -291,8 +293,9 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 		fatalx("store: %s", err);
 	if ((wk->chan = ipc_chan_new(wk->base, ipc_fd, wk_msg, wk)) == NULL)
 		fatalx("ipc channel");
-	if ((wk->llm = llm_ctx_new(wk->base)) == NULL)
-		fatalx("llm context");
+	if ((wk->llm = llm_ctx_new(wk->base)) == NULL ||
+	    (wk->mcp = mcp_ctx_new(wk->base, conf)) == NULL)
+		fatalx("llm or mcp context: out of memory");
 	util_tv(&hb, conf->heartbeat_ms);
 	wk->hb_tv = event_base_init_common_timeout(wk->base, &hb);
 	wk->stats_ev = event_new(wk->base, -1, EV_PERSIST, stats_cb, wk);

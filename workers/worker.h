@@ -12,6 +12,7 @@ struct event;
 struct event_base;
 struct store;
 struct llm_ctx;
+struct mcp_ctx;
 struct sess;
 struct conn;
 
@@ -23,6 +24,7 @@ struct wk {
 	struct store		*store;
 	struct ipc_chan		*chan;
 	struct llm_ctx		*llm;
+	struct mcp_ctx		*mcp;
 	int			 slot;
 	int			 draining;
 	int			 terminating;

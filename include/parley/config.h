@@ -65,6 +65,22 @@ struct cfg_provider {
 	unsigned		 line;		/* 0 = built-in demo */
 };
 
+/*
+ * mcp-server NAME { url URL; header "K: V"; timeout DURATION }: a Model
+ * Context Protocol server reached over Streamable HTTP.  NAME is 1 to 32
+ * of [A-Za-z0-9_-] without "__": tools are offered as NAME__TOOL.
+ */
+#define CFG_MCP_MAX_HEADERS	32
+struct cfg_mcp_server {
+	char			 name[33];
+	char			*url;		/* the MCP endpoint, as given */
+	char			*headers[CFG_MCP_MAX_HEADERS];	/* "K: V" */
+	unsigned		 nheaders;
+	uint64_t		 timeout_ms;	/* per tool call, default 30s */
+	TAILQ_ENTRY(cfg_mcp_server) entry;
+	unsigned		 line;
+};
+
 struct config {
 	char			*path;		/* NULL for built-in defaults */
 	TAILQ_HEAD(, cfg_listen) listens;	/* default 127.0.0.1:7777 */
@@ -92,6 +108,7 @@ struct config {
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;
 	TAILQ_HEAD(, cfg_token)	 tokens;
+	TAILQ_HEAD(, cfg_mcp_server) mcp_servers;
 	char			*log_level;	/* error|warn|info|debug, default info */
 	char			*pid_file;	/* default NULL (none) */
 };

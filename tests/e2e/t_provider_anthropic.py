@@ -9,7 +9,8 @@
 # a 200 response is retried, api_error after tokens re-runs the reply
 # through an error "recoverable", invalid_request_error after tokens is
 # final; 429 + retry-after; 401 not retried; first-byte timeout; cancel
-# during a stall closes the connection; tool_use blocks end the turn.
+# during a stall closes the connection; tool_use blocks run as tool calls
+# and their results go back to the model.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -243,16 +244,38 @@ async def s_cancel_stall(d, f):
 
 
 async def s_tool_use(d, f):
+    """tool_use blocks run as tool calls (no MCP server here, so each
+    answers TOOL_ERROR), their results go back as tool_result blocks in one
+    user message, and the model's next reply ends the turn."""
     f.script([{"kind": "tool_calls", "text": "Let me add.",
                "calls": [{"id": "toolu_01", "name": "srv__add",
                           "arguments": "{\"a\":1,\"b\":2}"},
                          {"id": "toolu_02", "name": "srv__mul",
-                          "arguments": "{\"x\":3}"}]}])
+                          "arguments": "{\"x\":3}"}]},
+              {"kind": "text", "text": " Tools are down."}])
     ev = await chat_turn(d, "an-tools", "add")
-    check(tokens_text(ev).startswith("Let me add."), "text %r" % tokens_text(ev))
-    check(of_type(ev, "done") or of_type(ev, "error"), "turn ended without "
-          "done or error")
-    check(len(of_type(ev, "done")) <= 1, "two done events")
+    check(tokens_text(ev) == "Let me add. Tools are down.", "text %r" % tokens_text(ev))
+    starts = of_type(ev, "tool_start")
+    results = of_type(ev, "tool_result")
+    check([e["toolCallId"] for e in starts] == ["toolu_01", "toolu_02"] and
+          starts[0]["args"] == {"a": 1, "b": 2} and starts[0]["tool"] == "srv__add",
+          "tool_start events %s" % starts)
+    check(sorted(e["toolCallId"] for e in results) == ["toolu_01", "toolu_02"] and
+          all(e.get("error", {}).get("code") == "TOOL_ERROR" for e in results),
+          "tool_result events %s" % results)
+    done = of_type(ev, "done")
+    check(len(done) == 1 and done[0]["turns"] == 2, "done %s" % done)
+    body = f.requests()[-1]["body"]
+    msgs = body["messages"]
+    check(msgs[-2]["role"] == "assistant" and
+          [b["type"] for b in msgs[-2]["content"]] == ["text", "tool_use", "tool_use"] and
+          msgs[-2]["content"][1]["input"] == {"a": 1, "b": 2},
+          "second request's assistant turn %s" % msgs[-2])
+    check(msgs[-1]["role"] == "user" and
+          [b["type"] for b in msgs[-1]["content"]] == ["tool_result", "tool_result"] and
+          msgs[-1]["content"][0]["tool_use_id"] == "toolu_01" and
+          msgs[-1]["content"][0].get("is_error") is True,
+          "second request's tool results %s" % msgs[-1])
 
 
 async def s_max_tokens_stop(d, f):
@@ -270,10 +293,13 @@ async def s_split_utf8(d, f):
     f.script([{"kind": "tool_calls", "text": UTF8, "chunks": 5, "write_size": 1,
                "delay_ms": 0, "usage": {"in": 4, "out": 6},
                "calls": [{"id": "toolu_09", "name": "srv__echo",
-                          "arguments": "{\"s\":\"ü🌍\"}"}]}])
+                          "arguments": "{\"s\":\"ü🌍\"}"}]},
+              {"kind": "text", "text": "!"}])
     ev = await chat_turn(d, "an-split", "hi")
-    check(tokens_text(ev) == UTF8, "split text %r, expected %r"
-          % (tokens_text(ev), UTF8))
+    check(tokens_text(ev) == UTF8 + "!", "split text %r, expected %r"
+          % (tokens_text(ev), UTF8 + "!"))
+    st = of_type(ev, "tool_start")
+    check(st and st[0]["args"] == {"s": "ü🌍"}, "split tool arguments %s" % st)
     check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
 
 
@@ -292,7 +318,26 @@ async def s_garbage(d, f):
     one_done(ev, "turn after garbage")
 
 
-SCENARIOS = [s_text, s_529_exhaust, s_overloaded_200_retried,
+TRUNCATED = 'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_t","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}\n\nevent: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\nevent: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}\n\n'
+
+
+async def s_truncated(d, f):
+    """The body ends cleanly but before the reply was complete (no
+    finish/[DONE] or message_stop), after a token: that is a broken
+    stream, re-run through an error "recoverable", then done."""
+    f.script([{"kind": "raw", "data": TRUNCATED},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, 'an-trunc', "hi")
+    errs = of_type(ev, "error")
+    check(errs and all(e.get("severity") == "recoverable" for e in errs),
+          "truncated stream: errors %s" % errs)
+    check(tokens_text(ev[ev.index(errs[0]):]) == TEXT,
+          "text after the re-run %r" % tokens_text(ev))
+    one_done(ev, "truncated then ok")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+
+
+SCENARIOS = [s_text, s_truncated, s_529_exhaust, s_overloaded_200_retried,
              s_overloaded_200_exhaust, s_api_error_after_tokens,
              s_invalid_after_tokens, s_429, s_401, s_first_byte_timeout,
              s_cancel_stall, s_tool_use, s_max_tokens_stop, s_split_utf8,

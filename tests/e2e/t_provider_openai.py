@@ -6,7 +6,7 @@
 # (429 + retry-after, x-should-retry false, 5xx exhausting retries, 400 not
 # retried, a broken stream after tokens re-run through an error
 # "recoverable"); an error chunk mid-stream; first-byte and idle timeouts;
-# cancel during a stall closes the provider connection; parallel tool_calls
+# cancel during a stall closes the provider connection; parallel tool_calls run
 # and every finish_reason end the turn; no key configured sends no
 # Authorization; a base URL with a path prefix; the key never reaches the log.
 import sys, os
@@ -284,19 +284,35 @@ async def s_cancel_stall(d, f):
 
 
 async def s_tool_calls(d, f):
-    """Parallel tool_calls arriving in interleaved fragments end the turn
-    (done or error) without harm; the text before them streams."""
+    """Parallel tool_calls arriving in interleaved fragments are assembled
+    per index and run (no MCP server here: each answers TOOL_ERROR); the
+    results go back as tool messages and the next reply ends the turn."""
     f.script([{"kind": "tool_calls", "text": "Let me compute.", "interleave": True,
                "calls": [{"id": "call_1", "name": "srv__add",
                           "arguments": "{\"a\":1,\"b\":2}"},
                          {"id": "call_2", "name": "srv__mul",
-                          "arguments": "{\"x\":3,\"y\":4}"}]}])
+                          "arguments": "{\"x\":3,\"y\":4}"}]},
+              {"kind": "text", "text": " Done."}])
     ev = await chat_turn(d, "oa-tools", "add")
-    check(tokens_text(ev).startswith("Let me compute."),
-          "text before tool calls %r" % tokens_text(ev))
-    check(of_type(ev, "done") or of_type(ev, "error"), "turn ended without "
-          "done or error")
-    check(len(of_type(ev, "done")) <= 1, "two done events")
+    check(tokens_text(ev) == "Let me compute. Done.",
+          "text %r" % tokens_text(ev))
+    starts = of_type(ev, "tool_start")
+    check([(e["toolCallId"], e["tool"], e["args"]) for e in starts] ==
+          [("call_1", "srv__add", {"a": 1, "b": 2}),
+           ("call_2", "srv__mul", {"x": 3, "y": 4})], "tool_start %s" % starts)
+    results = of_type(ev, "tool_result")
+    check(sorted(e["toolCallId"] for e in results) == ["call_1", "call_2"] and
+          all(e.get("error", {}).get("code") == "TOOL_ERROR" for e in results),
+          "tool_result %s" % results)
+    done = of_type(ev, "done")
+    check(len(done) == 1 and done[0]["turns"] == 2, "done %s" % done)
+    msgs = f.requests()[-1]["body"]["messages"]
+    tc = msgs[-3].get("tool_calls") or []
+    check(msgs[-3]["role"] == "assistant" and [c["id"] for c in tc] ==
+          ["call_1", "call_2"] and tc[0]["function"]["arguments"] == "{\"a\":1,\"b\":2}",
+          "assistant message with tool_calls %s" % msgs[-3])
+    check([(m["role"], m.get("tool_call_id")) for m in msgs[-2:]] ==
+          [("tool", "call_1"), ("tool", "call_2")], "tool messages %s" % msgs[-2:])
 
 
 async def s_finish_reasons(d, f):
@@ -392,11 +408,46 @@ async def s_no_usage_chunk(d, f):
     check(isinstance(dn.get("usage"), dict), "done without usage: %s" % dn)
 
 
-SCENARIOS = [s_text, s_retry_after, s_should_retry_false, s_exhaust, s_400,
+async def s_concurrent(d, f):
+    """Eight sessions stream at once through one worker's curl multi: each
+    gets its own reply, whole."""
+    f.script([{"kind": "text", "text": "reply %d, in several words" % i,
+               "chunks": 8, "delay_ms": 25} for i in range(8)])
+    res = await asyncio.gather(*[chat_turn(d, "oa-cc-%d" % i, "hi")
+                                 for i in range(8)])
+    got = sorted(tokens_text(ev) for ev in res)
+    check(got == sorted("reply %d, in several words" % i for i in range(8)),
+          "concurrent replies mixed up: %s" % got)
+    for ev in res:
+        one_done(ev, "concurrent")
+
+
+TRUNCATED = 'data: {"id":"chatcmpl-t","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"content":"Hello"},"logprobs":null,"finish_reason":null}]}\n\n'
+
+
+async def s_truncated(d, f):
+    """The body ends cleanly but before the reply was complete (no
+    finish/[DONE] or message_stop), after a token: that is a broken
+    stream, re-run through an error "recoverable", then done."""
+    f.script([{"kind": "raw", "data": TRUNCATED},
+              {"kind": "text", "text": TEXT}])
+    ev = await chat_turn(d, 'oa-trunc', "hi")
+    errs = of_type(ev, "error")
+    check(errs and all(e.get("severity") == "recoverable" for e in errs),
+          "truncated stream: errors %s" % errs)
+    check(tokens_text(ev[ev.index(errs[0]):]) == TEXT,
+          "text after the re-run %r" % tokens_text(ev))
+    one_done(ev, "truncated then ok")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+
+
+SCENARIOS = [s_text, s_truncated, s_retry_after, s_should_retry_false,
+             s_exhaust, s_400,
              s_should_retry_true, s_cut_before_tokens, s_cut_after_tokens,
              s_error_chunk, s_first_byte_timeout, s_idle_timeout,
              s_cancel_stall, s_tool_calls, s_finish_reasons, s_split_utf8,
-             s_garbage, s_retry_after_date, s_cancel_backoff, s_no_usage_chunk]
+             s_garbage, s_retry_after_date, s_cancel_backoff, s_no_usage_chunk,
+             s_concurrent]
 
 
 async def run_scenarios(d, f, scenarios):
@@ -440,5 +491,55 @@ async def test():
                   "Authorization sent with no key configured: %r"
                   % r["headers"].get("authorization"))
             check(r["body"].get("model") == "llama", "model %r" % r["body"].get("model"))
+
+        # api-key-env names a variable that is not set: an error naming it,
+        # and no request without the key.
+        f.reset()
+        d3 = Daemon(providers='provider nokey {\n    type openai\n'
+                    '    url "http://127.0.0.1:%d/v1"\n'
+                    '    model "m"\n'
+                    '    api-key-env PARLEY_E2E_UNSET_KEY\n}\n' % f.port,
+                    default="nokey")
+        with with_daemon(d3):
+            ev = await chat_turn(d3, "unset-1", "hi")
+            e = final_error(ev, "unset key variable")
+            check("PARLEY_E2E_UNSET_KEY" in e["message"],
+                  "error does not name the unset variable: %r" % e["message"])
+            check(not f.requests(), "a request went out without the key")
+
+    # HTTPS with a self-signed certificate: verification is on, so the
+    # call fails with a certificate error before any request is made.
+    await tls_refused()
+
+
+async def tls_refused():
+    if not shutil.which("openssl"):
+        print("skip tls_refused: no openssl command")
+        return
+    tmp = tempfile.mkdtemp(prefix="parley-e2e-tls-", dir="/tmp")
+    try:
+        cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+        r = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                            "-nodes", "-keyout", key, "-out", cert, "-days", "2",
+                            "-subj", "/CN=127.0.0.1",
+                            "-addext", "subjectAltName=IP:127.0.0.1"],
+                           capture_output=True, timeout=60)
+        check(r.returncode == 0, "openssl req failed: %s" % r.stderr[-300:])
+        with with_fakellm(FakeLLM(tls=(cert, key))) as f:
+            d = Daemon(providers='provider tls {\n    type openai\n'
+                       '    url "https://127.0.0.1:%d/v1"\n'
+                       '    model "m"\n'
+                       '    api-key-env FAKE_KEY\n    max-retries 0\n}\n'
+                       % f.port, default="tls", env={"FAKE_KEY": KEY})
+            with with_daemon(d):
+                ev = await chat_turn(d, "tls-1", "hi")
+                e = final_error(ev, "self-signed https")
+                m = e["message"].lower()
+                check("certificate" in m or "ssl" in m,
+                      "error for a self-signed certificate: %r" % e["message"])
+                check(not f.requests(), "a request reached a server whose "
+                      "certificate failed verification")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 run_test("provider_openai", test)

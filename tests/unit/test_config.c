@@ -1060,6 +1060,127 @@ START_TEST(test_example_file)
 }
 END_TEST
 
+START_TEST(test_mcp_servers)
+{
+	struct config			*c;
+	const struct cfg_mcp_server	*m;
+	char				 text[600];
+	int				 i;
+
+	c = parse("mcp-server everything {\n"
+	    "    url http://127.0.0.1:3001/mcp/\n"
+	    "    header \"Authorization: Bearer abc\"\n"
+	    "    header \"X-Trace:  1\"\n"
+	    "    timeout 5s\n"
+	    "}\n"
+	    "mcp-server b-2 {\n url https://example.com/mcp }\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	m = TAILQ_FIRST(&c->mcp_servers);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->name, "everything");
+	/* The endpoint is kept as written, trailing '/' included. */
+	ck_assert_str_eq(m->url, "http://127.0.0.1:3001/mcp/");
+	ck_assert_uint_eq(m->nheaders, 2);
+	ck_assert_str_eq(m->headers[0], "Authorization: Bearer abc");
+	ck_assert_str_eq(m->headers[1], "X-Trace:  1");
+	ck_assert_uint_eq(m->timeout_ms, 5000);
+	ck_assert_uint_eq(m->line, 1);
+	m = TAILQ_NEXT(m, entry);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->name, "b-2");
+	ck_assert_str_eq(m->url, "https://example.com/mcp");
+	ck_assert_uint_eq(m->nheaders, 0);
+	ck_assert_uint_eq(m->timeout_ms, 30000);
+	ck_assert_ptr_null(TAILQ_NEXT(m, entry));
+	/* A provider's url still loses its trailing '/'. */
+	config_free(c);
+	c = parse("provider p {\n type openai\n model m\n"
+	    " url http://h/v1/\n timeout 2s\n}\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(config_provider(c, "p")->url, "http://h/v1");
+	ck_assert_uint_eq(config_provider(c, "p")->timeout_ms, 2000);
+	ck_assert(TAILQ_EMPTY(&c->mcp_servers));
+	config_free(c);
+
+	expect_err("mcp-server a {\n}\n",
+	    "x.conf:1: mcp-server 'a': missing 'url'");
+	expect_err("mcp-server a {\n url http://h/mcp\n",
+	    "x.conf:1: mcp-server 'a': unterminated block (missing '}')");
+	expect_err("mcp-server a__b {\n",
+	    "x.conf:1: mcp-server: name must be 1 to 32 letters, digits, '_' "
+	    "or '-' without \"__\", got 'a__b'");
+	expect_err("mcp-server a.b {\n",
+	    "x.conf:1: mcp-server: name must be 1 to 32 letters, digits, '_' "
+	    "or '-' without \"__\", got 'a.b'");
+	expect_err("mcp-server 012345678901234567890123456789012 {\n"
+	    " url http://h }\n",
+	    "x.conf:1: mcp-server: name must be 1 to 32 letters, digits, '_' "
+	    "or '-' without \"__\", got '012345678901234567890123456789012'");
+	expect_err("mcp-server a {\n url http://h }\nmcp-server a {\n"
+	    " url http://h }\n",
+	    "x.conf:3: mcp-server: duplicate server 'a' (first on line 1)");
+	expect_err("mcp-server a {\n url http://h\n url http://i\n}\n",
+	    "x.conf:3: url: duplicate directive (first on line 2)");
+	expect_err("mcp-server a {\n url ftp://h\n}\n",
+	    "x.conf:2: url: must start with http:// or https://");
+	expect_err("mcp-server a {\n url http://h\n timeout 50ms\n}\n",
+	    "x.conf:3: timeout: expected a duration from 100ms to 1h (a number "
+	    "with ms, s, m, h or d), got '50ms'");
+	expect_err("mcp-server a {\n url http://h\n header nocolon\n}\n",
+	    "x.conf:3: header: expected \"NAME: VALUE\"");
+	expect_err("mcp-server a {\n url http://h\n header \": v\"\n}\n",
+	    "x.conf:3: header: expected \"NAME: VALUE\"");
+	expect_err("mcp-server a {\n url http://h\n header \"A B: v\"\n}\n",
+	    "x.conf:3: header: the name must be an HTTP token (letters, "
+	    "digits, '-', ...)");
+	expect_err("mcp-server a {\n url http://h\n header \"x: a\\nb\"\n}\n",
+	    "x.conf:3: header: control character in the value");
+	expect_err("mcp-server a {\n url http://h\n"
+	    " header \"mcp-session-id: 1\"\n}\n",
+	    "x.conf:3: header: mcp-session-id is set by parleyd itself");
+	expect_err("mcp-server a {\n url http://h\n header \"Accept: */*\"\n}\n",
+	    "x.conf:3: header: Accept is set by parleyd itself");
+	expect_err("mcp-server a {\n url http://h\n type script\n}\n",
+	    "x.conf:3: type: not allowed inside an mcp-server block");
+	expect_err("mcp-server a {\n listen 1\n}\n",
+	    "x.conf:2: listen: not allowed inside an mcp-server block");
+	expect_err("provider p {\n type script\n reply r\n"
+	    " header \"a: b\"\n}\n",
+	    "x.conf:4: header: not allowed inside a provider block");
+	expect_err("provider p {\n mcp-server a {\n",
+	    "x.conf:2: mcp-server: not allowed inside a provider block");
+	expect_err("mcp-server a {\n mcp-server b {\n",
+	    "x.conf:2: mcp-server: not allowed inside an mcp-server block");
+	expect_err("header \"a: b\"\n",
+	    "x.conf:1: header: only allowed inside an mcp-server block");
+	expect_err("url http://h\n",
+	    "x.conf:1: url: only allowed inside a provider block");
+	expect_err("mcp-server a\n",
+	    "x.conf:1: mcp-server: expected 'mcp-server NAME {' with the '{' "
+	    "on the same line");
+
+	/* At most 32 headers. */
+	{
+		char	*big = calloc(1, 4096);
+		size_t	 off;
+
+		ck_assert_ptr_nonnull(big);
+		off = (size_t)snprintf(big, 4096, "mcp-server a {\n url http://h\n");
+		for (i = 0; i < 33; i++)
+			off += (size_t)snprintf(big + off, 4096 - off,
+			    " header \"x-%d: v\"\n", i);
+		snprintf(big + off, 4096 - off, "}\n");
+		expect_err(big, "x.conf:35: header: more than 32 headers");
+		free(big);
+	}
+	/* A secret in a bad header line is not echoed. */
+	snprintf(text, sizeof(text), "mcp-server a {\n url http://h\n"
+	    " header \"Authorization Bearer s3cr3t\"\n}\n");
+	ck_assert_ptr_null(parse(text));
+	ck_assert_ptr_null(strstr(errbuf, "s3cr3t"));
+}
+END_TEST
+
 static Suite *
 config_suite(void)
 {
@@ -1068,6 +1189,7 @@ config_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_example);
+	tcase_add_test(tc, test_mcp_servers);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_load);
 	tcase_add_test(tc, test_errors);

@@ -1,7 +1,8 @@
 /*
- * The HTTP providers: stream decoders fed recorded provider bytes whole,
- * byte by byte and in odd splits, request bodies, and the libcurl path
- * against an in-process fake server (retries, timeouts, cancel).
+ * The providers: stream decoders fed recorded provider bytes whole, byte
+ * by byte and in odd splits, request bodies (with tools, tool calls and
+ * tool results), the libcurl path against an in-process fake server
+ * (retries, timeouts, cancel), and the script provider's "@tool" fixture.
  */
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -22,10 +23,8 @@
 #include "../../workers/llm_openai.c"
 #include "../../workers/llm_anthropic.c"
 #include "../../workers/llm_http.c"
+#include "../../workers/llm_script.c"
 #include "check_main.h"
-
-/* llm.c lists the script provider; its tests live elsewhere. */
-const struct llm_ops llm_script_ops = { "script", NULL, NULL };
 
 struct out {
 	char		 text[16384];
@@ -554,17 +553,17 @@ prov(const char *type, const char *url)
 START_TEST(test_bodies)
 {
 	static const struct llm_msg msgs[] = {
-		{ "system", "Be brief." },
-		{ "user", "Hi" },
-		{ "assistant", "" },
-		{ "system", "Be kind." },
-		{ "user", "Again \"quoted\"" },
+		{ .role = "system", .content = "Be brief." },
+		{ .role = "user", .content = "Hi" },
+		{ .role = "assistant", .content = "" },
+		{ .role = "system", .content = "Be kind." },
+		{ .role = "user", .content = "Again \"quoted\"" },
 	};
 	struct cfg_provider *p;
 	char *s;
 
 	p = prov("openai", NULL);
-	s = llm_openai_proto.body(p, msgs, 5);
+	s = llm_openai_proto.body(p, msgs, 5, NULL, 0);
 	ck_assert_str_eq(s, "{\"model\":\"m-1\",\"messages\":["
 	    "{\"role\":\"system\",\"content\":\"Be brief.\"},"
 	    "{\"role\":\"user\",\"content\":\"Hi\"},"
@@ -576,7 +575,7 @@ START_TEST(test_bodies)
 	p->max_tokens = 100;
 	p->has_temperature = 1;
 	p->temperature = 0.5;
-	s = llm_openai_proto.body(p, msgs + 1, 1);
+	s = llm_openai_proto.body(p, msgs + 1, 1, NULL, 0);
 	ck_assert_str_eq(s, "{\"model\":\"m-1\",\"messages\":["
 	    "{\"role\":\"user\",\"content\":\"Hi\"}],\"stream\":true,"
 	    "\"stream_options\":{\"include_usage\":true},\"max_tokens\":100,"
@@ -584,14 +583,14 @@ START_TEST(test_bodies)
 	free(s);
 
 	p = prov("anthropic", NULL);
-	s = llm_anthropic_proto.body(p, msgs, 5);
+	s = llm_anthropic_proto.body(p, msgs, 5, NULL, 0);
 	ck_assert_str_eq(s, "{\"model\":\"m-1\",\"max_tokens\":4096,"
 	    "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"},"
 	    "{\"role\":\"user\",\"content\":\"Again \\\"quoted\\\"\"}],"
 	    "\"system\":\"Be brief.\\n\\nBe kind.\",\"stream\":true}");
 	free(s);
 	p->max_tokens = 10;
-	s = llm_anthropic_proto.body(p, msgs + 1, 1);
+	s = llm_anthropic_proto.body(p, msgs + 1, 1, NULL, 0);
 	ck_assert_str_eq(s, "{\"model\":\"m-1\",\"max_tokens\":10,"
 	    "\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
 	    "\"stream\":true}");
@@ -735,9 +734,10 @@ fake_free(struct fake *f)
 
 /* Runs one call to the fake server; the loop ends on done or error. */
 static void
-fake_run(struct fake *f, struct cfg_provider *p, struct out *o)
+fake_run_with(struct fake *f, struct cfg_provider *p, struct out *o,
+    const struct llm_msg *msgs, size_t n, const struct llm_tool_def *tools,
+    size_t ntools)
 {
-	static const struct llm_msg msg = { "user", "hello" };
 	struct llm_ctx *ctx;
 	struct timeval tv = { 20, 0 };
 
@@ -745,7 +745,7 @@ fake_run(struct fake *f, struct cfg_provider *p, struct out *o)
 	o->base = f->base;
 	ctx = llm_ctx_new(f->base);
 	ck_assert_ptr_nonnull(ctx);
-	o->call = llm_start(ctx, p, &msg, 1, &ocbs, o);
+	o->call = llm_start(ctx, p, msgs, n, tools, ntools, &ocbs, o);
 	ck_assert_ptr_nonnull(o->call);
 	event_base_loopexit(f->base, &tv);
 	event_base_dispatch(f->base);
@@ -753,6 +753,15 @@ fake_run(struct fake *f, struct cfg_provider *p, struct out *o)
 		llm_cancel(o->call);
 	llm_ctx_free(ctx);
 	fake_free(f);
+}
+
+static void
+fake_run(struct fake *f, struct cfg_provider *p, struct out *o)
+{
+	static const struct llm_msg msg = { .role = "user",
+	    .content = "hello" };
+
+	fake_run_with(f, p, o, &msg, 1, NULL, 0);
 }
 
 static char *
@@ -914,7 +923,7 @@ START_TEST(test_http_retrying)
 	struct out o;
 	struct llm_cbs nore = ocbs;
 	struct llm_ctx *ctx;
-	static const struct llm_msg msg = { "user", "x" };
+	static const struct llm_msg msg = { .role = "user", .content = "x" };
 	struct timeval tv = { 10, 0 };
 
 	fake_init(&f, r, 2);
@@ -931,7 +940,8 @@ START_TEST(test_http_retrying)
 	memset(&o, 0, sizeof(o));
 	o.base = f.base;
 	ctx = llm_ctx_new(f.base);
-	o.call = llm_start(ctx, prov("openai", url_of(&f)), &msg, 1, &nore, &o);
+	o.call = llm_start(ctx, prov("openai", url_of(&f)), &msg, 1, NULL, 0,
+	    &nore, &o);
 	event_base_loopexit(f.base, &tv);
 	event_base_dispatch(f.base);
 	ck_assert_int_eq(o.errors, 1);
@@ -968,12 +978,13 @@ START_TEST(test_http_timeout_cancel)
 	p = prov("openai", url_of(&f));
 	memset(&o, 0, sizeof(o));
 	{
-		static const struct llm_msg msg = { "user", "x" };
+		static const struct llm_msg msg = { .role = "user",
+		    .content = "x" };
 		struct llm_ctx *ctx = llm_ctx_new(f.base);
 
 		o.base = f.base;
 		o.cancel_at = 1;
-		o.call = llm_start(ctx, p, &msg, 1, &ocbs, &o);
+		o.call = llm_start(ctx, p, &msg, 1, NULL, 0, &ocbs, &o);
 		event_base_dispatch(f.base);
 		ck_assert_int_eq(o.ntok, 1);
 		ck_assert_int_eq(o.done + o.errors, 0);
@@ -990,6 +1001,377 @@ START_TEST(test_http_timeout_cancel)
 	fake_run(&f, p, &o);
 	ck_assert_int_eq(o.errors, 1);
 	ck_assert_ptr_nonnull(strstr(o.err, "openai: connection error: "));
+}
+END_TEST
+
+/* --- requests with tools, tool calls and tool results --- */
+
+/* Long bodies: the failure message names only what was sent. */
+#define ck_body_eq(got, want) \
+	ck_assert_msg(strcmp((got), (want)) == 0, "body was %s", (got))
+
+static const struct llm_tool_call tl_calls[] = {
+	{ "call_a", "srv__add", "{\"a\":1,\"b\":2}" },
+	{ "call_b", "srv__now", "" },
+};
+
+static const struct llm_tool_call tl_badcall[] = {
+	{ "toolu_9", "srv__add", "{\"a\":" },
+};
+
+/* A two-round tool loop as the session would hand it over. */
+static const struct llm_msg tl_msgs[] = {
+	{ .role = "system", .content = "Use tools." },
+	{ .role = "user", .content = "Add 1 and 2, and the time?" },
+	{ .role = "assistant", .content = "", .calls = tl_calls, .ncalls = 2 },
+	{ .role = "tool", .content = "3", .tool_call_id = "call_a",
+	    .tool_name = "srv__add" },
+	{ .role = "tool", .content = "no clock", .tool_call_id = "call_b",
+	    .tool_name = "srv__now", .is_error = 1 },
+	{ .role = "assistant", .content = "Trying again.",
+	    .calls = tl_badcall, .ncalls = 1 },
+	{ .role = "tool", .content = "", .tool_call_id = "toolu_9",
+	    .tool_name = "srv__add" },
+	{ .role = "assistant", .content = "It is 3." },
+	{ .role = "user", .content = "Thanks" },
+};
+
+static const struct llm_tool_def tl_defs[] = {
+	{ "srv__add", "Adds two numbers.", "{\"type\":\"object\","
+	    "\"properties\":{\"a\":{\"type\":\"number\"}}}" },
+	{ "srv__now", NULL, NULL },
+	{ "srv__bad", "x", "[1,2]" },
+};
+
+START_TEST(test_bodies_tools_openai)
+{
+	struct cfg_provider *p = prov("openai", NULL);
+	char *s;
+
+	s = llm_openai_proto.body(p, tl_msgs, 9, tl_defs, 3);
+	ck_assert_ptr_nonnull(s);
+	ck_body_eq(s, "{\"model\":\"m-1\",\"messages\":["
+	    "{\"role\":\"system\",\"content\":\"Use tools.\"},"
+	    "{\"role\":\"user\",\"content\":\"Add 1 and 2, and the time?\"},"
+	    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":["
+	    "{\"id\":\"call_a\",\"type\":\"function\",\"function\":{\"name\":"
+	    "\"srv__add\",\"arguments\":\"{\\\"a\\\":1,\\\"b\\\":2}\"}},"
+	    "{\"id\":\"call_b\",\"type\":\"function\",\"function\":{\"name\":"
+	    "\"srv__now\",\"arguments\":\"{}\"}}]},"
+	    "{\"role\":\"tool\",\"tool_call_id\":\"call_a\",\"content\":\"3\"},"
+	    "{\"role\":\"tool\",\"tool_call_id\":\"call_b\",\"content\":"
+	    "\"no clock\"},"
+	    "{\"role\":\"assistant\",\"content\":\"Trying again.\","
+	    "\"tool_calls\":[{\"id\":\"toolu_9\",\"type\":\"function\","
+	    "\"function\":{\"name\":\"srv__add\",\"arguments\":"
+	    "\"{\\\"a\\\":\"}}]},"
+	    "{\"role\":\"tool\",\"tool_call_id\":\"toolu_9\",\"content\":\"\"},"
+	    "{\"role\":\"assistant\",\"content\":\"It is 3.\"},"
+	    "{\"role\":\"user\",\"content\":\"Thanks\"}],"
+	    "\"tools\":["
+	    "{\"type\":\"function\",\"function\":{\"name\":\"srv__add\","
+	    "\"description\":\"Adds two numbers.\",\"parameters\":{\"type\":"
+	    "\"object\",\"properties\":{\"a\":{\"type\":\"number\"}}}}},"
+	    "{\"type\":\"function\",\"function\":{\"name\":\"srv__now\","
+	    "\"parameters\":{\"type\":\"object\"}}},"
+	    "{\"type\":\"function\",\"function\":{\"name\":\"srv__bad\","
+	    "\"description\":\"x\",\"parameters\":{\"type\":\"object\"}}}],"
+	    "\"stream\":true,\"stream_options\":{\"include_usage\":true}}");
+	free(s);
+
+	/* No tools: no "tools" key at all, even with a non-NULL array. */
+	s = llm_openai_proto.body(p, tl_msgs + 1, 1, tl_defs, 0);
+	ck_assert_ptr_null(strstr(s, "tools"));
+	free(s);
+}
+END_TEST
+
+START_TEST(test_bodies_tools_anthropic)
+{
+	static const struct llm_msg tail[] = {
+		/* A tool result that follows a user turn starts its own. */
+		{ .role = "user", .content = "go" },
+		{ .role = "tool", .content = "r", .tool_call_id = "t1" },
+		{ .role = "system", .content = "" },
+		{ .role = "tool", .content = "s", .tool_call_id = "t2" },
+	};
+	struct cfg_provider *p = prov("anthropic", NULL);
+	char *s;
+
+	s = llm_anthropic_proto.body(p, tl_msgs, 9, tl_defs, 3);
+	ck_assert_ptr_nonnull(s);
+	ck_body_eq(s, "{\"model\":\"m-1\",\"max_tokens\":4096,"
+	    "\"messages\":["
+	    "{\"role\":\"user\",\"content\":\"Add 1 and 2, and the time?\"},"
+	    "{\"role\":\"assistant\",\"content\":["
+	    "{\"type\":\"tool_use\",\"id\":\"call_a\",\"name\":\"srv__add\","
+	    "\"input\":{\"a\":1,\"b\":2}},"
+	    "{\"type\":\"tool_use\",\"id\":\"call_b\",\"name\":\"srv__now\","
+	    "\"input\":{}}]},"
+	    "{\"role\":\"user\",\"content\":["
+	    "{\"type\":\"tool_result\",\"tool_use_id\":\"call_a\","
+	    "\"content\":\"3\"},"
+	    "{\"type\":\"tool_result\",\"tool_use_id\":\"call_b\","
+	    "\"content\":\"no clock\",\"is_error\":true}]},"
+	    "{\"role\":\"assistant\",\"content\":["
+	    "{\"type\":\"text\",\"text\":\"Trying again.\"},"
+	    "{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"srv__add\","
+	    "\"input\":{}}]},"
+	    "{\"role\":\"user\",\"content\":["
+	    "{\"type\":\"tool_result\",\"tool_use_id\":\"toolu_9\"}]},"
+	    "{\"role\":\"assistant\",\"content\":\"It is 3.\"},"
+	    "{\"role\":\"user\",\"content\":\"Thanks\"}],"
+	    "\"system\":\"Use tools.\","
+	    "\"tools\":["
+	    "{\"name\":\"srv__add\",\"description\":\"Adds two numbers.\","
+	    "\"input_schema\":{\"type\":\"object\",\"properties\":{\"a\":"
+	    "{\"type\":\"number\"}}}},"
+	    "{\"name\":\"srv__now\",\"input_schema\":{\"type\":\"object\"}},"
+	    "{\"name\":\"srv__bad\",\"description\":\"x\",\"input_schema\":"
+	    "{\"type\":\"object\"}}],"
+	    "\"stream\":true}");
+	free(s);
+
+	s = llm_anthropic_proto.body(p, tail, 4, NULL, 0);
+	ck_assert_str_eq(s, "{\"model\":\"m-1\",\"max_tokens\":4096,"
+	    "\"messages\":[{\"role\":\"user\",\"content\":\"go\"},"
+	    "{\"role\":\"user\",\"content\":["
+	    "{\"type\":\"tool_result\",\"tool_use_id\":\"t1\","
+	    "\"content\":\"r\"},"
+	    "{\"type\":\"tool_result\",\"tool_use_id\":\"t2\","
+	    "\"content\":\"s\"}]}],\"stream\":true}");
+	free(s);
+}
+END_TEST
+
+/* The tools reach the wire through llm_start and the HTTP path. */
+START_TEST(test_http_tools)
+{
+	static const char *const r[] = { SSE_HEAD "data: {\"choices\":[{"
+	    "\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":"
+	    "\"call_x\",\"function\":{\"name\":\"srv__add\",\"arguments\":"
+	    "\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+	    "data: [DONE]\n\n" };
+	struct fake f;
+	struct out o;
+
+	fake_init(&f, r, 1);
+	fake_run_with(&f, prov("openai", url_of(&f)), &o, tl_msgs + 1, 2,
+	    tl_defs, 1);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_str_eq(o.stop, "tool_calls");
+	ck_assert_str_eq(o.tools, "call_x srv__add {};");
+	ck_assert_ptr_nonnull(strstr(f.req, "\"tools\":[{\"type\":"
+	    "\"function\",\"function\":{\"name\":\"srv__add\""));
+	ck_assert_ptr_nonnull(strstr(f.req, "\"tool_calls\":[{\"id\":"
+	    "\"call_a\""));
+	ck_assert_ptr_null(strstr(f.req, "srv__now\",\"parameters"));
+
+	fake_init(&f, r, 1);
+	fake_run_with(&f, prov("anthropic", url_of(&f)), &o, tl_msgs, 5,
+	    tl_defs, 2);
+	ck_assert_int_eq(o.errors, 1);	/* an OpenAI stream is not one */
+	ck_assert_ptr_nonnull(strstr(f.req, "POST /v1/v1/messages "));
+	ck_assert_ptr_nonnull(strstr(f.req, "\"input_schema\""));
+	ck_assert_ptr_nonnull(strstr(f.req, "\"tool_result\""));
+}
+END_TEST
+
+/* --- the script provider --- */
+
+#define SCRIPT_TOOLS "@tool {\"calls\":[{\"name\":\"srv__add\"," \
+	"\"arguments\":{\"a\":1,\"b\":[2, 3]}},{\"name\":\"srv__now\"}]," \
+	"\"then\":\"final text\"}"
+
+/* Runs one script call to its end; returns the call llm_start gave. */
+static void
+script_run(struct cfg_provider *p, const struct llm_msg *msgs, size_t n,
+    struct out *o)
+{
+	struct event_base *base = event_base_new();
+	struct llm_ctx *ctx;
+	struct timeval tv = { 5, 0 };
+
+	ck_assert_ptr_nonnull(base);
+	memset(o, 0, sizeof(*o));
+	o->base = base;
+	ctx = llm_ctx_new(base);
+	ck_assert_ptr_nonnull(ctx);
+	o->call = llm_start(ctx, p, msgs, n, tl_defs, 3, &ocbs, o);
+	ck_assert_ptr_nonnull(o->call);
+	/* Never synchronous: nothing has run yet. */
+	ck_assert_int_eq(o->ntok + o->ntools + o->done + o->errors, 0);
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+	if (o->call != NULL)
+		llm_cancel(o->call);
+	llm_ctx_free(ctx);
+	event_base_free(base);
+}
+
+static struct cfg_provider *
+script_prov(const char *reply)
+{
+	struct cfg_provider *p = prov("script", NULL);
+
+	p->reply = (char *)reply;
+	p->chunk = 3;
+	p->delay_ms = 1;
+	return p;
+}
+
+START_TEST(test_script_plain)
+{
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "hello" },
+	};
+	struct out o;
+
+	script_run(script_prov("h\xc3\xa9llo w\xc3\xb6rld"), m, 1, &o);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_str_eq(o.text, "h\xc3\xa9llo w\xc3\xb6rld");
+	ck_assert_int_eq(o.ntok, 4);
+	ck_assert_str_eq(o.stop, "stop");
+	ck_assert_int_eq(o.ntools, 0);
+	ck_assert_uint_eq(o.usage.input_tokens, 2);
+}
+END_TEST
+
+START_TEST(test_script_tool)
+{
+	static const struct llm_msg first[] = {
+		{ .role = "user", .content = "earlier" },
+		{ .role = "tool", .content = "old", .tool_call_id = "c0" },
+		{ .role = "user", .content = "add" },
+	};
+	static const struct llm_tool_call calls[] = {
+		{ "call_1", "srv__add", "{\"a\":1,\"b\":[2,3]}" },
+		{ "call_2", "srv__now", "{}" },
+	};
+	static const struct llm_msg second[] = {
+		{ .role = "user", .content = "add" },
+		{ .role = "assistant", .content = "", .calls = calls,
+		    .ncalls = 2 },
+		{ .role = "tool", .content = "5", .tool_call_id = "call_1" },
+		{ .role = "tool", .content = "boom", .tool_call_id = "call_2",
+		    .is_error = 1 },
+	};
+	struct out o;
+
+	/* The first request of a turn: the calls, no text. */
+	script_run(script_prov(SCRIPT_TOOLS), first, 3, &o);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_int_eq(o.errors, 0);
+	ck_assert_int_eq(o.ntok, 0);
+	ck_assert_int_eq(o.ntools, 2);
+	ck_assert_str_eq(o.tools, "call_1 srv__add {\"a\":1,\"b\":[2,3]};"
+	    "call_2 srv__now {};");
+	ck_assert_str_eq(o.stop, "tool_calls");
+
+	/* With the results: "then", and the results for all to see. */
+	script_run(script_prov(SCRIPT_TOOLS), second, 4, &o);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_int_eq(o.ntools, 0);
+	ck_assert_str_eq(o.text, "final text | 5 | boom");
+	ck_assert_str_eq(o.stop, "stop");
+
+	/* Only the results of this round count. */
+	script_run(script_prov(SCRIPT_TOOLS), second + 2, 1, &o);
+	ck_assert_str_eq(o.text, "final text | 5");
+
+	/* No "then", no calls: only the results; then only "then". */
+	script_run(script_prov("@tool {\"calls\":[]}"), second, 3, &o);
+	ck_assert_str_eq(o.text, "5");
+	script_run(script_prov("@tool {\"calls\":[],\"then\":\"ok\"}"),
+	    first, 3, &o);
+	ck_assert_str_eq(o.text, "ok");
+	ck_assert_str_eq(o.stop, "stop");
+}
+END_TEST
+
+START_TEST(test_script_tool_bad)
+{
+	static const char *const bad[] = {
+		"@tool {\"calls\":", "@tool [1]", "@tool {\"then\":\"x\"}",
+		"@tool", "@toolx {\"calls\":[]}", "@tool \"s\"",
+	};
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "x" },
+	};
+	struct out o;
+	size_t i;
+
+	/* Not a script: streamed as it is, never a crash or a call. */
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		script_run(script_prov(bad[i]), m, 1, &o);
+		ck_assert_int_eq(o.done, 1);
+		ck_assert_int_eq(o.ntools, 0);
+		ck_assert_str_eq(o.text, bad[i]);
+	}
+	/* Odd call entries still make calls; with no name, an empty one. */
+	script_run(script_prov("@tool {\"calls\":[5,{\"arguments\":\"s\"}]}"),
+	    m, 1, &o);
+	ck_assert_str_eq(o.tools, "call_1  {};call_2  \"s\";");
+	ck_assert_str_eq(o.stop, "tool_calls");
+}
+END_TEST
+
+static void
+cancel_tool(void *arg, const char *id, const char *name, const char *args)
+{
+	struct out *o = arg;
+
+	(void)id;
+	(void)name;
+	(void)args;
+	o->ntools++;
+	llm_cancel(o->call);
+	o->call = NULL;
+	event_base_loopexit(o->base, NULL);
+}
+
+START_TEST(test_script_cancel)
+{
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "x" },
+	};
+	struct llm_cbs cbs = ocbs;
+	struct event_base *base = event_base_new();
+	struct llm_ctx *ctx = llm_ctx_new(base);
+	struct timeval tv = { 0, 50000 };
+	struct out o;
+
+	/* Cancelled from inside a tool_call: nothing more, nothing leaks. */
+	cbs.tool_call = cancel_tool;
+	memset(&o, 0, sizeof(o));
+	o.base = base;
+	o.call = llm_start(ctx, script_prov(SCRIPT_TOOLS), m, 1, NULL, 0,
+	    &cbs, &o);
+	ck_assert_ptr_nonnull(o.call);
+	event_base_dispatch(base);
+	ck_assert_int_eq(o.ntools, 1);
+	ck_assert_int_eq(o.done, 0);
+
+	/* Cancelled from inside a token, and before its first tick. */
+	memset(&o, 0, sizeof(o));
+	o.base = base;
+	o.cancel_at = 2;
+	o.call = llm_start(ctx, script_prov("abcdefghijkl"), m, 1, NULL, 0,
+	    &ocbs, &o);
+	event_base_dispatch(base);
+	ck_assert_int_eq(o.ntok, 2);
+	ck_assert_int_eq(o.done, 0);
+	llm_cancel(llm_start(ctx, script_prov(SCRIPT_TOOLS), m, 1, NULL, 0,
+	    &ocbs, &o));
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+	ck_assert_int_eq(o.done + o.errors, 0);
+
+	/* An unknown type starts nothing. */
+	ck_assert_ptr_null(llm_start(ctx, prov("nope", NULL), m, 1, NULL, 0,
+	    &ocbs, &o));
+	llm_ctx_free(ctx);
+	event_base_free(base);
 }
 END_TEST
 
@@ -1011,6 +1393,12 @@ llm_suite(void)
 	tcase_add_test(tc, test_anthropic_stops_errors);
 	tcase_add_test(tc, test_error_json);
 	tcase_add_test(tc, test_bodies);
+	tcase_add_test(tc, test_bodies_tools_openai);
+	tcase_add_test(tc, test_bodies_tools_anthropic);
+	tcase_add_test(tc, test_script_plain);
+	tcase_add_test(tc, test_script_tool);
+	tcase_add_test(tc, test_script_tool_bad);
+	tcase_add_test(tc, test_script_cancel);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(th, 30);
 	tcase_add_test(th, test_http_openai);
@@ -1018,6 +1406,7 @@ llm_suite(void)
 	tcase_add_test(th, test_http_no_retry);
 	tcase_add_test(th, test_http_retrying);
 	tcase_add_test(th, test_http_timeout_cancel);
+	tcase_add_test(th, test_http_tools);
 	suite_add_tcase(s, th);
 	return s;
 }

@@ -513,7 +513,8 @@ class FakeLLM:
     received; wait_for(pred) polls requests() until pred(list) is true.
     """
 
-    def __init__(self, logdir=None):
+    def __init__(self, logdir=None, tls=None):
+        self.tls = tls          # (certfile, keyfile) to serve HTTPS
         self.proc = None
         self.port = None
         self.logdir = logdir or tempfile.mkdtemp(prefix="parley-fakellm-",
@@ -523,7 +524,10 @@ class FakeLLM:
 
     def start(self, timeout=10):
         logf = open(self.logpath, "ab")
-        self.proc = subprocess.Popen(["/usr/bin/python3", "-u", FAKELLM, "0"],
+        argv = ["/usr/bin/python3", "-u", FAKELLM, "0"]
+        if self.tls:
+            argv += ["--tls", self.tls[0], self.tls[1]]
+        self.proc = subprocess.Popen(argv,
                                      stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=logf,
                                      close_fds=True)
@@ -571,7 +575,13 @@ class FakeLLM:
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
     def _call(self, method, path, body=None):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        if self.tls:
+            import ssl
+            c = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=10,
+                context=ssl._create_unverified_context())
+        else:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             data = None if body is None else json.dumps(body)
             c.request(method, path, body=data,

@@ -1,0 +1,190 @@
+#!/usr/bin/python3
+# MCP tools end to end: the MCP project's reference server
+# (@modelcontextprotocol/server-everything, streamable HTTP, forced onto
+# 127.0.0.1 by lib/loopback.cjs) as `mcp-server everything`, and the script
+# provider's "@tool" fixture as the model.  A chat makes the model call
+# everything__get-sum and everything__echo: tool_start and tool_result
+# events come out with the server's real answers, those answers reach the
+# model (its final text holds them), and the turn ends with done.  A call
+# of a tool the server lacks ends as a tool_result error, not a dead turn.
+import sys, os
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from parley import *
+
+SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
+                         "server-everything", "dist", "index.js")
+THEN = "Tool results:"
+
+
+def script_tool(calls, then=THEN):
+    return "@tool " + json.dumps({"calls": calls, "then": then},
+                                 separators=(",", ":"))
+
+
+class Everything:
+    """server-everything on a free loopback port."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="parley-mcp-",
+                                               suffix=".log", dir="/tmp",
+                                               delete=False)
+        env = dict(os.environ, PORT=str(self.port))
+        env.pop("ASAN_OPTIONS", None)
+        self.proc = subprocess.Popen(
+            ["node", "--require", os.path.join(HERE, "loopback.cjs"),
+             SERVER_JS, "streamableHttp"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            env=env, close_fds=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            check(self.proc.poll() is None, "server-everything exited: %s"
+                  % self.text()[-600:])
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise Fail("server-everything not listening after 30 s: %s"
+                       % self.text()[-600:])
+        self.check_loopback_only()
+
+    def url(self):
+        return "http://127.0.0.1:%d/mcp" % self.port
+
+    def text(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def check_loopback_only(self):
+        """Every listening socket on our port is bound to loopback."""
+        found = []
+        for name in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                lines = open(name).read().splitlines()[1:]
+            except OSError:
+                continue
+            for ln in lines:
+                f = ln.split()
+                addr, port = f[1].split(":")
+                if int(port, 16) == self.port and f[3] == "0A":
+                    found.append(addr)
+        check(found, "no listening socket found for port %d" % self.port)
+        for a in found:
+            check(a in ("0100007F", "00000000000000000000000001000000",
+                        "0000000000000000FFFF00000100007F"),
+                  "server-everything listens on %s, not only 127.0.0.1" % a)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        os.unlink(self.log.name)
+
+
+def tool_events(ev, t, name):
+    return [e for e in of_type(ev, t) if e.get("tool") == name]
+
+
+async def turn_with_tools(d, prefix, ready_wait=20):
+    """Chats until the worker of a session knows the MCP tools (each worker
+    connects to the server by itself after it starts)."""
+    deadline = time.time() + ready_wait
+    n = 0
+    while True:
+        n += 1
+        ev = await chat_turn(d, "%s-%d" % (prefix, n), "add and echo, please")
+        errs = [e for e in of_type(ev, "tool_result") if e.get("error")]
+        if not any("no such tool" in (e["error"].get("message") or "")
+                   for e in errs) or time.time() > deadline:
+            return ev
+        await asyncio.sleep(0.5)
+
+
+async def main():
+    if not os.path.exists(SERVER_JS):
+        raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
+    srv = Everything()
+    try:
+        mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"
+               % srv.url())
+        calls = [{"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}},
+                 {"name": "everything__echo",
+                  "arguments": {"message": "parley-mcp"}}]
+        d = Daemon(extra=mcp, default="tooly",
+                   providers=provider_block("tooly", script_tool(calls),
+                                            chunk=16))
+        with with_daemon(d):
+            ev = await turn_with_tools(d, "mcp")
+            names = [short(e) for e in ev]
+            starts = of_type(ev, "tool_start")
+            results = of_type(ev, "tool_result")
+            check(len(starts) == 2 and len(results) == 2,
+                  "expected 2 tool_start and 2 tool_result, got %s; results %s"
+                  % (names, results))
+            s = tool_events(ev, "tool_start", "everything__get-sum")
+            check(s and s[0].get("args") == {"a": 2, "b": 3},
+                  "tool_start for get-sum: %s" % starts)
+            check(s[0].get("risk") == "low",
+                  "get-sum is read-only (readOnlyHint), risk %r"
+                  % s[0].get("risk"))
+            check(s[0].get("toolCallId"), "tool_start without toolCallId")
+            r = tool_events(ev, "tool_result", "everything__get-sum")
+            check(r and r[0].get("result") == "The sum of 2 and 3 is 5.",
+                  "get-sum result: %s" % r)
+            check(r[0].get("toolCallId") == s[0].get("toolCallId"),
+                  "tool_result toolCallId %r != tool_start's %r"
+                  % (r[0].get("toolCallId"), s[0].get("toolCallId")))
+            r = tool_events(ev, "tool_result", "everything__echo")
+            check(r and r[0].get("result") == "Echo: parley-mcp",
+                  "echo result: %s" % r)
+            # Order: tool_start before its tool_result, both before done.
+            idx = {short(e): i for i, e in enumerate(ev)}
+            for e in results:
+                st = [x for x in starts if x.get("toolCallId") ==
+                      e.get("toolCallId")]
+                check(st and idx[short(st[0])] < idx[short(e)],
+                      "tool_result before its tool_start: %s" % names)
+            dn = of_type(ev, "done")
+            check(len(dn) == 1, "expected one done: %s" % names)
+            check(idx[short(dn[0])] > max(idx[short(e)] for e in results),
+                  "done before the tool results: %s" % names)
+            text = tokens_text(ev)
+            check(text.startswith(THEN) and "The sum of 2 and 3 is 5." in text
+                  and "Echo: parley-mcp" in text,
+                  "the results did not reach the model; final text %r" % text)
+            check(not of_type(ev, "error"), "error events: %s"
+                  % of_type(ev, "error"))
+            # The log holds the same tool events as the stream.
+            sid = ev[0].get("sessionId") or [e for e in ev if
+                                              e.get("sessionId")][0]["sessionId"]
+            logged_types = [e.get("type") for e in d.log_events(sid)]
+            check(logged_types.count("tool_start") == 2 and
+                  logged_types.count("tool_result") == 2,
+                  "log of %s: %s" % (sid, logged_types))
+            check("mcp server everything: ready" in d.log_text(),
+                  "no 'mcp server everything: ready' in the parleyd log")
+
+        # A tool the server does not have: an error result, the turn ends.
+        calls = [{"name": "everything__no-such-tool", "arguments": {}}]
+        d = Daemon(extra=mcp, default="tooly",
+                   providers=provider_block("tooly", script_tool(calls, ""),
+                                            chunk=16))
+        with with_daemon(d):
+            ev = await chat_turn(d, "mcp-missing", "call a missing tool")
+            r = of_type(ev, "tool_result")
+            check(len(r) == 1 and isinstance(r[0].get("error"), dict) and
+                  r[0]["error"].get("code") == "TOOL_ERROR",
+                  "missing tool: tool_result %s" % r)
+            check(len(of_type(ev, "done")) == 1, "missing tool: no done: %s"
+                  % [short(e) for e in ev])
+    finally:
+        srv.stop()
+
+
+run_test("mcp_everything", main)
