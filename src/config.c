@@ -133,6 +133,10 @@ struct keyword {
 	    1, 1000000, "max-sessions N") \
 	X("max-connections", KW_TOP, 1, 1, 0, kw_number, \
 	    C(max_connections), 1, 1000000, "max-connections N") \
+	X("max-turns", KW_TOP, 1, 1, 0, kw_number, C(max_turns), 1, 100, \
+	    "max-turns N") \
+	X("tool-timeout", KW_TOP, 1, 1, 0, kw_duration, C(tool_timeout_ms), \
+	    100, MS_H, "tool-timeout DURATION") \
 	X("max-connections-per-address", KW_TOP, 1, 1, 0, kw_number, \
 	    C(max_conn_per_addr), 0, 1000000, \
 	    "max-connections-per-address N") \
@@ -1054,7 +1058,7 @@ kw_mcp_server(struct parser *p, const struct keyword *kw, int argc,
 	if ((m = calloc(1, sizeof(*m))) == NULL)
 		return perr(p, "out of memory");
 	snprintf(m->name, sizeof(m->name), "%s", argv[0]);
-	m->timeout_ms = 30 * MS_S;
+	m->timeout_ms = 0;	/* tool-timeout, unless the block sets one */
 	m->line = p->line;
 	TAILQ_INSERT_TAIL(&p->conf->mcp_servers, m, entry);
 	p->mblock = m;
@@ -1377,6 +1381,8 @@ config_init(struct config *c)
 	c->max_sessions = 10000;
 	c->max_connections = 20000;
 	c->max_conn_per_addr = 1000;
+	c->max_turns = 10;
+	c->tool_timeout_ms = 30 * MS_S;
 }
 
 /* Strings that have defaults are filled in last so a directive can own them. */
@@ -1419,6 +1425,11 @@ config_fill(struct config *c)
 static int
 config_check(struct parser *p)
 {
+	struct cfg_mcp_server *ms;
+
+	TAILQ_FOREACH(ms, &p->conf->mcp_servers, entry)
+		if (ms->timeout_ms == 0)
+			ms->timeout_ms = p->conf->tool_timeout_ms;
 	struct config		*c = p->conf;
 	struct cfg_listen	*l;
 

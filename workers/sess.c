@@ -408,8 +408,6 @@ history_add(struct sess *s, const char *role, const char *content)
 
 /* --- turns and the tool loop --- */
 
-#define DEFAULT_MAX_TURNS	10	/* model calls in one turn */
-#define DEFAULT_TOOL_MS		30000	/* one tool call */
 #define MAX_TOOL_RESULT		(256 * 1024)	/* bytes of a result kept */
 
 struct tool_run {
@@ -606,7 +604,7 @@ on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
 		turn_next(s);
 		return;
 	}
-	if (t->model_calls >= DEFAULT_MAX_TURNS) {
+	if (t->model_calls >= s->wk->conf->max_turns) {
 		turn_finish(s, 0, 1);
 		turn_next(s);
 		return;

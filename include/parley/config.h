@@ -104,7 +104,9 @@ struct config {
 	size_t			 max_output_buffer;	/* default 256k */
 	unsigned		 max_sessions;		/* per worker, default 10000 */
 	unsigned		 max_connections;	/* per worker, default 20000 */
-	unsigned		 max_conn_per_addr;	/* default 1000, 0 = unlimited */
+	unsigned		 max_conn_per_addr;
+	unsigned		 max_turns;	/* model calls in one turn, default 10 */
+	uint64_t		 tool_timeout_ms;	/* one tool call, default 30s */	/* default 1000, 0 = unlimited */
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;
 	TAILQ_HEAD(, cfg_token)	 tokens;
