@@ -175,9 +175,13 @@ write_evt(struct conn *c, struct evt *e)
 	c->last_out_ms = util_mono_ms();
 	if (c->turn_msgid[0] != '\0') {
 		snprintf(pat, sizeof(pat), "\"messageId\":\"%s\"", c->turn_msgid);
+		/* An error that says the provider starts over is not the
+		 * end of the turn. */
 		if (strcmp(e->type, "session_complete") == 0 ||
 		    ((strcmp(e->type, "done") == 0 ||
-		    strcmp(e->type, "error") == 0) && strstr(e->json, pat)))
+		    (strcmp(e->type, "error") == 0 &&
+		    strstr(e->json, "\"retrying\":true") == NULL)) &&
+		    strstr(e->json, pat)))
 			conn_close(c, WS_CLOSE_NORMAL, NULL);
 	}
 }
