@@ -100,6 +100,7 @@ struct mcp_srv {
 	const struct cfg_mcp_server	*cfg;
 	TAILQ_ENTRY(mcp_srv)		 entry;
 	enum srv_state			 state;
+	int				 tried;		/* first attempt over */
 	char				*sid;
 	const char			*version;
 	unsigned			 gen;		/* sessions begun */
@@ -612,6 +613,7 @@ srv_fail(struct mcp_srv *srv, const char *fmt, ...)
 	log_warnx("mcp server %s: %s; retrying in %llu s", srv->cfg->name,
 	    why, (unsigned long long)(srv->backoff_ms / 1000));
 	srv->state = S_BACKOFF;
+	srv->tried = 1;
 	if (srv->x != NULL) {
 		xfer_free(srv->x);
 		srv->x = NULL;
@@ -807,6 +809,7 @@ srv_ready(struct mcp_srv *srv)
 	srv->pend = NULL;
 	srv->npend = 0;
 	srv->state = S_READY;
+	srv->tried = 1;
 	srv->backoff_ms = 0;
 	srv->ctx->dirty = 1;
 	log_info("mcp server %s: ready, %zu tools (protocol %s)",
@@ -1340,4 +1343,15 @@ mcp_cancel(struct mcp_call *c)
 	if (c->x != NULL && !c->failed)
 		call_notify_cancel(c, "cancelled");
 	call_free(c);
+}
+
+int
+mcp_settled(struct mcp_ctx *ctx)
+{
+	struct mcp_srv *srv;
+
+	TAILQ_FOREACH(srv, &ctx->srvs, entry)
+		if (!srv->tried)
+			return 0;
+	return 1;
 }

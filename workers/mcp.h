@@ -41,6 +41,8 @@ void		 mcp_ctx_free(struct mcp_ctx *);
  * array is owned by ctx and valid until the next event-loop turn.
  */
 size_t		 mcp_tools(struct mcp_ctx *, const struct mcp_tool **out);
+/* 1 once every server's first initialize has succeeded or failed. */
+int		 mcp_settled(struct mcp_ctx *);
 
 /*
  * A call's one result.  text: the result content as text (text items

@@ -33,7 +33,7 @@
 
 static void	turn_next(struct sess *);
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
-		    const cJSON *steps);
+		    const cJSON *from);
 
 /* --- shared encoded events --- */
 
@@ -499,6 +499,10 @@ turn_checkpoint(struct sess *s)
 	cJSON_AddStringToObject(ts, "messageId", t->msgid);
 	cJSON_AddNumberToObject(ts, "inputSeq", (double)t->input_seq);
 	cJSON_AddNumberToObject(ts, "attempt", t->attempt);
+	cJSON_AddNumberToObject(ts, "modelCalls", t->model_calls);
+	cJSON_AddNumberToObject(ts, "inputTokens", (double)t->in_tokens);
+	cJSON_AddNumberToObject(ts, "outputTokens", (double)t->out_tokens);
+	cJSON_AddNumberToObject(ts, "cost", t->cost);
 	cJSON_AddItemToObject(ts, "steps", cJSON_Duplicate(t->steps, 1));
 	json_set(s->meta, "turn", ts);
 	meta_save(s);
@@ -664,6 +668,25 @@ on_retrying(void *arg, const char *why)
 		s->turn->reply[s->turn->reply_len] = '\0';
 	cJSON_Delete(s->turn->calls);
 	s->turn->calls = cJSON_CreateArray();
+}
+
+#define MCP_WAIT_MS	5000	/* a new worker waits this long for its tools */
+
+/*
+ * A worker that just started may not have heard from its MCP servers:
+ * a turn started now would find no tools, so it waits a little.
+ */
+static int
+tools_pending(struct sess *s)
+{
+	return s->wk->mcp != NULL && !mcp_settled(s->wk->mcp) &&
+	    util_mono_ms() - s->wk->started_ms < MCP_WAIT_MS;
+}
+
+static void
+start_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	turn_next(arg);
 }
 
 /* Risk of a tool from its MCP annotations, for approvals to come. */
@@ -974,12 +997,13 @@ turn_model(struct sess *s)
 
 /*
  * Starts (or, after a crash, continues) the turn answering the message
- * logged at input_seq.  steps is the turn's checkpoint from meta, or NULL.
+ * logged at input_seq.  from is the turn's checkpoint from meta, or NULL.
  */
 static void
 turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
-    const cJSON *steps)
+    const cJSON *from)
 {
+	const cJSON *steps = cJSON_GetObjectItem(from, "steps");
 	struct fetch f = { NULL };
 	struct turn *t;
 	cJSON *calls, *e;
@@ -995,7 +1019,19 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	else
 		snprintf(t->msgid, sizeof(t->msgid), "m-%llu.%u",
 		    (unsigned long long)input_seq, attempt);
-	t->steps = steps ? cJSON_Duplicate(steps, 1) : cJSON_CreateArray();
+	t->steps = cJSON_IsArray(steps) ? cJSON_Duplicate(steps, 1) :
+	    cJSON_CreateArray();
+	/* What the turn spent before the crash still counts, and so do its
+	 * model calls against max-turns. */
+	t->model_calls = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItem(from,
+	    "modelCalls"));
+	t->in_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(from,
+	    "inputTokens"));
+	t->out_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(
+	    from, "outputTokens"));
+	t->cost = cJSON_GetNumberValue(cJSON_GetObjectItem(from, "cost"));
+	if (t->cost != t->cost)
+		t->cost = 0;
 	t->calls = cJSON_CreateArray();
 	store_range(s->st, input_seq - 1, 1, fetch_message, &f);
 	t->input = f.text;
@@ -1022,8 +1058,14 @@ static void
 turn_next(struct sess *s)
 {
 	cJSON *q = cJSON_GetObjectItem(s->meta, "queue"), *first;
+	struct timeval tv;
 	uint64_t seq;
 
+	if (s->turn == NULL && cJSON_GetArraySize(q) > 0 && tools_pending(s)) {
+		util_tv(&tv, 100);
+		evtimer_add(s->start_ev, &tv);
+		return;
+	}
 	while (s->turn == NULL && !s->ended && cJSON_GetArraySize(q) > 0) {
 		first = cJSON_GetArrayItem(q, 0);
 		seq = (uint64_t)cJSON_GetNumberValue(first);
@@ -1042,7 +1084,7 @@ static void
 recover_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct sess *s = arg;
-	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *steps;
+	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *from;
 	uint64_t seq = (uint64_t)cJSON_GetNumberValue(
 	    cJSON_GetObjectItem(t, "inputSeq"));
 	unsigned attempt = (unsigned)cJSON_GetNumberValue(
@@ -1051,6 +1093,13 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	    "messageId"));
 	char msg[256];
 
+	if (tools_pending(s)) {
+		struct timeval tv;
+
+		util_tv(&tv, 100);
+		evtimer_add(s->recover_ev, &tv);
+		return;
+	}
 	event_free(s->recover_ev);
 	s->recover_ev = NULL;
 	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL) {
@@ -1082,9 +1131,9 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	cJSON_AddStringToObject(b, "message", msg);
 	cJSON_AddStringToObject(b, "severity", "recoverable");
 	emit(s, "error", b);
-	steps = cJSON_Duplicate(cJSON_GetObjectItem(t, "steps"), 1);
-	turn_start(s, seq, attempt + 1, steps);
-	cJSON_Delete(steps);
+	from = cJSON_Duplicate(t, 1);
+	turn_start(s, seq, attempt + 1, from);
+	cJSON_Delete(from);
 }
 
 /* --- at-most-once input --- */
@@ -1247,6 +1296,7 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 	TAILQ_INIT(&s->conns);
 	s->flush_ev = evtimer_new(wk->base, flush_cb, s);
 	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
+	s->start_ev = evtimer_new(wk->base, start_cb, s);
 	txt = store_meta_read(st);
 	if (txt != NULL) {
 		s->meta = cJSON_Parse(txt);
@@ -1541,6 +1591,7 @@ sess_release(struct sess *s)
 	wk_released(wk, s->id);
 	event_free(s->flush_ev);
 	event_free(s->idle_ev);
+	event_free(s->start_ev);
 	for (i = 0; i < SESS_IDS; i++)
 		free(s->ids[i]);
 	cJSON_Delete(s->meta);

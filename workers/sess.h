@@ -78,6 +78,7 @@ struct sess {
 	struct event		*flush_ev;
 	struct event		*idle_ev;
 	struct event		*recover_ev;
+	struct event		*start_ev;	/* a turn waits for MCP start-up */
 	char			*ids[SESS_IDS];	/* ring of client ids */
 	uint64_t		 id_seq[SESS_IDS];
 	unsigned		 id_next;

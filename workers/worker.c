@@ -282,6 +282,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 		fatal("calloc");
 	wk->conf = conf;
 	wk->slot = slot;
+	wk->started_ms = util_mono_ms();
 	TAILQ_INIT(&wk->sessions);
 	TAILQ_INIT(&wk->conns);
 	for (i = 0; i < WK_SESS_BUCKETS; i++)

@@ -35,6 +35,7 @@ struct wk {
 	unsigned		 nconns;
 	uint64_t		 events;
 	uint64_t		 hseq;		/* last hand-off received */
+	uint64_t		 started_ms;	/* monotonic */
 	const struct timeval	*hb_tv;		/* libevent common timeout */
 	struct event		*stats_ev;
 	struct event		*sync_ev;
