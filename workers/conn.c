@@ -943,8 +943,9 @@ create_session(struct conn *c)
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "sessionId", s->id);
 	cJSON_AddStringToObject(o, "status", "created");
-	util_iso8601(ts, (uint64_t)cJSON_GetNumberValue(
-	    cJSON_GetObjectItem(s->meta, "createdAt")));
+	util_iso8601(ts, cJSON_IsNumber(cJSON_GetObjectItem(s->meta,
+	    "createdAt")) ? (uint64_t)cJSON_GetObjectItem(s->meta,
+	    "createdAt")->valuedouble : util_now_ms());
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	http_reply(c, 201, o);
 }

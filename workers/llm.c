@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
-#include <curl/curl.h>
 
 #include "parley/config.h"
 #include "parley/sse.h"
+#include "curlev.h"
 #include "llm.h"
 
 static const struct llm_ops *const providers[] = {
@@ -29,15 +29,11 @@ static const struct llm_proto *const protos[] = {
 struct llm_ctx *
 llm_ctx_new(struct event_base *base)
 {
-	static int curl_ready;
 	struct llm_ctx *ctx;
 
 	/* Once per process, before any thread exists in it. */
-	if (!curl_ready) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			return NULL;
-		curl_ready = 1;
-	}
+	if (curlev_global_init() == -1)
+		return NULL;
 	if ((ctx = calloc(1, sizeof(*ctx))) == NULL)
 		return NULL;
 	ctx->base = base;

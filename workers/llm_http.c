@@ -1,7 +1,7 @@
 /*
  * The HTTP providers' transport: one libcurl multi handle per worker,
- * driven by the worker's libevent loop through curl_multi_socket_action
- * (one event per socket, one timer), so no call here ever blocks.
+ * driven by the worker's libevent loop (curlev.c), so no call here ever
+ * blocks.
  *
  * A call runs attempts until one completes or fails for good.  It retries
  * with exponential backoff what the provider says is passing (408, 409,
@@ -26,6 +26,7 @@
 
 #include "parley/config.h"
 #include "parley/util.h"
+#include "curlev.h"
 #include "llm.h"
 
 #define HTTP_DEFAULT_TIMEOUT	60000	/* ms */
@@ -40,19 +41,10 @@ enum call_state {
 	CALL_ENDING		/* the reply is decoded; end at the next turn */
 };
 
-struct sockev {
-	struct llm_http		*h;
-	struct event		*ev;
-	LIST_ENTRY(sockev)	 entry;
-};
-
 struct llm_http {
 	struct event_base	*base;
-	CURLM			*multi;
-	struct event		*timer;
-	int			 in_curl;	/* inside curl_multi_socket_action */
+	struct curlev		*cv;
 	TAILQ_HEAD(, llm_call)	 calls;
-	LIST_HEAD(, sockev)	 socks;
 };
 
 struct llm_call {
@@ -93,15 +85,13 @@ struct llm_call {
 
 static void	call_ev(evutil_socket_t, short, void *);
 
-/* --- the multi handle on libevent --- */
-
-static void	drive(struct llm_http *, curl_socket_t, int);
+/* --- the multi handle --- */
 
 static void
 call_free(struct llm_call *c)
 {
 	if (c->easy != NULL) {
-		curl_multi_remove_handle(c->h->multi, c->easy);
+		curlev_remove(c->h->cv, c->easy);
 		curl_easy_cleanup(c->easy);
 	}
 	curl_slist_free_all(c->hdrs);
@@ -117,8 +107,9 @@ call_free(struct llm_call *c)
 
 /* Frees what was cancelled while libcurl was running. */
 static void
-reap(struct llm_http *h)
+reap(void *arg)
 {
+	struct llm_http *h = arg;
 	struct llm_call *c, *next;
 
 	for (c = TAILQ_FIRST(&h->calls); c != NULL; c = next) {
@@ -131,102 +122,9 @@ reap(struct llm_http *h)
 static void	call_end(struct llm_call *, CURLcode);
 
 static void
-drive(struct llm_http *h, curl_socket_t fd, int flags)
+http_done(void *owner, CURLcode rc)
 {
-	struct llm_call	*c;
-	CURLMsg		*m;
-	CURLcode	 rc;
-	char		*priv;
-	int		 running, left;
-
-	h->in_curl++;
-	curl_multi_socket_action(h->multi, fd, flags, &running);
-	h->in_curl--;
-	reap(h);
-	while ((m = curl_multi_info_read(h->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		priv = NULL;
-		rc = m->data.result;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &priv);
-		if ((c = (struct llm_call *)(void *)priv) != NULL)
-			call_end(c, rc);
-	}
-}
-
-static void
-sock_ev(evutil_socket_t fd, short what, void *arg)
-{
-	struct sockev	*se = arg;
-	int		 flags = 0;
-
-	if (what & EV_READ)
-		flags |= CURL_CSELECT_IN;
-	if (what & EV_WRITE)
-		flags |= CURL_CSELECT_OUT;
-	drive(se->h, fd, flags);
-}
-
-static int
-sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
-{
-	struct llm_http	*h = userp;
-	struct sockev	*se = socketp;
-	short		 kind;
-
-	(void)e;
-	if (what == CURL_POLL_REMOVE) {
-		if (se != NULL) {
-			event_free(se->ev);
-			LIST_REMOVE(se, entry);
-			free(se);
-			curl_multi_assign(h->multi, s, NULL);
-		}
-		return 0;
-	}
-	if (se == NULL) {
-		if ((se = calloc(1, sizeof(*se))) == NULL)
-			return -1;
-		se->h = h;
-		LIST_INSERT_HEAD(&h->socks, se, entry);
-		curl_multi_assign(h->multi, s, se);
-	} else if (se->ev != NULL) {
-		event_free(se->ev);
-		se->ev = NULL;
-	}
-	kind = EV_PERSIST;
-	if (what & CURL_POLL_IN)
-		kind |= EV_READ;
-	if (what & CURL_POLL_OUT)
-		kind |= EV_WRITE;
-	if ((se->ev = event_new(h->base, s, kind, sock_ev, se)) == NULL ||
-	    event_add(se->ev, NULL) == -1)
-		return -1;
-	return 0;
-}
-
-static void
-timer_ev(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	drive(arg, CURL_SOCKET_TIMEOUT, 0);
-}
-
-static int
-timer_cb(CURLM *m, long ms, void *userp)
-{
-	struct llm_http	*h = userp;
-	struct timeval	 tv;
-
-	(void)m;
-	if (ms < 0)
-		evtimer_del(h->timer);
-	else {
-		util_tv(&tv, (uint64_t)ms);
-		evtimer_add(h->timer, &tv);
-	}
-	return 0;
+	call_end(owner, rc);
 }
 
 static struct llm_http *
@@ -240,18 +138,10 @@ http_get(struct llm_ctx *ctx)
 		return NULL;
 	h->base = ctx->base;
 	TAILQ_INIT(&h->calls);
-	LIST_INIT(&h->socks);
-	if ((h->multi = curl_multi_init()) == NULL ||
-	    (h->timer = evtimer_new(ctx->base, timer_ev, h)) == NULL) {
-		if (h->multi != NULL)
-			curl_multi_cleanup(h->multi);
+	if ((h->cv = curlev_new(ctx->base, http_done, reap, h)) == NULL) {
 		free(h);
 		return NULL;
 	}
-	curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
-	curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
 	ctx->http = h;
 	return h;
 }
@@ -260,21 +150,13 @@ void
 llm_http_free(struct llm_ctx *ctx)
 {
 	struct llm_http	*h = ctx->http;
-	struct sockev	*se;
 	struct llm_call	*c;
 
 	if (h == NULL)
 		return;
 	while ((c = TAILQ_FIRST(&h->calls)) != NULL)
 		call_free(c);
-	curl_multi_cleanup(h->multi);
-	while ((se = LIST_FIRST(&h->socks)) != NULL) {
-		LIST_REMOVE(se, entry);
-		if (se->ev != NULL)
-			event_free(se->ev);
-		free(se);
-	}
-	event_free(h->timer);
+	curlev_free(h->cv);
 	free(h);
 	ctx->http = NULL;
 }
@@ -508,7 +390,7 @@ attempt_start(struct llm_call *c, char *msg, size_t msize)
 	    (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
 	/* Certificate checks stay at libcurl's defaults: on. */
-	if (curl_multi_add_handle(c->h->multi, c->easy) != CURLM_OK) {
+	if (curlev_add(c->h->cv, c->easy) == -1) {
 		curl_easy_cleanup(c->easy);
 		c->easy = NULL;
 		snprintf(msg, msize, "%s: could not start the request",
@@ -635,7 +517,7 @@ call_end(struct llm_call *c, CURLcode rc)
 	int	 r, retry;
 
 	if (c->easy != NULL) {
-		curl_multi_remove_handle(c->h->multi, c->easy);
+		curlev_remove(c->h->cv, c->easy);
 		curl_easy_cleanup(c->easy);
 		c->easy = NULL;
 	}
@@ -788,7 +670,7 @@ llm_http_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 void
 llm_http_cancel(struct llm_call *c)
 {
-	if (c->in_cb || c->h->in_curl)
+	if (c->in_cb || curlev_busy(c->h->cv))
 		c->cancelled = 1;
 	else
 		call_free(c);

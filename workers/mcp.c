@@ -34,6 +34,7 @@
 #include "parley/log.h"
 #include "parley/sse.h"
 #include "parley/util.h"
+#include "curlev.h"
 #include "mcp.h"
 
 #define MCP_PROTO_LATEST	"2025-06-18"
@@ -135,129 +136,28 @@ struct mcp_call {
 	char			*fail_text;
 };
 
-struct sockev {
-	struct mcp_ctx		*ctx;
-	struct event		*ev;
-	LIST_ENTRY(sockev)	 entry;
-};
-
 struct mcp_ctx {
 	struct event_base	*base;
-	CURLM			*multi;
-	struct event		*timer;
+	struct curlev		*cv;
 	long			 next_id;
 	TAILQ_HEAD(, mcp_srv)	 srvs;
 	TAILQ_HEAD(, mcp_call)	 calls;
 	TAILQ_HEAD(, xfer)	 xfers;
-	LIST_HEAD(, sockev)	 socks;
 	struct mcp_tool		*view;		/* what mcp_tools returns */
 	size_t			 nview;
 	int			 dirty;		/* view needs a rebuild */
 };
 
-static void	drive(struct mcp_ctx *, curl_socket_t, int);
 static void	xfer_done(struct xfer *, CURLcode);
 static void	srv_start(struct mcp_srv *);
 static void	call_send(struct mcp_call *);
 
-/* --- libcurl's multi interface on libevent --- */
+/* --- libcurl's multi interface on libevent (curlev.c) --- */
 
 static void
-sock_ev(evutil_socket_t fd, short what, void *arg)
+mcp_done(void *owner, CURLcode rc)
 {
-	struct sockev	*se = arg;
-	int		 flags = 0;
-
-	if (what & EV_READ)
-		flags |= CURL_CSELECT_IN;
-	if (what & EV_WRITE)
-		flags |= CURL_CSELECT_OUT;
-	drive(se->ctx, fd, flags);
-}
-
-static int
-sock_cb(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
-{
-	struct mcp_ctx	*ctx = userp;
-	struct sockev	*se = socketp;
-	short		 kind = EV_PERSIST;
-
-	(void)e;
-	if (what == CURL_POLL_REMOVE) {
-		if (se != NULL) {
-			if (se->ev != NULL)
-				event_free(se->ev);
-			LIST_REMOVE(se, entry);
-			free(se);
-			curl_multi_assign(ctx->multi, s, NULL);
-		}
-		return 0;
-	}
-	if (se == NULL) {
-		if ((se = calloc(1, sizeof(*se))) == NULL)
-			return -1;
-		se->ctx = ctx;
-		LIST_INSERT_HEAD(&ctx->socks, se, entry);
-		curl_multi_assign(ctx->multi, s, se);
-	} else if (se->ev != NULL) {
-		event_free(se->ev);
-		se->ev = NULL;
-	}
-	if (what & CURL_POLL_IN)
-		kind |= EV_READ;
-	if (what & CURL_POLL_OUT)
-		kind |= EV_WRITE;
-	if ((se->ev = event_new(ctx->base, s, kind, sock_ev, se)) == NULL ||
-	    event_add(se->ev, NULL) == -1)
-		return -1;
-	return 0;
-}
-
-static void
-timer_ev(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	drive(arg, CURL_SOCKET_TIMEOUT, 0);
-}
-
-static int
-timer_cb(CURLM *m, long ms, void *userp)
-{
-	struct mcp_ctx	*ctx = userp;
-	struct timeval	 tv;
-
-	(void)m;
-	if (ms < 0)
-		evtimer_del(ctx->timer);
-	else {
-		util_tv(&tv, (uint64_t)ms);
-		evtimer_add(ctx->timer, &tv);
-	}
-	return 0;
-}
-
-static void
-drive(struct mcp_ctx *ctx, curl_socket_t fd, int flags)
-{
-	CURLMsg		*m;
-	CURL		*easy;
-	CURLcode	 rc;
-	char		*priv;
-	int		 running, left;
-
-	curl_multi_socket_action(ctx->multi, fd, flags, &running);
-	while ((m = curl_multi_info_read(ctx->multi, &left)) != NULL) {
-		if (m->msg != CURLMSG_DONE)
-			continue;
-		/* m dies with the handle's removal: copy first. */
-		easy = m->easy_handle;
-		rc = m->data.result;
-		priv = NULL;
-		curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
-		if (priv != NULL)
-			xfer_done((struct xfer *)(void *)priv, rc);
-	}
+	xfer_done(owner, rc);
 }
 
 /* --- transfers --- */
@@ -266,7 +166,7 @@ static void
 xfer_free(struct xfer *x)
 {
 	if (x->easy != NULL) {
-		curl_multi_remove_handle(x->ctx->multi, x->easy);
+		curlev_remove(x->ctx->cv, x->easy);
 		curl_easy_cleanup(x->easy);
 	}
 	curl_slist_free_all(x->hdrs);
@@ -472,7 +372,7 @@ xfer_start(struct mcp_ctx *ctx, struct mcp_srv *srv, enum xfer_kind kind,
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT_MS,
 	    (long)MCP_CONNECT_TIMEOUT);
 	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT_MS, timeout_ms);
-	if (curl_multi_add_handle(ctx->multi, x->easy) != CURLM_OK)
+	if (curlev_add(ctx->cv, x->easy) == -1)
 		goto fail;
 	return x;
 fail:
@@ -1131,7 +1031,7 @@ static void
 xfer_done(struct xfer *x, CURLcode rc)
 {
 	/* Out of the multi now, so callbacks may start or free others. */
-	curl_multi_remove_handle(x->ctx->multi, x->easy);
+	curlev_remove(x->ctx->cv, x->easy);
 	switch (x->kind) {
 	case X_INIT:
 	case X_INITIALIZED:
@@ -1152,32 +1052,20 @@ xfer_done(struct xfer *x, CURLcode rc)
 struct mcp_ctx *
 mcp_ctx_new(struct event_base *base, const struct config *conf)
 {
-	static int			 curl_ready;
 	const struct cfg_mcp_server	*cfg;
 	struct mcp_ctx			*ctx;
 	struct mcp_srv			*srv;
 
-	if (!curl_ready) {
-		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			return NULL;
-		curl_ready = 1;
-	}
 	if ((ctx = calloc(1, sizeof(*ctx))) == NULL)
 		return NULL;
 	ctx->base = base;
 	TAILQ_INIT(&ctx->srvs);
 	TAILQ_INIT(&ctx->calls);
 	TAILQ_INIT(&ctx->xfers);
-	LIST_INIT(&ctx->socks);
-	if ((ctx->multi = curl_multi_init()) == NULL ||
-	    (ctx->timer = evtimer_new(base, timer_ev, ctx)) == NULL) {
+	if ((ctx->cv = curlev_new(base, mcp_done, NULL, ctx)) == NULL) {
 		mcp_ctx_free(ctx);
 		return NULL;
 	}
-	curl_multi_setopt(ctx->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	curl_multi_setopt(ctx->multi, CURLMOPT_SOCKETDATA, ctx);
-	curl_multi_setopt(ctx->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(ctx->multi, CURLMOPT_TIMERDATA, ctx);
 	if (conf != NULL)
 		TAILQ_FOREACH(cfg, &conf->mcp_servers, entry) {
 			if ((srv = calloc(1, sizeof(*srv))) == NULL) {
@@ -1205,7 +1093,6 @@ mcp_ctx_free(struct mcp_ctx *ctx)
 	struct mcp_srv	*srv;
 	struct mcp_call	*c;
 	struct xfer	*x;
-	struct sockev	*se;
 
 	if (ctx == NULL)
 		return;
@@ -1222,16 +1109,7 @@ mcp_ctx_free(struct mcp_ctx *ctx)
 		free(srv->sid);
 		free(srv);
 	}
-	if (ctx->multi != NULL)
-		curl_multi_cleanup(ctx->multi);
-	while ((se = LIST_FIRST(&ctx->socks)) != NULL) {
-		LIST_REMOVE(se, entry);
-		if (se->ev != NULL)
-			event_free(se->ev);
-		free(se);
-	}
-	if (ctx->timer != NULL)
-		event_free(ctx->timer);
+	curlev_free(ctx->cv);
 	free(ctx->view);
 	free(ctx);
 }

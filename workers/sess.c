@@ -182,6 +182,18 @@ sess_status(const struct sess *s)
 
 /* --- persistence --- */
 
+/* A non-negative number field, 0 when absent or not a number (never NaN). */
+static double
+json_count(const cJSON *o, const char *key)
+{
+	const cJSON *f = cJSON_GetObjectItem(o, key);
+
+	if (!cJSON_IsNumber(f) || !(f->valuedouble >= 0) ||
+	    f->valuedouble > 9007199254740991.0)
+		return 0;
+	return f->valuedouble;
+}
+
 /* Sets key to item (consumed), whether or not key was there. */
 static void
 json_set(cJSON *o, const char *key, cJSON *item)
@@ -1023,15 +1035,10 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	    cJSON_CreateArray();
 	/* What the turn spent before the crash still counts, and so do its
 	 * model calls against max-turns. */
-	t->model_calls = (unsigned)cJSON_GetNumberValue(cJSON_GetObjectItem(from,
-	    "modelCalls"));
-	t->in_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(from,
-	    "inputTokens"));
-	t->out_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(
-	    from, "outputTokens"));
-	t->cost = cJSON_GetNumberValue(cJSON_GetObjectItem(from, "cost"));
-	if (t->cost != t->cost)
-		t->cost = 0;
+	t->model_calls = (unsigned)json_count(from, "modelCalls");
+	t->in_tokens = (uint64_t)json_count(from, "inputTokens");
+	t->out_tokens = (uint64_t)json_count(from, "outputTokens");
+	t->cost = json_count(from, "cost");
 	t->calls = cJSON_CreateArray();
 	store_range(s->st, input_seq - 1, 1, fetch_message, &f);
 	t->input = f.text;
@@ -1068,7 +1075,10 @@ turn_next(struct sess *s)
 	}
 	while (s->turn == NULL && !s->ended && cJSON_GetArraySize(q) > 0) {
 		first = cJSON_GetArrayItem(q, 0);
-		seq = (uint64_t)cJSON_GetNumberValue(first);
+		seq = cJSON_IsNumber(first) && first->valuedouble >= 1 ?
+		    (uint64_t)first->valuedouble : 0;
+		if (seq == 0)
+			continue;
 		cJSON_DeleteItemFromArray(q, 0);
 		turn_start(s, seq, 0, NULL);
 	}
@@ -1085,10 +1095,8 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct sess *s = arg;
 	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *from;
-	uint64_t seq = (uint64_t)cJSON_GetNumberValue(
-	    cJSON_GetObjectItem(t, "inputSeq"));
-	unsigned attempt = (unsigned)cJSON_GetNumberValue(
-	    cJSON_GetObjectItem(t, "attempt"));
+	uint64_t seq = (uint64_t)json_count(t, "inputSeq");
+	unsigned attempt = (unsigned)json_count(t, "attempt");
 	const char *mid = cJSON_GetStringValue(cJSON_GetObjectItem(t,
 	    "messageId"));
 	char msg[256];
@@ -1388,8 +1396,7 @@ sess_info(struct sess *s)
 	size_t i;
 
 	cJSON_AddStringToObject(o, "sessionId", s->id);
-	util_iso8601(ts, (uint64_t)cJSON_GetNumberValue(
-	    cJSON_GetObjectItem(s->meta, "createdAt")));
+	util_iso8601(ts, (uint64_t)json_count(s->meta, "createdAt"));
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	cJSON_AddNumberToObject(o, "firstSeq", (double)sess_first_seq(s));
 	cJSON_AddNumberToObject(o, "connections", s->nconns);
