@@ -11,80 +11,12 @@ import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
-SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
-                         "server-everything", "dist", "index.js")
 THEN = "Tool results:"
 
 
 def script_tool(calls, then=THEN):
     return "@tool " + json.dumps({"calls": calls, "then": then},
                                  separators=(",", ":"))
-
-
-class Everything:
-    """server-everything on a free loopback port."""
-
-    def __init__(self):
-        self.port = free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="parley-mcp-",
-                                               suffix=".log", dir="/tmp",
-                                               delete=False)
-        env = dict(os.environ, PORT=str(self.port))
-        env.pop("ASAN_OPTIONS", None)
-        self.proc = subprocess.Popen(
-            ["node", "--require", os.path.join(HERE, "loopback.cjs"),
-             SERVER_JS, "streamableHttp"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-            env=env, close_fds=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            check(self.proc.poll() is None, "server-everything exited: %s"
-                  % self.text()[-600:])
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise Fail("server-everything not listening after 30 s: %s"
-                       % self.text()[-600:])
-        self.check_loopback_only()
-
-    def url(self):
-        return "http://127.0.0.1:%d/mcp" % self.port
-
-    def text(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def check_loopback_only(self):
-        """Every listening socket on our port is bound to loopback."""
-        found = []
-        for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                lines = open(name).read().splitlines()[1:]
-            except OSError:
-                continue
-            for ln in lines:
-                f = ln.split()
-                addr, port = f[1].split(":")
-                if int(port, 16) == self.port and f[3] == "0A":
-                    found.append(addr)
-        check(found, "no listening socket found for port %d" % self.port)
-        for a in found:
-            check(a in ("0100007F", "00000000000000000000000001000000",
-                        "0000000000000000FFFF00000100007F"),
-                  "server-everything listens on %s, not only 127.0.0.1" % a)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        os.unlink(self.log.name)
 
 
 def tool_events(ev, t, name):
@@ -107,10 +39,9 @@ async def turn_with_tools(d, prefix, ready_wait=20):
 
 
 async def main():
-    if not os.path.exists(SERVER_JS):
-        raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
     srv = Everything()
     try:
+        srv.check_loopback_only()
         mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"
                % srv.url())
         calls = [{"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}},

@@ -35,30 +35,6 @@ def providers(port):
             '}\n' % port)
 
 
-def final_error(ev, what):
-    check(not of_type(ev, "done"), "%s: turn ended with done, expected an "
-          "error: %s" % (what, of_type(ev, "done")))
-    errs = of_type(ev, "error")
-    check(errs, "%s: no error event; events %s" % (what, [short(e) for e in ev]))
-    e = errs[-1]
-    check(e.get("code") == "LLM_ERROR", "%s: error code %r, expected "
-          "LLM_ERROR: %s" % (what, e.get("code"), e))
-    check(isinstance(e.get("message"), str) and e["message"],
-          "%s: error without message: %s" % (what, e))
-    return e
-
-
-def one_done(ev, what):
-    dn = of_type(ev, "done")
-    check(len(dn) == 1, "%s: expected one done, got %d; events %s; errors %s"
-          % (what, len(dn), [short(e) for e in ev], of_type(ev, "error")))
-    return dn[0]
-
-
-def close(a, b):
-    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)
-
-
 def content_text(c):
     """A message content as a string (plain, or a list of text blocks)."""
     if isinstance(c, str):
@@ -77,17 +53,8 @@ async def s_text(d, f):
     f.script([{"kind": "text", "text": TEXT, "chunks": 5, "delay_ms": 10,
                "usage": {"in": 7, "out": 9}}])
     ev = await chat_turn(d, "an-text", "hi")
-    check(not of_type(ev, "error"), "error in a clean turn: %s" % of_type(ev, "error"))
-    check(tokens_text(ev) == TEXT, "streamed text %r, expected %r"
-          % (tokens_text(ev), TEXT))
-    dn = one_done(ev, "text")
-    u = dn.get("usage") or {}
-    check(u.get("inputTokens") == 7 and u.get("outputTokens") == 9 and
-          u.get("tokens") == 16, "done.usage %s, expected message_start's 7 "
-          "in and message_delta's 9 out" % u)
-    want = 7 * PRICE_IN / 1e6 + 9 * PRICE_OUT / 1e6
-    check(isinstance(u.get("cost"), (int, float)) and close(u["cost"], want),
-          "done.usage.cost %r, expected %r" % (u.get("cost"), want))
+    # usage: message_start's 7 in, message_delta's cumulative 9 out
+    clean_turn(ev, TEXT, 7, 9, PRICE_IN, PRICE_OUT)
 
     reqs = f.requests()
     check(len(reqs) == 1, "expected 1 provider request, got %d" % len(reqs))
@@ -164,18 +131,7 @@ async def s_api_error_after_tokens(d, f):
                "error": {"type": "api_error", "message": "Internal server error"}},
               {"kind": "text", "text": TEXT, "chunks": 5}])
     ev = await chat_turn(d, "an-apierr", "hi")
-    errs = of_type(ev, "error")
-    check(errs, "no error event when the stream broke after tokens: %s"
-          % [short(e) for e in ev])
-    check(all(e.get("severity") == "recoverable" for e in errs),
-          "retrying error severity: %s" % errs)
-    i = ev.index(errs[0])
-    before, after = tokens_text(ev[:i]), tokens_text(ev[i:])
-    check(TEXT.startswith(before) and before != TEXT,
-          "tokens before the break %r" % before)
-    check(after == TEXT, "tokens after the retrying error %r, expected the "
-          "whole reply" % after)
-    one_done(ev, "api_error then ok")
+    check_rerun(ev, TEXT, "api_error then ok")
     check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
 
 
@@ -217,30 +173,11 @@ async def s_401(d, f):
 
 
 async def s_first_byte_timeout(d, f):
-    f.script([{"kind": "text", "first_byte_ms": 4000, "repeat": 3}])
-    ev = await chat_turn(d, "an-timeout", "hi")
-    e = final_error(ev, "first byte timeout")
-    check("timeout" in e["message"], "timeout message %r" % e["message"])
-    f.wait_for(lambda rs: rs and all(r["state"] == "client_closed" for r in rs),
-               timeout=5, what="timed-out requests closed by parleyd")
+    await first_byte_timeout(d, f, "an-timeout")
 
 
 async def s_cancel_stall(d, f):
-    f.script([{"kind": "stall", "after_chunks": 1, "seconds": 20, "text": TEXT}])
-    sent = []
-
-    async def on_event(ws, e, got):
-        if e.get("type") == "token" and not sent:
-            sent.append(1)
-            await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": "an-cancel"})
-    ev = await chat_turn(d, "an-cancel", "hi", on_event=on_event)
-    check(sent, "no token arrived before the stall")
-    dn = one_done(ev, "cancel")
-    check(dn.get("cancelled") is True, "done after cancel: %s" % dn)
-    f.wait_for(lambda rs: len(rs) == 1 and rs[0]["state"] == "client_closed",
-               timeout=5, what="the cancelled provider connection to close")
-    await asyncio.sleep(1.0)
-    check(len(f.requests()) == 1, "requests after cancel: %d" % len(f.requests()))
+    await cancel_in_stall(d, f, "an-cancel", TEXT)
 
 
 async def s_tool_use(d, f):
@@ -285,9 +222,6 @@ async def s_max_tokens_stop(d, f):
     one_done(ev, "stop_reason max_tokens")
 
 
-UTF8 = "Grüße aus Köln 🌍 — naïve café, 日本語 ok."
-
-
 async def s_split_utf8(d, f):
     """Event lines, JSON and UTF-8 characters split across reads."""
     f.script([{"kind": "tool_calls", "text": UTF8, "chunks": 5, "write_size": 1,
@@ -308,33 +242,15 @@ async def s_garbage(d, f):
             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
             "\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":null}}\n\n"
             "event: content_block_delta\ndata: " + "x" * (3 << 20))
-    f.script([{"kind": "raw", "data": junk, "repeat": 3}])
-    ev = await chat_turn(d, "an-junk", "hi")
-    check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
-    f.reset()
-    f.script([{"kind": "text", "text": "fine"}])
-    ev = await chat_turn(d, "an-junk", "again")
-    check(tokens_text(ev) == "fine", "turn after garbage: %r" % tokens_text(ev))
-    one_done(ev, "turn after garbage")
+    await garbage_then_ok(d, f, "an-junk", junk)
 
 
 TRUNCATED = 'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_t","type":"message","role":"assistant","model":"claude-test","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1}}}\n\nevent: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\nevent: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello"}}\n\n'
 
 
 async def s_truncated(d, f):
-    """The body ends cleanly but before the reply was complete (no
-    finish/[DONE] or message_stop), after a token: that is a broken
-    stream, re-run through an error "recoverable", then done."""
-    f.script([{"kind": "raw", "data": TRUNCATED},
-              {"kind": "text", "text": TEXT}])
-    ev = await chat_turn(d, 'an-trunc', "hi")
-    errs = of_type(ev, "error")
-    check(errs and all(e.get("severity") == "recoverable" for e in errs),
-          "truncated stream: errors %s" % errs)
-    check(tokens_text(ev[ev.index(errs[0]):]) == TEXT,
-          "text after the re-run %r" % tokens_text(ev))
-    one_done(ev, "truncated then ok")
-    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+    """No message_stop after a token."""
+    await truncated_then_ok(d, f, "an-trunc", TRUNCATED, TEXT)
 
 
 SCENARIOS = [s_text, s_truncated, s_529_exhaust, s_overloaded_200_retried,
@@ -346,19 +262,6 @@ SCENARIOS = [s_text, s_truncated, s_529_exhaust, s_overloaded_200_retried,
 
 async def test():
     with with_fakellm() as f:
-        d = Daemon(providers=providers(f.port), default="an",
-                   env={"FAKE_KEY": KEY})
-        with with_daemon(d):
-            for fn in SCENARIOS:
-                f.reset()
-                print("-- %s" % fn.__name__, flush=True)
-                try:
-                    await fn(d, f)
-                except Fail as e:
-                    raise Fail("%s: %s" % (fn.__name__, e))
-                st, _, _ = d.http("GET", "/health/ready")
-                check(st == 200, "%s: parleyd not ready afterwards (%d)"
-                      % (fn.__name__, st))
-            check(KEY not in d.log_text(), "the API key appears in parleyd's log")
+        await provider_suite(f, providers(f.port), "an", KEY, SCENARIOS)
 
 run_test("provider_anthropic", test)

@@ -34,48 +34,13 @@ def providers(port):
             '}\n' % port)
 
 
-def final_error(ev, what):
-    """The turn ended with an LLM_ERROR error and no done; returns it."""
-    check(not of_type(ev, "done"), "%s: turn ended with done, expected an "
-          "error: %s" % (what, of_type(ev, "done")))
-    errs = of_type(ev, "error")
-    check(errs, "%s: no error event; events %s" % (what, [short(e) for e in ev]))
-    e = errs[-1]
-    check(e.get("code") == "LLM_ERROR", "%s: error code %r, expected "
-          "LLM_ERROR: %s" % (what, e.get("code"), e))
-    check(isinstance(e.get("message"), str) and e["message"],
-          "%s: error without message: %s" % (what, e))
-    return e
-
-
-def one_done(ev, what):
-    dn = of_type(ev, "done")
-    check(len(dn) == 1, "%s: expected one done, got %d; events %s; errors %s"
-          % (what, len(dn), [short(e) for e in ev], of_type(ev, "error")))
-    return dn[0]
-
-
-def close(a, b):
-    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)
-
-
 async def s_text(d, f):
     """Plain streamed text; usage, cost, the request; then history."""
     f.script([{"kind": "text", "text": TEXT, "chunks": 5, "delay_ms": 10,
                "usage": {"in": 12, "out": 5}}])
     ev = await chat_turn(d, "oa-text", "hi")
-    check(not of_type(ev, "error"), "error in a clean turn: %s" % of_type(ev, "error"))
     check(len(of_type(ev, "token")) >= 1, "no token events")
-    check(tokens_text(ev) == TEXT, "streamed text %r, expected %r"
-          % (tokens_text(ev), TEXT))
-    dn = one_done(ev, "text")
-    u = dn.get("usage") or {}
-    check(u.get("inputTokens") == 12 and u.get("outputTokens") == 5 and
-          u.get("tokens") == 17, "done.usage %s, expected the provider's "
-          "12 in / 5 out" % u)
-    want = 12 * PRICE_IN / 1e6 + 5 * PRICE_OUT / 1e6
-    check(isinstance(u.get("cost"), (int, float)) and close(u["cost"], want),
-          "done.usage.cost %r, expected %r" % (u.get("cost"), want))
+    u = clean_turn(ev, TEXT, 12, 5, PRICE_IN, PRICE_OUT)
     check(not u.get("estimated"), "provider usage marked estimated: %s" % u)
 
     reqs = f.requests()
@@ -191,18 +156,7 @@ async def s_cut_after_tokens(d, f):
                "delay_ms": 80},
               {"kind": "text", "text": TEXT, "chunks": 5}])
     ev = await chat_turn(d, "oa-cut", "hi")
-    errs = of_type(ev, "error")
-    check(errs, "no error event when the stream broke after tokens: %s"
-          % [short(e) for e in ev])
-    check(all(e.get("severity") == "recoverable" for e in errs),
-          "retrying error severity: %s" % errs)
-    i = ev.index(errs[0])
-    before, after = tokens_text(ev[:i]), tokens_text(ev[i:])
-    check(TEXT.startswith(before) and before != TEXT,
-          "tokens before the break %r" % before)
-    check(after == TEXT, "tokens after the retrying error %r, expected the "
-          "whole reply" % after)
-    one_done(ev, "cut then ok")
+    check_rerun(ev, TEXT, "cut then ok")
     check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
     # the reply that was reset does not reach the history
     f.reset()
@@ -241,13 +195,8 @@ async def s_error_chunk(d, f):
 async def s_first_byte_timeout(d, f):
     """No first byte within `timeout 1s`: LLM_ERROR timeout; the provider
     connection is closed."""
-    f.script([{"kind": "text", "first_byte_ms": 4000, "repeat": 3}])
-    ev = await chat_turn(d, "oa-timeout", "hi")
-    e = final_error(ev, "first byte timeout")
-    check("timeout" in e["message"], "timeout message %r" % e["message"])
+    ev = await first_byte_timeout(d, f, "oa-timeout")
     check(not of_type(ev, "token"), "tokens from a call that timed out")
-    f.wait_for(lambda rs: rs and all(r["state"] == "client_closed" for r in rs),
-               timeout=5, what="timed-out requests closed by parleyd")
 
 
 async def s_idle_timeout(d, f):
@@ -263,24 +212,10 @@ async def s_idle_timeout(d, f):
 
 async def s_cancel_stall(d, f):
     """cancel while the provider stalls: done cancelled, connection closed."""
-    f.script([{"kind": "stall", "after_chunks": 1, "seconds": 20, "text": TEXT}])
-    sent = []
-
-    async def on_event(ws, e, got):
-        if e.get("type") == "token" and not sent:
-            sent.append(1)
-            await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": "oa-cancel"})
     # idle-timeout 1s would end the stall by itself: cancel is sent on the
     # first token, well before.
-    ev = await chat_turn(d, "oa-cancel", "hi", on_event=on_event)
-    check(sent, "no token arrived before the stall")
-    dn = one_done(ev, "cancel")
-    check(dn.get("cancelled") is True, "done after cancel: %s" % dn)
+    ev = await cancel_in_stall(d, f, "oa-cancel", TEXT)
     check(not of_type(ev, "error"), "error after cancel: %s" % of_type(ev, "error"))
-    f.wait_for(lambda rs: len(rs) == 1 and rs[0]["state"] == "client_closed",
-               timeout=5, what="the cancelled provider connection to close")
-    await asyncio.sleep(1.0)
-    check(len(f.requests()) == 1, "requests after cancel: %d" % len(f.requests()))
 
 
 async def s_tool_calls(d, f):
@@ -329,9 +264,6 @@ async def s_finish_reasons(d, f):
                   % of_type(ev, "error"))
 
 
-UTF8 = "Grüße aus Köln 🌍 — naïve café, 日本語 ok."
-
-
 async def s_split_utf8(d, f):
     """The body arrives a byte at a time: lines, JSON and multi-byte UTF-8
     characters split across reads still make the exact text."""
@@ -350,14 +282,7 @@ async def s_garbage(d, f):
     junk = ("data: {not json\n\n"
             "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":7}}]}\n\n"
             "data: " + "x" * (3 << 20))
-    f.script([{"kind": "raw", "data": junk, "repeat": 3}])
-    ev = await chat_turn(d, "oa-junk", "hi")
-    check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
-    f.reset()
-    f.script([{"kind": "text", "text": "fine"}])
-    ev = await chat_turn(d, "oa-junk", "again")
-    check(tokens_text(ev) == "fine", "turn after garbage: %r" % tokens_text(ev))
-    one_done(ev, "turn after garbage")
+    await garbage_then_ok(d, f, "oa-junk", junk)
 
 
 async def s_retry_after_date(d, f):
@@ -426,19 +351,8 @@ TRUNCATED = 'data: {"id":"chatcmpl-t","object":"chat.completion.chunk","created"
 
 
 async def s_truncated(d, f):
-    """The body ends cleanly but before the reply was complete (no
-    finish/[DONE] or message_stop), after a token: that is a broken
-    stream, re-run through an error "recoverable", then done."""
-    f.script([{"kind": "raw", "data": TRUNCATED},
-              {"kind": "text", "text": TEXT}])
-    ev = await chat_turn(d, 'oa-trunc', "hi")
-    errs = of_type(ev, "error")
-    check(errs and all(e.get("severity") == "recoverable" for e in errs),
-          "truncated stream: errors %s" % errs)
-    check(tokens_text(ev[ev.index(errs[0]):]) == TEXT,
-          "text after the re-run %r" % tokens_text(ev))
-    one_done(ev, "truncated then ok")
-    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+    """No finish_reason and no [DONE] after a token."""
+    await truncated_then_ok(d, f, "oa-trunc", TRUNCATED, TEXT)
 
 
 SCENARIOS = [s_text, s_truncated, s_retry_after, s_should_retry_false,
@@ -450,25 +364,9 @@ SCENARIOS = [s_text, s_truncated, s_retry_after, s_should_retry_false,
              s_concurrent]
 
 
-async def run_scenarios(d, f, scenarios):
-    for fn in scenarios:
-        f.reset()
-        print("-- %s" % fn.__name__, flush=True)
-        try:
-            await fn(d, f)
-        except Fail as e:
-            raise Fail("%s: %s" % (fn.__name__, e))
-        st, _, _ = d.http("GET", "/health/ready")
-        check(st == 200, "%s: parleyd not ready afterwards (%d)" % (fn.__name__, st))
-
-
 async def test():
     with with_fakellm() as f:
-        d = Daemon(providers=providers(f.port), default="oa",
-                   env={"FAKE_KEY": KEY})
-        with with_daemon(d):
-            await run_scenarios(d, f, SCENARIOS)
-            check(KEY not in d.log_text(), "the API key appears in parleyd's log")
+        await provider_suite(f, providers(f.port), "oa", KEY, SCENARIOS)
 
         # No api-key-env: no Authorization header; a base URL with a path
         # prefix, as proxies (LiteLLM, vLLM behind a gateway) have.

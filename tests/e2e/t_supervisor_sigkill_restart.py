@@ -14,20 +14,9 @@ async def test():
                default="slow", extra="fsync always\n")
     with with_daemon(d):
         sid = "sup-1"
-        ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
-        ev = [await ws_recv(ws)]
-        await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid, "id": "c-1",
-                           "message": "go"})
-        await ws_until(ws, lambda e: sum(1 for x in ev if x.get("type") == "token") >= 5,
-                       into=ev)
+        ws, ev = await stream_chat(d, sid, "c-1", "go", after_tokens(5))
         d.kill_all()
-        try:
-            while True:
-                ev.append(await ws_recv(ws, 3))
-        except Exception:
-            pass
-        seen = logged(ev)
-        check_contiguous(seen, 1, "before the kill")
+        seen = await drain_logged(ws, ev, 3)
         check(not any(is_done(e) for e in seen), "turn finished before the kill")
         d.start()
         log = d.log_events(sid)
@@ -35,24 +24,8 @@ async def test():
               % (len(log), len(seen)))
         same_events(seen, log[:len(seen)], "log after restart vs client")
         # resume; the interrupted turn is re-run to its done
-        after = []
-        deadline = time.time() + 60
-        while True:
-            last = (seen + after)[-1]["seq"]
-            ev2 = []
-            try:
-                ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=%d" % (sid, last)))
-                await ws_until(ws, lambda e: is_done(e), into=ev2, timeout=30)
-                await ws.close()
-                after += logged(ev2)
-                break
-            except (websockets.exceptions.WebSocketException, OSError,
-                    asyncio.TimeoutError) as e:
-                after += logged(ev2)
-                if time.time() > deadline:
-                    raise Fail("no done after restart: %s; got %s; parleyd exit status %s"
-                               % (e, [short(x) for x in ev2[:8]], d.proc.poll()))
-                await asyncio.sleep(0.2)
+        after, _ = await resume_until(d, sid, seen, is_done,
+                                      "no done after restart")
         allev = seen + after
         check_contiguous(allev, 1, "across the restart")
         errs = [e for e in after if e["type"] == "error"]

@@ -14,104 +14,11 @@
 #     reaches the re-run model call;
 #  5. a model that always asks for tools stops at max-turns: done with
 #     maxTurnsReached and turns 2.
-import sys, os, signal
+import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
-SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
-                         "server-everything", "dist", "index.js")
 LONG_OP = "trigger-long-running-operation"   # checked against tools/list
-
-
-class Everything:
-    """server-everything on a free loopback port (lib/loopback.cjs)."""
-
-    def __init__(self):
-        self.port = free_port()
-        self.log = tempfile.NamedTemporaryFile(prefix="parley-mcp-",
-                                               suffix=".log", dir="/tmp",
-                                               delete=False)
-        env = dict(os.environ, PORT=str(self.port))
-        env.pop("ASAN_OPTIONS", None)
-        self.proc = subprocess.Popen(
-            ["node", "--require", os.path.join(HERE, "loopback.cjs"),
-             SERVER_JS, "streamableHttp"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
-            env=env, close_fds=True)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            check(self.proc.poll() is None, "server-everything exited: %s"
-                  % self.text()[-600:])
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise Fail("server-everything not listening after 30 s: %s"
-                       % self.text()[-600:])
-
-    def url(self):
-        return "http://127.0.0.1:%d/mcp" % self.port
-
-    def text(self):
-        with open(self.log.name, errors="replace") as f:
-            return f.read()
-
-    def rpc(self, method, params, sid=None, rid=1):
-        """One JSON-RPC request; returns (result or None, session id)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            h = {"Content-Type": "application/json",
-                 "Accept": "application/json, text/event-stream"}
-            if sid:
-                h["Mcp-Session-Id"] = sid
-                h["MCP-Protocol-Version"] = "2025-06-18"
-            msg = {"jsonrpc": "2.0", "method": method, "params": params}
-            if rid is not None:
-                msg["id"] = rid
-            c.request("POST", "/mcp", body=json.dumps(msg), headers=h)
-            r = c.getresponse()
-            body = r.read().decode("utf-8", "replace")
-            sid = r.getheader("mcp-session-id") or sid
-            check(r.status in (200, 202), "MCP %s -> %d %s"
-                  % (method, r.status, body[:300]))
-            if rid is None:
-                return None, sid
-            if "text/event-stream" in (r.getheader("content-type") or ""):
-                for ln in body.splitlines():
-                    if ln.startswith("data:"):
-                        js = json.loads(ln[5:])
-                        if js.get("id") == rid:
-                            return js.get("result"), sid
-                raise Fail("MCP %s: no response in %r" % (method, body[:300]))
-            return json.loads(body).get("result"), sid
-        finally:
-            c.close()
-
-    def tool_names(self):
-        _, sid = self.rpc("initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "parley-e2e", "version": "1"}})
-        self.rpc("notifications/initialized", {}, sid, rid=None)
-        names, cursor = [], None
-        while True:
-            res, sid = self.rpc("tools/list", {"cursor": cursor} if cursor
-                                else {}, sid, rid=2)
-            names += [t["name"] for t in (res or {}).get("tools", [])]
-            cursor = (res or {}).get("nextCursor")
-            if not cursor:
-                return names
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        os.unlink(self.log.name)
 
 
 def conf(fport, mport):
@@ -131,13 +38,6 @@ def call(cid, name, args):
 
 def names(ev):
     return [short(e) for e in ev]
-
-
-def one_done(ev, what):
-    dn = of_type(ev, "done")
-    check(len(dn) == 1, "%s: expected one done, got %s; errors %s"
-          % (what, names(ev), of_type(ev, "error")))
-    return dn[0]
 
 
 def tool_msgs(msgs):
@@ -250,45 +150,12 @@ async def kill_and_resume(d, sid, ws, ev, until):
     """SIGKILLs the worker holding ws, then reconnects with lastSeq
     (retrying until the replacement serves it) until until(event).
     Returns (events seen before, logged events after, reconnect notes)."""
-    local_port = ws.transport.get_extra_info("sockname")[1]
-    pids = d.workers_pids()
-    check(len(pids) == 2, "expected 2 workers, found %s" % pids)
-    owner = owner_of(pids, local_port)
-    check(owner is not None, "could not find the worker holding the session")
-    os.kill(owner, signal.SIGKILL)
-    try:
-        while True:
-            ev.append(await ws_recv(ws, 5))
-    except Exception:
-        pass
-    seen = logged(ev)
-    check_contiguous(seen, 1, "before the kill")
-    deadline = time.time() + 40
-    after, drops, firsts = [], [], []
-    while True:
-        last = (seen + after)[-1]["seq"]
-        ev2 = []
-        try:
-            ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=%d"
-                                        % (sid, last)))
-            await ws_until(ws, until, into=ev2, timeout=30)
-            await ws.close()
-            firsts.append(ev2[0])
-            after += logged(ev2)
-            break
-        except (websockets.exceptions.WebSocketException, OSError,
-                asyncio.TimeoutError, Fail) as e:
-            drops.append("lastSeq=%d: %s %s after %s" % (
-                last, type(e).__name__, e, names(ev2[:6])))
-            after += logged(ev2)
-            if time.time() > deadline:
-                raise Fail("the turn did not finish after the kill; "
-                           "attempts: %s" % drops)
-            await asyncio.sleep(0.2)
-    if drops:
-        print("reconnects that dropped: %s" % drops)
-    check(firsts[0]["type"] == "session_state", "first event %s"
-          % short(firsts[0]))
+    seen = await kill_owner(d, ws, ev)
+    after, attempts = await resume_until(
+        d, sid, seen, until, "the turn did not finish after the kill",
+        patience=40, retry_fail=True)
+    first = attempts[-1][0]
+    check(first["type"] == "session_state", "first event %s" % short(first))
     check_contiguous(seen + after, 1, "union across the kill")
     same_events(seen + after, d.log_events(sid)[:len(seen + after)],
                 "clients vs GET /log")
@@ -313,12 +180,9 @@ async def s_kill_during_tool(d, f):
                   call("call_long", "slow__" + LONG_OP,
                        {"duration": 4, "steps": 2})]},
               {"kind": "text", "text": "Long op finished."}])
-    ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
-    ev = [await ws_recv(ws)]
-    await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid, "id": "k-1",
-                       "message": "run the long operation"})
-    await ws_until(ws, lambda e: e.get("type") == "tool_start", into=ev,
-                   timeout=15)
+    ws, ev = await stream_chat(d, sid, "k-1", "run the long operation",
+                               lambda e: e.get("type") == "tool_start",
+                               timeout=15)
     seen, after = await kill_and_resume(
         d, sid, ws, ev, lambda e: is_done(e) or (
             e.get("type") == "error" and e.get("severity") == "fatal"))
@@ -359,17 +223,14 @@ async def s_kill_after_result(d, f):
               {"kind": "text", "text": "x" * 60, "chunks": 60,
                "delay_ms": 100},
               {"kind": "text", "text": "Final: Echo: kept-once"}])
-    ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
-    ev = [await ws_recv(ws)]
-    await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid, "id": "k-2",
-                       "message": "echo then talk slowly"})
     seen_result = []
 
     def pred(e):
         if e.get("type") == "tool_result":
             seen_result.append(e)
         return seen_result and e.get("type") == "token"
-    await ws_until(ws, pred, into=ev, timeout=15)
+    ws, ev = await stream_chat(d, sid, "k-2", "echo then talk slowly", pred,
+                               timeout=15)
     seen, after = await kill_and_resume(
         d, sid, ws, ev, lambda e: is_done(e) or (
             e.get("type") == "error" and e.get("severity") == "fatal"))
@@ -424,8 +285,6 @@ SCENARIOS = [s_parallel_then_history, s_tool_timeout, s_kill_during_tool,
 
 
 async def test():
-    if not os.path.exists(SERVER_JS):
-        raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
     srv = Everything()
     try:
         tools = srv.tool_names()
@@ -437,23 +296,7 @@ async def test():
             d = Daemon(extra=extra, providers=prov, default="oa")
             with with_daemon(d):
                 wait_mcp_ready(d, 2)
-                # Every scenario runs (one daemon bug must not hide
-                # another); the test fails naming each one that failed.
-                failed = []
-                for fn in SCENARIOS:
-                    f.reset()
-                    print("-- %s" % fn.__name__, flush=True)
-                    t0 = time.time()
-                    try:
-                        await fn(d, f)
-                        print("   ok %.1fs" % (time.time() - t0), flush=True)
-                    except Fail as e:
-                        print("   FAILED: %s" % e, flush=True)
-                        failed.append("%s: %s" % (fn.__name__, e))
-                    st, _, _ = d.http("GET", "/health/ready")
-                    check(st == 200, "%s: parleyd not ready afterwards (%d)"
-                          % (fn.__name__, st))
-                check(not failed, " || ".join(failed))
+                await run_scenarios(d, f, SCENARIOS, keep_going=True)
     finally:
         srv.stop()
 

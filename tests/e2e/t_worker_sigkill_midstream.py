@@ -3,7 +3,7 @@
 # with lastSeq (retrying until the replacement is up) and sees every logged
 # event exactly once, a recoverable INTERNAL error, then the re-run turn
 # (messageId m-<seq>.1) through its done.
-import sys, os, signal
+import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
@@ -15,56 +15,16 @@ async def test():
                default="slow")
     with with_daemon(d):
         sid = "crash-1"
-        ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
-        ev = [await ws_recv(ws)]
-        await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid, "id": "c-1",
-                           "message": "go"})
-        await ws_until(ws, lambda e: sum(1 for x in ev if x.get("type") == "token") >= 5,
-                       into=ev)
-        local_port = ws.transport.get_extra_info("sockname")[1]
-        pids = d.workers_pids()
-        check(len(pids) == 2, "expected 2 workers, found %s" % pids)
-        owner = owner_of(pids, local_port)
-        check(owner is not None, "could not find the worker holding the connection")
-        os.kill(owner, signal.SIGKILL)
+        ws, ev = await stream_chat(d, sid, "c-1", "go", after_tokens(5))
         # whatever arrived before the kill still counts
-        try:
-            while True:
-                ev.append(await ws_recv(ws, 5))
-        except Exception:
-            pass
-        seen = logged(ev)
-        check_contiguous(seen, 1, "before the kill")
+        seen = await kill_owner(d, ws, ev)
         check(not any(is_done(e) for e in seen), "turn finished before the kill")
         # reconnect with lastSeq until the replacement worker has the turn
         # through its done; a client retries on a dropped connection.
-        deadline = time.time() + 60
-        after, drops, firsts = [], [], []
-        while True:
-            last = (seen + after)[-1]["seq"]
-            ev2 = []
-            try:
-                ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=%d"
-                                            % (sid, last)))
-                await ws_until(ws, lambda e: is_done(e) and "." in str(
-                    e.get("messageId", "")), into=ev2, timeout=30)
-                await ws.close()
-                firsts.append(ev2[0])
-                after += logged(ev2)
-                break
-            except (websockets.exceptions.WebSocketException, OSError,
-                    asyncio.TimeoutError) as e:
-                drops.append("lastSeq=%d: %s after %s" % (
-                    last, type(e).__name__, [short(x) for x in ev2[:4]]))
-                if ev2:
-                    firsts.append(ev2[0])
-                after += logged(ev2)
-                if time.time() > deadline:
-                    raise Fail("no done of the re-run turn; attempts: %s" % drops)
-                await asyncio.sleep(0.2)
-        if drops:
-            print("reconnects that dropped: %s" % drops)
-        ev2 = firsts
+        after, attempts = await resume_until(
+            d, sid, seen, lambda e: is_done(e) and "." in str(
+                e.get("messageId", "")), "no done of the re-run turn")
+        ev2 = [a[0] for a in attempts if a]
         check(ev2[0]["type"] == "session_state", "first event %s" % short(ev2[0]))
         check_contiguous(after, seen[-1]["seq"] + 1, "after reconnect")
         allev = seen + after

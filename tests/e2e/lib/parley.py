@@ -54,6 +54,17 @@ def free_port():
     return port
 
 
+def stop_proc(proc, grace):
+    """SIGTERM proc, SIGKILL it if still there after grace seconds; waits."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def provider_block(name, reply, chunk=4, delay="2ms"):
     r = reply.replace("\\", "\\\\").replace('"', '\\"')
     return ('provider %s {\n    type script\n    reply "%s"\n'
@@ -468,19 +479,23 @@ class RawWS:
             pass
 
 
-def sock_inodes_for_port(local_port):
-    """Inodes of server-side sockets whose peer is our local_port."""
-    inodes = set()
+def tcp_table():
+    """The rows of /proc/net/tcp and tcp6, each split into its fields."""
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = open(path).read().splitlines()[1:]
         except OSError:
             continue
         for ln in lines:
-            f = ln.split()
-            rem = f[2]
-            if int(rem.split(":")[1], 16) == local_port:
-                inodes.add(f[9])
+            yield ln.split()
+
+
+def sock_inodes_for_port(local_port):
+    """Inodes of server-side sockets whose peer is our local_port."""
+    inodes = set()
+    for f in tcp_table():
+        if int(f[2].split(":")[1], 16) == local_port:
+            inodes.add(f[9])
     return inodes
 
 
@@ -550,13 +565,8 @@ class FakeLLM:
         return self
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        if self.proc is not None:
+            stop_proc(self.proc, 5)
         if self.proc is not None and self.proc.stdout:
             self.proc.stdout.close()
 
@@ -671,3 +681,357 @@ def of_type(events, t):
 
 def tokens_text(events):
     return "".join(e.get("content", "") for e in of_type(events, "token"))
+
+
+# -- scenarios of provider tests (fakellm f, daemon d) --------------------------
+
+UTF8 = "Grüße aus Köln 🌍 — naïve café, 日本語 ok."
+
+
+def final_error(ev, what):
+    """The turn ended with an LLM_ERROR error and no done; returns it."""
+    check(not of_type(ev, "done"), "%s: turn ended with done, expected an "
+          "error: %s" % (what, of_type(ev, "done")))
+    errs = of_type(ev, "error")
+    check(errs, "%s: no error event; events %s" % (what, [short(e) for e in ev]))
+    e = errs[-1]
+    check(e.get("code") == "LLM_ERROR", "%s: error code %r, expected "
+          "LLM_ERROR: %s" % (what, e.get("code"), e))
+    check(isinstance(e.get("message"), str) and e["message"],
+          "%s: error without message: %s" % (what, e))
+    return e
+
+
+def one_done(ev, what):
+    """Exactly one done among ev; returns it."""
+    dn = of_type(ev, "done")
+    check(len(dn) == 1, "%s: expected one done, got %d; events %s; errors %s"
+          % (what, len(dn), [short(e) for e in ev], of_type(ev, "error")))
+    return dn[0]
+
+
+def approx(a, b):
+    return abs(a - b) <= 1e-9 + 1e-6 * abs(b)
+
+
+def clean_turn(ev, text, n_in, n_out, price_in, price_out):
+    """A turn without errors that streamed text and ended in one done whose
+    usage is n_in + n_out tokens at the per-million prices; returns it."""
+    check(not of_type(ev, "error"), "error in a clean turn: %s" % of_type(ev, "error"))
+    check(tokens_text(ev) == text, "streamed text %r, expected %r"
+          % (tokens_text(ev), text))
+    u = one_done(ev, "text").get("usage") or {}
+    check(u.get("inputTokens") == n_in and u.get("outputTokens") == n_out and
+          u.get("tokens") == n_in + n_out, "done.usage %s, expected the "
+          "provider's %d in / %d out" % (u, n_in, n_out))
+    want = n_in * price_in / 1e6 + n_out * price_out / 1e6
+    check(isinstance(u.get("cost"), (int, float)) and approx(u["cost"], want),
+          "done.usage.cost %r, expected %r" % (u.get("cost"), want))
+    return u
+
+
+async def run_scenarios(d, f, scenarios, keep_going=False):
+    """Runs each scenario(d, f) on a reset fakellm; parleyd must be ready
+    after each.  keep_going runs them all (one daemon bug must not hide
+    another) and then fails naming every one that failed."""
+    failed = []
+    for fn in scenarios:
+        f.reset()
+        print("-- %s" % fn.__name__, flush=True)
+        t0 = time.time()
+        try:
+            await fn(d, f)
+            print("   ok %.1fs" % (time.time() - t0), flush=True)
+        except Fail as e:
+            if not keep_going:
+                raise Fail("%s: %s" % (fn.__name__, e))
+            print("   FAILED: %s" % e, flush=True)
+            failed.append("%s: %s" % (fn.__name__, e))
+        st, _, _ = d.http("GET", "/health/ready")
+        check(st == 200, "%s: parleyd not ready afterwards (%d)"
+              % (fn.__name__, st))
+    check(not failed, " || ".join(failed))
+
+
+async def provider_suite(f, providers, default, key, scenarios):
+    """A parleyd with providers (FAKE_KEY=key in its environment) runs
+    run_scenarios(scenarios); the key must never reach its log."""
+    d = Daemon(providers=providers, default=default, env={"FAKE_KEY": key})
+    with with_daemon(d):
+        await run_scenarios(d, f, scenarios)
+        check(key not in d.log_text(), "the API key appears in parleyd's log")
+
+
+def check_rerun(ev, text, what):
+    """A reply broken after tokens and re-run: recoverable errors, part of
+    text before the first, the whole text after it, one done."""
+    errs = of_type(ev, "error")
+    check(errs, "no error event when the stream broke after tokens: %s"
+          % [short(e) for e in ev])
+    check(all(e.get("severity") == "recoverable" for e in errs),
+          "retrying error severity: %s" % errs)
+    i = ev.index(errs[0])
+    before, after = tokens_text(ev[:i]), tokens_text(ev[i:])
+    check(text.startswith(before) and before != text,
+          "tokens before the break %r" % before)
+    check(after == text, "tokens after the retrying error %r, expected the "
+          "whole reply" % after)
+    one_done(ev, what)
+
+
+async def truncated_then_ok(d, f, sid, raw, text):
+    """The body raw ends cleanly but before the reply was complete, after a
+    token: a broken stream, re-run through an error "recoverable", done."""
+    f.script([{"kind": "raw", "data": raw},
+              {"kind": "text", "text": text}])
+    ev = await chat_turn(d, sid, "hi")
+    errs = of_type(ev, "error")
+    check(errs and all(e.get("severity") == "recoverable" for e in errs),
+          "truncated stream: errors %s" % errs)
+    check(tokens_text(ev[ev.index(errs[0]):]) == text,
+          "text after the re-run %r" % tokens_text(ev))
+    one_done(ev, "truncated then ok")
+    check(len(f.requests()) == 2, "%d requests" % len(f.requests()))
+
+
+async def first_byte_timeout(d, f, sid):
+    """No first byte within the provider's `timeout 1s`: LLM_ERROR timeout,
+    the provider connections closed; returns the turn's events."""
+    f.script([{"kind": "text", "first_byte_ms": 4000, "repeat": 3}])
+    ev = await chat_turn(d, sid, "hi")
+    e = final_error(ev, "first byte timeout")
+    check("timeout" in e["message"], "timeout message %r" % e["message"])
+    f.wait_for(lambda rs: rs and all(r["state"] == "client_closed" for r in rs),
+               timeout=5, what="timed-out requests closed by parleyd")
+    return ev
+
+
+async def cancel_in_stall(d, f, sid, text):
+    """cancel (on the first token) while the provider stalls: done
+    cancelled, the provider connection closed, no retry; returns the
+    turn's events."""
+    f.script([{"kind": "stall", "after_chunks": 1, "seconds": 20, "text": text}])
+    sent = []
+
+    async def on_event(ws, e, got):
+        if e.get("type") == "token" and not sent:
+            sent.append(1)
+            await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": sid})
+    ev = await chat_turn(d, sid, "hi", on_event=on_event)
+    check(sent, "no token arrived before the stall")
+    dn = one_done(ev, "cancel")
+    check(dn.get("cancelled") is True, "done after cancel: %s" % dn)
+    f.wait_for(lambda rs: len(rs) == 1 and rs[0]["state"] == "client_closed",
+               timeout=5, what="the cancelled provider connection to close")
+    await asyncio.sleep(1.0)
+    check(len(f.requests()) == 1, "requests after cancel: %d" % len(f.requests()))
+    return ev
+
+
+async def garbage_then_ok(d, f, sid, junk):
+    """The body junk (broken JSON, an endless line): the turn ends (no
+    crash, bounded memory) and the session still works."""
+    f.script([{"kind": "raw", "data": junk, "repeat": 3}])
+    ev = await chat_turn(d, sid, "hi")
+    check(of_type(ev, "done") or of_type(ev, "error"), "no end of turn")
+    f.reset()
+    f.script([{"kind": "text", "text": "fine"}])
+    ev = await chat_turn(d, sid, "again")
+    check(tokens_text(ev) == "fine", "turn after garbage: %r" % tokens_text(ev))
+    one_done(ev, "turn after garbage")
+
+
+# -- killing a worker or the daemon mid-turn, then resuming ---------------------
+
+def after_tokens(n):
+    """A ws_until predicate true once n token events have arrived."""
+    seen = []
+
+    def pred(e):
+        if e.get("type") == "token":
+            seen.append(e)
+        return len(seen) >= n
+    return pred
+
+
+async def stream_chat(d, sid, msg_id, message, until, timeout=20):
+    """Opens /sessions/sid/stream, sends a chat, reads until until(event);
+    returns (ws, every event read)."""
+    ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
+    ev = [await ws_recv(ws)]
+    await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid, "id": msg_id,
+                       "message": message})
+    await ws_until(ws, until, into=ev, timeout=timeout)
+    return ws, ev
+
+
+async def drain_logged(ws, ev, timeout):
+    """Appends to ev whatever still arrives on ws (a killed peer's last
+    words); returns ev's logged events, which must run from seq 1."""
+    try:
+        while True:
+            ev.append(await ws_recv(ws, timeout))
+    except Exception:
+        pass
+    seen = logged(ev)
+    check_contiguous(seen, 1, "before the kill")
+    return seen
+
+
+async def kill_owner(d, ws, ev):
+    """SIGKILLs the worker holding the server end of ws; returns
+    drain_logged(ws, ev)."""
+    local_port = ws.transport.get_extra_info("sockname")[1]
+    pids = d.workers_pids()
+    check(len(pids) == d.workers, "expected %d workers, found %s"
+          % (d.workers, pids))
+    owner = owner_of(pids, local_port)
+    check(owner is not None, "could not find the worker holding the session")
+    os.kill(owner, signal.SIGKILL)
+    return await drain_logged(ws, ev, 5)
+
+
+async def resume_until(d, sid, seen, until, what, patience=60,
+                       retry_fail=False):
+    """Reconnects with lastSeq after seen (logged events) until until(event),
+    retrying a dropped connection (and, with retry_fail, a ws_until timeout)
+    for patience seconds.  Returns (logged events after seen, the events of
+    each attempt, the successful one last)."""
+    deadline = time.time() + patience
+    after, drops, attempts = [], [], []
+    errors = (websockets.exceptions.WebSocketException, OSError,
+              asyncio.TimeoutError) + ((Fail,) if retry_fail else ())
+    while True:
+        last = (seen + after)[-1]["seq"]
+        ev2 = []
+        attempts.append(ev2)
+        try:
+            ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=%d"
+                                        % (sid, last)))
+            await ws_until(ws, until, into=ev2, timeout=30)
+            await ws.close()
+            after += logged(ev2)
+            break
+        except errors as e:
+            drops.append("lastSeq=%d: %s %s after %s" % (
+                last, type(e).__name__, e, [short(x) for x in ev2[:6]]))
+            after += logged(ev2)
+            if time.time() > deadline:
+                raise Fail("%s; attempts: %s; parleyd exit status %s"
+                           % (what, drops, d.proc.poll()))
+            await asyncio.sleep(0.2)
+    if drops:
+        print("reconnects that dropped: %s" % drops)
+    return after, attempts
+
+
+# -- @modelcontextprotocol/server-everything ------------------------------------
+
+SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
+                         "server-everything", "dist", "index.js")
+
+
+class Everything:
+    """server-everything on a free loopback port (lib/loopback.cjs)."""
+
+    def __init__(self):
+        if not os.path.exists(SERVER_JS):
+            raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
+        self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="parley-mcp-",
+                                               suffix=".log", dir="/tmp",
+                                               delete=False)
+        env = dict(os.environ, PORT=str(self.port))
+        env.pop("ASAN_OPTIONS", None)
+        self.proc = subprocess.Popen(
+            ["node", "--require", os.path.join(HERE, "loopback.cjs"),
+             SERVER_JS, "streamableHttp"],
+            stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+            env=env, close_fds=True)
+        try:
+            self.wait_listening(30)
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_listening(self, timeout):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            check(self.proc.poll() is None, "server-everything exited: %s"
+                  % self.text()[-600:])
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise Fail("server-everything not listening after %d s: %s"
+                   % (timeout, self.text()[-600:]))
+
+    def url(self):
+        return "http://127.0.0.1:%d/mcp" % self.port
+
+    def text(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def check_loopback_only(self):
+        """Every listening socket on our port is bound to loopback."""
+        found = []
+        for f in tcp_table():
+            addr, port = f[1].split(":")
+            if int(port, 16) == self.port and f[3] == "0A":
+                found.append(addr)
+        check(found, "no listening socket found for port %d" % self.port)
+        for a in found:
+            check(a in ("0100007F", "00000000000000000000000001000000",
+                        "0000000000000000FFFF00000100007F"),
+                  "server-everything listens on %s, not only 127.0.0.1" % a)
+
+    def rpc(self, method, params, sid=None, rid=1):
+        """One JSON-RPC request; returns (result or None, session id)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            h = {"Content-Type": "application/json",
+                 "Accept": "application/json, text/event-stream"}
+            if sid:
+                h["Mcp-Session-Id"] = sid
+                h["MCP-Protocol-Version"] = "2025-06-18"
+            msg = {"jsonrpc": "2.0", "method": method, "params": params}
+            if rid is not None:
+                msg["id"] = rid
+            c.request("POST", "/mcp", body=json.dumps(msg), headers=h)
+            r = c.getresponse()
+            body = r.read().decode("utf-8", "replace")
+            sid = r.getheader("mcp-session-id") or sid
+            check(r.status in (200, 202), "MCP %s -> %d %s"
+                  % (method, r.status, body[:300]))
+            if rid is None:
+                return None, sid
+            if "text/event-stream" in (r.getheader("content-type") or ""):
+                for ln in body.splitlines():
+                    if ln.startswith("data:"):
+                        js = json.loads(ln[5:])
+                        if js.get("id") == rid:
+                            return js.get("result"), sid
+                raise Fail("MCP %s: no response in %r" % (method, body[:300]))
+            return json.loads(body).get("result"), sid
+        finally:
+            c.close()
+
+    def tool_names(self):
+        _, sid = self.rpc("initialize", {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "parley-e2e", "version": "1"}})
+        self.rpc("notifications/initialized", {}, sid, rid=None)
+        names, cursor = [], None
+        while True:
+            res, sid = self.rpc("tools/list", {"cursor": cursor} if cursor
+                                else {}, sid, rid=2)
+            names += [t["name"] for t in (res or {}).get("tools", [])]
+            cursor = (res or {}).get("nextCursor")
+            if not cursor:
+                return names
+
+    def stop(self):
+        stop_proc(self.proc, 10)
+        os.unlink(self.log.name)
