@@ -572,6 +572,12 @@ call_end(struct llm_call *c, CURLcode rc)
 		return;
 	}
 	if (r == LLM_MORE && llm_stream_end(c->st) == LLM_DONE) {
+		/* Ending the stream reports its tool calls; one of those
+		 * callbacks may have cancelled the call. */
+		if (c->cancelled) {
+			call_free(c);
+			return;
+		}
 		call_report(c, NULL);
 		return;
 	}

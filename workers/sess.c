@@ -391,20 +391,33 @@ history_add_item(struct sess *s, cJSON *m)
 	cJSON_AddItemToArray(h, m);
 	for (;;) {
 		size_t bytes = 0;
-		const cJSON *e;
+		const cJSON *e, *c;
 
 		cJSON_ArrayForEach(e, h) {
 			const char *t = cJSON_GetStringValue(
 			    cJSON_GetObjectItem(e, "content"));
 
 			bytes += t ? strlen(t) : 0;
+			cJSON_ArrayForEach(c, cJSON_GetObjectItem(e, "calls")) {
+				t = cJSON_GetStringValue(cJSON_GetObjectItem(c,
+				    "args"));
+				bytes += t ? strlen(t) : 0;
+			}
 		}
 		/* The newest message stays even when it alone is too big. */
 		if (cJSON_GetArraySize(h) <= 1 ||
 		    (cJSON_GetArraySize(h) <= MAX_HISTORY &&
 		    bytes <= MAX_HISTORY_BYTES))
 			break;
+		/* Whole exchanges go, so the history never starts with a
+		 * tool result whose call was dropped. */
 		cJSON_DeleteItemFromArray(h, 0);
+		while (cJSON_GetArraySize(h) > 1 &&
+		    strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(
+		    cJSON_GetArrayItem(h, 0), "role")) ?
+		    cJSON_GetStringValue(cJSON_GetObjectItem(
+		    cJSON_GetArrayItem(h, 0), "role")) : "", "user") != 0)
+			cJSON_DeleteItemFromArray(h, 0);
 	}
 }
 
@@ -520,6 +533,63 @@ turn_checkpoint(struct sess *s)
 	meta_save(s);
 }
 
+/*
+ * Has the current step (the tool messages after the last assistant message
+ * with calls) an answer for call id?  Made-up ids repeat across steps.
+ */
+static int
+step_answered(const struct turn *t, const char *id)
+{
+	const cJSON *e;
+	const char *tid;
+	int in_step = 0, found = 0;
+
+	cJSON_ArrayForEach(e, t->steps) {
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0) {
+			in_step = 1;
+			found = 0;
+			continue;
+		}
+		tid = cJSON_GetStringValue(cJSON_GetObjectItem(e, "toolCallId"));
+		if (in_step && tid != NULL && strcmp(tid, id) == 0)
+			found = 1;
+	}
+	return found;
+}
+
+/*
+ * A turn that ends with calls unanswered (cancelled mid-step) answers them
+ * as cancelled: a history with a call and no result is refused by the
+ * providers on every later request.
+ */
+static void
+steps_close(struct turn *t)
+{
+	const cJSON *e, *last = NULL, *c;
+	const char *id, *name;
+	cJSON *m;
+
+	cJSON_ArrayForEach(e, t->steps)
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0)
+			last = e;
+	if (last == NULL)
+		return;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(last, "calls")) {
+		id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+		name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+		if (id == NULL || step_answered(t, id))
+			continue;
+		m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "role", "tool");
+		cJSON_AddStringToObject(m, "toolCallId", id);
+		cJSON_AddStringToObject(m, "tool", name ? name : "");
+		cJSON_AddStringToObject(m, "content",
+		    "cancelled before it finished");
+		cJSON_AddBoolToObject(m, "isError", 1);
+		cJSON_AddItemToArray(t->steps, m);
+	}
+}
+
 /* Ends the running turn with a done event (after its last tokens). */
 static void
 turn_finish(struct sess *s, int cancelled, int max_turns)
@@ -557,6 +627,7 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 	/* The whole exchange joins the history at once, so a re-run after a
 	 * crash (which starts from meta saved before this) adds it once. */
 	history_add(s, "user", t->input ? t->input : "");
+	steps_close(t);
 	cJSON_ArrayForEach(e, t->steps)
 		history_add_item(s, cJSON_Duplicate(e, 1));
 	history_add(s, "assistant", t->reply ? t->reply + t->step_from : "");
@@ -572,6 +643,7 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 static void
 turn_fail(struct sess *s, const char *code, const char *message)
 {
+	struct llm_usage u;
 	cJSON *b;
 
 	tokens_flush(s);
@@ -582,6 +654,11 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
 	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
 	emit(s, "error", b);
+	/* Model calls that finished before the failure were spent. */
+	u.input_tokens = s->turn->in_tokens;
+	u.output_tokens = s->turn->out_tokens;
+	u.cost = s->turn->cost;
+	usage_add(s, &u, NULL);
 	history_add(s, "user", s->turn->input ? s->turn->input : "");
 	turn_free(s);
 	emit(s, "agent_state", agent_json(s, "idle"));
@@ -737,10 +814,12 @@ tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
 	if (text == NULL)
 		text = "";
 	if (strlen(text) > MAX_TOOL_RESULT &&
-	    (kept = strndup(text, MAX_TOOL_RESULT)) != NULL)
+	    (kept = strndup(text, utf8_whole(text, MAX_TOOL_RESULT))) != NULL)
 		text = kept;
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", t->msgid);
+	cJSON_AddNumberToObject(b, "step", t->model_calls);
 	cJSON_AddStringToObject(b, "toolCallId", id);
 	cJSON_AddStringToObject(b, "tool", name);
 	cJSON_AddNumberToObject(b, "duration", (double)ms);
@@ -785,6 +864,8 @@ tool_cb(void *arg, int is_error, const char *text, const char *code)
 /* Has the log a tool_result for this call (a worker died after it)? */
 struct logged_result {
 	const char	*id;
+	uint64_t	 input_seq;	/* the turn, whatever its attempt */
+	unsigned	 step;
 	cJSON		*found;
 };
 
@@ -793,15 +874,22 @@ find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
     size_t len)
 {
 	struct logged_result *lr = arg;
+	const char *tid, *mid;
+	char want[32];
+	size_t n;
 	cJSON *o;
 
 	if (strstr(json, "\"type\":\"tool_result\"") == NULL ||
 	    strstr(json, lr->id) == NULL)
 		return 0;
 	o = cJSON_ParseWithLength(json, len);
-	if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o,
-	    "toolCallId")) ? cJSON_GetStringValue(cJSON_GetObjectItem(o,
-	    "toolCallId")) : "", lr->id) == 0) {
+	tid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "toolCallId"));
+	mid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "messageId"));
+	snprintf(want, sizeof(want), "m-%llu", (unsigned long long)lr->input_seq);
+	n = strlen(want);
+	if (tid != NULL && strcmp(tid, lr->id) == 0 && mid != NULL &&
+	    strncmp(mid, want, n) == 0 && (mid[n] == '\0' || mid[n] == '.') &&
+	    json_count(o, "step") == lr->step) {
 		lr->found = o;
 		return 1;
 	}
@@ -823,7 +911,6 @@ tools_run(struct sess *s, cJSON *calls)
 	struct logged_result lr;
 	const char *id, *name, *args, *text;
 	cJSON *c, *b, *a, *e;
-	int known;
 
 	emit(s, "agent_state", agent_json(s, "tool"));
 	t->starting = 1;
@@ -834,17 +921,14 @@ tools_run(struct sess *s, cJSON *calls)
 		if (id == NULL || name == NULL)
 			continue;
 		/* Answered before a crash: in the checkpoint, or the log. */
-		known = 0;
-		cJSON_ArrayForEach(e, t->steps)
-			if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
-			    "toolCallId")) ? cJSON_GetStringValue(
-			    cJSON_GetObjectItem(e, "toolCallId")) : "", id) == 0)
-				known = 1;
-		if (known)
+		if (step_answered(t, id))
 			continue;
 		lr.id = id;
+		lr.input_seq = t->input_seq;
+		lr.step = t->model_calls;
 		lr.found = NULL;
-		store_range(s->st, t->input_seq, 0, find_result, &lr);
+		if (t->attempt > 0)
+			store_range(s->st, t->input_seq, 0, find_result, &lr);
 		if (lr.found != NULL) {
 			e = cJSON_GetObjectItem(lr.found, "error");
 			text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
@@ -864,6 +948,8 @@ tools_run(struct sess *s, cJSON *calls)
 		mt = tool_find(s, name);
 		b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "agentId", s->agent_id);
+		cJSON_AddStringToObject(b, "messageId", t->msgid);
+		cJSON_AddNumberToObject(b, "step", t->model_calls);
 		cJSON_AddStringToObject(b, "toolCallId", id);
 		cJSON_AddStringToObject(b, "tool", name);
 		a = cJSON_Parse(args && *args ? args : "{}");
@@ -1068,6 +1154,11 @@ turn_next(struct sess *s)
 	struct timeval tv;
 	uint64_t seq;
 
+	/* The interrupted turn goes first; recover_cb calls back here. */
+	if (s->recover_ev != NULL) {
+		sess_check_idle(s);
+		return;
+	}
 	if (s->turn == NULL && cJSON_GetArraySize(q) > 0 && tools_pending(s)) {
 		util_tv(&tv, 100);
 		evtimer_add(s->start_ev, &tv);
@@ -1077,9 +1168,9 @@ turn_next(struct sess *s)
 		first = cJSON_GetArrayItem(q, 0);
 		seq = cJSON_IsNumber(first) && first->valuedouble >= 1 ?
 		    (uint64_t)first->valuedouble : 0;
+		cJSON_DeleteItemFromArray(q, 0);
 		if (seq == 0)
 			continue;
-		cJSON_DeleteItemFromArray(q, 0);
 		turn_start(s, seq, 0, NULL);
 	}
 	sess_check_idle(s);
@@ -1110,7 +1201,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	event_free(s->recover_ev);
 	s->recover_ev = NULL;
-	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL) {
+	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL || s->turn != NULL) {
 		turn_next(s);
 		return;
 	}
