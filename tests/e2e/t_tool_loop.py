@@ -280,8 +280,49 @@ async def s_max_turns(d, f):
           "tool events %s %s" % (st, rs))
 
 
+async def s_cancel_mid_tool(d, f):
+    """cancel while a tool runs: the next turn's request carries that call
+    answered as cancelled (a call without a result is refused by the
+    providers), and the next turn works."""
+    f.script([{"kind": "tool_calls", "calls": [
+                  call("call_c", "slow__" + LONG_OP, {"duration": 5, "steps": 1})]},
+              {"kind": "text", "text": "never"}])
+
+    async def on_event(ws, e, events):
+        if e.get("type") == "tool_start":
+            await ws_send(ws, {"v": 1, "type": "cancel", "sessionId": "tl-cancel"})
+
+    ev = await chat_turn(d, "tl-cancel", "start something slow", on_event=on_event)
+    dn = one_done(ev, "cancel mid tool")
+    check(dn.get("cancelled") is True, "done %s" % dn)
+    f.reset()
+    f.script([{"kind": "text", "text": "fine"}])
+    ev = await chat_turn(d, "tl-cancel", "and now?")
+    check(tokens_text(ev) == "fine", "next turn text %r" % tokens_text(ev))
+    tm = tool_msgs(f.requests()[-1]["body"]["messages"])
+    check(tm == [("call_c", "cancelled before it finished")],
+          "the cancelled call in the next request: %s" % tm)
+
+
+async def s_same_id_each_turn(d, f):
+    """Servers that number calls per response reuse ids: a call in the
+    second turn with the first turn's id still runs and gets its own
+    result."""
+    for word in ("a", "b"):
+        f.reset()
+        f.script([{"kind": "tool_calls", "calls": [
+                      call("call_0", "everything__echo", {"message": word})]},
+                  {"kind": "text", "text": "echoed " + word}])
+        ev = await chat_turn(d, "tl-sameid", "echo " + word)
+        rs = of_type(ev, "tool_result")
+        check([r.get("result") for r in rs] == ["Echo: " + word],
+              "turn %s: results for a reused id %s" % (word, rs))
+        check(tokens_text(ev) == "echoed " + word, "text %r" % tokens_text(ev))
+
+
 SCENARIOS = [s_parallel_then_history, s_tool_timeout, s_kill_during_tool,
-             s_kill_after_result, s_max_turns]
+             s_kill_after_result, s_max_turns, s_cancel_mid_tool,
+             s_same_id_each_turn]
 
 
 async def test():
