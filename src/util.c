@@ -1,6 +1,8 @@
 #include <sys/random.h>
 #include <sys/time.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "parley/util.h"
@@ -62,4 +64,26 @@ util_tv(struct timeval *tv, uint64_t ms)
 {
 	tv->tv_sec = (time_t)(ms / 1000);
 	tv->tv_usec = (suseconds_t)(ms % 1000) * 1000;
+}
+
+int
+util_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
+{
+	size_t ncap;
+	char *p;
+
+	if (*len + n + 1 > *cap) {
+		ncap = *cap ? *cap : 256;
+		while (ncap < *len + n + 1)
+			ncap *= 2;
+		if ((p = realloc(*buf, ncap)) == NULL)
+			return -1;
+		*buf = p;
+		*cap = ncap;
+	}
+	if (n > 0)
+		memcpy(*buf + *len, data, n);
+	*len += n;
+	(*buf)[*len] = '\0';
+	return 0;
 }

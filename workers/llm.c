@@ -13,6 +13,7 @@
 #include "parley/config.h"
 #include "parley/sse.h"
 #include "curlev.h"
+#include "parley/util.h"
 #include "llm.h"
 
 static const struct llm_ops *const providers[] = {
@@ -179,8 +180,7 @@ llm_stream_tool(struct llm_stream *st, long index, const char *id,
     const char *name, const char *args, size_t alen)
 {
 	struct llm_tool	*t = NULL;
-	size_t		 i, ncap;
-	char		*p;
+	size_t		 i;
 
 	for (i = 0; i < st->ntools; i++)
 		if (st->tools[i].index == index) {
@@ -204,18 +204,8 @@ llm_stream_tool(struct llm_stream *st, long index, const char *id,
 	if (alen > LLM_MAX_ARGS - t->alen)
 		return llm_stream_fail(st, NULL, "tool call arguments "
 		    "passed %u bytes", (unsigned)LLM_MAX_ARGS);
-	if (t->alen + alen + 1 > t->acap) {
-		ncap = t->acap ? t->acap : 256;
-		while (ncap < t->alen + alen + 1)
-			ncap *= 2;
-		if ((p = realloc(t->args, ncap)) == NULL)
-			return llm_stream_fail(st, NULL, "out of memory");
-		t->args = p;
-		t->acap = ncap;
-	}
-	memcpy(t->args + t->alen, args, alen);
-	t->alen += alen;
-	t->args[t->alen] = '\0';
+	if (util_append(&t->args, &t->alen, &t->acap, args, alen) == -1)
+		return llm_stream_fail(st, NULL, "out of memory");
 	return LLM_MORE;
 }
 
@@ -289,6 +279,24 @@ cJSON *
 llm_tool_schema(const char *schema_json)
 {
 	return json_object_or(schema_json, "object");
+}
+
+int
+llm_tool_def_json(cJSON *into, const struct llm_tool_def *t,
+    const char *schema_key)
+{
+	cJSON *sc;
+
+	if (!cJSON_AddStringToObject(into, "name", t->name ? t->name : "") ||
+	    (t->description != NULL &&
+	    !cJSON_AddStringToObject(into, "description", t->description)))
+		return 0;
+	if ((sc = llm_tool_schema(t->schema_json)) == NULL ||
+	    !cJSON_AddItemToObject(into, schema_key, sc)) {
+		cJSON_Delete(sc);
+		return 0;
+	}
+	return 1;
 }
 
 cJSON *

@@ -214,6 +214,10 @@ struct llm_call	*llm_http_start(struct llm_ctx *, const struct cfg_provider *,
 		    const struct llm_cbs *, void *arg);
 /* A tool's schema, parsed; {"type":"object"} when absent or not an object. */
 struct cJSON	*llm_tool_schema(const char *schema_json);
+/* name, description and the schema under schema_key, into an object;
+ * 1, or 0 when out of memory. */
+int		 llm_tool_def_json(struct cJSON *into,
+		    const struct llm_tool_def *, const char *schema_key);
 /* A call's arguments, parsed; {} when absent or not an object. */
 struct cJSON	*llm_tool_args(const char *args_json);
 void		 llm_http_cancel(struct llm_call *);

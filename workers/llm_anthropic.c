@@ -98,7 +98,7 @@ an_tool_result(cJSON *blocks, const struct llm_msg *m)
 static int
 an_tools_req(cJSON *o, const struct llm_tool_def *tools, size_t ntools)
 {
-	cJSON	*a, *t, *sc;
+	cJSON	*a, *t;
 	size_t	 i;
 	int	 ok = 1;
 
@@ -109,16 +109,8 @@ an_tools_req(cJSON *o, const struct llm_tool_def *tools, size_t ntools)
 	for (i = 0; ok && i < ntools; i++) {
 		if (!an_push(a, t = cJSON_CreateObject()))
 			return 0;
-		OK(cJSON_AddStringToObject(t, "name", tools[i].name ?
-		    tools[i].name : ""));
-		if (tools[i].description != NULL)
-			OK(cJSON_AddStringToObject(t, "description",
-			    tools[i].description));
-		if ((sc = llm_tool_schema(tools[i].schema_json)) == NULL ||
-		    !cJSON_AddItemToObject(t, "input_schema", sc)) {
-			cJSON_Delete(sc);
+		if (!llm_tool_def_json(t, &tools[i], "input_schema"))
 			return 0;
-		}
 	}
 	return ok;
 }

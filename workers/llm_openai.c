@@ -89,7 +89,7 @@ openai_msg(const struct llm_msg *m)
 static int
 openai_tools_req(cJSON *o, const struct llm_tool_def *tools, size_t ntools)
 {
-	cJSON	*a, *t, *fn, *sc;
+	cJSON	*a, *t, *fn;
 	size_t	 i;
 	int	 ok = 1;
 
@@ -107,16 +107,8 @@ openai_tools_req(cJSON *o, const struct llm_tool_def *tools, size_t ntools)
 		OK(cJSON_AddStringToObject(t, "type", "function"));
 		if ((fn = cJSON_AddObjectToObject(t, "function")) == NULL)
 			return 0;
-		OK(cJSON_AddStringToObject(fn, "name", tools[i].name ?
-		    tools[i].name : ""));
-		if (tools[i].description != NULL)
-			OK(cJSON_AddStringToObject(fn, "description",
-			    tools[i].description));
-		if ((sc = llm_tool_schema(tools[i].schema_json)) == NULL ||
-		    !cJSON_AddItemToObject(fn, "parameters", sc)) {
-			cJSON_Delete(sc);
+		if (!llm_tool_def_json(fn, &tools[i], "parameters"))
 			return 0;
-		}
 	}
 	return ok;
 }

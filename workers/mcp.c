@@ -216,8 +216,7 @@ static size_t
 write_cb(char *p, size_t size, size_t n, void *arg)
 {
 	struct xfer	*x = arg;
-	size_t		 len = size * n, ncap;
-	char		*nb;
+	size_t		 len = size * n;
 
 	if (x->is_sse) {
 		if (x->sse == NULL &&
@@ -232,18 +231,8 @@ write_cb(char *p, size_t size, size_t n, void *arg)
 		x->too_big = 1;
 		return 0;
 	}
-	if (x->rlen + len + 1 > x->rcap) {
-		ncap = x->rcap ? x->rcap : 4096;
-		while (ncap < x->rlen + len + 1)
-			ncap *= 2;
-		if ((nb = realloc(x->resp, ncap)) == NULL)
-			return 0;
-		x->resp = nb;
-		x->rcap = ncap;
-	}
-	memcpy(x->resp + x->rlen, p, len);
-	x->rlen += len;
-	x->resp[x->rlen] = '\0';
+	if (util_append(&x->resp, &x->rlen, &x->rcap, p, len) == -1)
+		return 0;
 	return len;
 }
 

@@ -347,26 +347,13 @@ on_token(void *arg, const char *text, size_t len)
 	struct sess *s = arg;
 	struct turn *t = s->turn;
 	struct timeval tv;
-	size_t need;
-	char *p;
 
 	if (t == NULL)
 		return;
-	need = s->toklen + len;
-	if (need > s->tokcap) {
-		if ((p = realloc(s->tok, need * 2)) == NULL)
-			return;
-		s->tok = p;
-		s->tokcap = need * 2;
-	}
-	memcpy(s->tok + s->toklen, text, len);
-	s->toklen += len;
-	if ((p = realloc(t->reply, t->reply_len + len + 1)) != NULL) {
-		t->reply = p;
-		memcpy(t->reply + t->reply_len, text, len);
-		t->reply_len += len;
-		t->reply[t->reply_len] = '\0';
-	}
+	/* Both grow by doubling: no allocation per token. */
+	if (util_append(&s->tok, &s->toklen, &s->tokcap, text, len) == -1)
+		return;
+	util_append(&t->reply, &t->reply_len, &t->reply_cap, text, len);
 	if (s->wk->conf->flush_interval_ms == 0) {
 		tokens_flush(s);
 		return;

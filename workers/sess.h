@@ -50,6 +50,7 @@ struct turn {
 	char		*input;		/* the user's message it answers */
 	char		*reply;		/* the assistant's text so far */
 	size_t		 reply_len;
+	size_t		 reply_cap;
 	size_t		 step_from;	/* reply bytes before this model step */
 	cJSON		*steps;		/* its assistant and tool messages */
 	cJSON		*calls;		/* tool calls of the current step */

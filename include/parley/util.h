@@ -10,6 +10,12 @@ uint64_t	util_mono_ms(void);		/* monotonic ms */
 void		util_iso8601(char out[32], uint64_t ms);
 /* n random bytes as 2n lowercase hex chars + NUL into out. */
 void		util_randhex(char *out, size_t nbytes);
+/*
+ * Appends n bytes to a growable, NUL-terminated buffer (*buf may be NULL),
+ * doubling its capacity as needed.  0, or -1 (unchanged) out of memory.
+ */
+int		util_append(char **buf, size_t *len, size_t *cap,
+		    const void *data, size_t n);
 struct timeval;
 void		util_tv(struct timeval *, uint64_t ms);
 
