@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -96,7 +97,11 @@ struct keyword {
 	    "workers auto|N") \
 	X("state-dir", KW_TOP, 1, 1, 0, kw_path, C(state_dir), 0, 0, \
 	    "state-dir PATH") \
-	X("store", KW_TOP, 1, 1, 0, kw_store, 0, 0, 0, "store local") \
+	X("store", KW_TOP, 1, 1, 0, kw_store, 0, 0, 0, \
+	    "store local|redis://HOST:PORT[/DB]|sentinel://HOST:PORT,.../NAME") \
+	X("host-id", KW_TOP, 1, 1, 0, kw_host_id, 0, 0, 0, "host-id NAME") \
+	X("lease-time", KW_TOP, 1, 1, 0, kw_duration, C(lease_ms), \
+	    500, 10 * MS_M, "lease-time DURATION") \
 	X("fsync", KW_TOP, 1, 1, 0, kw_fsync, 0, 0, 0, \
 	    "fsync always|batch|no") \
 	X("retention", KW_TOP, 1, 1, 0, kw_duration, C(retention_ms), \
@@ -574,13 +579,34 @@ kw_store(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	(void)argc;
 	if (strcmp(argv[0], "local") == 0)
 		return set_string(p, &p->conf->store, "local");
-	/* Not echoed: a redis URL may carry a password. */
+	/* Not echoed: a redis URL may carry a password.  The store checks
+	 * the rest of the URL when parleyd opens it. */
 	if (strncmp(argv[0], "redis://", 8) == 0 ||
-	    strncmp(argv[0], "rediss://", 9) == 0)
-		return perr(p, "%s: the redis store is not supported by this "
-		    "build", kw->name);
-	return perr(p, "%s: expected 'local' or a redis:// URL, got '%.80s'",
-	    kw->name, argv[0]);
+	    strncmp(argv[0], "sentinel://", 11) == 0)
+		return set_string(p, &p->conf->store, argv[0]);
+	if (strncmp(argv[0], "rediss://", 9) == 0)
+		return perr(p, "%s: TLS to Redis (rediss://) is not supported; "
+		    "use redis:// over a private network or a TLS tunnel",
+		    kw->name);
+	return perr(p, "%s: expected local, redis://HOST:PORT or "
+	    "sentinel://HOST:PORT/NAME", kw->name);
+}
+
+/* host-id names this host in session leases; other hosts read it. */
+static int
+kw_host_id(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	const char *c;
+
+	(void)argc;
+	if (argv[0][0] == '\0' || strlen(argv[0]) > 64)
+		return perr(p, "%s: must be 1 to 64 characters", kw->name);
+	for (c = argv[0]; *c; c++)
+		if (!isalnum((unsigned char)*c) && *c != '.' && *c != '-' &&
+		    *c != '_')
+			return perr(p, "%s: '%.80s' may only hold letters, "
+			    "digits, '.', '-' and '_'", kw->name, argv[0]);
+	return set_string(p, &p->conf->host_id, argv[0]);
 }
 
 static int
@@ -1365,6 +1391,7 @@ config_init(struct config *c)
 	c->workers = 0;
 	c->fsync = CFG_FSYNC_BATCH;
 	c->retention_ms = 24 * MS_H;
+	c->lease_ms = 10 * MS_S;
 	c->idle_timeout_ms = 10 * MS_M;
 	c->flush_interval_ms = 20;
 	c->heartbeat_ms = 15 * MS_S;
@@ -1397,6 +1424,22 @@ config_fill(struct config *c)
 		return -1;
 	if (c->store == NULL && (c->store = strdup("local")) == NULL)
 		return -1;
+	if (c->host_id == NULL) {
+		char hn[256];
+		size_t i;
+
+		if (gethostname(hn, sizeof(hn)) == -1 || hn[0] == '\0')
+			snprintf(hn, sizeof(hn), "localhost");
+		hn[sizeof(hn) - 1] = '\0';
+		hn[64] = '\0';
+		/* A name kw_host_id would accept. */
+		for (i = 0; hn[i]; i++)
+			if (!isalnum((unsigned char)hn[i]) && hn[i] != '.' &&
+			    hn[i] != '-' && hn[i] != '_')
+				hn[i] = '_';
+		if ((c->host_id = strdup(hn)) == NULL)
+			return -1;
+	}
 	if (c->log_level == NULL && (c->log_level = strdup("info")) == NULL)
 		return -1;
 	if (TAILQ_EMPTY(&c->listens)) {
@@ -1665,6 +1708,7 @@ config_free(struct config *c)
 	}
 	free(c->path);
 	free(c->state_dir);
+	free(c->host_id);
 	free(c->store);
 	free(c->default_provider);
 	free(c->log_level);

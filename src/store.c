@@ -12,6 +12,8 @@
 
 static const struct store_ops *const store_backends[] = {
 	&store_local_ops,
+	&store_redis_ops,
+	&store_sentinel_ops,
 };
 
 int
@@ -156,9 +158,10 @@ store_first_seq(const struct store_sess *s)
 	return s->first_seq;
 }
 
-int
-store_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
-    const char *json, size_t len)
+/* The fencing rule and record bounds every append obeys; 0 or -1/errno. */
+static int
+record_check(const struct store_sess *s, uint64_t seq, const char *json,
+    size_t len)
 {
 	size_t	 i;
 
@@ -180,6 +183,19 @@ store_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
 			errno = EINVAL;
 			return -1;
 		}
+	}
+	return 0;
+}
+
+int
+store_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
+    const char *json, size_t len)
+{
+	if (record_check(s, seq, json, len) == -1)
+		return -1;
+	if (s->store->ops->append == NULL) {
+		errno = ENOTSUP;
+		return -1;
 	}
 	return s->store->ops->append(s, seq, ts_ms, json, len);
 }
@@ -243,4 +259,182 @@ int
 store_expire(struct store *st, uint64_t cutoff_ms)
 {
 	return st->ops->expire(st, cutoff_ms);
+}
+
+/* --- asynchronous use --- */
+
+void
+store_sess_link(struct store *st, struct store_sess *s)
+{
+	s->store = st;
+	LIST_INSERT_HEAD(&st->sessions, s, entry);
+}
+
+int
+store_attach(struct store *st, const struct store_params *p, char *err,
+    size_t errlen)
+{
+	if (p == NULL || p->ev == NULL) {
+		snprintf(err, errlen, "store: bad arguments");
+		return -1;
+	}
+	st->params = *p;
+	st->attached = 1;
+	return st->ops->attach ? st->ops->attach(st, err, errlen) : 0;
+}
+
+int
+store_healthy(struct store *st)
+{
+	return st->ops->healthy ? st->ops->healthy(st) : 1;
+}
+
+int
+store_ping(struct store *st, unsigned timeout_ms, char *err, size_t errlen)
+{
+	return st->ops->ping ? st->ops->ping(st, timeout_ms, err, errlen) : 0;
+}
+
+enum store_role
+store_role(const struct store_sess *s)
+{
+	return s->role ? s->role : STORE_OWNER;
+}
+
+uint64_t
+store_durable_seq(const struct store_sess *s)
+{
+	return s->store->ops->append_async ? s->durable_seq : s->last_seq;
+}
+
+void
+store_open_async(struct store *st, const char *id, int create, size_t tail,
+    store_open_cb cb, void *arg)
+{
+	struct store_sess	*s;
+
+	if (!store_valid_id(id)) {
+		cb(arg, EINVAL, NULL, 0);
+		return;
+	}
+	if (store_sess_find(st, id) != NULL) {
+		cb(arg, EBUSY, NULL, 0);
+		return;
+	}
+	if (st->ops->open_async != NULL) {
+		st->ops->open_async(st, id, create, tail, cb, arg);
+		return;
+	}
+	if (store_sess_open(st, id, create, &s) == -1) {
+		cb(arg, errno, NULL, 0);
+		return;
+	}
+	s->role = STORE_OWNER;
+	cb(arg, 0, s, STORE_OWNER);
+}
+
+int
+store_append_async(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
+    const char *json, size_t len)
+{
+	const struct store_ops *ops = s->store->ops;
+
+	if (ops->append_async == NULL) {
+		if (store_append(s, seq, ts_ms, json, len) == -1)
+			return -1;
+		s->durable_seq = seq;
+		if (s->store->params.ev && s->store->params.ev->durable)
+			s->store->params.ev->durable(s->store->params.arg, s,
+			    seq);
+		return 0;
+	}
+	if (store_role(s) != STORE_OWNER) {
+		errno = EPERM;
+		return -1;
+	}
+	if (record_check(s, seq, json, len) == -1)
+		return -1;
+	return ops->append_async(s, seq, ts_ms, json, len);
+}
+
+int
+store_meta_write_async(struct store_sess *s, const char *json, size_t len)
+{
+	if (s->store->ops->meta_write_async == NULL)
+		return store_meta_write(s, json, len);
+	if (store_role(s) != STORE_OWNER) {
+		errno = EPERM;
+		return -1;
+	}
+	if (len > STORE_META_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	if (json == NULL || memchr(json, '\0', len) != NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	return s->store->ops->meta_write_async(s, json, len);
+}
+
+struct store_req *
+store_range_async(struct store_sess *s, uint64_t after, size_t limit,
+    store_range_cb cb, store_done_cb done, void *arg)
+{
+	ssize_t n;
+
+	if (s->store->ops->range_async != NULL && after < s->last_seq)
+		return s->store->ops->range_async(s, after, limit, cb, done,
+		    arg);
+	n = store_range(s, after, limit, cb, arg);
+	done(arg, n);
+	return NULL;
+}
+
+struct store_req *
+store_preload_async(struct store_sess *s, uint64_t after,
+    store_done_cb done, void *arg)
+{
+	if (s->store->ops->preload_async != NULL && after < s->last_seq)
+		return s->store->ops->preload_async(s, after, done, arg);
+	done(arg, 0);
+	return NULL;
+}
+
+void
+store_req_cancel(struct store_req *r)
+{
+	struct store *st;
+
+	if (r == NULL)
+		return;
+	/* Only async backends hand out requests. */
+	st = *(struct store **)(void *)r;
+	st->ops->req_cancel(r);
+}
+
+struct store_req *
+store_post(struct store_sess *s, const char *json, size_t len,
+    store_done_cb done, void *arg)
+{
+	if (s->store->ops->post == NULL || store_role(s) != STORE_FOLLOWER ||
+	    json == NULL || len == 0 || len > STORE_JSON_MAX ||
+	    memchr(json, '\0', len) != NULL) {
+		errno = s->store->ops->post == NULL ? ENOTSUP : EINVAL;
+		done(arg, -1);
+		return NULL;
+	}
+	return s->store->ops->post(s, json, len, done, arg);
+}
+
+struct store_req *
+store_promote(struct store_sess *s, store_done_cb done, void *arg)
+{
+	if (s->store->ops->promote == NULL ||
+	    store_role(s) != STORE_FOLLOWER) {
+		errno = s->store->ops->promote == NULL ? ENOTSUP : EINVAL;
+		done(arg, -1);
+		return NULL;
+	}
+	return s->store->ops->promote(s, done, arg);
 }

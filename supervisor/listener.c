@@ -150,26 +150,31 @@ static void
 answer_health(struct pending *p, const char *path)
 {
 	struct sup *sup = p->sup;
-	unsigned ready = pool_ready(sup), total = 0;
+	unsigned ready = pool_ready(sup), total = 0, store_down = 0;
 	struct worker *w;
 	cJSON *o = cJSON_CreateObject();
 	int ok;
 
-	TAILQ_FOREACH(w, &sup->workers, entry)
+	TAILQ_FOREACH(w, &sup->workers, entry) {
 		total++;
+		if (w->ready && w->stats.store_down)
+			store_down++;
+	}
 	if (strcmp(path, "/health/live") == 0) {
 		cJSON_AddStringToObject(o, "status", "ok");
 		pending_json(p, 200, o);
 		return;
 	}
+	/* A worker that cannot reach the store cannot log an event. */
 	if (strcmp(path, "/health/ready") == 0)
-		ok = ready > 0 && !sup->stopping;
+		ok = ready > 0 && !sup->stopping && store_down == 0;
 	else
-		ok = ready == total && !sup->stopping;
+		ok = ready == total && !sup->stopping && store_down == 0;
 	cJSON_AddStringToObject(o, "status", ok ? "ok" :
 	    sup->stopping ? "stopping" : "degraded");
 	cJSON_AddNumberToObject(o, "workers", total);
 	cJSON_AddNumberToObject(o, "workersReady", ready);
+	cJSON_AddStringToObject(o, "store", store_down ? "unreachable" : "ok");
 	pending_json(p, ok ? 200 : 503, o);
 }
 

@@ -56,6 +56,7 @@ load(const char *path, int must_exist, char *err, size_t errlen)
 {
 	struct config *conf;
 	struct store *st;
+	char ping[256];
 
 	if ((conf = config_load(path, must_exist, err, errlen)) == NULL)
 		return NULL;
@@ -66,6 +67,11 @@ load(const char *path, int must_exist, char *err, size_t errlen)
 		config_free(conf);
 		return NULL;
 	}
+	/* A shared store that is down is not a config error: workers wait
+	 * for it and /health/ready says so.  Say it now, though. */
+	if (store_ping(st, 2000, ping, sizeof(ping)) == -1)
+		log_warnx("%s (parleyd starts anyway; /health/ready answers "
+		    "503 until the store is reachable)", ping);
 	store_close(st);
 	return conf;
 }

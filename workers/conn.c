@@ -31,6 +31,12 @@
 #define PUMP_BATCH	256
 
 static void	conn_free(struct conn *);
+
+/* A GET .../log answer being read from the log. */
+struct page {
+	struct evbuffer	*out;
+	int		 n;
+};
 static void	conn_route(struct conn *, const unsigned char *, size_t);
 static void	ws_input(struct conn *);
 
@@ -216,14 +222,38 @@ send_gap(struct conn *c, uint64_t first, uint64_t last)
 	free(j);
 }
 
+static void
+pump_done(void *arg, ssize_t n)
+{
+	struct conn *c = arg;
+
+	c->range = NULL;
+	if (c->ranging) {
+		/* Answered inside the call: conn_pump goes on. */
+		c->ranging = 2 + (n <= 0);
+		return;
+	}
+	if (n <= 0) {
+		log_warnx("session %s: cannot read seq %llu for a client; "
+		    "closing it", c->sess ? c->sess->id : "?",
+		    (unsigned long long)c->next_seq);
+		conn_close(c, WS_CLOSE_INTERNAL, "log unreadable");
+		if (evbuffer_get_length(out_of(c)) == 0 && c->kind != CONN_WS)
+			conn_free(c);
+		return;
+	}
+	conn_pump(c);
+}
+
 void
 conn_pump(struct conn *c)
 {
 	struct sess *s = c->sess;
 	size_t bound = c->wk->conf->max_output_buffer;
 	uint64_t before;
+	int n;
 
-	if (s == NULL || c->hold || c->closing)
+	if (s == NULL || c->hold || c->closing || c->range != NULL)
 		return;
 	while (!c->closing && c->next_seq <= sess_last_seq(s) &&
 	    evbuffer_get_length(out_of(c)) < bound) {
@@ -233,8 +263,23 @@ conn_pump(struct conn *c)
 			c->next_seq = sess_first_seq(s);
 		}
 		before = c->next_seq;
-		if (sess_range(s, c->next_seq - 1, PUMP_BATCH, pump_cb, c) < 0 ||
-		    c->next_seq == before) {
+		n = sess_range(s, c->next_seq - 1, PUMP_BATCH, pump_cb, c);
+		if (n < 0 && errno == EAGAIN) {
+			struct store_req *req;
+
+			/* Not at hand (a shared store): read it, then go on. */
+			c->ranging = 1;
+			req = sess_range_async(s, c->next_seq - 1, PUMP_BATCH,
+			    pump_cb, pump_done, c);
+			if (c->ranging == 1) {
+				c->ranging = 0;
+				c->range = req;
+				return;
+			}
+			n = c->ranging == 3 ? -1 : 1;
+			c->ranging = 0;
+		}
+		if (n < 0 || c->next_seq == before) {
 			log_warnx("session %s: cannot read seq %llu for a "
 			    "client; closing it", s->id,
 			    (unsigned long long)c->next_seq);
@@ -427,6 +472,104 @@ chat_handoff(struct conn *c)
 	conn_free(c);
 }
 
+static void	post_reply(struct conn *, struct sess *,
+		    const struct sess_result *);
+
+void
+conn_input_done(struct conn *c, struct sess *s, const char *id,
+    const struct sess_result *r)
+{
+	cJSON *b;
+	char *j;
+
+	if (c->kind == CONN_HTTP) {
+		post_reply(c, s, r);
+		return;
+	}
+	if (c->closing)
+		return;
+	if (r->code != NULL)
+		send_error(c, r->code, r->msg, id);
+	else if (id != NULL) {
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "id", id);
+		if (r->seq)
+			cJSON_AddNumberToObject(b, "seq", (double)r->seq);
+		if (r->duplicate)
+			cJSON_AddBoolToObject(b, "duplicate", 1);
+		j = proto_reply("ack", s->id, b);
+		conn_send_json(c, j);
+		free(j);
+	}
+}
+
+static void	conn_loaded(void *, const char *);
+static void	on_text(struct conn *, const char *, size_t);
+
+/* Keeps a request or first message until its session is loaded. */
+static void
+conn_park(struct conn *c, const unsigned char *bytes, size_t len, int text)
+{
+	free(c->park);
+	c->park = NULL;
+	c->park_len = 0;
+	if (len > 0 && (c->park = malloc(len)) != NULL) {
+		memcpy(c->park, bytes, len);
+		c->park_len = len;
+	}
+	c->park_text = text;
+	c->parked = 1;
+	bufferevent_disable(c->bev, EV_READ);
+}
+
+static void	conn_route(struct conn *, const unsigned char *, size_t);
+static void	conn_settle(struct conn *);
+
+/*
+ * The session a parked connection waits for is loaded (err NULL) or
+ * could not be: handles what was parked as if it had just arrived.
+ */
+static void
+conn_loaded(void *arg, const char *err)
+{
+	struct conn *c = arg;
+	unsigned char *park = c->park;
+	size_t len = c->park_len;
+	char sid[IPC_SID_MAX + 1];
+
+	c->parked = 0;
+	c->park = NULL;
+	c->park_len = 0;
+	bufferevent_enable(c->bev, EV_READ);
+	if (c->park_text) {
+		c->park_text = 0;
+		if (err != NULL) {
+			send_error(c, err, "the session could not be opened",
+			    NULL);
+			conn_close(c, WS_CLOSE_SERVICE_RESTART, "session "
+			    "unavailable; retry");
+		} else if (park != NULL)
+			on_text(c, (const char *)park, len);
+	} else {
+		snprintf(sid, sizeof(sid), "%s", c->park_sid);
+		if (err != NULL) {
+			/* Routing answers it like a failed open. */
+			c->wk->fail_sid = sid;
+			c->wk->fail_err = err;
+		}
+		conn_route(c, park, len);
+		c->wk->fail_sid = NULL;
+		c->wk->fail_err = NULL;
+	}
+	free(park);
+	/* Inside sess_load, the caller goes on with the connection. */
+	if (c->parking)
+		return;
+	if (c->kind == CONN_WS && !c->closing && !c->parked)
+		ws_input(c);
+	conn_settle(c);
+}
+
 static void
 on_text(struct conn *c, const char *text, size_t len)
 {
@@ -467,6 +610,19 @@ on_text(struct conn *c, const char *text, size_t len)
 		    (c->ic.scope[0] && strcmp(c->ic.scope, in.session) != 0)) {
 			send_error(c, "FORBIDDEN", "this token is scoped to "
 			    "another session", in.id);
+			proto_in_free(&in);
+			return;
+		}
+		if (!c->parked && ((s = sess_find(c->wk, in.session)) == NULL ||
+		    s->loading)) {
+			/* Opened first (a shared store answers later); the
+			 * message is handled again once it is. */
+			conn_park(c, (const unsigned char *)text, len, 1);
+			snprintf(c->park_sid, sizeof(c->park_sid), "%s",
+			    in.session);
+			c->parking = 1;
+			sess_load(c->wk, in.session, 1, conn_loaded, c);
+			c->parking = 0;
 			proto_in_free(&in);
 			return;
 		}
@@ -556,19 +712,8 @@ on_text(struct conn *c, const char *text, size_t len)
 		goto out;
 	}
 	sess_input(s, c, (int)c->ic.role, &in, &r);
-	if (r.code != NULL)
-		send_error(c, r.code, r.msg, in.id);
-	else if (in.id != NULL) {
-		b = cJSON_CreateObject();
-		cJSON_AddStringToObject(b, "id", in.id);
-		if (r.seq)
-			cJSON_AddNumberToObject(b, "seq", (double)r.seq);
-		if (r.duplicate)
-			cJSON_AddBoolToObject(b, "duplicate", 1);
-		j = proto_reply("ack", s->id, b);
-		conn_send_json(c, j);
-		free(j);
-	}
+	if (!r.pending)
+		conn_input_done(c, s, in.id, &r);
 out:
 	proto_in_free(&in);
 }
@@ -665,6 +810,13 @@ read_cb(struct bufferevent *bev, void *arg)
 		evbuffer_drain(in, evbuffer_get_length(in));
 		break;
 	}
+	conn_settle(c);
+}
+
+/* After input was handled: frees, hands off or keeps the connection. */
+static void
+conn_settle(struct conn *c)
+{
 	if (c->cut)
 		conn_free(c);
 	else if (c->handing_off && evbuffer_get_length(out_of(c)) == 0)
@@ -725,6 +877,15 @@ conn_free(struct conn *c)
 
 	if (c->sess != NULL)
 		sess_detach(c->sess, c);
+	if (c->parked)
+		sess_load_cancel(wk, c);
+	sess_conn_gone(wk, c);
+	store_req_cancel(c->range);
+	if (c->page != NULL) {
+		evbuffer_free(((struct page *)c->page)->out);
+		free(c->page);
+	}
+	free(c->park);
 	TAILQ_REMOVE(&wk->conns, c, entry);
 	wk->nconns--;
 	if (c->hb_ev)
@@ -786,15 +947,11 @@ sess_error(struct conn *c, const char *err, const char *sid)
 
 #define PAGE_BYTES	(4u * 1024 * 1024)	/* a page stops past this */
 
-struct page {
-	struct evbuffer	*out;
-	int		 n;
-};
-
 static int
 page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 {
-	struct page *p = arg;
+	struct conn *c = arg;
+	struct page *p = c->page;
 
 	if (p->n++ > 0)
 		evbuffer_add(p->out, ",", 1);
@@ -804,13 +961,40 @@ page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 }
 
 static void
+page_done(void *arg, ssize_t n)
+{
+	struct conn *c = arg;
+	struct page *p = c->page;
+	size_t len;
+	char *body;
+
+	c->range = NULL;
+	c->page = NULL;
+	if (n < 0)
+		http_error(c, 500, "INTERNAL", "the log could not be read");
+	else {
+		evbuffer_add(p->out, "]", 1);
+		len = evbuffer_get_length(p->out);
+		body = (char *)evbuffer_pullup(p->out, -1);
+		http_respond(out_of(c), 200, "application/json", body, len,
+		    NULL);
+		c->closing = c->close_sent = 1;
+	}
+	evbuffer_free(p->out);
+	free(p);
+	if (c->ranging)
+		c->ranging = 2;	/* answered inside the call */
+	else
+		conn_settle(c);
+}
+
+static void
 get_log(struct conn *c, struct sess *s)
 {
 	const struct http_request *r = &c->hp.req;
-	struct page p;
+	struct store_req *req;
+	struct page *p;
 	uint64_t after = 0, limit = 100;
-	size_t len;
-	char *body;
 
 	if (query_u64(r, "after", &after) == -1 ||
 	    query_u64(r, "limit", &limit) == -1 || limit == 0 || limit > 1000) {
@@ -818,20 +1002,29 @@ get_log(struct conn *c, struct sess *s)
 		    "number) and limit a whole number from 1 to 1000");
 		return;
 	}
-	p.out = evbuffer_new();
-	p.n = 0;
-	evbuffer_add(p.out, "[", 1);
-	if (sess_range(s, after, (size_t)limit, page_cb, &p) < 0) {
-		evbuffer_free(p.out);
-		http_error(c, 500, "INTERNAL", "the log could not be read");
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->out = evbuffer_new()) == NULL) {
+		free(p);
+		http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
-	evbuffer_add(p.out, "]", 1);
-	len = evbuffer_get_length(p.out);
-	body = (char *)evbuffer_pullup(p.out, -1);
-	http_respond(out_of(c), 200, "application/json", body, len, NULL);
-	evbuffer_free(p.out);
-	c->closing = c->close_sent = 1;
+	evbuffer_add(p->out, "[", 1);
+	c->page = p;
+	/* page_done may answer inside the call: the caller settles. */
+	c->ranging = 1;
+	if (after >= sess_last_seq(s)) {
+		/* Only what clients may see: durable events. */
+		page_done(c, 0);
+		req = NULL;
+	} else {
+		if (limit > sess_last_seq(s) - after)
+			limit = sess_last_seq(s) - after;
+		req = sess_range_async(s, after, (size_t)limit, page_cb,
+		    page_done, c);
+	}
+	if (c->ranging == 1)
+		c->range = req;
+	c->ranging = 0;
 }
 
 static void
@@ -882,31 +1075,40 @@ post_message(struct conn *c, const char *sid)
 		sess_error(c, err, sid);
 		return;
 	}
+	c->post_sse = accept != NULL && strstr(accept, "text/event-stream") &&
+	    strcmp(in.type, "chat") == 0;
 	sess_input(s, c, (int)c->ic.role, &in, &res);
-	if (res.code != NULL) {
-		proto_in_free(&in);
-		http_error(c, res.http, res.code, res.msg);
+	proto_in_free(&in);
+	if (!res.pending)
+		post_reply(c, s, &res);
+}
+
+/* The answer to POST .../messages: an error, 202/200, or the turn as SSE. */
+static void
+post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
+{
+	cJSON *o;
+
+	if (res->code != NULL) {
+		http_error(c, res->http, res->code, res->msg);
 		return;
 	}
-	if (accept != NULL && strstr(accept, "text/event-stream") &&
-	    strcmp(in.type, "chat") == 0 && res.seq > 0) {
-		proto_in_free(&in);
+	if (c->post_sse && res->seq > 0) {
 		snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
-		    (unsigned long long)res.seq);
+		    (unsigned long long)res->seq);
 		sse_start(c);
 		sess_attach(s, c);
-		c->next_seq = res.seq;
+		c->next_seq = res->seq;
 		c->live = 0;
 		conn_pump(c);
 		return;
 	}
-	proto_in_free(&in);
 	o = cJSON_CreateObject();
-	if (res.seq)
-		cJSON_AddNumberToObject(o, "seq", (double)res.seq);
-	if (res.duplicate)
+	if (res->seq)
+		cJSON_AddNumberToObject(o, "seq", (double)res->seq);
+	if (res->duplicate)
 		cJSON_AddBoolToObject(o, "duplicate", 1);
-	http_reply(c, res.duplicate ? 200 : 202, o);
+	http_reply(c, res->duplicate ? 200 : 202, o);
 }
 
 static void
@@ -928,16 +1130,15 @@ create_session(struct conn *c)
 			return;
 		}
 	}
-	if (sess_find(c->wk, sid) != NULL || store_exists(c->wk->store, sid)) {
-		cJSON_Delete(body);
-		http_error(c, 409, "BAD_REQUEST", "a session with this "
-		    "sessionId already exists");
-		return;
-	}
 	s = sess_get(c->wk, sid, 1, &created, body, &err);
 	cJSON_Delete(body);
 	if (s == NULL) {
 		sess_error(c, err, sid);
+		return;
+	}
+	if (!created) {
+		http_error(c, 409, "BAD_REQUEST", "a session with this "
+		    "sessionId already exists");
 		return;
 	}
 	o = cJSON_CreateObject();
@@ -951,14 +1152,91 @@ create_session(struct conn *c)
 }
 
 static void	route_request(struct conn *, const unsigned char *, size_t);
+/*
+ * The session a request is about, and whether the request may create it;
+ * 0 when it needs none loaded.
+ */
+static int
+route_session(struct conn *c, char *sid, size_t sidlen, int *create)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *path = r->path, *sub;
+	size_t n;
 
-/* Routes a complete request; the parsed request is not needed after. */
+	*create = 0;
+	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
+		if (c->ic.role == IPC_ROLE_OBSERVER || !c->ic.session[0])
+			return 0;
+		snprintf(sid, sidlen, "%s", c->ic.session);
+		*create = 1;
+		return 1;
+	}
+	if (strncmp(path, "/sessions/", 10) != 0)
+		return 0;
+	n = strcspn(path + 10, "/");
+	if (n == 0 || n >= sidlen)
+		return 0;
+	memcpy(sid, path + 10, n);
+	sid[n] = '\0';
+	sub = path[10 + n] == '/' ? path + 10 + n + 1 : "";
+	if (strcmp(sub, "stream") == 0 || strcmp(sub, "messages") == 0)
+		*create = 1;
+	else if (*sub != '\0' && strcmp(sub, "events") != 0 &&
+	    strcmp(sub, "log") != 0)
+		return 0;
+	return store_valid_id(sid);
+}
+
+/*
+ * Routes a complete request; the parsed request is not needed after.
+ * A request about a session not in memory waits for it to load.
+ */
 static void
 conn_route(struct conn *c, const unsigned char *raw, size_t rawlen)
 {
+	struct wk *wk = c->wk;
+	struct sess *s;
+	int create;
+
+	if (!c->parked && !wk->draining && !wk->terminating &&
+	    wk->fail_sid == NULL && route_session(c, c->park_sid,
+	    sizeof(c->park_sid), &create) &&
+	    ((s = sess_find(wk, c->park_sid)) == NULL || s->loading)) {
+		conn_park(c, raw, rawlen, 0);
+		c->parking = 1;
+		sess_load(wk, c->park_sid, create, conn_loaded, c);
+		c->parking = 0;
+		return;
+	}
 	c->routed = 1;
 	route_request(c, raw, rawlen);
 	http_parser_free(&c->hp);
+}
+
+/* DELETE on a host that follows the session: the owner terminates it. */
+static void
+forward_terminate(struct conn *c, struct sess *s)
+{
+	struct sess_result res;
+	struct proto_in in;
+	const char *code;
+	char msg[256], *txt;
+	cJSON *o = proto_head("terminate", s->id);
+
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (txt == NULL || proto_parse(txt, strlen(txt),
+	    c->wk->conf->max_json_depth, &in, &code, msg, sizeof(msg)) == -1) {
+		free(txt);
+		http_error(c, 500, "INTERNAL", "out of memory");
+		return;
+	}
+	free(txt);
+	/* The DELETE was allowed here; the owner trusts its peers. */
+	sess_input(s, c, IPC_ROLE_ADMIN, &in, &res);
+	proto_in_free(&in);
+	if (!res.pending)
+		post_reply(c, s, &res);
 }
 
 static void
@@ -1030,6 +1308,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			} else if ((s = sess_get(c->wk, sid, 0, NULL, NULL,
 			    &err)) == NULL)
 				sess_error(c, err, sid);
+			else if (s->follower)
+				forward_terminate(c, s);
 			else if (sess_terminate(s, "terminated by request") == -1)
 				http_error(c, 503, "OVERLOADED", "could not "
 				    "log the termination; retry");

@@ -15,6 +15,7 @@ struct sess;
 struct evt;
 struct bufferevent;
 struct event;
+struct store_req;
 
 enum conn_kind { CONN_HTTP, CONN_WS, CONN_SSE };
 
@@ -44,6 +45,17 @@ struct conn {
 	size_t			 first_len;
 	char			 turn_msgid[48];/* POST messages as SSE: ends with it */
 	uint64_t		 last_out_ms;
+	unsigned		 waits;		/* answers waiting in sessions */
+	int			 parked;	/* waits for its session to load */
+	int			 park_text;	/* parked: a /chat first message */
+	unsigned char		*park;		/* the request or the message */
+	size_t			 park_len;
+	int			 parking;	/* 1 inside sess_load */
+	char			 park_sid[IPC_SID_MAX + 1];
+	int			 post_sse;	/* POST messages answered as SSE */
+	struct store_req	*range;		/* reading the log */
+	int			 ranging;	/* 1 inside the read call */
+	void			*page;		/* GET log being read */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;
 };
@@ -60,5 +72,9 @@ void	conn_close(struct conn *, uint16_t code, const char *reason);
 void	conn_drop(struct conn *);
 /* Resumes feeding a connection from the log after a pause. */
 void	conn_pump(struct conn *);
+struct sess_result;
+/* Answers a client message once its session says (ack, error, HTTP). */
+void	conn_input_done(struct conn *, struct sess *, const char *id,
+	    const struct sess_result *);
 
 #endif

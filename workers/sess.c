@@ -133,10 +133,11 @@ sess_find(struct wk *wk, const char *id)
 	return NULL;
 }
 
+/* What connections can be given: durable and fanned out. */
 uint64_t
 sess_last_seq(const struct sess *s)
 {
-	return store_last_seq(s->st);
+	return s->fanned;
 }
 
 uint64_t
@@ -152,10 +153,21 @@ sess_range(struct sess *s, uint64_t after, size_t limit,
 	return store_range(s->st, after, limit, cb, arg);
 }
 
+struct store_req *
+sess_range_async(struct sess *s, uint64_t after, size_t limit,
+    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
+    void (*done)(void *, ssize_t), void *arg)
+{
+	return store_range_async(s->st, after, limit, cb, done, arg);
+}
+
 int
 sess_busy(const struct sess *s)
 {
 	const cJSON *q = cJSON_GetObjectItem(s->meta, "queue");
+
+	if (s->follower || s->loading)
+		return s->promote != NULL || s->loading;
 
 	return s->turn != NULL || cJSON_GetArraySize(q) > 0 ||
 	    s->recover_ev != NULL;
@@ -204,36 +216,92 @@ json_set(cJSON *o, const char *key, cJSON *item)
 		cJSON_AddItemToObject(o, key, item);
 }
 
+static void	sess_break(struct sess *, int err);
+
 static void
 meta_save(struct sess *s)
 {
 	char *txt;
 
+	/* A follower's meta is the owner's, read-only; a broken session
+	 * is being let go. */
+	if (s->follower || s->broken || s->st == NULL)
+		return;
 	json_set(s->meta, "status",
 	    cJSON_CreateString(sess_status(s)));
 	json_set(s->meta, "updatedAt",
 	    cJSON_CreateNumber((double)util_now_ms()));
 	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
 		return;
-	if (store_meta_write(s->st, txt, strlen(txt)) == -1)
+	if (store_meta_write_async(s->st, txt, strlen(txt)) == -1) {
 		log_warn("session %s: meta write", s->id);
+		if (errno != EMSGSIZE && errno != EINVAL &&
+		    s->st->store->ops->meta_write_async != NULL)
+			sess_break(s, EIO);
+	}
 	free(txt);
 }
 
+/* Hands durable events to the connections, oldest first. */
+static void
+fan_out(struct sess *s, struct evt *e)
+{
+	struct conn *c, *next;
+
+	if (e->seq > s->fanned)
+		s->fanned = e->seq;
+	for (c = TAILQ_FIRST(&s->conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, sentry);
+		conn_push(c, e);
+	}
+}
+
+static void	acks_settle(struct sess *, int failed);
+static int	ack_wait(struct sess *, struct conn *, const char *, uint64_t,
+		    int);
+static void	follower_input(struct sess *, struct conn *, int,
+		    struct proto_in *, struct sess_result *);
+
+void
+sess_store_durable(void *arg, struct store_sess *st, uint64_t seq)
+{
+	struct sess *s = st->udata;
+	struct evt *e;
+
+	(void)arg;
+	if (s == NULL)
+		return;
+	while ((e = s->phead) != NULL && e->seq <= seq) {
+		s->phead = e->next;
+		if (s->phead == NULL)
+			s->ptail = NULL;
+		e->next = NULL;
+		fan_out(s, e);
+		evt_unref(e);
+	}
+	if (seq > s->fanned)
+		s->fanned = seq;	/* encoded copy was not made: pumps read */
+	acks_settle(s, 0);
+}
+
 /*
- * Appends one event and fans it out.  body's fields are moved into the
- * event (body is consumed).  Returns the seq, or 0 when the store refused
- * it, in which case no client saw it.
+ * Appends one event and fans it out once the store has it.  body's fields
+ * are moved into the event (body is consumed).  Returns the seq, or 0
+ * when the store refused it, in which case no client saw it.
  */
 static uint64_t
 emit(struct sess *s, const char *type, cJSON *body)
 {
-	struct conn *c, *next;
 	struct evt *e;
 	cJSON *o, *f;
 	char ts[32], *txt;
-	uint64_t seq = store_last_seq(s->st) + 1, now = util_now_ms();
+	uint64_t seq, now = util_now_ms();
 
+	if (s->follower || s->broken || s->st == NULL) {
+		cJSON_Delete(body);
+		return 0;
+	}
+	seq = store_last_seq(s->st) + 1;
 	o = proto_head(type, s->id);
 	cJSON_AddNumberToObject(o, "seq", (double)seq);
 	util_iso8601(ts, now);
@@ -247,12 +315,37 @@ emit(struct sess *s, const char *type, cJSON *body)
 	}
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	if (txt == NULL)
+	if (txt == NULL || (e = evt_new(seq, txt, strlen(txt))) == NULL) {
+		free(txt);
 		return 0;
-	if (store_append(s->st, seq, now, txt, strlen(txt)) == -1) {
+	}
+	free(txt);
+	/* Queued before the append: a store that answers at once reports
+	 * it durable inside the call. */
+	if (s->ptail != NULL)
+		s->ptail->next = e;
+	else
+		s->phead = e;
+	s->ptail = e;
+	if (store_append_async(s->st, seq, now, e->json, e->len) == -1) {
 		log_warn("session %s: append of seq %llu failed", s->id,
 		    (unsigned long long)seq);
-		free(txt);
+		/* Still queued (nothing after it can be), so never sent. */
+		if (s->phead == e)
+			s->phead = s->ptail = NULL;
+		else {
+			struct evt *p = s->phead;
+
+			while (p != NULL && p->next != e)
+				p = p->next;
+			if (p != NULL) {
+				p->next = NULL;
+				s->ptail = p;
+			}
+		}
+		evt_unref(e);
+		if (errno == EPIPE || errno == EIO)
+			sess_break(s, EIO);
 		return 0;
 	}
 	s->wk->events++;
@@ -263,15 +356,6 @@ emit(struct sess *s, const char *type, cJSON *body)
 		util_tv(&tv, 200);
 		evtimer_add(s->wk->sync_ev, &tv);
 	}
-	e = evt_new(seq, txt, strlen(txt));
-	free(txt);
-	if (e == NULL)
-		return seq;	/* logged: connections catch up from the log */
-	for (c = TAILQ_FIRST(&s->conns); c != NULL; c = next) {
-		next = TAILQ_NEXT(c, sentry);
-		conn_push(c, e);
-	}
-	evt_unref(e);
 	return seq;
 }
 
@@ -1347,57 +1431,82 @@ meta_new(struct sess *s, cJSON *body)
 	return m;
 }
 
-struct sess *
-sess_get(struct wk *wk, const char *id, int create, int *created,
-    cJSON *body, const char **err)
+/* --- loading --- */
+
+static void	sess_opened(void *, int, struct store_sess *, enum store_role);
+static void	sess_free(struct sess *);
+
+static struct sess *
+sess_new(struct wk *wk, const char *id)
 {
 	struct sess *s;
-	struct store_sess *st;
-	char *txt;
-	cJSON *t;
-	uint64_t last;
 
-	if (created)
-		*created = 0;
-	if ((s = sess_find(wk, id)) != NULL)
-		return s;
-	if (wk->nsessions >= wk->conf->max_sessions) {
-		*err = "OVERLOADED";
+	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
-	}
-	if (store_sess_open(wk->store, id, create, &st) == -1) {
-		*err = errno == ENOENT ? "NOT_FOUND" : "INTERNAL";
-		if (errno != ENOENT)
-			log_warn("session %s: open", id);
-		return NULL;
-	}
-	if ((s = calloc(1, sizeof(*s))) == NULL) {
-		store_sess_close(st);
-		*err = "INTERNAL";
-		return NULL;
-	}
 	s->wk = wk;
-	s->st = st;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	TAILQ_INIT(&s->conns);
+	TAILQ_INIT(&s->loads);
+	TAILQ_INIT(&s->acks);
 	s->flush_ev = evtimer_new(wk->base, flush_cb, s);
 	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
 	s->start_ev = evtimer_new(wk->base, start_cb, s);
-	txt = store_meta_read(st);
-	if (txt != NULL) {
+	TAILQ_INSERT_TAIL(&wk->sessions, s, entry);
+	TAILQ_INSERT_TAIL(&wk->buckets[sess_bucket(id)], s, hentry);
+	wk->nsessions++;
+	return s;
+}
+
+/* Calls the load waiters; each is removed before its call. */
+static void
+loads_settle(struct sess *s, const char *err)
+{
+	struct sess_wait *w;
+
+	while ((w = TAILQ_FIRST(&s->loads)) != NULL) {
+		TAILQ_REMOVE(&s->loads, w, entry);
+		if (w->loaded != NULL)
+			w->loaded(w->arg, err);
+		free(w);
+	}
+}
+
+static void
+recover_ready(void *arg, ssize_t n)
+{
+	struct sess *s = arg;
+	struct timeval tv = { 0, 0 };
+
+	s->promote = NULL;
+	if (n < 0)
+		log_warnx("session %s: could not read back the interrupted "
+		    "turn's events; re-running it from its checkpoint", s->id);
+	s->recover_ev = evtimer_new(s->wk->base, recover_cb, s);
+	evtimer_add(s->recover_ev, &tv);
+}
+
+/* Reads meta into s->meta; a default one (saved when owned) if none. */
+static void
+meta_load(struct sess *s)
+{
+	char *txt;
+	cJSON *t;
+
+	cJSON_Delete(s->meta);
+	s->meta = NULL;
+	if ((txt = store_meta_read(s->st)) != NULL) {
 		s->meta = cJSON_Parse(txt);
 		free(txt);
 		if (!cJSON_IsObject(s->meta)) {
 			log_warnx("session %s: meta is not a JSON object; "
-			    "starting a fresh one (the log is kept)", id);
+			    "starting a fresh one (the log is kept)", s->id);
 			cJSON_Delete(s->meta);
 			s->meta = NULL;
 		}
 	}
 	if (s->meta == NULL) {
-		s->meta = meta_new(s, body);
-		if (created)
-			*created = store_last_seq(st) == 0;
+		s->meta = meta_new(s, NULL);
+		s->fresh = store_last_seq(s->st) == 0;
 		meta_save(s);
 	}
 	t = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0);
@@ -1409,23 +1518,191 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 		json_set(s->meta, "queue", cJSON_CreateArray());
 	t = cJSON_GetObjectItem(s->meta, "status");
 	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
-	last = store_last_seq(st);
-	store_range(st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
-	TAILQ_INSERT_TAIL(&wk->sessions, s, entry);
-	TAILQ_INSERT_TAIL(&wk->buckets[sess_bucket(id)], s, hentry);
-	wk->nsessions++;
-	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "turn"))) {
-		struct timeval tv = { 0, 0 };
+}
 
-		/* After the caller attached its connection, so it sees it. */
-		s->recover_ev = evtimer_new(wk->base, recover_cb, s);
-		evtimer_add(s->recover_ev, &tv);
+/* This process owns the session now: continue what its meta says. */
+static void
+sess_own(struct sess *s)
+{
+	cJSON *t;
+	uint64_t last = store_last_seq(s->st), from;
+
+	s->follower = 0;
+	meta_load(s);
+	s->fanned = store_durable_seq(s->st);
+	store_range(s->st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
+	t = cJSON_GetObjectItem(s->meta, "turn");
+	if (cJSON_IsObject(t)) {
+		/* The re-run reads the turn's logged events back (tool
+		 * results, the message): make them readable at once. */
+		from = (uint64_t)json_count(t, "inputSeq");
+		s->promote = store_preload_async(s->st, from ? from - 1 : 0,
+		    recover_ready, s);
 	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")))
 		turn_next(s);
-	sess_check_idle(s);
-	log_debug("session %s: %s, last seq %llu", id,
-	    created && *created ? "created" : "opened",
-	    (unsigned long long)last);
+}
+
+static void
+sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
+{
+	struct sess *s = arg;
+	struct wk *wk = s->wk;
+
+	s->loading = 0;
+	if (err != 0) {
+		if (err == ENOENT && s->load_created == 0 && s->fresh) {
+			/* A waiter that may create came while it loaded. */
+			s->loading = s->load_created = 1;
+			s->fresh = 0;
+			store_open_async(wk->store, s->id, 1, ID_SCAN,
+			    sess_opened, s);
+			return;
+		}
+		if (err != ENOENT)
+			log_warnx("session %s: open: %s", s->id, strerror(err));
+		loads_settle(s, err == ENOENT ? "NOT_FOUND" : "INTERNAL");
+		wk_released(wk, s->id);
+		sess_free(s);
+		return;
+	}
+	s->st = st;
+	st->udata = s;
+	s->fresh = 0;
+	if (role == STORE_FOLLOWER) {
+		s->follower = 1;
+		meta_load(s);
+		s->fanned = store_last_seq(st);
+	} else
+		sess_own(s);
+	log_debug("session %s: %s, last seq %llu", s->id,
+	    s->follower ? "following" : s->fresh ? "created" : "opened",
+	    (unsigned long long)store_last_seq(st));
+	loads_settle(s, NULL);
+	if (!s->released)
+		sess_check_idle(s);
+}
+
+void
+sess_load(struct wk *wk, const char *id, int create,
+    void (*loaded)(void *, const char *), void *arg)
+{
+	struct sess_wait *w = NULL;
+	struct sess *s;
+
+	if ((s = sess_find(wk, id)) != NULL && !s->loading) {
+		if (loaded != NULL)
+			loaded(arg, NULL);
+		return;
+	}
+	if (s == NULL && wk->nsessions >= wk->conf->max_sessions) {
+		if (loaded != NULL)
+			loaded(arg, "OVERLOADED");
+		return;
+	}
+	if (loaded != NULL && (w = calloc(1, sizeof(*w))) == NULL) {
+		loaded(arg, "INTERNAL");
+		return;
+	}
+	if (s == NULL && (s = sess_new(wk, id)) == NULL) {
+		free(w);
+		if (loaded != NULL)
+			loaded(arg, "INTERNAL");
+		return;
+	}
+	if (w != NULL) {
+		w->loaded = loaded;
+		w->arg = arg;
+		TAILQ_INSERT_TAIL(&s->loads, w, entry);
+	}
+	if (s->loading) {
+		/* fresh doubles as "a later waiter may create" while loading */
+		if (create && !s->load_created)
+			s->fresh = 1;
+		return;
+	}
+	s->loading = 1;
+	s->load_created = create;
+	store_open_async(wk->store, id, create, ID_SCAN, sess_opened, s);
+}
+
+void
+sess_load_cancel(struct wk *wk, void *arg)
+{
+	struct sess_wait *w, *next;
+	struct sess *s;
+
+	TAILQ_FOREACH(s, &wk->sessions, entry) {
+		if (!s->loading)
+			continue;
+		for (w = TAILQ_FIRST(&s->loads); w != NULL; w = next) {
+			next = TAILQ_NEXT(w, entry);
+			if (w->arg == arg) {
+				TAILQ_REMOVE(&s->loads, w, entry);
+				free(w);
+			}
+		}
+	}
+}
+
+struct get_result {
+	int		 done;
+	const char	*err;
+};
+
+static void
+get_loaded(void *arg, const char *err)
+{
+	struct get_result *r = arg;
+
+	r->done = 1;
+	r->err = err;
+}
+
+struct sess *
+sess_get(struct wk *wk, const char *id, int create, int *created,
+    cJSON *body, const char **err)
+{
+	struct get_result r = { 0, NULL };
+	struct sess *s;
+
+	if (created)
+		*created = 0;
+	if (wk->fail_sid != NULL && strcmp(wk->fail_sid, id) == 0) {
+		*err = wk->fail_err;
+		return NULL;
+	}
+	if ((s = sess_find(wk, id)) == NULL || s->loading) {
+		sess_load(wk, id, create, get_loaded, &r);
+		if (!r.done) {
+			sess_load_cancel(wk, &r);
+			*err = "PENDING";
+			return NULL;
+		}
+		if (r.err != NULL) {
+			*err = r.err;
+			return NULL;
+		}
+		if ((s = sess_find(wk, id)) == NULL) {
+			*err = "INTERNAL";
+			return NULL;
+		}
+	}
+	if (s->fresh && !s->follower) {
+		/* Its first user says what it is. */
+		if (body != NULL) {
+			cJSON_Delete(s->meta);
+			s->meta = NULL;
+			s->meta = meta_new(s, body);
+			snprintf(s->agent_id, sizeof(s->agent_id), "%s",
+			    cJSON_GetStringValue(cJSON_GetObjectItem(
+			    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
+			    "agents"), 0), "agentId")));
+			meta_save(s);
+		}
+		if (created)
+			*created = 1;
+		s->fresh = 0;
+	}
 	return s;
 }
 
@@ -1539,6 +1816,10 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 
 	memset(r, 0, sizeof(*r));
 	r->http = 202;
+	if (s->follower) {
+		follower_input(s, c, role, in, r);
+		return;
+	}
 	if (strcmp(in->type, "chat") == 0) {
 		if (role == IPC_ROLE_OBSERVER) {
 			result_err(r, "FORBIDDEN", 403, "%s", "observers "
@@ -1549,6 +1830,10 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			r->seq = seq;
 			r->duplicate = 1;
 			r->http = 200;
+			/* Accepted, but perhaps not yet stored. */
+			if (c != NULL && seq > store_durable_seq(s->st) &&
+			    ack_wait(s, c, in->id, seq, 1) == 0)
+				r->pending = 1;
 			return;
 		}
 		if (s->ended) {
@@ -1593,6 +1878,10 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 		cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta, "queue"),
 		    cJSON_CreateNumber((double)seq));
 		meta_save(s);
+		/* The answer says "stored": it waits until it is. */
+		if (c != NULL && seq > store_durable_seq(s->st) &&
+		    ack_wait(s, c, in->id, seq, 0) == 0)
+			r->pending = 1;
 		turn_next(s);
 		return;
 	}
@@ -1650,12 +1939,49 @@ sess_stop(struct sess *s)
 	turn_drop(s);
 }
 
+/* Unlinks and frees a session that holds no connection. */
+static void
+sess_free(struct sess *s)
+{
+	struct wk *wk = s->wk;
+	struct evt *e;
+	unsigned i;
+
+	loads_settle(s, "INTERNAL");
+	acks_settle(s, 1);
+	store_req_cancel(s->fetch);
+	store_req_cancel(s->promote);
+	while ((e = s->phead) != NULL) {
+		s->phead = e->next;
+		evt_unref(e);
+	}
+	s->ptail = NULL;
+	if (s->recover_ev != NULL)
+		event_free(s->recover_ev);
+	if (s->broken_ev != NULL)
+		event_free(s->broken_ev);
+	if (s->st != NULL) {
+		s->st->udata = NULL;
+		store_sess_close(s->st);
+	}
+	TAILQ_REMOVE(&wk->sessions, s, entry);
+	TAILQ_REMOVE(&wk->buckets[sess_bucket(s->id)], s, hentry);
+	wk->nsessions--;
+	event_free(s->flush_ev);
+	event_free(s->idle_ev);
+	event_free(s->start_ev);
+	for (i = 0; i < SESS_IDS; i++)
+		free(s->ids[i]);
+	cJSON_Delete(s->meta);
+	free(s->tok);
+	free(s);
+}
+
 void
 sess_release(struct sess *s)
 {
 	struct wk *wk = s->wk;
 	struct conn *c;
-	unsigned i;
 
 	if (s->released)
 		return;
@@ -1667,21 +1993,379 @@ sess_release(struct sess *s)
 	}
 	if (s->turn != NULL)
 		sess_stop(s);
-	if (s->recover_ev != NULL)
-		event_free(s->recover_ev);
-	store_sess_close(s->st);
-	TAILQ_REMOVE(&wk->sessions, s, entry);
-	TAILQ_REMOVE(&wk->buckets[sess_bucket(s->id)], s, hentry);
-	wk->nsessions--;
 	wk_released(wk, s->id);
-	event_free(s->flush_ev);
-	event_free(s->idle_ev);
-	event_free(s->start_ev);
-	for (i = 0; i < SESS_IDS; i++)
-		free(s->ids[i]);
-	cJSON_Delete(s->meta);
-	free(s->tok);
 	log_debug("session %s released", s->id);
-	free(s);
+	sess_free(s);
 	wk_maybe_exit(wk);
+}
+
+static void
+broken_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sess *s = arg;
+	struct conn *c;
+
+	/* Clients come back with their lastSeq; whoever owns the session
+	 * by then serves them, and re-runs an interrupted turn. */
+	while ((c = TAILQ_FIRST(&s->conns)) != NULL) {
+		sess_detach(s, c);
+		conn_close(c, WS_CLOSE_SERVICE_RESTART, "the session store "
+		    "failed; reconnect with your lastSeq");
+	}
+	turn_drop(s);
+	sess_release(s);
+}
+
+/*
+ * The store failed this session (unreachable, or another process owns
+ * it now).  Nothing not yet durable is sent; answers waiting for the
+ * store are refused; the session leaves memory on the next loop pass
+ * (the caller may be deep inside a turn).
+ */
+static void
+sess_break(struct sess *s, int err)
+{
+	struct evt *e;
+	struct timeval tv = { 0, 0 };
+
+	if (s->broken)
+		return;
+	s->broken = 1;
+	log_warnx("session %s: %s; letting it go (clients reconnect and "
+	    "resume)", s->id, err == ESTALE ? "fenced: another process owns "
+	    "it now" : "the store failed a write");
+	while ((e = s->phead) != NULL) {
+		s->phead = e->next;
+		evt_unref(e);
+	}
+	s->ptail = NULL;
+	acks_settle(s, 1);
+	if ((s->broken_ev = evtimer_new(s->wk->base, broken_cb, s)) != NULL)
+		evtimer_add(s->broken_ev, &tv);
+}
+
+void
+sess_store_failed(void *arg, struct store_sess *st, int err)
+{
+	(void)arg;
+	if (st->udata != NULL)
+		sess_break(st->udata, err);
+}
+
+/* --- answers that wait for the store --- */
+
+static void
+wait_free(struct sess_wait *w)
+{
+	store_req_cancel(w->req);
+	free(w->id);
+	free(w);
+}
+
+/*
+ * Answers the waiting clients whose events are durable (all of them,
+ * refused, when failed).
+ */
+static void
+acks_settle(struct sess *s, int failed)
+{
+	struct sess_wait *w, *next;
+	struct sess_result r;
+	uint64_t durable = s->st ? store_durable_seq(s->st) : 0;
+
+	for (w = TAILQ_FIRST(&s->acks); w != NULL; w = next) {
+		next = TAILQ_NEXT(w, entry);
+		if (w->req != NULL && !failed)
+			continue;	/* a post: its own callback */
+		if (!failed && w->seq > durable)
+			continue;
+		TAILQ_REMOVE(&s->acks, w, entry);
+		memset(&r, 0, sizeof(r));
+		if (failed) {
+			r.code = "OVERLOADED";
+			r.http = 503;
+			snprintf(r.msg, sizeof(r.msg), "the message could not "
+			    "be stored; it was not accepted, retry");
+		} else {
+			r.seq = w->seq;
+			r.duplicate = w->duplicate;
+			r.http = w->duplicate ? 200 : 202;
+		}
+		if (w->conn != NULL) {
+			w->conn->waits--;
+			conn_input_done(w->conn, s, w->id, &r);
+		}
+		wait_free(w);	/* cancels a post still under way */
+	}
+}
+
+/* Queues c's answer until seq is durable (or, with req, posted). */
+static int
+ack_wait(struct sess *s, struct conn *c, const char *id, uint64_t seq,
+    int duplicate)
+{
+	struct sess_wait *w;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL ||
+	    (id != NULL && (w->id = strdup(id)) == NULL)) {
+		free(w);
+		return -1;
+	}
+	w->conn = c;
+	w->seq = seq;
+	w->duplicate = duplicate;
+	w->sess = s;
+	c->waits++;
+	TAILQ_INSERT_TAIL(&s->acks, w, entry);
+	return 0;
+}
+
+void
+sess_conn_gone(struct wk *wk, struct conn *c)
+{
+	struct sess_wait *w, *next;
+	struct sess *s;
+
+	if (c->waits == 0)
+		return;
+	sess_load_cancel(wk, c);
+	TAILQ_FOREACH(s, &wk->sessions, entry)
+		for (w = TAILQ_FIRST(&s->acks); w != NULL; w = next) {
+			next = TAILQ_NEXT(w, entry);
+			if (w->conn == c) {
+				TAILQ_REMOVE(&s->acks, w, entry);
+				wait_free(w);
+			}
+		}
+	c->waits = 0;
+}
+
+/* --- following a session another process owns --- */
+
+static void	follow_fetch(struct sess *);
+
+static int
+follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct sess *s = arg;
+	struct evt *e;
+
+	(void)ts;
+	if (seq != s->fanned + 1)
+		return 1;
+	if ((e = evt_new(seq, json, len)) == NULL)
+		return 1;
+	fan_out(s, e);
+	evt_unref(e);
+	return 0;
+}
+
+static void
+follow_done(void *arg, ssize_t n)
+{
+	struct sess *s = arg;
+
+	s->fetch = NULL;
+	if (n < 0) {
+		log_warnx("session %s: could not read the owner's events; "
+		    "retrying on the next notice", s->id);
+		return;
+	}
+	if (s->follower && s->fanned < store_last_seq(s->st) && n > 0)
+		follow_fetch(s);
+}
+
+/* Reads what the owner appended and fans it out, one read at a time. */
+static void
+follow_fetch(struct sess *s)
+{
+	if (s->fetch != NULL || s->released || s->broken)
+		return;
+	if (s->fanned >= store_last_seq(s->st))
+		return;
+	s->fetch = store_range_async(s->st, s->fanned, 1000, follow_rec,
+	    follow_done, s);
+}
+
+void
+sess_store_grown(void *arg, struct store_sess *st, uint64_t last)
+{
+	struct sess *s = st->udata;
+
+	(void)arg;
+	(void)last;
+	if (s != NULL && s->follower)
+		follow_fetch(s);
+}
+
+static void
+promoted(void *arg, ssize_t n)
+{
+	struct sess *s = arg;
+	struct conn *c;
+
+	s->promote = NULL;
+	if (n < 0 || s->released || s->broken)
+		return;	/* still someone else's: the next vacancy says */
+	log_info("session %s: took over from its lapsed owner at seq %llu",
+	    s->id, (unsigned long long)store_last_seq(s->st));
+	store_req_cancel(s->fetch);
+	s->fetch = NULL;
+	sess_own(s);
+	/* What the old owner logged and they have not been sent yet comes
+	 * from the log; new events follow live. */
+	TAILQ_FOREACH(c, &s->conns, sentry)
+		conn_pump(c);
+	sess_check_idle(s);
+}
+
+void
+sess_store_vacant(void *arg, struct store_sess *st)
+{
+	struct sess *s = st->udata;
+
+	(void)arg;
+	if (s == NULL || !s->follower || s->promote != NULL || s->released ||
+	    s->broken || s->wk->draining || s->wk->terminating)
+		return;
+	s->promote = store_promote(s->st, promoted, s);
+}
+
+static void
+posted(void *arg, ssize_t n)
+{
+	struct sess_wait *w = arg;
+	struct sess *s = w->sess;
+	struct sess_result r;
+
+	w->req = NULL;
+	if (w->posting) {
+		/* Answered inside store_post: follower_input settles it. */
+		w->posting = 2 + (n < 0);
+		return;
+	}
+	TAILQ_REMOVE(&s->acks, w, entry);
+	memset(&r, 0, sizeof(r));
+	if (n < 0) {
+		r.code = "OVERLOADED";
+		r.http = 503;
+		snprintf(r.msg, sizeof(r.msg), "the message could not be "
+		    "handed to the session's owner; it was not accepted, "
+		    "retry");
+	} else
+		r.http = 202;
+	if (w->conn != NULL) {
+		w->conn->waits--;
+		conn_input_done(w->conn, s, w->id, &r);
+	}
+	wait_free(w);
+}
+
+/*
+ * A follower's client message goes to the owner's inbox; its answer
+ * waits until the inbox has it.  The owner drops repeats by id.
+ */
+static void
+follower_input(struct sess *s, struct conn *c, int role,
+    struct proto_in *in, struct sess_result *r)
+{
+	struct sess_wait *w;
+	struct store_req *req;
+	cJSON *o;
+	char *txt, gen[40];
+	int failed;
+
+	if (strcmp(in->type, "chat") != 0 && strcmp(in->type, "cancel") != 0 &&
+	    strcmp(in->type, "terminate") != 0) {
+		result_err(r, "BAD_REQUEST", 400, "message type '%s' cannot "
+		    "be forwarded to the session's owner", in->type);
+		return;
+	}
+	if (role == IPC_ROLE_OBSERVER) {
+		result_err(r, "FORBIDDEN", 403, "%s", "observers cannot send "
+		    "input");
+		return;
+	}
+	if (strcmp(in->type, "terminate") == 0 && role != IPC_ROLE_ADMIN) {
+		result_err(r, "FORBIDDEN", 403, "%s",
+		    "terminate needs the admin role");
+		return;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "role", role);
+	cJSON_AddItemToObject(o, "m", cJSON_Duplicate(in->root, 1));
+	if (in->id == NULL) {
+		/* So a redelivery to a new owner is still one message. */
+		util_randhex(gen, 12);
+		cJSON_AddStringToObject(cJSON_GetObjectItem(o, "m"), "id",
+		    gen);
+	}
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (txt == NULL || c == NULL || ack_wait(s, c, in->id, 0, 0) == -1) {
+		free(txt);
+		result_err(r, "INTERNAL", 500, "%s", "out of memory");
+		return;
+	}
+	w = TAILQ_LAST(&s->acks, sess_waits);
+	r->pending = 1;
+	w->posting = 1;
+	req = store_post(s->st, txt, strlen(txt), posted, w);
+	free(txt);
+	if (w->posting == 1) {
+		w->posting = 0;
+		w->req = req;
+		return;
+	}
+	/* Answered at once: the caller answers the client. */
+	failed = w->posting == 3;
+	TAILQ_REMOVE(&s->acks, w, entry);
+	c->waits--;
+	wait_free(w);
+	r->pending = 0;
+	if (failed)
+		result_err(r, "OVERLOADED", 503, "%s", "the message could not "
+		    "be handed to the session's owner; it was not accepted, "
+		    "retry");
+}
+
+void
+sess_store_input(void *arg, struct store_sess *st, const char *json,
+    size_t len)
+{
+	struct sess *s = st->udata;
+	struct proto_in in;
+	struct sess_result r;
+	const char *code;
+	char msg[256], *txt;
+	cJSON *o, *m;
+	int role;
+
+	(void)arg;
+	if (s == NULL || s->follower || s->broken)
+		return;
+	o = cJSON_ParseWithLength(json, len);
+	m = cJSON_GetObjectItem(o, "m");
+	role = (int)json_count(o, "role");
+	if (!cJSON_IsObject(m) || (txt = cJSON_PrintUnformatted(m)) == NULL) {
+		log_warnx("session %s: dropped an inbox entry that is not a "
+		    "forwarded message", s->id);
+		cJSON_Delete(o);
+		return;
+	}
+	cJSON_Delete(o);
+	if (proto_parse(txt, strlen(txt), s->wk->conf->max_json_depth, &in,
+	    &code, msg, sizeof(msg)) == -1) {
+		log_warnx("session %s: forwarded message refused: %s", s->id,
+		    msg);
+		free(txt);
+		return;
+	}
+	free(txt);
+	sess_input(s, NULL, role, &in, &r);
+	if (r.code != NULL)
+		log_info("session %s: forwarded %s refused: %s", s->id,
+		    in.type, r.msg);
+	proto_in_free(&in);
 }

@@ -5,6 +5,7 @@
 #include <sys/queue.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <cjson/cJSON.h>
 
@@ -14,6 +15,7 @@ struct wk;
 struct conn;
 struct proto_in;
 struct store_sess;
+struct store_req;
 struct llm_call;
 
 /*
@@ -21,6 +23,7 @@ struct llm_call;
  * connection it is written to; the framings are built on first use.
  */
 struct evt {
+	struct evt	*next;		/* sess pending list, not yet durable */
 	unsigned	 refs;
 	uint64_t	 seq;
 	char		*json;
@@ -62,6 +65,21 @@ struct turn {
 	double		 cost;
 };
 
+/* A client message whose answer waits for the store. */
+struct sess_wait {
+	TAILQ_ENTRY(sess_wait)	 entry;
+	struct conn		*conn;	/* NULL: a load with no connection */
+	char			*id;	/* the message's id, or NULL */
+	uint64_t		 seq;	/* answered once durable */
+	int			 duplicate;
+	struct store_req	*req;	/* a follower's post to the owner */
+	int			 posting; /* 1 inside store_post, 2/3 answered */
+	struct sess		*sess;
+	void			(*loaded)(void *, const char *err);
+	void			*arg;
+};
+TAILQ_HEAD(sess_waits, sess_wait);
+
 struct sess {
 	TAILQ_ENTRY(sess)	 entry;
 	TAILQ_ENTRY(sess)	 hentry;
@@ -85,6 +103,19 @@ struct sess {
 	unsigned		 id_next;
 	int			 ended;		/* completed: no more input */
 	int			 released;
+	int			 loading;	/* the store is opening it */
+	int			 load_created;	/* opened with create */
+	int			 fresh;		/* its load created it */
+	int			 follower;	/* another process owns it */
+	int			 broken;	/* the store failed it */
+	uint64_t		 fanned;	/* highest seq fanned out */
+	struct evt		*phead;		/* appended, not yet durable */
+	struct evt		*ptail;
+	struct sess_waits	 loads;		/* waiting for the open */
+	struct sess_waits	 acks;		/* answers waiting for the store */
+	struct store_req	*fetch;		/* follower: reading new records */
+	struct store_req	*promote;	/* follower: taking the lease */
+	struct event		*broken_ev;
 };
 
 /* Result of applying one client message. */
@@ -94,9 +125,32 @@ struct sess_result {
 	const char	*code;		/* error code, or NULL */
 	char		 msg[256];
 	int		 http;		/* status for the HTTP answer */
+	int		 pending;	/* answered later: conn_input_done */
 };
 
-/* Finds or loads a session; create makes a new one. NULL with *err set. */
+/*
+ * Loads a session into memory (create: making it when absent).  Calls
+ * loaded(arg, NULL) once it is, or loaded(arg, err) with NOT_FOUND,
+ * OVERLOADED or INTERNAL; at once when it completes before returning
+ * (local store, already loaded).  sess_load_cancel forgets a waiter.
+ */
+void		 sess_load(struct wk *, const char *id, int create,
+		    void (*loaded)(void *, const char *err), void *arg);
+void		 sess_load_cancel(struct wk *, void *arg);
+/* Forgets the answers a closing connection was waiting for. */
+void		 sess_conn_gone(struct wk *, struct conn *);
+/* Store events, for the worker's struct store_events. */
+void		 sess_store_durable(void *wk, struct store_sess *, uint64_t);
+void		 sess_store_failed(void *wk, struct store_sess *, int err);
+void		 sess_store_grown(void *wk, struct store_sess *, uint64_t);
+void		 sess_store_input(void *wk, struct store_sess *,
+		    const char *json, size_t len);
+void		 sess_store_vacant(void *wk, struct store_sess *);
+/*
+ * Finds a loaded session; when it is not loaded, loads it if that
+ * completes at once (local store).  NULL with *err set: NOT_FOUND,
+ * OVERLOADED, INTERNAL, or PENDING (use sess_load first).
+ */
 struct sess	*sess_get(struct wk *, const char *id, int create, int *created,
 		    cJSON *create_body, const char **err);
 struct sess	*sess_find(struct wk *, const char *id);
@@ -110,6 +164,10 @@ uint64_t	 sess_first_seq(const struct sess *);
 int		 sess_range(struct sess *, uint64_t after, size_t limit,
 		    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
 		    void *arg);
+struct store_req *sess_range_async(struct sess *, uint64_t after,
+		    size_t limit,
+		    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
+		    void (*done)(void *, ssize_t), void *arg);
 cJSON		*sess_state(struct sess *);	/* session_state body */
 cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
 int		 sess_terminate(struct sess *, const char *why);

@@ -195,9 +195,11 @@ wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 		if (memchr(is->session, '\0', sizeof(is->session)) == NULL ||
 		    !store_valid_id(is->session))
 			return -1;
-		if (wk->draining || wk->terminating ||
-		    sess_get(wk, is->session, 0, NULL, NULL, &err) == NULL)
+		/* A failed load tells the supervisor itself. */
+		if (wk->draining || wk->terminating)
 			wk_released(wk, is->session);
+		else
+			sess_load(wk, is->session, 0, NULL, NULL);
 		return 0;
 	case IPC_SHUTDOWN:
 		sd = p;
@@ -229,9 +231,35 @@ stats_cb(evutil_socket_t fd, short ev, void *arg)
 		if (s->turn != NULL)
 			st.running++;
 	st.events = wk->events;
+	st.store_down = !wk->store_up;
 	if (wk->chan != NULL)
 		ipc_send(wk->chan, IPC_STATS, -1, &st, sizeof(st), NULL, 0);
 }
+
+/* The store's reachability: /health/ready follows it at once. */
+static void
+store_health(void *arg, int up)
+{
+	struct wk *wk = arg;
+
+	if (wk->store_up == up)
+		return;
+	wk->store_up = up;
+	if (up)
+		log_info("store reachable");
+	else
+		log_warnx("store unreachable; sessions wait for it");
+	stats_cb(-1, 0, wk);
+}
+
+static const struct store_events wk_store_events = {
+	.durable = sess_store_durable,
+	.failed = sess_store_failed,
+	.grown = sess_store_grown,
+	.input = sess_store_input,
+	.vacant = sess_store_vacant,
+	.health = store_health,
+};
 
 static void
 sync_cb(evutil_socket_t fd, short ev, void *arg)
@@ -268,6 +296,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	static const struct timeval stats_tv = { STATS_MS / 1000, 0 };
 	struct timeval hb, sweep_tv;
 	struct ipc_hello hello;
+	struct store_params sp;
 	struct wk *wk;
 	char name[32], err[512];
 	int i;
@@ -292,6 +321,19 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	if ((wk->store = store_open(conf->store, conf->state_dir,
 	    (enum store_fsync)conf->fsync, err, sizeof(err))) == NULL)
 		fatalx("store: %s", err);
+	snprintf(wk->node, sizeof(wk->node), "%s/%d", conf->host_id,
+	    (int)getpid());
+	memset(&sp, 0, sizeof(sp));
+	sp.base = wk->base;
+	sp.node = wk->node;
+	sp.lease_ms = (unsigned)conf->lease_ms;
+	sp.retention_ms = conf->retention_ms;
+	sp.ev = &wk_store_events;
+	sp.arg = wk;
+	wk->store_up = 1;
+	if (store_attach(wk->store, &sp, err, sizeof(err)) == -1)
+		fatalx("store: %s", err);
+	wk->store_up = store_healthy(wk->store);
 	if ((wk->chan = ipc_chan_new(wk->base, ipc_fd, wk_msg, wk)) == NULL)
 		fatalx("ipc channel");
 	if ((wk->llm = llm_ctx_new(wk->base)) == NULL ||

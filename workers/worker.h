@@ -36,6 +36,10 @@ struct wk {
 	uint64_t		 events;
 	uint64_t		 hseq;		/* last hand-off received */
 	uint64_t		 started_ms;	/* monotonic */
+	const char		*fail_sid;	/* a load that failed, while */
+	const char		*fail_err;	/* its waiters route */
+	int			 store_up;	/* store reachable */
+	char			 node[96];	/* "<host-id>/<pid>" */
 	const struct timeval	*hb_tv;		/* libevent common timeout */
 	struct event		*stats_ev;
 	struct event		*sync_ev;

@@ -87,6 +87,8 @@ struct config {
 	unsigned		 workers;	/* 0 = auto (one per CPU) */
 	char			*state_dir;	/* default /var/lib/parleyd */
 	char			*store;		/* "local" */
+	char			*host_id;	/* default: the host name */
+	uint64_t		 lease_ms;	/* default 10s (redis) */
 	enum cfg_fsync		 fsync;		/* default batch */
 	uint64_t		 retention_ms;	/* default 24h */
 	uint64_t		 idle_timeout_ms;	/* default 10m */

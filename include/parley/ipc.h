@@ -81,7 +81,7 @@ struct ipc_stats {
 	uint32_t	sessions;
 	uint32_t	connections;
 	uint32_t	running;	/* sessions with a turn in progress */
-	uint32_t	pad;
+	uint32_t	store_down;	/* 1: the store is unreachable */
 	uint64_t	events;		/* events appended since start */
 };
 

@@ -10,6 +10,7 @@
 #include <sys/queue.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define STORE_ID_MAX	128		/* session id length bound */
 #define STORE_JSON_MAX	(16u << 20)	/* one event's json bound */
@@ -94,6 +95,134 @@ int		 store_trim(struct store_sess *, uint64_t cutoff_ms);
  */
 int		 store_expire(struct store *, uint64_t cutoff_ms);
 
+/* --- Asynchronous use, in a worker (both backends) ---
+ *
+ * A worker calls store_attach() once after store_open(); from then on it
+ * uses the calls below, which never block.  Every callback is called
+ * exactly once and may be called before the call that started it returns
+ * (the local backend completes everything at once): callers must be ready
+ * for that.  The Redis backend runs on the worker's libevent base through
+ * hiredis's async API; its model is in store_redis.c.
+ */
+struct event_base;
+struct store_req;		/* a pending asynchronous request */
+
+enum store_role { STORE_OWNER = 1, STORE_FOLLOWER = 2 };
+
+/* What a backend reports without being asked; arg is store_params.arg. */
+struct store_events {
+	/* Owner: every append and meta write up to and including the
+	 * append of seq is durable (in order; one call may cover many). */
+	void	(*durable)(void *arg, struct store_sess *, uint64_t seq);
+	/* Owner: a write of this session failed.  err ESTALE: fenced
+	 * (another process owns the session now); EIO: the store is
+	 * unreachable or answered an error.  Writes not yet reported
+	 * durable never will be; the backend accepts no more writes on this
+	 * handle (EPIPE) and the user must close it. */
+	void	(*failed)(void *arg, struct store_sess *, int err);
+	/* Follower: the log now ends at last (last > store_last_seq()
+	 * before the call; store_last_seq() returns last during it). */
+	void	(*grown)(void *arg, struct store_sess *, uint64_t last);
+	/* Owner: one message a follower posted with store_post(), in the
+	 * order posted.  Each is delivered at least once per owner: the
+	 * user drops repeats by the message's id.  json is NUL-terminated
+	 * and valid only during the call. */
+	void	(*input)(void *arg, struct store_sess *, const char *json,
+		    size_t len);
+	/* Follower: the owner's lease lapsed; store_promote() may win it. */
+	void	(*vacant)(void *arg, struct store_sess *);
+	/* The store became reachable (up 1) or unreachable (up 0). */
+	void	(*health)(void *arg, int up);
+};
+
+struct store_params {
+	struct event_base	*base;
+	/* This process's name in leases: "<host-id>/<pid>". */
+	const char		*node;
+	unsigned		 lease_ms;	/* ownership lease (redis) */
+	uint64_t		 retention_ms;	/* keys expire after (redis) */
+	const struct store_events *ev;
+	void			*arg;
+};
+
+/* Goes asynchronous on params->base.  0, or -1 with a message in err. */
+int		 store_attach(struct store *, const struct store_params *,
+		    char *err, size_t errlen);
+/* 1 when the store is reachable (always 1 for local). */
+int		 store_healthy(struct store *);
+/*
+ * Synchronous reachability check with a deadline, for the supervisor at
+ * start-up and `parleyd -t`.  0, or -1 with a message in err.
+ */
+int		 store_ping(struct store *, unsigned timeout_ms, char *err,
+		    size_t errlen);
+
+/*
+ * Opens a session: as its owner when this process can hold the lease,
+ * else (redis only) as a follower.  err: 0; ENOENT absent and create=0;
+ * EBUSY local session locked by another process; EIO store unreachable;
+ * EINVAL bad id.  On success, store_last_seq/first_seq are valid and
+ * store_meta_read() answers at once from what the open loaded.  tail:
+ * the open also caches the last `tail` records, so store_range() over
+ * them answers synchronously.
+ */
+typedef void (*store_open_cb)(void *arg, int err, struct store_sess *,
+		    enum store_role);
+void		 store_open_async(struct store *, const char *id, int create,
+		    size_t tail, store_open_cb, void *arg);
+enum store_role	 store_role(const struct store_sess *);
+
+/*
+ * Owner: queues an append (same checks as store_append).  0 queued:
+ * durable or failed is reported later (local: durable before this
+ * returns); -1 with errno when refused at once (EINVAL not last+1,
+ * EPIPE handle failed, EAGAIN too many writes pending: the user says
+ * OVERLOADED).  store_last_seq() counts queued appends.
+ */
+int		 store_append_async(struct store_sess *, uint64_t seq,
+		    uint64_t ts_ms, const char *json, size_t len);
+/* Owner: queues a meta replacement, ordered with the appends. */
+int		 store_meta_write_async(struct store_sess *, const char *json,
+		    size_t len);
+/* Highest seq reported durable (owner), or the last seq seen (follower). */
+uint64_t	 store_durable_seq(const struct store_sess *);
+
+/*
+ * Reads records after `after` (at most limit; 0 = no limit) into cb, then
+ * calls done with the count delivered or -1 and errno set.  Returns the
+ * request, or NULL when it completed before returning (cb and done were
+ * already called).  Records not yet durable are never read.
+ */
+typedef void (*store_done_cb)(void *arg, ssize_t n);
+struct store_req *store_range_async(struct store_sess *, uint64_t after,
+		    size_t limit, store_range_cb cb, store_done_cb done,
+		    void *arg);
+/* Cancels a pending request: neither of its callbacks is called.  (A
+ * backend's request struct begins with its struct store pointer.) */
+void		 store_req_cancel(struct store_req *);
+/*
+ * Makes records after `after` readable synchronously by store_range()
+ * (redis: fetched into the session's cache, up to STORE_CACHE_MAX bytes),
+ * then calls done.  Local: done at once.
+ */
+#define STORE_CACHE_MAX	(64u << 20)
+struct store_req *store_preload_async(struct store_sess *, uint64_t after,
+		    store_done_cb done, void *arg);
+
+/*
+ * Follower: posts one input message to the owner's inbox.  done(arg, 0)
+ * once it is stored, or -1 (errno EIO): it was not.  Local: ENOTSUP.
+ */
+struct store_req *store_post(struct store_sess *, const char *json,
+		    size_t len, store_done_cb done, void *arg);
+/*
+ * Follower: tries to take the lease.  done(arg, 0): this handle is now the
+ * owner (meta re-read, last seq current; input from the inbox follows);
+ * -1 errno EBUSY: still owned elsewhere; EIO.
+ */
+struct store_req *store_promote(struct store_sess *, store_done_cb done,
+		    void *arg);
+
 /*
  * Backend interface: for store.c and store_*.c only.  A backend embeds
  * struct store / struct store_sess as the first member of its own state.
@@ -119,13 +248,40 @@ struct store_ops {
 	void		 (*sync)(struct store *);
 	int		 (*trim)(struct store_sess *, uint64_t);
 	int		 (*expire)(struct store *, uint64_t);
+	/*
+	 * Asynchronous operations.  A backend that leaves them NULL is
+	 * synchronous: store.c runs the calls above and completes at once.
+	 * A backend that sets them gets only checked arguments, and must
+	 * link the sessions it opens with store_sess_link().
+	 */
+	int		 (*attach)(struct store *, char *, size_t);
+	int		 (*healthy)(struct store *);
+	int		 (*ping)(struct store *, unsigned, char *, size_t);
+	void		 (*open_async)(struct store *, const char *, int,
+			    size_t, store_open_cb, void *);
+	int		 (*append_async)(struct store_sess *, uint64_t,
+			    uint64_t, const char *, size_t);
+	int		 (*meta_write_async)(struct store_sess *,
+			    const char *, size_t);
+	struct store_req *(*range_async)(struct store_sess *, uint64_t,
+			    size_t, store_range_cb, store_done_cb, void *);
+	struct store_req *(*preload_async)(struct store_sess *, uint64_t,
+			    store_done_cb, void *);
+	void		 (*req_cancel)(struct store_req *);
+	struct store_req *(*post)(struct store_sess *, const char *, size_t,
+			    store_done_cb, void *);
+	struct store_req *(*promote)(struct store_sess *, store_done_cb,
+			    void *);
 };
 
 struct store_sess {
 	LIST_ENTRY(store_sess)	 entry;
 	struct store		*store;
 	uint64_t		 first_seq;	/* maintained by the backend */
-	uint64_t		 last_seq;
+	uint64_t		 last_seq;	/* incl. queued appends */
+	uint64_t		 durable_seq;	/* async backends */
+	enum store_role		 role;
+	void			*udata;		/* the user's, untouched */
 	char			 id[STORE_ID_MAX + 1];
 };
 
@@ -133,8 +289,15 @@ struct store {
 	const struct store_ops	*ops;
 	enum store_fsync	 fsync;
 	LIST_HEAD(, store_sess)	 sessions;
+	struct store_params	 params;	/* set by store_attach */
+	int			 attached;
 };
 
+/* For async backends: links a session they opened (id already set). */
+void		 store_sess_link(struct store *, struct store_sess *);
+
 extern const struct store_ops store_local_ops;
+extern const struct store_ops store_redis_ops;
+extern const struct store_ops store_sentinel_ops;
 
 #endif

@@ -474,10 +474,15 @@ START_TEST(test_errors)
 	  "or host name" },
 	{ "listen :80\n", "x.conf:1: listen: missing address before ':' in "
 	  "':80'" },
-	{ "store redis://u:pw@h:6379\n", "x.conf:1: store: the redis store is "
-	  "not supported by this build" },
-	{ "store sql\n", "x.conf:1: store: expected 'local' or a redis:// "
-	  "URL, got 'sql'" },
+	{ "store rediss://u:pw@h:6379\n", "x.conf:1: store: TLS to Redis "
+	  "(rediss://) is not supported; use redis:// over a private network "
+	  "or a TLS tunnel" },
+	{ "store sql\n", "x.conf:1: store: expected local, redis://HOST:PORT "
+	  "or sentinel://HOST:PORT/NAME" },
+	{ "host-id a/b\n", "x.conf:1: host-id: 'a/b' may only hold letters, "
+	  "digits, '.', '-' and '_'" },
+	{ "lease-time 100ms\n", "x.conf:1: lease-time: expected a duration "
+	  "from 500ms to 10m (a number with ms, s, m, h or d), got '100ms'" },
 	{ "fsync sometimes\n", "x.conf:1: fsync: expected always, batch or "
 	  "no, got 'sometimes'" },
 	{ "log-level loud\n", "x.conf:1: log-level: expected error, warn, "
