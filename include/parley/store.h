@@ -22,8 +22,9 @@ struct store;		/* one per process */
 struct store_sess;	/* an open session */
 
 /*
- * url: "local" (only backend for now).  state_dir is created (mkdir -p,
- * 0750) if missing.  NULL and a message in err on failure.
+ * url: "local", "redis://..." or "sentinel://..." (store_redis.c).  For
+ * local, state_dir is created (mkdir -p, 0750) if missing.  Opening a
+ * Redis store checks the URL only.  NULL and a message in err on failure.
  */
 struct store	*store_open(const char *url, const char *state_dir,
 		    enum store_fsync, char *err, size_t errlen);
@@ -31,7 +32,7 @@ struct store	*store_open(const char *url, const char *state_dir,
 void		 store_close(struct store *);
 /* 1 if id is 1..128 chars of [A-Za-z0-9._:-] not starting with '.'. */
 int		 store_valid_id(const char *id);
-/* 1 if the session has a directory with a meta or a log. */
+/* Local: 1 if the session has a directory with a meta or a log. */
 int		 store_exists(struct store *, const char *id);
 
 /*
@@ -112,7 +113,9 @@ enum store_role { STORE_OWNER = 1, STORE_FOLLOWER = 2 };
 /* What a backend reports without being asked; arg is store_params.arg. */
 struct store_events {
 	/* Owner: every append and meta write up to and including the
-	 * append of seq is durable (in order; one call may cover many). */
+	 * append of seq is durable (in order; one call may cover many; a
+	 * meta write is reported with the seq it followed, so a seq may
+	 * repeat). */
 	void	(*durable)(void *arg, struct store_sess *, uint64_t seq);
 	/* Owner: a write of this session failed.  err ESTALE: fenced
 	 * (another process owns the session now); EIO: the store is
@@ -203,7 +206,10 @@ void		 store_req_cancel(struct store_req *);
 /*
  * Makes records after `after` readable synchronously by store_range()
  * (redis: fetched into the session's cache, up to STORE_CACHE_MAX bytes),
- * then calls done.  Local: done at once.
+ * then calls done with the records fetched, or -1 (EFBIG: more than fits,
+ * EIO).  Local: done at once.  Redis's synchronous store_range() answers
+ * -1 EAGAIN for a range it does not hold in full; store_trim() returns 0
+ * and trims in the background.
  */
 #define STORE_CACHE_MAX	(64u << 20)
 struct store_req *store_preload_async(struct store_sess *, uint64_t after,
