@@ -153,6 +153,42 @@ sess_range(struct sess *s, uint64_t after, size_t limit,
 	return store_range(s->st, after, limit, cb, arg);
 }
 
+/*
+ * Reads this owner's log after `after` (limit 0: all) into cb: what the
+ * store holds as durable, then the appends still on their way to it.
+ * Returns the records read, or -1 when the store cannot answer at once.
+ */
+static int
+log_read(struct sess *s, uint64_t after, size_t limit,
+    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t), void *arg)
+{
+	uint64_t durable = store_durable_seq(s->st);
+	struct evt *e;
+	int n = 0, r;
+
+	if (after < durable) {
+		if ((r = store_range(s->st, after, limit == 0 ||
+		    limit > durable - after ? durable - after : limit, cb,
+		    arg)) < 0)
+			return -1;
+		n = r;
+		/* Stopped by cb, or the limit reached. */
+		if ((limit != 0 && (size_t)n >= limit) ||
+		    (uint64_t)n < durable - after)
+			return n;
+	}
+	for (e = s->phead; e != NULL; e = e->next) {
+		if (e->seq <= after)
+			continue;
+		if (limit != 0 && (size_t)n >= limit)
+			break;
+		n++;
+		if (cb(arg, e->seq, 0, e->json, e->len) != 0)
+			break;
+	}
+	return n;
+}
+
 struct store_req *
 sess_range_async(struct sess *s, uint64_t after, size_t limit,
     int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
@@ -999,7 +1035,7 @@ tools_run(struct sess *s, cJSON *calls)
 		lr.step = t->model_calls;
 		lr.found = NULL;
 		if (t->attempt > 0)
-			store_range(s->st, t->input_seq, 0, find_result, &lr);
+			log_read(s, t->input_seq, 0, find_result, &lr);
 		if (lr.found != NULL) {
 			e = cJSON_GetObjectItem(lr.found, "error");
 			text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
@@ -1197,7 +1233,10 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	t->out_tokens = (uint64_t)json_count(from, "outputTokens");
 	t->cost = json_count(from, "cost");
 	t->calls = cJSON_CreateArray();
-	store_range(s->st, input_seq - 1, 1, fetch_message, &f);
+	if (log_read(s, input_seq - 1, 1, fetch_message, &f) < 0)
+		log_warnx("session %s: the message of seq %llu is not at hand; "
+		    "the turn runs without it", s->id,
+		    (unsigned long long)input_seq);
 	t->input = f.text;
 	s->turn = t;
 	turn_checkpoint(s);
