@@ -727,7 +727,9 @@ ws_input(struct conn *c)
 	unsigned char *data;
 	size_t len, used;
 
-	while (!c->handing_off && (len = evbuffer_get_length(in)) > 0) {
+	/* A parked connection resumes once its session is loaded. */
+	while (!c->handing_off && !c->parked &&
+	    (len = evbuffer_get_length(in)) > 0) {
 		data = evbuffer_pullup(in, -1);
 		st = ws_parse(&c->wp, data, len, &used, &m);
 		evbuffer_drain(in, used);
