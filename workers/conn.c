@@ -294,8 +294,8 @@ conn_pump(struct conn *c)
 void
 conn_push(struct conn *c, struct evt *e)
 {
-	if (c->closing || c->hold || !c->live)
-		return;
+	if (c->closing || c->hold || !c->live || e->seq < c->next_seq)
+		return;	/* (already sent: a follower's view can lag) */
 	if (e->seq == c->next_seq &&
 	    evbuffer_get_length(out_of(c)) < c->wk->conf->max_output_buffer) {
 		write_evt(c, e);
@@ -330,7 +330,9 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
 	if (!have_last) {
 		c->next_seq = top + 1;
 	} else {
-		if (last > top)
+		/* Past the end: the owner knows the log ends at top; a
+		 * follower may not have heard of what the client saw. */
+		if (last > top && !s->follower)
 			last = top;
 		c->next_seq = last + 1;
 		if (c->next_seq < first) {
@@ -685,7 +687,7 @@ on_text(struct conn *c, const char *text, size_t len)
 		{
 			uint64_t top = sess_last_seq(s), first;
 
-			if (last > top)
+			if (last > top && !s->follower)
 				last = top;
 			c->next_seq = last + 1;
 			first = sess_first_seq(s);
