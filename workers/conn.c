@@ -140,6 +140,11 @@ http_error(struct conn *c, int status, const char *code, const char *msg)
 void
 conn_close(struct conn *c, uint16_t code, const char *reason)
 {
+	if (c->range != NULL && c->page == NULL) {
+		/* Nothing more is written after the close. */
+		store_req_cancel(c->range);
+		c->range = NULL;
+	}
 	unsigned char p[125];
 	size_t n;
 	struct timeval tv;
@@ -237,9 +242,7 @@ pump_done(void *arg, ssize_t n)
 		log_warnx("session %s: cannot read seq %llu for a client; "
 		    "closing it", c->sess ? c->sess->id : "?",
 		    (unsigned long long)c->next_seq);
-		conn_close(c, WS_CLOSE_INTERNAL, "log unreadable");
-		if (evbuffer_get_length(out_of(c)) == 0 && c->kind != CONN_WS)
-			conn_free(c);
+		conn_close(c, WS_CLOSE_INTERNAL, "log unreadable");	/* may free c */
 		return;
 	}
 	conn_pump(c);
@@ -274,6 +277,7 @@ conn_pump(struct conn *c)
 			if (c->ranging == 1) {
 				c->ranging = 0;
 				c->range = req;
+				c->range_sess = s;
 				return;
 			}
 			n = c->ranging == 3 ? -1 : 1;
@@ -817,6 +821,24 @@ read_cb(struct bufferevent *bev, void *arg)
 	conn_settle(c);
 }
 
+void
+conn_read_abort(struct conn *c)
+{
+	store_req_cancel(c->range);
+	c->range = NULL;
+	c->range_sess = NULL;
+	if (c->page != NULL) {
+		evbuffer_free(((struct page *)c->page)->out);
+		free(c->page);
+		c->page = NULL;
+		http_error(c, 503, "OVERLOADED", "the session was let go "
+		    "while its log was read; retry");
+		conn_settle(c);
+	} else
+		conn_close(c, WS_CLOSE_SERVICE_RESTART, "session moved; "
+		    "reconnect with your lastSeq");
+}
+
 /* After input was handled: frees, hands off or keeps the connection. */
 static void
 conn_settle(struct conn *c)
@@ -1026,8 +1048,10 @@ get_log(struct conn *c, struct sess *s)
 		req = sess_range_async(s, after, (size_t)limit, page_cb,
 		    page_done, c);
 	}
-	if (c->ranging == 1)
+	if (c->ranging == 1) {
 		c->range = req;
+		c->range_sess = s;
+	}
 	c->ranging = 0;
 }
 

@@ -56,6 +56,7 @@ struct conn {
 	struct store_req	*range;		/* reading the log */
 	int			 ranging;	/* 1 inside the read call */
 	void			*page;		/* GET log being read */
+	struct sess		*range_sess;	/* whose log range reads */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;
 };
@@ -73,6 +74,8 @@ void	conn_drop(struct conn *);
 /* Resumes feeding a connection from the log after a pause. */
 void	conn_pump(struct conn *);
 struct sess_result;
+/* Its session is leaving memory: a log read under way ends (503, 1012). */
+void	conn_read_abort(struct conn *);
 /* Answers a client message once its session says (ack, error, HTTP). */
 void	conn_input_done(struct conn *, struct sess *, const char *id,
 	    const struct sess_result *);

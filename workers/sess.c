@@ -202,8 +202,13 @@ sess_busy(const struct sess *s)
 {
 	const cJSON *q = cJSON_GetObjectItem(s->meta, "queue");
 
+	/* Answers still on their way keep it, too: a follower's posts. */
+	if (!TAILQ_EMPTY(&s->acks))
+		return 1;
 	if (s->follower || s->loading)
 		return s->promote != NULL || s->loading;
+	if (s->promote != NULL)
+		return 1;	/* reading an interrupted turn back */
 
 	return s->turn != NULL || cJSON_GetArraySize(q) > 0 ||
 	    s->recover_ev != NULL;
@@ -271,8 +276,7 @@ meta_save(struct sess *s)
 		return;
 	if (store_meta_write_async(s->st, txt, strlen(txt)) == -1) {
 		log_warn("session %s: meta write", s->id);
-		if (errno != EMSGSIZE && errno != EINVAL &&
-		    s->st->store->ops->meta_write_async != NULL)
+		if (errno == EPIPE || errno == EIO)
 			sess_break(s, EIO);
 	}
 	free(txt);
@@ -1019,6 +1023,9 @@ tools_run(struct sess *s, cJSON *calls)
 	const char *id, *name, *args, *text;
 	cJSON *c, *b, *a, *e;
 
+	if (s->broken)
+		return;	/* being let go: nothing more runs */
+
 	emit(s, "agent_state", agent_json(s, "tool"));
 	t->starting = 1;
 	cJSON_ArrayForEach(c, calls) {
@@ -1162,6 +1169,9 @@ turn_model(struct sess *s)
 	struct llm_msg *msgs;
 	size_t n = 0, i, ntools, cap;
 
+	if (s->broken)
+		return;	/* being let go: nothing more runs */
+
 	cap = (size_t)cJSON_GetArraySize(h) + (size_t)cJSON_GetArraySize(
 	    t->steps) + 1;
 	msgs = calloc(cap, sizeof(*msgs));
@@ -1212,6 +1222,9 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	struct fetch f = { NULL };
 	struct turn *t;
 	cJSON *calls, *e;
+
+	if (s->broken)
+		return;
 
 	if ((t = calloc(1, sizeof(*t))) == NULL)
 		return;
@@ -1264,8 +1277,10 @@ turn_next(struct sess *s)
 	struct timeval tv;
 	uint64_t seq;
 
-	/* The interrupted turn goes first; recover_cb calls back here. */
-	if (s->recover_ev != NULL) {
+	/* The interrupted turn goes first; recover_cb calls back here (after
+	 * its events are read back: s->promote, on an owner). */
+	if (s->recover_ev != NULL || s->broken ||
+	    (s->promote != NULL && !s->follower)) {
 		sess_check_idle(s);
 		return;
 	}
@@ -1533,6 +1548,7 @@ meta_load(struct sess *s)
 
 	cJSON_Delete(s->meta);
 	s->meta = NULL;
+	s->fresh = 0;
 	if ((txt = store_meta_read(s->st)) != NULL) {
 		s->meta = cJSON_Parse(txt);
 		free(txt);
@@ -1545,7 +1561,7 @@ meta_load(struct sess *s)
 	}
 	if (s->meta == NULL) {
 		s->meta = meta_new(s, NULL);
-		s->fresh = store_last_seq(s->st) == 0;
+		s->fresh = !s->follower && store_last_seq(s->st) == 0;
 		meta_save(s);
 	}
 	t = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0);
@@ -1588,6 +1604,16 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 	struct wk *wk = s->wk;
 
 	s->loading = 0;
+	if (s->released) {
+		/* Let go while it loaded (the worker is stopping). */
+		if (err == 0) {
+			st->udata = NULL;
+			store_sess_close(st);
+		}
+		sess_free(s);
+		wk_maybe_exit(wk);
+		return;
+	}
 	if (err != 0) {
 		if (err == ENOENT && s->load_created == 0 && s->fresh) {
 			/* A waiter that may create came while it loaded. */
@@ -1602,6 +1628,7 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 		loads_settle(s, err == ENOENT ? "NOT_FOUND" : "INTERNAL");
 		wk_released(wk, s->id);
 		sess_free(s);
+		wk_maybe_exit(wk);
 		return;
 	}
 	s->st = st;
@@ -1636,6 +1663,7 @@ sess_load(struct wk *wk, const char *id, int create,
 	if (s == NULL && wk->nsessions >= wk->conf->max_sessions) {
 		if (loaded != NULL)
 			loaded(arg, "OVERLOADED");
+		wk_released(wk, id);
 		return;
 	}
 	if (loaded != NULL && (w = calloc(1, sizeof(*w))) == NULL) {
@@ -1646,6 +1674,7 @@ sess_load(struct wk *wk, const char *id, int create,
 		free(w);
 		if (loaded != NULL)
 			loaded(arg, "INTERNAL");
+		wk_released(wk, id);
 		return;
 	}
 	if (w != NULL) {
@@ -1726,7 +1755,7 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			return NULL;
 		}
 	}
-	if (s->fresh && !s->follower) {
+	if (create && s->fresh && !s->follower) {
 		/* Its first user says what it is. */
 		if (body != NULL) {
 			cJSON_Delete(s->meta);
@@ -1811,9 +1840,12 @@ sess_terminate(struct sess *s, const char *why)
 	if (s->turn != NULL)
 		turn_finish(s, 1, 0);
 	json_set(s->meta, "queue", cJSON_CreateArray());
-	if (s->recover_ev != NULL) {
-		event_free(s->recover_ev);
+	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
+		if (s->recover_ev != NULL)
+			event_free(s->recover_ev);
 		s->recover_ev = NULL;
+		store_req_cancel(s->promote);	/* the turn's read-back */
+		s->promote = NULL;
 		json_set(s->meta, "turn", cJSON_CreateNull());
 	}
 	b = cJSON_CreateObject();
@@ -1935,7 +1967,10 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			return;
 		}
 		turn_finish(s, 1, 0);
-		r->seq = sess_last_seq(s);
+		r->seq = store_last_seq(s->st);
+		if (c != NULL && r->seq > store_durable_seq(s->st) &&
+		    ack_wait(s, c, in->id, r->seq, 0) == 0)
+			r->pending = 1;
 		turn_next(s);
 		return;
 	}
@@ -1946,7 +1981,10 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			return;
 		}
 		sess_terminate(s, "terminated by request");
-		r->seq = sess_last_seq(s);
+		r->seq = store_last_seq(s->st);
+		if (c != NULL && r->seq > store_durable_seq(s->st) &&
+		    ack_wait(s, c, in->id, r->seq, 0) == 0)
+			r->pending = 1;
 		return;
 	}
 	{
@@ -1988,6 +2026,16 @@ sess_free(struct sess *s)
 
 	loads_settle(s, "INTERNAL");
 	acks_settle(s, 1);
+	{
+		struct conn *c, *cnext;
+
+		/* Reads of this log must not outlive its store handle. */
+		for (c = TAILQ_FIRST(&wk->conns); c != NULL; c = cnext) {
+			cnext = TAILQ_NEXT(c, entry);
+			if (c->range != NULL && c->range_sess == s)
+				conn_read_abort(c);
+		}
+	}
 	store_req_cancel(s->fetch);
 	store_req_cancel(s->promote);
 	while ((e = s->phead) != NULL) {
@@ -2025,6 +2073,13 @@ sess_release(struct sess *s)
 	if (s->released)
 		return;
 	s->released = 1;
+	if (s->loading) {
+		/* The store still holds it as the open's callback argument:
+		 * sess_opened frees it. */
+		loads_settle(s, "INTERNAL");
+		wk_released(wk, s->id);
+		return;
+	}
 	while ((c = TAILQ_FIRST(&s->conns)) != NULL) {
 		sess_detach(s, c);
 		conn_close(c, WS_CLOSE_GOING_AWAY, "session moved; reconnect "
@@ -2219,12 +2274,18 @@ follow_done(void *arg, ssize_t n)
 static void
 follow_fetch(struct sess *s)
 {
+	struct store_req *r;
+
 	if (s->fetch != NULL || s->released || s->broken)
 		return;
 	if (s->fanned >= store_last_seq(s->st))
 		return;
-	s->fetch = store_range_async(s->st, s->fanned, 1000, follow_rec,
-	    follow_done, s);
+	/* NULL when answered at once, and the answer may have started the
+	 * next read: keep that one. */
+	r = store_range_async(s->st, s->fanned, 1000, follow_rec, follow_done,
+	    s);
+	if (r != NULL)
+		s->fetch = r;
 }
 
 void
@@ -2242,11 +2303,15 @@ static void
 promoted(void *arg, ssize_t n)
 {
 	struct sess *s = arg;
-	struct conn *c;
+	struct conn *c, *next;
 
 	s->promote = NULL;
-	if (n < 0 || s->released || s->broken)
-		return;	/* still someone else's: the next vacancy says */
+	if (n < 0 || s->released || s->broken) {
+		/* Still someone else's: the next vacancy says. */
+		if (!s->released)
+			sess_check_idle(s);
+		return;
+	}
 	log_info("session %s: took over from its lapsed owner at seq %llu",
 	    s->id, (unsigned long long)store_last_seq(s->st));
 	store_req_cancel(s->fetch);
@@ -2254,8 +2319,10 @@ promoted(void *arg, ssize_t n)
 	sess_own(s);
 	/* What the old owner logged and they have not been sent yet comes
 	 * from the log; new events follow live. */
-	TAILQ_FOREACH(c, &s->conns, sentry)
-		conn_pump(c);
+	for (c = TAILQ_FIRST(&s->conns); c != NULL; c = next) {
+		next = TAILQ_NEXT(c, sentry);
+		conn_pump(c);	/* may free c */
+	}
 	sess_check_idle(s);
 }
 
@@ -2263,12 +2330,17 @@ void
 sess_store_vacant(void *arg, struct store_sess *st)
 {
 	struct sess *s = st->udata;
+	struct store_req *r;
 
 	(void)arg;
 	if (s == NULL || !s->follower || s->promote != NULL || s->released ||
 	    s->broken || s->wk->draining || s->wk->terminating)
 		return;
-	s->promote = store_promote(s->st, promoted, s);
+	/* promoted() may run inside and start the owner's preload. */
+	s->promote = (struct store_req *)&s->promote;
+	r = store_promote(s->st, promoted, s);
+	if (s->promote == (struct store_req *)&s->promote)
+		s->promote = r;
 }
 
 static void
@@ -2379,6 +2451,7 @@ sess_store_input(void *arg, struct store_sess *st, const char *json,
 	const char *code;
 	char msg[256], *txt;
 	cJSON *o, *m;
+	uint64_t seq;
 	int role;
 
 	(void)arg;
@@ -2402,9 +2475,17 @@ sess_store_input(void *arg, struct store_sess *st, const char *json,
 		return;
 	}
 	free(txt);
+	/* The inbox delivers at least once (a new owner may see an entry
+	 * again): every forwarded message has an id; apply each once. */
+	if (in.id != NULL && ids_find(s, in.id, &seq)) {
+		proto_in_free(&in);
+		return;
+	}
 	sess_input(s, NULL, role, &in, &r);
 	if (r.code != NULL)
 		log_info("session %s: forwarded %s refused: %s", s->id,
 		    in.type, r.msg);
+	else if (in.id != NULL && strcmp(in.type, "chat") != 0)
+		ids_add(s, in.id, store_last_seq(s->st));
 	proto_in_free(&in);
 }
