@@ -72,18 +72,36 @@ def provider_block(name, reply, chunk=4, delay="2ms"):
 
 
 class Daemon:
-    """A private parleyd: Daemon(extra=..., providers=...).start()."""
+    """A private parleyd: Daemon(extra=..., providers=...).start().
+
+    For the multi-host tests (tests/e2e/lib/cluster.py): netns runs it
+    under `ip netns exec NETNS`; host is the address it listens on (and
+    the one the helpers below connect to); token adds `token TOKEN role
+    admin` (parleyd refuses a non-loopback listener without one), which
+    http() then sends as a bearer token and url() as ?access_token=;
+    store, host_id and lease add those directives; port fixes the port
+    (default: a free one)."""
 
     def __init__(self, extra="", providers=None, default="fast",
                  flush="20ms", workers=2, retention="24h",
-                 heartbeat="15s", idle_timeout="10m", env=None):
+                 heartbeat="15s", idle_timeout="10m", env=None,
+                 netns=None, host="127.0.0.1", token=None, store=None,
+                 host_id=None, lease=None, port=None):
         self.env = env
+        self.netns = netns
+        self.host = host
+        self.token = token
+        # E2E_REDIS_URL (set by `run` with E2E_STORE=redis): every test
+        # that does not choose a store runs on that Redis instead.
+        self.store = store or os.environ.get("E2E_REDIS_URL")
+        self.host_id = host_id
+        self.lease = lease
         self.tmp = tempfile.mkdtemp(prefix="parley-e2e-", dir="/tmp")
         self.state = os.path.join(self.tmp, "state")
         os.mkdir(self.state)
         self.conf = os.path.join(self.tmp, "parleyd.conf")
         self.logpath = os.path.join(self.tmp, "parleyd.log")
-        self.port = free_port()
+        self.port = port or free_port()
         self.extra = extra
         self.workers = workers
         self.flush = flush
@@ -98,12 +116,33 @@ class Daemon:
         self.write_conf()
 
     def conf_text(self):
-        return ("listen 127.0.0.1:%d\nworkers %d\nstate-dir %s\n"
+        return ("listen %s:%d\nworkers %d\nstate-dir %s\n"
                 "retention %s\nidle-timeout %s\nflush-interval %s\n"
-                "heartbeat-interval %s\n%s%sdefault-provider %s\n" %
-                (self.port, self.workers, self.state, self.retention,
-                 self.idle_timeout, self.flush, self.heartbeat,
-                 self.extra, self.providers, self.default))
+                "heartbeat-interval %s\n%s%s%sdefault-provider %s\n" %
+                (self.host, self.port, self.workers, self.state,
+                 self.retention, self.idle_timeout, self.flush,
+                 self.heartbeat, self.cluster_conf(), self.extra,
+                 self.providers, self.default))
+
+    def cluster_conf(self):
+        """The directives of the token, store, host_id and lease settings."""
+        out = ""
+        if self.token:
+            out += "token %s role admin\n" % self.token
+        if self.store:
+            out += "store %s\n" % self.store
+        if self.host_id:
+            out += "host-id %s\n" % self.host_id
+        if self.lease:
+            out += "lease-time %s\n" % self.lease
+        return out
+
+    def argv(self):
+        argv = [PARLEYD, "-d", "-f", self.conf]
+        if self.netns:  # ip netns exec execs parleyd: proc.pid is parleyd
+            argv = [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec",
+                    self.netns] + argv
+        return argv
 
     def write_conf(self, text=None):
         with open(self.conf, "w") as f:
@@ -114,7 +153,7 @@ class Daemon:
         env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
         env.update(self.env or {})
         logf = open(self.logpath, "ab")
-        self.proc = subprocess.Popen([PARLEYD, "-d", "-f", self.conf],
+        self.proc = subprocess.Popen(self.argv(),
                                      stdin=subprocess.DEVNULL, stdout=logf,
                                      stderr=subprocess.STDOUT, env=env,
                                      close_fds=True)
@@ -182,6 +221,43 @@ class Daemon:
                 for p in pids):
             time.sleep(0.05)
 
+    def crash(self):
+        """A host crash: SIGSTOP the supervisor and every worker first, so
+        that none runs another instruction (kill_all's SIGKILL of the
+        supervisor lets a worker see its channel close and stop cleanly,
+        releasing what it holds, before its own SIGKILL lands), then
+        SIGKILL them all; waits like kill_all."""
+        pids = self.workers_pids()
+        stopped = [self.proc.pid] + pids
+        for p in stopped:
+            try:
+                os.kill(p, signal.SIGSTOP)
+            except OSError:
+                pass
+        for p in self.workers_pids():   # one forked in between
+            if p not in stopped:
+                stopped.append(p)
+                try:
+                    os.kill(p, signal.SIGSTOP)
+                except OSError:
+                    pass
+        for p in stopped:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except OSError:
+                pass
+        self.proc.wait(10)
+
+        def running(p):
+            try:
+                with open("/proc/%d/stat" % p) as f:
+                    return f.read().split()[2] != "Z"
+            except OSError:
+                return False
+        deadline = time.time() + 10
+        while time.time() < deadline and any(running(p) for p in stopped[1:]):
+            time.sleep(0.05)
+
     def log_text(self):
         try:
             with open(self.logpath, errors="replace") as f:
@@ -207,7 +283,11 @@ class Daemon:
 
     def http(self, method, path, body=None, headers=None, timeout=10):
         """One request; returns (status, headers dict lower-case, body bytes)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        c = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        if self.token and not any(k.lower() == "authorization"
+                                  for k in (headers or {})):
+            headers = dict(headers or {})
+            headers["Authorization"] = "Bearer " + self.token
         try:
             if isinstance(body, (dict, list)):
                 body = json.dumps(body)
@@ -231,7 +311,7 @@ class Daemon:
 
     def raw(self, data, timeout=5):
         """Send raw bytes, read until the server closes; returns the bytes."""
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        s = socket.create_connection((self.host, self.port), timeout=timeout)
         try:
             s.sendall(data)
             out = b""
@@ -248,7 +328,9 @@ class Daemon:
             s.close()
 
     def url(self, path, scheme="ws"):
-        return "%s://127.0.0.1:%d%s" % (scheme, self.port, path)
+        if self.token and "access_token=" not in path:
+            path += ("&" if "?" in path else "?") + "access_token=" + self.token
+        return "%s://%s:%d%s" % (scheme, self.host, self.port, path)
 
     def last_seq(self, sid):
         st, js = self.http_json("GET", "/sessions/%s" % sid)
@@ -319,7 +401,11 @@ def logged(events):
 
 def check_contiguous(events, first, what):
     """events (logged only) must have seq first, first+1, ... exactly."""
-    seqs = [e["seq"] for e in events]
+    check_seqs([e["seq"] for e in events], first, what)
+
+
+def check_seqs(seqs, first, what):
+    """seqs must be first, first+1, ... exactly."""
     want = list(range(first, first + len(seqs)))
     if seqs != want:
         # name the first difference, not the whole list
