@@ -51,8 +51,10 @@ default_state_dir(struct config *conf)
 		fatal("strdup");
 }
 
+/* ping: also say whether a shared store answers (blocks up to 2 s). */
 static struct config *
-load(const char *path, int must_exist, char *err, size_t errlen)
+load(const char *path, int must_exist, int ping_store, char *err,
+    size_t errlen)
 {
 	struct config *conf;
 	struct store *st;
@@ -69,7 +71,7 @@ load(const char *path, int must_exist, char *err, size_t errlen)
 	}
 	/* A shared store that is down is not a config error: workers wait
 	 * for it and /health/ready says so.  Say it now, though. */
-	if (store_ping(st, 2000, ping, sizeof(ping)) == -1)
+	if (ping_store && store_ping(st, 2000, ping, sizeof(ping)) == -1)
 		log_warnx("%s (parleyd starts anyway; /health/ready answers "
 		    "503 until the store is reachable)", ping);
 	store_close(st);
@@ -128,7 +130,9 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 			return;
 		log_info("received SIGHUP, reloading %s", sup->conf_path);
 		sup_notify("RELOADING=1");
-		if ((conf = load(sup->conf_path, sup->conf_must_exist, err,
+		/* No store ping here: the supervisor never blocks once it
+		 * serves; workers report the store's health. */
+		if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, err,
 		    sizeof(err))) == NULL) {
 			log_warnx("reload failed, keeping the running "
 			    "configuration: %s", err);
@@ -222,7 +226,8 @@ main(int argc, char *argv[])
 	log_init("parleyd", 1, LOG_LEVEL_INFO);
 
 	memset(&sup, 0, sizeof(sup));
-	if ((sup.conf = load(path, must_exist, err, sizeof(err))) == NULL) {
+	signal(SIGPIPE, SIG_IGN);	/* the store ping writes to a socket */
+	if ((sup.conf = load(path, must_exist, 1, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
