@@ -152,10 +152,16 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"end\n"
 	"if n > 0 then redis.call('PUBLISH', ARGV[5], ARGV[n]) end\n"
 	"return 1\n",
-	/* KEYS log meta owner fence in; ARGV token retention doc */
+	/* KEYS log meta owner fence in; ARGV token retention doc prev.
+	 * The log must end where the appends queued before it left it: a
+	 * meta write never lands behind an append that did not. */
 	[SC_META] =
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
 	"  return redis.error_reply('FENCED not the owner')\n"
+	"end\n"
+	"local last = redis.call('HGET', KEYS[2], 'last') or '0'\n"
+	"if last ~= ARGV[4] then\n"
+	"  return redis.error_reply('SEQ ' .. last)\n"
 	"end\n"
 	"redis.call('HSET', KEYS[2], 'doc', ARGV[3])\n"
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5]}) do\n"
@@ -351,6 +357,7 @@ struct rsess {
 	int			 inbox_again;
 	/* follower */
 	int			 polling;
+	uint64_t		 poll_from;	/* last_seq when it was sent */
 	int			 vacant;	/* vacant() reported */
 	int			 trimming;
 	size_t			 avg_rec; /* bytes per record, 0: unknown */
@@ -2707,13 +2714,14 @@ rs_batch_send(struct rsess *s)
 	if ((rc = rcmd_new(st, RC_BATCH, s, NULL)) == NULL)
 		goto fail;
 	if (b->meta) {
-		args_init(&a, 11, 1);
+		args_init(&a, 12, 2);
 		args_script(&a, st, SC_META, 5);
 		args_keys5(&a, s);
 		args_str(&a, s->token);
 		args_str(&a, st->retention_s);
 		op = TAILQ_FIRST(&b->ops);
 		args_add(&a, op->doc, op->doclen);
+		args_u64(&a, b->prev);
 		r = rs_eval(st, rc, SC_META, &a);
 	} else {
 		args_init(&a, 13 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
@@ -3088,8 +3096,10 @@ rs_poll_send(struct rsess *s)
 {
 	if (s->polling || s->st->link != LINK_UP || s->closed)
 		return;
-	if (rs_peek_send(s, RC_POLL, 0) == 0)
+	if (rs_peek_send(s, RC_POLL, 0) == 0) {
 		s->polling = 1;
+		s->poll_from = s->base.last_seq;
+	}
 }
 
 static void
@@ -3126,6 +3136,14 @@ rs_on_poll(struct rcmd *rc, redisReply *r)
 		rs_grown(s, last);
 		if (s->closed || s->base.role != STORE_FOLLOWER)
 			return;
+	} else if (last < s->poll_from) {
+		/* What this handle read and cached is no longer the log (a
+		 * notice newer than the poll is no evidence of that). */
+		rs_sess_fail(s, EIO, "the log went back from %" PRIu64 " to %"
+		    PRIu64 " (a store failover lost events); letting the "
+		    "session go so its clients read it again",
+		    s->base.last_seq, last);
+		return;
 	}
 	if (exists) {
 		s->vacant = 0;

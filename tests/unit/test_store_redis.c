@@ -1177,6 +1177,56 @@ START_TEST(test_fencing)
 }
 END_TEST
 
+/*
+ * A meta write queued behind an append must not land when the append
+ * does not: the next owner would read a meta that names events the log
+ * never got.
+ */
+START_TEST(test_meta_behind_failed_append)
+{
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*a;
+	struct store_sess	*sa;
+	struct tev		 ta;
+	char			 buf[256], j[256];
+	size_t			 n;
+	int			 nd;
+
+	srv_start(&r);
+	c = sconn(r.port);
+	a = tstore(base, r.port, "hostA/100", 30000, &ta);
+	WAIT(base, ta.health == 1, 3000);
+	sa = topen(base, a, "m", 1, 0, STORE_OWNER);
+	tappend(sa, "m", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	nd = ta.ndurable;
+	ck_assert_int_eq(store_meta_write_async(sa, "{\"v\":1}", 7), 0);
+	WAIT(base, ta.ndurable > nd, 3000);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{m}:meta doc"), "{\"v\":1}");
+	/* Someone else's write (or a bug) moved last on: our append is
+	 * refused, and the meta write pipelined behind it must be too. */
+	ck_assert_int_eq(sint(c, "HSET parley:{m}:meta last 99"), 0);
+	n = mkjson(j, sizeof(j), "m", 4);
+	ck_assert_int_eq(store_append_async(sa, 4, 1004, j, n), 0);
+	ck_assert_int_eq(store_meta_write_async(sa, "{\"v\":2}", 7), 0);
+	WAIT(base, ta.nfailed == 1, 3000);
+	ck_assert_int_eq(ta.failed, EIO);
+	spin(base, 100);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{m}:meta doc"), "{\"v\":1}");
+	ck_assert_int_eq(sint(c, "XLEN parley:{m}:log"), 3);
+	store_sess_close(sa);
+	store_close(a);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
 START_TEST(test_takeover)
 {
 	struct srv		 r;
@@ -1804,6 +1854,7 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_follower);
 	tcase_add_test(tc, test_post_input);
 	tcase_add_test(tc, test_fencing);
+	tcase_add_test(tc, test_meta_behind_failed_append);
 	tcase_add_test(tc, test_takeover);
 	tcase_add_test(tc, test_restart);
 	tcase_add_test(tc, test_deadline);
