@@ -2855,7 +2855,9 @@ rs_append_async(struct store_sess *bs, uint64_t seq, uint64_t ts,
 		errno = EPIPE;
 		return -1;
 	}
-	if (s->wq_recs >= RS_QUEUE_RECS || len > RS_QUEUE_BYTES - s->wq_bytes) {
+	/* A repair may have queued past the bound: no underflow. */
+	if (s->wq_recs >= RS_QUEUE_RECS || s->wq_bytes >= RS_QUEUE_BYTES ||
+	    len > RS_QUEUE_BYTES - s->wq_bytes) {
 		errno = EAGAIN;
 		return -1;
 	}
@@ -2884,7 +2886,9 @@ rs_meta_write_async(struct store_sess *bs, const char *json, size_t len)
 		errno = EPIPE;
 		return -1;
 	}
-	if (s->wq_recs >= RS_QUEUE_RECS || len > RS_QUEUE_BYTES - s->wq_bytes) {
+	/* A repair may have queued past the bound: no underflow. */
+	if (s->wq_recs >= RS_QUEUE_RECS || s->wq_bytes >= RS_QUEUE_BYTES ||
+	    len > RS_QUEUE_BYTES - s->wq_bytes) {
 		errno = EAGAIN;
 		return -1;
 	}
