@@ -32,6 +32,16 @@
 
 static void	conn_free(struct conn *);
 
+/* A read of a session's log ended or was cancelled. */
+static void
+range_clear(struct conn *c)
+{
+	c->range = NULL;
+	if (c->range_sess != NULL)
+		c->range_sess->nreaders--;
+	c->range_sess = NULL;
+}
+
 /* A GET .../log answer being read from the log. */
 struct page {
 	struct evbuffer	*out;
@@ -143,7 +153,7 @@ conn_close(struct conn *c, uint16_t code, const char *reason)
 	if (c->range != NULL && c->page == NULL) {
 		/* Nothing more is written after the close. */
 		store_req_cancel(c->range);
-		c->range = NULL;
+		range_clear(c);
 	}
 	unsigned char p[125];
 	size_t n;
@@ -232,7 +242,7 @@ pump_done(void *arg, ssize_t n)
 {
 	struct conn *c = arg;
 
-	c->range = NULL;
+	range_clear(c);
 	if (c->ranging) {
 		/* Answered inside the call: conn_pump goes on. */
 		c->ranging = 2 + (n <= 0);
@@ -278,6 +288,7 @@ conn_pump(struct conn *c)
 				c->ranging = 0;
 				c->range = req;
 				c->range_sess = s;
+				s->nreaders++;
 				return;
 			}
 			n = c->ranging == 3 ? -1 : 1;
@@ -825,8 +836,7 @@ void
 conn_read_abort(struct conn *c)
 {
 	store_req_cancel(c->range);
-	c->range = NULL;
-	c->range_sess = NULL;
+	range_clear(c);
 	if (c->page != NULL) {
 		evbuffer_free(((struct page *)c->page)->out);
 		free(c->page);
@@ -907,6 +917,7 @@ conn_free(struct conn *c)
 		sess_load_cancel(wk, c);
 	sess_conn_gone(wk, c);
 	store_req_cancel(c->range);
+	range_clear(c);
 	if (c->page != NULL) {
 		evbuffer_free(((struct page *)c->page)->out);
 		free(c->page);
@@ -994,7 +1005,7 @@ page_done(void *arg, ssize_t n)
 	size_t len;
 	char *body;
 
-	c->range = NULL;
+	range_clear(c);
 	c->page = NULL;
 	if (n < 0)
 		http_error(c, 500, "INTERNAL", "the log could not be read");
@@ -1051,6 +1062,7 @@ get_log(struct conn *c, struct sess *s)
 	if (c->ranging == 1) {
 		c->range = req;
 		c->range_sess = s;
+		s->nreaders++;
 	}
 	c->ranging = 0;
 }

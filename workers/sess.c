@@ -2026,11 +2026,12 @@ sess_free(struct sess *s)
 
 	loads_settle(s, "INTERNAL");
 	acks_settle(s, 1);
-	{
+	if (s->nreaders > 0) {
 		struct conn *c, *cnext;
 
 		/* Reads of this log must not outlive its store handle. */
-		for (c = TAILQ_FIRST(&wk->conns); c != NULL; c = cnext) {
+		for (c = TAILQ_FIRST(&wk->conns); c != NULL &&
+		    s->nreaders > 0; c = cnext) {
 			cnext = TAILQ_NEXT(c, entry);
 			if (c->range != NULL && c->range_sess == s)
 				conn_read_abort(c);

@@ -116,6 +116,7 @@ struct sess {
 	struct store_req	*fetch;		/* follower: reading new records */
 	struct store_req	*promote;	/* follower: taking the lease */
 	struct event		*broken_ev;
+	unsigned		 nreaders;	/* conns reading its log */
 };
 
 /* Result of applying one client message. */
