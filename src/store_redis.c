@@ -515,61 +515,38 @@ static struct store_req	*rs_post(struct store_sess *, const char *, size_t,
 static struct store_req	*rs_promote(struct store_sess *, store_done_cb,
 			    void *);
 
-const struct store_ops store_redis_ops = {
-	.scheme = "redis",
-	.open = rs_redis_open,
-	.close = rs_close,
-	.exists = rs_exists,
-	.sess_open = rs_sess_open,
-	.sess_close = rs_sess_close,
-	.append = rs_append,
-	.range = rs_range,
-	.meta_write = rs_meta_write,
-	.meta_read = rs_meta_read,
-	.meta_peek = rs_meta_peek,
-	.sync = rs_sync,
-	.trim = rs_trim,
-	.expire = rs_expire,
-	.attach = rs_attach,
-	.healthy = rs_healthy,
-	.ping = rs_ping,
-	.open_async = rs_open_async,
-	.append_async = rs_append_async,
-	.meta_write_async = rs_meta_write_async,
-	.range_async = rs_range_async,
-	.preload_async = rs_preload_async,
-	.req_cancel = rs_req_cancel,
-	.post = rs_post,
-	.promote = rs_promote,
-};
+/* The two schemes differ only in how the master is found. */
+#define RS_OPS(name, sch, openfn)					\
+const struct store_ops name = {						\
+	.scheme = sch,							\
+	.open = openfn,							\
+	.close = rs_close,						\
+	.exists = rs_exists,						\
+	.sess_open = rs_sess_open,					\
+	.sess_close = rs_sess_close,					\
+	.append = rs_append,						\
+	.range = rs_range,						\
+	.meta_write = rs_meta_write,					\
+	.meta_read = rs_meta_read,					\
+	.meta_peek = rs_meta_peek,					\
+	.sync = rs_sync,						\
+	.trim = rs_trim,						\
+	.expire = rs_expire,						\
+	.attach = rs_attach,						\
+	.healthy = rs_healthy,						\
+	.ping = rs_ping,						\
+	.open_async = rs_open_async,					\
+	.append_async = rs_append_async,				\
+	.meta_write_async = rs_meta_write_async,			\
+	.range_async = rs_range_async,					\
+	.preload_async = rs_preload_async,				\
+	.req_cancel = rs_req_cancel,					\
+	.post = rs_post,						\
+	.promote = rs_promote,						\
+}
 
-const struct store_ops store_sentinel_ops = {
-	.scheme = "sentinel",
-	.open = rs_sentinel_open,
-	.close = rs_close,
-	.exists = rs_exists,
-	.sess_open = rs_sess_open,
-	.sess_close = rs_sess_close,
-	.append = rs_append,
-	.range = rs_range,
-	.meta_write = rs_meta_write,
-	.meta_read = rs_meta_read,
-	.meta_peek = rs_meta_peek,
-	.sync = rs_sync,
-	.trim = rs_trim,
-	.expire = rs_expire,
-	.attach = rs_attach,
-	.healthy = rs_healthy,
-	.ping = rs_ping,
-	.open_async = rs_open_async,
-	.append_async = rs_append_async,
-	.meta_write_async = rs_meta_write_async,
-	.range_async = rs_range_async,
-	.preload_async = rs_preload_async,
-	.req_cancel = rs_req_cancel,
-	.post = rs_post,
-	.promote = rs_promote,
-};
+RS_OPS(store_redis_ops, "redis", rs_redis_open);
+RS_OPS(store_sentinel_ops, "sentinel", rs_sentinel_open);
 
 static void	 rs_reply(redisAsyncContext *, void *, void *);
 static void	 rs_on_sub(redisAsyncContext *, void *, void *);
