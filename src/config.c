@@ -155,6 +155,16 @@ struct keyword {
 	    "log-level error|warn|info|debug") \
 	X("pid-file", KW_TOP, 1, 1, 0, kw_path, C(pid_file), 0, 0, \
 	    "pid-file PATH") \
+	X("log-format", KW_TOP, 1, 1, 0, kw_log_format, 0, 0, 0, \
+	    "log-format text|json") \
+	X("log-file", KW_TOP, 1, 1, 0, kw_log_file, 0, 0, 0, \
+	    "log-file stderr|syslog|PATH") \
+	X("control-socket", KW_TOP, 1, 7, 0, kw_control_socket, 0, 0, 0, \
+	    "control-socket PATH|none [owner USER] [group GROUP] [mode MODE]") \
+	X("user", KW_TOP, 1, 1, 0, kw_account, C(user), 0, 0, "user NAME") \
+	X("group", KW_TOP, 1, 1, 0, kw_account, C(group), 0, 0, "group NAME") \
+	X("drain-timeout", KW_TOP, 1, 1, 0, kw_duration, C(drain_timeout_ms), \
+	    0, MS_H, "drain-timeout DURATION") \
 	X("provider", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, kw_provider, \
 	    0, 0, 0, "provider NAME {") \
 	X("type", KW_PROVIDER, 1, 1, 0, kw_ptype, 0, 0, 0, \
@@ -809,6 +819,107 @@ kw_log_level(struct parser *p, const struct keyword *kw, int argc,
 	return set_string(p, &p->conf->log_level, argv[0]);
 }
 
+static int
+kw_log_format(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	(void)argc;
+	if (strcmp(argv[0], "text") == 0)
+		p->conf->log_json = 0;
+	else if (strcmp(argv[0], "json") == 0)
+		p->conf->log_json = 1;
+	else
+		return perr(p, "%s: expected text or json, got '%.80s'",
+		    kw->name, argv[0]);
+	return 0;
+}
+
+static int
+kw_log_file(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	if (strcmp(argv[0], "stderr") == 0 || strcmp(argv[0], "syslog") == 0)
+		return set_string(p, &p->conf->log_file, argv[0]);
+	if (argv[0][0] != '/')
+		return perr(p, "%s: expected stderr, syslog or an absolute "
+		    "path, got '%.80s'", kw->name, argv[0]);
+	return kw_path(p, kw, argc, argv) == -1 ? -1 :
+	    set_string(p, &p->conf->log_file, argv[0]);
+}
+
+/* A user or group name as useradd(8) takes it; existence is parleyd's. */
+static int
+valid_account(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 32 || s[0] == '-')
+		return 0;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' &&
+		    *s != '.')
+			return 0;
+	return 1;
+}
+
+static int
+kw_account(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	(void)argc;
+	if (!valid_account(argv[0]))
+		return perr(p, "%s: '%.80s' is not a user or group name "
+		    "(1-32 of A-Z a-z 0-9 _ - .)", kw->name, argv[0]);
+	return set_string(p, (char **)(void *)((char *)p->conf + kw->off),
+	    argv[0]);
+}
+
+static int
+kw_control_socket(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct config *c = p->conf;
+	unsigned long mode;
+	char *end;
+	int i;
+
+	if (strcmp(argv[0], "none") != 0 && argv[0][0] != '/')
+		return perr(p, "%s: expected an absolute path or none, got "
+		    "'%.80s'", kw->name, argv[0]);
+	/* sun_path holds 108 bytes with the NUL. */
+	if (strlen(argv[0]) > 107)
+		return perr(p, "%s: path longer than 107 bytes (the limit of "
+		    "a Unix socket address)", kw->name);
+	if (set_string(p, &c->control_socket, argv[0]) == -1)
+		return -1;
+	if ((argc - 1) % 2 != 0)
+		return perr(p, "usage: %s", kw->usage);
+	for (i = 1; i < argc; i += 2) {
+		if (strcmp(argv[i], "owner") == 0 ||
+		    strcmp(argv[i], "group") == 0) {
+			if (!valid_account(argv[i + 1]))
+				return perr(p, "%s: %s '%.80s' is not a user or "
+				    "group name", kw->name, argv[i],
+				    argv[i + 1]);
+			if (set_string(p, argv[i][0] == 'o' ?
+			    &c->control_owner : &c->control_group,
+			    argv[i + 1]) == -1)
+				return -1;
+		} else if (strcmp(argv[i], "mode") == 0) {
+			errno = 0;
+			mode = strtoul(argv[i + 1], &end, 8);
+			if (errno != 0 || *end != '\0' || end == argv[i + 1] ||
+			    mode > 0777 || (mode & 0600) != 0600)
+				return perr(p, "%s: mode '%.80s' must be octal, "
+				    "at most 0777, with owner read and write "
+				    "(0600)", kw->name, argv[i + 1]);
+			c->control_mode = (unsigned)mode;
+		} else
+			return perr(p, "%s: unknown option '%.80s' (expected "
+			    "owner, group or mode)", kw->name, argv[i]);
+	}
+	return 0;
+}
+
 static struct cfg_provider *
 provider_new(const char *name, unsigned line)
 {
@@ -1397,6 +1508,8 @@ config_init(struct config *c)
 	c->heartbeat_ms = 15 * MS_S;
 	c->handshake_timeout_ms = 10 * MS_S;
 	c->shutdown_timeout_ms = 10 * MS_S;
+	c->drain_timeout_ms = 30 * MS_S;
+	c->control_mode = 0660;
 	c->max_request_line = 8 * KIB;
 	c->max_header_size = 16 * KIB;
 	c->max_headers = 64;
@@ -1713,6 +1826,12 @@ config_free(struct config *c)
 	free(c->default_provider);
 	free(c->log_level);
 	free(c->pid_file);
+	free(c->log_file);
+	free(c->control_socket);
+	free(c->control_owner);
+	free(c->control_group);
+	free(c->user);
+	free(c->group);
 	free(c);
 }
 

@@ -673,6 +673,13 @@ void
 http_respond_error(struct evbuffer *out, int status, const char *code,
     const char *message)
 {
+	http_respond_error_h(out, status, code, message, NULL);
+}
+
+void
+http_respond_error_h(struct evbuffer *out, int status, const char *code,
+    const char *message, const char *extra_headers)
+{
 	static const char fallback[] =
 	    "{\"error\":{\"code\":\"INTERNAL\",\"message\":\"out of memory\"}}";
 	cJSON		*root, *err;
@@ -687,10 +694,10 @@ http_respond_error(struct evbuffer *out, int status, const char *code,
 	cJSON_Delete(root);
 	if (s == NULL)
 		http_respond(out, status, "application/json", fallback,
-		    sizeof(fallback) - 1, NULL);
+		    sizeof(fallback) - 1, extra_headers);
 	else {
 		http_respond(out, status, "application/json", s, strlen(s),
-		    NULL);
+		    extra_headers);
 		cJSON_free(s);
 	}
 }

@@ -11,6 +11,7 @@
 
 #include "parley/ipc.h"
 #include "parley/log.h"
+#include "parley/metrics.h"
 #include "parley/store.h"
 
 #define IPC_MAX_FDS	16	/* fds in flight before the header that owns them */
@@ -57,6 +58,10 @@ ipc_check(const struct ipc_hdr *h, int have_fd, const char **why)
 		[IPC_ADOPT] = { sizeof(struct ipc_sess), sizeof(struct ipc_sess), 0 },
 		[IPC_STATS] = { sizeof(struct ipc_stats), sizeof(struct ipc_stats), 0 },
 		[IPC_SHUTDOWN] = { sizeof(struct ipc_shutdown), sizeof(struct ipc_shutdown), 0 },
+		[IPC_METRICS] = { sizeof(struct metrics), sizeof(struct metrics), 0 },
+		[IPC_QUERY] = { sizeof(struct ipc_query), sizeof(struct ipc_query), 0 },
+		[IPC_ANSWER] = { sizeof(struct ipc_answer), sizeof(struct ipc_answer) + IPC_ANSWER_MAX, 0 },
+		[IPC_LOG] = { sizeof(struct ipc_log), sizeof(struct ipc_log), 0 },
 	};
 
 	if (h->version != IPC_VERSION) {

@@ -21,6 +21,7 @@
 #include <openssl/crypto.h>
 
 #include "parley/config.h"
+#include "parley/ctl.h"
 #include "parley/http.h"
 #include "parley/log.h"
 #include "parley/store.h"
@@ -28,6 +29,8 @@
 #include "supervisor.h"
 
 #define MAX_PENDING	4096	/* connections still sending their request */
+#define DRAINING_MSG	"this host is draining and takes no new sessions; " \
+			"retry on another host"
 
 struct pending {
 	TAILQ_ENTRY(pending)	 entry;
@@ -40,6 +43,11 @@ struct pending {
 	size_t			 len;
 	size_t			 cap;
 	size_t			 max;		/* cap may grow to this */
+	int			 control;	/* came in on the control socket */
+	int			 detached;	/* off the pending list */
+	uint64_t		 reqid;		/* its request id */
+	char			 req[17];	/* reqid in hex */
+	char			 hdr[40];	/* "X-Request-Id: ...\r\n" */
 	char			 peer[64];
 };
 
@@ -53,8 +61,10 @@ pending_free(struct pending *p, int close_fd)
 {
 	struct sup *sup = p->sup;
 
-	TAILQ_REMOVE(&sup->pending, p, entry);
-	sup->npending--;
+	if (!p->detached) {
+		TAILQ_REMOVE(&sup->pending, p, entry);
+		sup->npending--;
+	}
 	event_free(p->rev);
 	event_free(p->tmo);
 	http_parser_free(&p->hp);
@@ -103,14 +113,21 @@ reply_done(struct bufferevent *bev, void *arg)
 static void
 pending_send(struct pending *p, struct evbuffer *out)
 {
-	struct bufferevent *bev;
-	struct timeval tv;
-	struct event_base *base = p->sup->base;
+	struct sup *sup = p->sup;
 	int fd = p->fd;
 
 	p->fd = -1;
 	pending_free(p, 0);
-	bev = bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE);
+	listener_reply(sup, fd, out);
+}
+
+void
+listener_reply(struct sup *sup, int fd, struct evbuffer *out)
+{
+	struct bufferevent *bev;
+	struct timeval tv;
+
+	bev = bufferevent_socket_new(sup->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (bev == NULL) {
 		close(fd);
 		evbuffer_free(out);
@@ -129,8 +146,9 @@ pending_error(struct pending *p, int status, const char *code, const char *msg)
 {
 	struct evbuffer *out = evbuffer_new();
 
-	log_debug("conn %s: %d %s", p->peer, status, msg);
-	http_respond_error(out, status, code, msg);
+	log_rdebug(p->req, NULL, "%s %s %d: %s", p->peer,
+	    p->hp.req.path ? p->hp.req.path : "-", status, msg);
+	http_respond_error_h(out, status, code, msg, p->hdr);
 	pending_send(p, out);
 }
 
@@ -140,7 +158,7 @@ pending_json(struct pending *p, int status, cJSON *body)
 	struct evbuffer *out = evbuffer_new();
 	char *s = cJSON_PrintUnformatted(body);
 
-	http_respond(out, status, "application/json", s, strlen(s), NULL);
+	http_respond(out, status, "application/json", s, strlen(s), p->hdr);
 	free(s);
 	cJSON_Delete(body);
 	pending_send(p, out);
@@ -150,31 +168,30 @@ static void
 answer_health(struct pending *p, const char *path)
 {
 	struct sup *sup = p->sup;
-	unsigned ready = pool_ready(sup), total = 0, store_down = 0;
-	struct worker *w;
+	struct pool_totals t;
 	cJSON *o = cJSON_CreateObject();
 	int ok;
 
-	TAILQ_FOREACH(w, &sup->workers, entry) {
-		total++;
-		if (w->ready && w->stats.store_down)
-			store_down++;
-	}
+	pool_totals(sup, &t);
 	if (strcmp(path, "/health/live") == 0) {
 		cJSON_AddStringToObject(o, "status", "ok");
 		pending_json(p, 200, o);
 		return;
 	}
-	/* A worker that cannot reach the store cannot log an event. */
+	/* A worker that cannot reach the store cannot log an event; a
+	 * draining host is alive but must get no new clients. */
 	if (strcmp(path, "/health/ready") == 0)
-		ok = ready > 0 && !sup->stopping && store_down == 0;
+		ok = t.ready > 0;
 	else
-		ok = ready == total && !sup->stopping && store_down == 0;
+		ok = t.ready == t.workers;
+	ok = ok && !sup->stopping && !sup->draining && t.store_down == 0;
 	cJSON_AddStringToObject(o, "status", ok ? "ok" :
-	    sup->stopping ? "stopping" : "degraded");
-	cJSON_AddNumberToObject(o, "workers", total);
-	cJSON_AddNumberToObject(o, "workersReady", ready);
-	cJSON_AddStringToObject(o, "store", store_down ? "unreachable" : "ok");
+	    sup->stopping ? "stopping" : sup->draining ? "draining" :
+	    "degraded");
+	cJSON_AddNumberToObject(o, "workers", t.workers);
+	cJSON_AddNumberToObject(o, "workersReady", t.ready);
+	cJSON_AddStringToObject(o, "store", t.store_down ? "unreachable" :
+	    "ok");
 	pending_json(p, ok ? 200 : 503, o);
 }
 
@@ -182,29 +199,18 @@ static void
 answer_info(struct pending *p)
 {
 	struct sup *sup = p->sup;
-	struct worker *w;
+	struct pool_totals t;
 	cJSON *o = cJSON_CreateObject();
-	double sessions = 0, conns = 0, running = 0, events = 0, n = 0;
-	struct workerq *lists[2] = { &sup->workers, &sup->old };
-	int i;
 
-	for (i = 0; i < 2; i++)
-		TAILQ_FOREACH(w, lists[i], entry) {
-			if (i == 0)
-				n++;
-			sessions += w->stats.sessions;
-			conns += w->stats.connections;
-			running += w->stats.running;
-			events += (double)w->stats.events;
-		}
+	pool_totals(sup, &t);
 	cJSON_AddStringToObject(o, "name", "parleyd");
 	cJSON_AddStringToObject(o, "version", PACKAGE_VERSION);
 	cJSON_AddNumberToObject(o, "protocol", 1);
-	cJSON_AddNumberToObject(o, "workers", n);
-	cJSON_AddNumberToObject(o, "activeSessions", sessions);
-	cJSON_AddNumberToObject(o, "runningSessions", running);
-	cJSON_AddNumberToObject(o, "connections", conns);
-	cJSON_AddNumberToObject(o, "eventsAppended", events);
+	cJSON_AddNumberToObject(o, "workers", t.workers);
+	cJSON_AddNumberToObject(o, "activeSessions", t.sessions);
+	cJSON_AddNumberToObject(o, "runningSessions", t.running);
+	cJSON_AddNumberToObject(o, "connections", t.connections);
+	cJSON_AddNumberToObject(o, "eventsAppended", t.events);
 	cJSON_AddNumberToObject(o, "workerRestarts",
 	    (double)sup->worker_restarts);
 	cJSON_AddNumberToObject(o, "uptimeSeconds",
@@ -274,7 +280,23 @@ pending_dispatch(struct pending *p)
 		return;
 	}
 	memset(&ic, 0, sizeof(ic));
-	if ((role = authenticate(sup, req, ic.scope, sizeof(ic.scope))) == 0) {
+	/* The control socket's peers were let in by their uid. */
+	if (p->control) {
+		role = IPC_ROLE_ADMIN;
+		if (strncmp(path, CTL_PREFIX, strlen(CTL_PREFIX)) == 0) {
+			fd = p->fd;
+			p->fd = -1;
+			/* A reload may close every pending connection;
+			 * this one is answered, not closed. */
+			TAILQ_REMOVE(&sup->pending, p, entry);
+			sup->npending--;
+			p->detached = 1;
+			control_request(sup, fd, req);
+			pending_free(p, 0);
+			return;
+		}
+	} else if ((role = authenticate(sup, req, ic.scope,
+	    sizeof(ic.scope))) == 0) {
 		pending_error(p, 401, "UNAUTHORIZED", "missing or unknown "
 		    "bearer token: send 'Authorization: Bearer TOKEN' or "
 		    "?access_token=TOKEN");
@@ -284,12 +306,28 @@ pending_dispatch(struct pending *p)
 		answer_info(p);
 		return;
 	}
+	if (strcmp(path, "/metrics") == 0) {
+		struct evbuffer *out = evbuffer_new(), *body = evbuffer_new();
+
+		pool_metrics_render(sup, body);
+		http_respond(out, 200, "text/plain; version=0.0.4; "
+		    "charset=utf-8", (const char *)evbuffer_pullup(body, -1),
+		    evbuffer_get_length(body), p->hdr);
+		evbuffer_free(body);
+		pending_send(p, out);
+		return;
+	}
 	if (sup->stopping) {
 		pending_error(p, 503, "OVERLOADED", "server is shutting down; "
 		    "retry on another host or in a moment");
 		return;
 	}
 	sid[0] = '\0';
+	if (sup->draining && (strcmp(path, "/chat") == 0 ||
+	    strcmp(path, "/sessions") == 0)) {
+		pending_error(p, 503, "OVERLOADED", DRAINING_MSG);
+		return;
+	}
 	if (strcmp(path, "/chat") == 0) {
 		w = pool_least_loaded(sup);
 	} else if (strcmp(path, "/sessions") == 0) {
@@ -335,7 +373,8 @@ pending_dispatch(struct pending *p)
 			    "this token is scoped to another session");
 			return;
 		}
-		w = pool_route(sup, sid, 1);
+		/* Draining: sessions this host holds still reach it. */
+		w = pool_route(sup, sid, !sup->draining);
 	} else {
 		pending_error(p, 404, "NOT_FOUND", "no such endpoint; see "
 		    "parley-protocol(7)");
@@ -348,14 +387,14 @@ pending_dispatch(struct pending *p)
 		return;
 	}
 	if (w == NULL) {
-		pending_error(p, 503, "OVERLOADED", "no worker is available; "
-		    "retry in a moment");
+		pending_error(p, 503, "OVERLOADED", sup->draining ?
+		    DRAINING_MSG : "no worker is available; retry in a moment");
 		return;
 	}
 	ic.kind = IPC_CONN_HTTP;
 	ic.role = (uint32_t)role;
 	ic.bytes_len = (uint32_t)p->len;
-	ic.conn_id = ++sup->next_conn_id;
+	ic.conn_id = p->reqid;
 	snprintf(ic.session, sizeof(ic.session), "%s", sid);
 	snprintf(ic.peer, sizeof(ic.peer), "%s", p->peer);
 	fd = p->fd;
@@ -410,32 +449,30 @@ pending_timeout(evutil_socket_t fd, short ev, void *arg)
 	pending_error(p, 408, "BAD_REQUEST", "request not received in time");
 }
 
-static void
-accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
-    struct sockaddr *sa, int salen, void *arg)
+/*
+ * Starts reading a request on an accepted socket (takes fd).  control: it
+ * came in on the control socket, whose peers were checked by uid.
+ */
+void
+listener_take(struct sup *sup, int fd, int control, const char *peer)
 {
-	struct sup *sup = arg;
 	struct config *conf = sup->conf;
 	struct http_limits lim;
 	struct pending *p, *q;
 	struct timeval tv;
-	char host[INET6_ADDRSTRLEN];
 	unsigned same = 0;
 
 	if (sup->npending >= MAX_PENDING) {
 		close(fd);
 		return;
 	}
-	if (getnameinfo(sa, (socklen_t)salen, host, sizeof(host), NULL, 0,
-	    NI_NUMERICHOST) != 0)
-		snprintf(host, sizeof(host), "?");
-	if (conf->max_conn_per_addr > 0) {
+	if (conf->max_conn_per_addr > 0 && !control) {
 		TAILQ_FOREACH(q, &sup->pending, entry)
-			if (strcmp(q->peer, host) == 0)
+			if (strcmp(q->peer, peer) == 0)
 				same++;
 		if (same >= conf->max_conn_per_addr) {
 			log_warnx("%s: too many connections still sending "
-			    "their request; refused", host);
+			    "their request; refused", peer);
 			close(fd);
 			return;
 		}
@@ -446,7 +483,11 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 	}
 	p->sup = sup;
 	p->fd = fd;
-	snprintf(p->peer, sizeof(p->peer), "%s", host);
+	p->control = control;
+	p->reqid = ++sup->next_conn_id;
+	log_reqid(p->req, p->reqid);
+	snprintf(p->hdr, sizeof(p->hdr), "X-Request-Id: %s\r\n", p->req);
+	snprintf(p->peer, sizeof(p->peer), "%s", peer);
 	lim.max_request_line = conf->max_request_line;
 	lim.max_header_bytes = conf->max_header_size;
 	lim.max_headers = conf->max_headers;
@@ -469,6 +510,18 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 	util_tv(&tv, conf->handshake_timeout_ms);
 	event_add(p->tmo, &tv);
 	event_add(p->rev, NULL);
+}
+
+static void
+accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	char host[INET6_ADDRSTRLEN];
+
+	if (getnameinfo(sa, (socklen_t)salen, host, sizeof(host), NULL, 0,
+	    NI_NUMERICHOST) != 0)
+		snprintf(host, sizeof(host), "?");
+	listener_take(arg, fd, 0, host);
 }
 
 static void

@@ -3,14 +3,18 @@
  * forks the worker pool and then only accepts, routes and supervises: it
  * never runs agent code and never blocks.
  */
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -78,6 +82,39 @@ load(const char *path, int must_exist, int ping_store, char *err,
 	return conf;
 }
 
+static int
+same_str(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) ||
+	    (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* user and group must exist: -t says so before a start would fail. */
+static int
+check_accounts(const struct config *conf, char *err, size_t errlen)
+{
+	const char *names[2] = { conf->user, conf->control_owner };
+	const char *groups[2] = { conf->group, conf->control_group };
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (names[i] != NULL && getpwnam(names[i]) == NULL) {
+			snprintf(err, errlen, "%s: %s %s: no such user",
+			    conf->path ? conf->path : "(defaults)",
+			    i == 0 ? "user" : "control-socket owner", names[i]);
+			return -1;
+		}
+		if (groups[i] != NULL && getgrnam(groups[i]) == NULL) {
+			snprintf(err, errlen, "%s: %s %s: no such group",
+			    conf->path ? conf->path : "(defaults)",
+			    i == 0 ? "group" : "control-socket group",
+			    groups[i]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static void
 pidfile_write(const char *path)
 {
@@ -101,11 +138,122 @@ stop_check(evutil_socket_t fd, short ev, void *arg)
 	pool_kill_all(sup);
 }
 
+/* "STATUS=serving 3 sessions, ..." for systemctl status. */
+static void
+notify_status(struct sup *sup, const char *prefix)
+{
+	struct pool_totals t;
+	char msg[256];
+
+	pool_totals(sup, &t);
+	snprintf(msg, sizeof(msg), "%sSTATUS=%s %.0f sessions, %.0f "
+	    "connections, %u workers", prefix, sup->stopping ? "stopping:" :
+	    sup->draining ? "draining:" : "serving", t.sessions, t.connections,
+	    t.workers);
+	sup_notify(msg);
+}
+
+static void
+status_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sup *sup = arg;
+
+	if (sup->notified_ready)
+		notify_status(sup, "");
+}
+
+/*
+ * Re-reads the config and starts a new generation of workers; the old one
+ * drains.  On error the running config stays and err says why.
+ */
+int
+sup_reload(struct sup *sup, char *err, size_t errlen)
+{
+	struct cfg_listen *a, *b;
+	struct config *conf;
+	struct timespec ts;
+	enum log_level lv = LOG_LEVEL_INFO;
+	char msg[128];
+	int same = 1;
+
+	log_info("reloading %s", sup->conf_path);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(msg, sizeof(msg), "RELOADING=1\nMONOTONIC_USEC=%llu",
+	    (unsigned long long)ts.tv_sec * 1000000ULL +
+	    (unsigned long long)ts.tv_nsec / 1000);
+	sup_notify(msg);
+	/* No store ping here: the supervisor never blocks once it serves;
+	 * workers report the store's health. */
+	if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, err,
+	    errlen)) == NULL)
+		goto fail;
+	/* Listeners change only when the listen lines did. */
+	a = TAILQ_FIRST(&sup->conf->listens);
+	b = TAILQ_FIRST(&conf->listens);
+	for (; a && b; a = TAILQ_NEXT(a, entry), b = TAILQ_NEXT(b, entry))
+		if (strcmp(a->host, b->host) || strcmp(a->port, b->port))
+			same = 0;
+	if (a || b)
+		same = 0;
+	if (!same) {
+		listener_close_all(sup);
+		if (listener_open(sup, conf, err, errlen) == -1) {
+			listener_close_all(sup);
+			if (listener_open(sup, sup->conf, msg,
+			    sizeof(msg)) == -1)
+				fatalx("%s", msg);
+			config_free(conf);
+			goto fail;
+		}
+	}
+	if (conf->log_level != NULL)
+		log_level_parse(conf->log_level, &lv);
+	log_setlevel(lv);
+	log_setformat(conf->log_json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+	/* Where logs go, who may use the control socket and which user
+	 * runs parleyd are fixed at start: say so rather than pretend. */
+	if (!same_str(conf->log_file, sup->conf->log_file) ||
+	    !same_str(conf->control_socket, sup->conf->control_socket) ||
+	    !same_str(conf->user, sup->conf->user) ||
+	    !same_str(conf->group, sup->conf->group))
+		log_warnx("log-file, control-socket, user and group changes "
+		    "take effect at the next restart");
+	pool_reload(sup, conf);
+	log_info("configuration reloaded");
+	notify_status(sup, "READY=1\n");
+	return 0;
+fail:
+	log_warnx("reload failed, keeping the running configuration: %s", err);
+	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=reload failed: %.90s",
+	    err);
+	sup_notify(msg);
+	return -1;
+}
+
+/* parleyctl drain: no new sessions; exit once the workers are gone. */
+void
+sup_drain(struct sup *sup, uint64_t ms)
+{
+	struct timeval tv;
+
+	if (sup->draining || sup->stopping)
+		return;
+	log_info("draining: no new sessions; exiting when the sessions here "
+	    "are let go (at most %llu ms)", (unsigned long long)ms);
+	sup->draining = 1;
+	notify_status(sup, "STOPPING=1\n");
+	pool_drain(sup, ms);
+	/* Workers bound themselves; this bounds a worker that hangs. */
+	util_tv(&tv, ms + sup->conf->shutdown_timeout_ms + 3000);
+	evtimer_add(sup->stop_ev, &tv);
+	if (pool_alive(sup) == 0)
+		event_base_loopbreak(sup->base);
+}
+
 static void
 on_signal(evutil_socket_t sig, short ev, void *arg)
 {
 	struct sup *sup = arg;
-	struct config *conf;
 	struct timeval tv;
 	char err[1024];
 
@@ -116,8 +264,8 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 			return;
 		log_info("received %s, shutting down",
 		    sig == SIGTERM ? "SIGTERM" : "SIGINT");
-		sup_notify("STOPPING=1");
 		sup->stopping = 1;
+		notify_status(sup, "STOPPING=1\n");
 		listener_close_all(sup);
 		pool_stop(sup);
 		util_tv(&tv, sup->conf->shutdown_timeout_ms + 1000);
@@ -126,73 +274,113 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 			event_base_loopbreak(sup->base);
 		break;
 	case SIGHUP:
-		if (sup->stopping)
+		if (sup->stopping || sup->draining)
 			return;
-		log_info("received SIGHUP, reloading %s", sup->conf_path);
-		sup_notify("RELOADING=1");
-		/* No store ping here: the supervisor never blocks once it
-		 * serves; workers report the store's health. */
-		if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, err,
-		    sizeof(err))) == NULL) {
-			log_warnx("reload failed, keeping the running "
-			    "configuration: %s", err);
-			sup_notify("READY=1\nSTATUS=reload failed");
-			return;
-		}
-		/* Listeners change only when the listen lines did. */
-		{
-			struct cfg_listen *a, *b;
-			int same = 1;
-
-			a = TAILQ_FIRST(&sup->conf->listens);
-			b = TAILQ_FIRST(&conf->listens);
-			for (; a && b; a = TAILQ_NEXT(a, entry),
-			    b = TAILQ_NEXT(b, entry))
-				if (strcmp(a->host, b->host) ||
-				    strcmp(a->port, b->port))
-					same = 0;
-			if (a || b)
-				same = 0;
-			if (!same) {
-				listener_close_all(sup);
-				if (listener_open(sup, conf, err,
-				    sizeof(err)) == -1) {
-					log_warnx("reload failed, keeping the "
-					    "running configuration: %s", err);
-					listener_close_all(sup);
-					if (listener_open(sup, sup->conf, err,
-					    sizeof(err)) == -1)
-						fatalx("%s", err);
-					config_free(conf);
-					return;
-				}
-			}
-		}
-		log_setlevel(LOG_LEVEL_INFO);
-		{
-			enum log_level lv;
-
-			if (conf->log_level != NULL &&
-			    log_level_parse(conf->log_level, &lv) == 0)
-				log_setlevel(lv);
-		}
-		pool_reload(sup, conf);
-		sup_notify("READY=1\nSTATUS=serving");
-		log_info("configuration reloaded");
+		log_info("received SIGHUP");
+		sup_reload(sup, err, sizeof(err));
+		break;
+	case SIGUSR1:
+		if (log_reopen() == -1)
+			log_warn("SIGUSR1: cannot reopen the log file (is its "
+			    "directory writable by parleyd's user, or does "
+			    "logrotate create the new file?)");
+		else
+			log_info("received SIGUSR1: log file reopened");
+		pool_log(sup, IPC_LOG_KEEP, 1);
 		break;
 	case SIGCHLD:
 		pool_reap(sup);
-		if (sup->stopping && pool_alive(sup) == 0)
+		if ((sup->stopping || sup->draining) && pool_alive(sup) == 0)
 			event_base_loopbreak(sup->base);
 		break;
 	}
+}
+
+/*
+ * Started as root with `user`: hand state-dir (and what is under it), the
+ * log file and the control socket to that user, then become it for good.
+ * Returns -1 with err set.
+ */
+/* nftw(3) passes its callback no argument: the target owner goes here. */
+static const struct passwd *drop_pw;
+static gid_t drop_gid;
+
+static int
+chown_one(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+	(void)sb;
+	(void)type;
+	(void)f;
+	if (lchown(path, drop_pw->pw_uid, drop_gid) == -1)
+		log_warn("chown %s", path);
+	return 0;
+}
+
+static int
+drop_privileges(struct sup *sup, char *err, size_t errlen)
+{
+	struct config *conf = sup->conf;
+	struct passwd *pw;
+	struct group *gr;
+	gid_t gid;
+
+	if (geteuid() != 0) {
+		if (conf->user != NULL || conf->group != NULL)
+			log_info("not started as root: user and group are "
+			    "ignored");
+		return 0;
+	}
+	if (conf->user == NULL) {
+		log_warnx("running as root: set 'user' (and 'group') in "
+		    "parleyd.conf so workers do not");
+		return 0;
+	}
+	if ((pw = getpwnam(conf->user)) == NULL) {
+		snprintf(err, errlen, "user %s: no such user", conf->user);
+		return -1;
+	}
+	gid = pw->pw_gid;
+	if (conf->group != NULL) {
+		if ((gr = getgrnam(conf->group)) == NULL) {
+			snprintf(err, errlen, "group %s: no such group",
+			    conf->group);
+			return -1;
+		}
+		gid = gr->gr_gid;
+	}
+	if (mkdir(conf->state_dir, 0750) == -1 && errno != EEXIST) {
+		snprintf(err, errlen, "state-dir %s: %s", conf->state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	drop_pw = pw;
+	drop_gid = gid;
+	nftw(conf->state_dir, chown_one, 16, FTW_PHYS);
+	if (conf->log_file != NULL && conf->log_file[0] == '/' &&
+	    chown(conf->log_file, pw->pw_uid, gid) == -1)
+		log_warn("chown %s", conf->log_file);
+	if (setgroups(1, &gid) == -1 || setresgid(gid, gid, gid) == -1 ||
+	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) == -1) {
+		snprintf(err, errlen, "cannot switch to user %s: %s",
+		    conf->user, strerror(errno));
+		return -1;
+	}
+	if (setuid(0) != -1) {
+		snprintf(err, errlen, "still able to become root after "
+		    "switching to %s", conf->user);
+		return -1;
+	}
+	log_info("running as user %s (uid %u, gid %u)", conf->user,
+	    (unsigned)pw->pw_uid, (unsigned)gid);
+	return 0;
 }
 
 int
 main(int argc, char *argv[])
 {
 	struct sup sup;
-	int sig[SUP_NSIGS] = { SIGTERM, SIGINT, SIGHUP, SIGCHLD };
+	int sig[SUP_NSIGS] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD };
+	static const struct timeval status_tv = { 10, 0 };
 	const char *path = SYSCONFDIR "/parleyd/parleyd.conf";
 	int ch, debug = 0, test = 0, verbose = 0, must_exist = 0;
 	enum log_level lv = LOG_LEVEL_INFO;
@@ -231,6 +419,11 @@ main(int argc, char *argv[])
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	if (check_accounts(sup.conf, err, sizeof(err)) == -1) {
+		fprintf(stderr, "%s\n", err);
+		config_free(sup.conf);
+		return 1;
+	}
 	if (test) {
 		fprintf(stderr, "configuration OK\n");
 		config_free(sup.conf);
@@ -252,6 +445,9 @@ main(int argc, char *argv[])
 		log_init("parleyd", 0, lv);
 	} else
 		log_init("parleyd", 1, lv);
+	log_setformat(sup.conf->log_json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
+	if (sup.conf->log_file != NULL && log_target(sup.conf->log_file) == -1)
+		fatal("log-file %s", sup.conf->log_file);
 	if (sup.conf->path == NULL)
 		log_info("no configuration file at %s: using built-in "
 		    "defaults, state in %s", path, sup.conf->state_dir);
@@ -265,14 +461,26 @@ main(int argc, char *argv[])
 	TAILQ_INIT(&sup.old);
 	TAILQ_INIT(&sup.pending);
 	sup.started_ms = util_mono_ms();
+	/* Request ids must not repeat across restarts: logs outlive us. */
+	if (getrandom(&sup.next_conn_id, sizeof(sup.next_conn_id), 0) !=
+	    sizeof(sup.next_conn_id))
+		sup.next_conn_id = util_now_ms() << 20;
+	sup.next_conn_id &= ~(1ULL << 63);
 	if (listener_open(&sup, sup.conf, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	if (control_open(&sup, sup.conf, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	pidfile_write(sup.conf->pid_file);
+	/* Bound and opened what needs root; no worker exists yet. */
+	if (drop_privileges(&sup, err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	for (i = 0; i < sizeof(sig) / sizeof(sig[0]); i++) {
 		sup.sigs[i] = evsignal_new(sup.base, sig[i], on_signal, &sup);
 		evsignal_add(sup.sigs[i], NULL);
 	}
 	sup.stop_ev = evtimer_new(sup.base, stop_check, &sup);
-	pidfile_write(sup.conf->pid_file);
+	sup.status_ev = event_new(sup.base, -1, EV_PERSIST, status_cb, &sup);
+	event_add(sup.status_ev, &status_tv);
 	pool_start(&sup);
 
 	event_base_dispatch(sup.base);
@@ -283,6 +491,8 @@ main(int argc, char *argv[])
 	for (i = 0; i < sizeof(sig) / sizeof(sig[0]); i++)
 		event_free(sup.sigs[i]);
 	event_free(sup.stop_ev);
+	event_free(sup.status_ev);
+	control_close(&sup);
 	listener_close_all(&sup);
 	pool_free_all(&sup);
 	config_free(sup.conf);

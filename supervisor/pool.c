@@ -354,6 +354,20 @@ worker_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 	case IPC_STATS:
 		memcpy(&w->stats, p, sizeof(w->stats));
 		return 0;
+	case IPC_METRICS:
+		if (((const struct metrics *)p)->version != METRICS_VERSION)
+			return -1;
+		memcpy(&w->metrics, p, sizeof(w->metrics));
+		return 0;
+	case IPC_ANSWER: {
+		const struct ipc_answer *a = p;
+
+		if (a->len != h->len - sizeof(*a) || a->truncated > 1)
+			return -1;
+		control_answer(sup, w, a->id, (int)a->truncated,
+		    (const char *)(a + 1), a->len);
+		return 0;
+	}
 	default:
 		if (fd != -1)
 			close(fd);
@@ -386,10 +400,16 @@ worker_spawn(struct worker *w)
 		for (i = 0; i < SUP_NSIGS; i++)
 			if (sup->sigs[i] != NULL)
 				event_del(sup->sigs[i]);
+		log_forget_fd();
 		if (dup2(sv[1], 3) == -1)
 			_exit(1);
 		close_range(4, ~0U, 0);
 		signal(SIGPIPE, SIG_IGN);
+		/* `pkill -USR1 parleyd` reaches workers too; the supervisor
+		 * tells them to reopen logs over IPC. */
+		signal(SIGUSR1, SIG_IGN);
+		/* close_range took the log file with it. */
+		log_reopen();
 		worker_main(w->conf, w->slot, 3);
 	}
 	close(sv[1]);
@@ -487,34 +507,45 @@ shutdown_send(struct worker *w, enum ipc_shutdown_mode mode, uint64_t ms)
 		ipc_send(w->chan, IPC_SHUTDOWN, -1, &s, sizeof(s), NULL, 0);
 }
 
-void
-pool_reload(struct sup *sup, struct config *conf)
+/*
+ * The current generation drains within ms: the table keeps its sessions
+ * until each is released, so no session ever has two writers.  Workers
+ * not running (restarting) have nothing to drain and go at once.
+ */
+static void
+retire_all(struct sup *sup, uint64_t ms)
 {
 	struct worker *w, *next;
-	unsigned i, n;
 
-	/* The old generation drains; the table keeps its sessions until
-	 * each is released, so no session ever has two writers. */
 	while ((w = TAILQ_FIRST(&sup->workers)) != NULL) {
 		TAILQ_REMOVE(&sup->workers, w, entry);
 		TAILQ_INSERT_TAIL(&sup->old, w, entry);
 		w->draining = 1;
 		event_del(w->restart_ev);
 		if (w->pid > 0)
-			shutdown_send(w, IPC_SHUT_DRAIN, conf->shutdown_timeout_ms);
+			shutdown_send(w, IPC_SHUT_DRAIN, ms);
 	}
+	for (w = TAILQ_FIRST(&sup->old); w != NULL; w = next) {
+		next = TAILQ_NEXT(w, entry);
+		if (w->pid == 0)
+			worker_free(sup, &sup->old, w);
+	}
+}
+
+void
+pool_reload(struct sup *sup, struct config *conf)
+{
+	struct worker *w;
+	unsigned i, n;
+
+	/* First: a retired worker's config is freed with its last user. */
 	sup->conf = conf;
+	retire_all(sup, conf->drain_timeout_ms);
 	n = worker_count(conf);
 	for (i = 0; i < n; i++) {
 		w = worker_new(sup, conf, (int)i);
 		TAILQ_INSERT_TAIL(&sup->workers, w, entry);
 		worker_spawn(w);
-	}
-	/* Old workers that were not running at all have nothing to drain. */
-	for (w = TAILQ_FIRST(&sup->old); w != NULL; w = next) {
-		next = TAILQ_NEXT(w, entry);
-		if (w->pid == 0)
-			worker_free(sup, &sup->old, w);
 	}
 }
 
@@ -617,6 +648,11 @@ pool_reap(struct sup *sup)
 			    WEXITSTATUS(status));
 		w->pid = 0;
 		w->ready = 0;
+		/* Counters stay monotonic over restarts: what the worker
+		 * counted moves to the host's total (its last second of
+		 * counting, if it crashed, is lost). */
+		metrics_add(&sup->gone, &w->metrics, 0);
+		metrics_init(&w->metrics);
 		ipc_chan_free(w->chan);
 		w->chan = NULL;
 		if (w->draining || sup->stopping) {
@@ -643,6 +679,101 @@ pool_reap(struct sup *sup)
 		if (w->backoff_ms > BACKOFF_MAX_MS)
 			w->backoff_ms = BACKOFF_MAX_MS;
 	}
+}
+
+void
+pool_totals(struct sup *sup, struct pool_totals *t)
+{
+	struct workerq *lists[2] = { &sup->workers, &sup->old };
+	struct worker *w;
+	int i;
+
+	memset(t, 0, sizeof(*t));
+	for (i = 0; i < 2; i++)
+		TAILQ_FOREACH(w, lists[i], entry) {
+			if (i == 0) {
+				t->workers++;
+				t->ready += w->ready != 0;
+			} else
+				t->draining++;
+			if (w->ready && w->stats.store_down)
+				t->store_down++;
+			t->sessions += w->stats.sessions;
+			t->connections += w->stats.connections;
+			t->running += w->stats.running;
+			t->events += (double)w->stats.events;
+		}
+}
+
+void
+pool_metrics_render(struct sup *sup, struct evbuffer *out)
+{
+	struct workerq *lists[2] = { &sup->workers, &sup->old };
+	struct pool_totals t;
+	struct metrics sum;
+	struct metrics_sup ms;
+	struct worker *w;
+	int i;
+
+	memset(&ms, 0, sizeof(ms));
+	sum = sup->gone;
+	for (i = 0; i < 2; i++)
+		TAILQ_FOREACH(w, lists[i], entry)
+			if (w->pid > 0)
+				metrics_add(&sum, &w->metrics, 1);
+	pool_totals(sup, &t);
+	ms.workers = t.workers;
+	ms.workers_ready = t.ready;
+	ms.workers_draining = t.draining;
+	ms.store_down = t.store_down;
+	ms.worker_restarts = sup->worker_restarts;
+	ms.uptime_seconds = (double)(util_mono_ms() - sup->started_ms) / 1000;
+	metrics_render(out, &sum, &ms);
+}
+
+unsigned
+pool_query(struct sup *sup, uint32_t id, const char *state)
+{
+	struct workerq *lists[2] = { &sup->workers, &sup->old };
+	struct ipc_query q;
+	struct worker *w;
+	unsigned n = 0;
+	int i;
+
+	memset(&q, 0, sizeof(q));
+	q.id = id;
+	q.what = IPC_Q_SESSIONS;
+	snprintf(q.state, sizeof(q.state), "%s", state);
+	for (i = 0; i < 2; i++)
+		TAILQ_FOREACH(w, lists[i], entry)
+			if (w->ready && w->chan != NULL &&
+			    ipc_send(w->chan, IPC_QUERY, -1, &q, sizeof(q),
+			    NULL, 0) == 0)
+				n++;
+	return n;
+}
+
+void
+pool_log(struct sup *sup, uint32_t level, int reopen)
+{
+	struct workerq *lists[2] = { &sup->workers, &sup->old };
+	struct ipc_log l;
+	struct worker *w;
+	int i;
+
+	l.level = level;
+	l.reopen = reopen ? 1 : 0;
+	for (i = 0; i < 2; i++)
+		TAILQ_FOREACH(w, lists[i], entry)
+			if (w->chan != NULL)
+				ipc_send(w->chan, IPC_LOG, -1, &l, sizeof(l),
+				    NULL, 0);
+}
+
+void
+pool_drain(struct sup *sup, uint64_t ms)
+{
+	retire_all(sup, ms);
 }
 
 /* Frees every worker record and the routing table once all have exited. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "parley/ipc.h"
+#include "parley/metrics.h"
 
 struct config;
 struct event;
@@ -29,6 +30,7 @@ struct worker {
 	uint64_t		 restarts;
 	unsigned		 routes;	/* sessions the table gives it */
 	struct ipc_stats	 stats;
+	struct metrics		 metrics;	/* its last IPC_METRICS */
 	TAILQ_HEAD(, held)	 held;		/* connections waiting for it */
 	unsigned		 nheld;
 };
@@ -58,8 +60,11 @@ struct listener {
 };
 
 struct pending;
+struct ctlq;
+struct evbuffer;
+struct http_request;
 
-#define SUP_NSIGS	4
+#define SUP_NSIGS	5
 
 struct sup {
 	struct event_base	*base;
@@ -78,13 +83,36 @@ struct sup {
 	uint64_t		 next_hseq;
 	uint64_t		 started_ms;
 	int			 stopping;
+	int			 draining;	/* parleyctl drain: exit when empty */
 	int			 notified_ready;
 	struct event		*stop_ev;
+	struct event		*status_ev;	/* STATUS= for systemd */
 	struct event		*sigs[SUP_NSIGS];
 	uint64_t		 worker_restarts;
+	struct metrics		 gone;		/* counters of exited workers */
+	/* the control socket */
+	struct evconnlistener	*ctl_evl;
+	char			 ctl_path[108];
+	uid_t			 ctl_uid;	/* its owner, or -1 */
+	gid_t			 ctl_gid;	/* its group, or -1 */
+	TAILQ_HEAD(, ctlq)	 ctlqs;		/* questions waiting for workers */
+	uint32_t		 next_query;
+};
+
+/* What the workers last reported, summed over both generations. */
+struct pool_totals {
+	unsigned	 workers;	/* current generation */
+	unsigned	 ready;		/* of those */
+	unsigned	 draining;	/* old generations */
+	unsigned	 store_down;	/* ready workers that cannot reach it */
+	double		 sessions;
+	double		 connections;
+	double		 running;
+	double		 events;
 };
 
 /* pool.c */
+void		 pool_totals(struct sup *, struct pool_totals *);
 void		 pool_start(struct sup *);
 void		 pool_reload(struct sup *, struct config *);
 void		 pool_stop(struct sup *);
@@ -99,11 +127,38 @@ void		 sup_notify(const char *state);
 void		 pool_kill_all(struct sup *);
 void		 pool_reap(struct sup *);
 void		 pool_free_all(struct sup *);
+/* Appends /metrics: the sum over workers, living and exited. */
+void		 pool_metrics_render(struct sup *, struct evbuffer *);
+/* Asks every running worker; returns how many were asked. */
+unsigned	 pool_query(struct sup *, uint32_t id, const char *state);
+/* Sets every worker's log level (IPC_LOG_KEEP: unchanged), reopens logs. */
+void		 pool_log(struct sup *, uint32_t level, int reopen);
+/* Lets every worker finish within ms and exit; none is replaced. */
+void		 pool_drain(struct sup *, uint64_t ms);
+
+/* parleyd.c */
+int		 sup_reload(struct sup *, char *err, size_t errlen);
+void		 sup_drain(struct sup *, uint64_t ms);
+
+/* control.c */
+int		 control_open(struct sup *, const struct config *, char *err,
+		    size_t errlen);
+void		 control_close(struct sup *);
+/* Answers a /control/v1/ request; takes fd. */
+void		 control_request(struct sup *, int fd,
+		    const struct http_request *);
+/* A worker's answer to question id (see pool_query). */
+void		 control_answer(struct sup *, struct worker *, uint32_t id,
+		    int truncated, const char *json, size_t len);
 
 /* listener.c */
 int		 listener_open(struct sup *, struct config *, char *err,
 		    size_t errlen);
 void		 listener_close_all(struct sup *);
 void		 listener_pause(struct sup *);
+void		 listener_take(struct sup *, int fd, int control,
+		    const char *peer);
+/* Writes out (consumed) to fd, then closes it. */
+void		 listener_reply(struct sup *, int fd, struct evbuffer *out);
 
 #endif

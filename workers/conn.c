@@ -32,6 +32,46 @@
 
 static void	conn_free(struct conn *);
 
+/* The session a connection is about, for its log lines; NULL if none. */
+static const char *
+conn_sid(const struct conn *c)
+{
+	if (c->sess != NULL)
+		return c->sess->id;
+	if (c->ic.session[0] != '\0')
+		return c->ic.session;
+	if (c->park_sid[0] != '\0')
+		return c->park_sid;
+	return NULL;
+}
+
+static const char *
+conn_transport(const struct conn *c)
+{
+	return c->kind == CONN_WS ? "websocket" : c->kind == CONN_SSE ?
+	    "sse" : "http";
+}
+
+/* A resume began reading the log for this client. */
+static void
+replay_begin(struct conn *c)
+{
+	c->wk->metrics.replays++;
+	c->replaying = 1;
+	c->replay_n = 0;
+}
+
+/* ... and it is level with the log (or gone): how much it replayed. */
+static void
+replay_end(struct conn *c)
+{
+	if (!c->replaying)
+		return;
+	c->replaying = 0;
+	metrics_observe(&c->wk->metrics.replay_events, MSC_COUNT,
+	    (double)c->replay_n);
+}
+
 /* A read of a session's log ended or was cancelled. */
 static void
 range_clear(struct conn *c)
@@ -65,9 +105,10 @@ out_full(struct conn *c)
 {
 	if (evbuffer_get_length(out_of(c)) <= 4 * c->wk->conf->max_output_buffer)
 		return 0;
-	log_info("conn %llu (%s): output over its bound while the client "
-	    "keeps sending; closed with 1008", (unsigned long long)c->ic.conn_id,
-	    c->ic.peer);
+	c->wk->metrics.slow_closes++;
+	log_rinfo(c->reqid, conn_sid(c), "%s from %s: output over its bound "
+	    "while the client keeps sending; closed with 1008",
+	    conn_transport(c), c->ic.peer);
 	if (c->sess != NULL)
 		sess_detach(c->sess, c);
 	c->closing = c->close_sent = c->freeing = c->cut = 1;
@@ -126,13 +167,29 @@ send_error(struct conn *c, const char *code, const char *msg, const char *id)
 	free(j);
 }
 
+/*
+ * Every HTTP answer carries the request id, so a client's report can be
+ * matched with the server's log lines; extra is NULL or CRLF lines.
+ */
+static void
+conn_respond(struct conn *c, int status, const char *body, size_t len,
+    const char *extra)
+{
+	char hdrs[256];
+
+	snprintf(hdrs, sizeof(hdrs), "X-Request-Id: %s\r\n%s", c->reqid,
+	    extra != NULL ? extra : "");
+	http_respond(out_of(c), status, "application/json", body, len, hdrs);
+	c->status = status;
+}
+
 /* Answers a plain HTTP request and closes once it is written. */
 static void
 http_reply(struct conn *c, int status, cJSON *body)
 {
 	char *s = cJSON_PrintUnformatted(body);
 
-	http_respond(out_of(c), status, "application/json", s, strlen(s), NULL);
+	conn_respond(c, status, s, strlen(s), NULL);
 	free(s);
 	cJSON_Delete(body);
 	c->closing = 1;
@@ -142,7 +199,21 @@ http_reply(struct conn *c, int status, cJSON *body)
 static void
 http_error(struct conn *c, int status, const char *code, const char *msg)
 {
-	http_respond_error(out_of(c), status, code, msg);
+	cJSON *o = cJSON_CreateObject(), *e;
+	char *s = NULL;
+
+	if (o != NULL && (e = cJSON_AddObjectToObject(o, "error")) != NULL &&
+	    cJSON_AddStringToObject(e, "code", code) != NULL &&
+	    cJSON_AddStringToObject(e, "message", msg) != NULL)
+		s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (s == NULL) {
+		/* Out of memory: the plain answer needs none. */
+		http_respond_error(out_of(c), status, code, msg);
+		c->status = status;
+	} else
+		conn_respond(c, status, s, strlen(s), NULL);
+	free(s);
 	c->closing = 1;
 	c->close_sent = 1;
 }
@@ -192,6 +263,10 @@ write_evt(struct conn *c, struct evt *e)
 	e->refs++;
 	if (evbuffer_add_reference(out_of(c), data, len, evt_unref_cb, e) == -1)
 		e->refs--;
+	c->wk->metrics.events_delivered++;
+	c->sent++;
+	if (c->replaying)
+		c->replay_n++;
 	c->next_seq = e->seq + 1;
 	c->last_out_ms = util_mono_ms();
 	if (c->turn_msgid[0] != '\0') {
@@ -229,6 +304,10 @@ send_gap(struct conn *c, uint64_t first, uint64_t last)
 	cJSON *x = cJSON_CreateObject();
 	char *j;
 
+	c->wk->metrics.resume_gaps++;
+	log_rinfo(c->reqid, c->sess->id, "RESUME_GAP: the client asked for "
+	    "seq %llu, the log starts at %llu", (unsigned long long)last + 1,
+	    (unsigned long long)first);
 	cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
 	cJSON_AddNumberToObject(x, "lastSeq", (double)last);
 	j = proto_error(c->sess->id, "RESUME_GAP", "events after your lastSeq "
@@ -249,9 +328,9 @@ pump_done(void *arg, ssize_t n)
 		return;
 	}
 	if (n <= 0) {
-		log_warnx("session %s: cannot read seq %llu for a client; "
-		    "closing it", c->sess ? c->sess->id : "?",
-		    (unsigned long long)c->next_seq);
+		c->wk->metrics.store_errors++;
+		log_rwarnx(c->reqid, conn_sid(c), "cannot read seq %llu for "
+		    "the client; closing it", (unsigned long long)c->next_seq);
 		conn_close(c, WS_CLOSE_INTERNAL, "log unreadable");	/* may free c */
 		return;
 	}
@@ -302,8 +381,10 @@ conn_pump(struct conn *c)
 			return;
 		}
 	}
-	if (!c->closing && c->next_seq > sess_last_seq(s))
+	if (!c->closing && c->next_seq > sess_last_seq(s)) {
 		c->live = 1;
+		replay_end(c);
+	}
 }
 
 void
@@ -316,10 +397,11 @@ conn_push(struct conn *c, struct evt *e)
 		write_evt(c, e);
 		return;
 	}
-	log_debug("conn %llu: off live feed at seq %llu (expected %llu, "
-	    "%zu bytes queued)", (unsigned long long)c->ic.conn_id,
-	    (unsigned long long)e->seq, (unsigned long long)c->next_seq,
-	    evbuffer_get_length(out_of(c)));
+	if (evbuffer_get_length(out_of(c)) >= c->wk->conf->max_output_buffer)
+		c->wk->metrics.slow_catchups++;
+	log_rdebug(c->reqid, conn_sid(c), "off live feed at seq %llu "
+	    "(expected %llu, %zu bytes queued)", (unsigned long long)e->seq,
+	    (unsigned long long)c->next_seq, evbuffer_get_length(out_of(c)));
 	/* Slow, or it missed one: the log has everything, in order.  The
 	 * write callback resumes it once its output drains. */
 	c->live = 0;
@@ -345,6 +427,7 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
 	if (!have_last) {
 		c->next_seq = top + 1;
 	} else {
+		replay_begin(c);
 		/* Past the end: the owner knows the log ends at top; a
 		 * follower may not have heard of what the client saw. */
 		if (last > top && !s->follower)
@@ -426,8 +509,8 @@ ws_upgrade(struct conn *c)
 		    "\"message\":\"this endpoint needs a WebSocket upgrade "
 		    "(GET, HTTP/1.1, Upgrade: websocket)\"}}";
 
-		http_respond(out_of(c), 426, "application/json", m,
-		    sizeof(m) - 1, "Upgrade: websocket\r\n");
+		conn_respond(c, 426, m, sizeof(m) - 1,
+		    "Upgrade: websocket\r\n");
 		c->closing = c->close_sent = 1;
 		return -1;
 	}
@@ -435,8 +518,8 @@ ws_upgrade(struct conn *c)
 		static const char m[] = "{\"error\":{\"code\":\"BAD_REQUEST\","
 		    "\"message\":\"only WebSocket version 13 is supported\"}}";
 
-		http_respond(out_of(c), 426, "application/json", m,
-		    sizeof(m) - 1, "Sec-WebSocket-Version: 13\r\n");
+		conn_respond(c, 426, m, sizeof(m) - 1,
+		    "Sec-WebSocket-Version: 13\r\n");
 		c->closing = c->close_sent = 1;
 		return -1;
 	}
@@ -447,8 +530,13 @@ ws_upgrade(struct conn *c)
 	}
 	evbuffer_add_printf(out_of(c), "HTTP/1.1 101 Switching Protocols\r\n"
 	    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-	    "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
+	    "Sec-WebSocket-Accept: %s\r\nX-Request-Id: %s\r\n\r\n", accept,
+	    c->reqid);
+	c->status = 101;
 	c->kind = CONN_WS;
+	c->wk->metrics.connections_total[MT_WEBSOCKET]++;
+	log_rinfo(c->reqid, conn_sid(c), "websocket open: %s from %s",
+	    c->path, c->ic.peer);
 	ws_parser_init(&c->wp, c->wk->conf->max_frame, c->wk->conf->max_message);
 	stream_common(c);
 	return 0;
@@ -457,8 +545,16 @@ ws_upgrade(struct conn *c)
 static void
 sse_start(struct conn *c)
 {
-	sse_head(out_of(c));
+	/* sse_head's lines and the request id (sse_head takes no more). */
+	evbuffer_add_printf(out_of(c), "HTTP/1.1 200 OK\r\n"
+	    "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+	    "Connection: keep-alive\r\nX-Accel-Buffering: no\r\n"
+	    "X-Request-Id: %s\r\n\r\n", c->reqid);
+	c->status = 200;
 	c->kind = CONN_SSE;
+	c->wk->metrics.connections_total[MT_SSE]++;
+	log_rinfo(c->reqid, conn_sid(c), "sse open: %s %s from %s",
+	    c->method, c->path, c->ic.peer);
 	stream_common(c);
 }
 
@@ -674,6 +770,16 @@ on_text(struct conn *c, const char *text, size_t len)
 		    "another session; open one connection per session", in.id);
 		goto out;
 	}
+	if (c->control && strcmp(in.type, "resume") == 0 &&
+	    cJSON_GetObjectItem(in.root, "lastSeq") == NULL) {
+		cJSON *t = cJSON_CreateString("resume_session");
+
+		/* On the control channel, PROTOCOL.md's "resume" resumes the
+		 * session; with lastSeq it is the replay it is elsewhere.
+		 * The root changes too: a follower forwards it. */
+		cJSON_ReplaceItemInObjectCaseSensitive(in.root, "type", t);
+		in.type = t->valuestring;
+	}
 	if (strcmp(in.type, "resume") == 0) {
 		if (c->got_first) {
 			send_error(c, "BAD_REQUEST", "resume must be the first "
@@ -699,6 +805,7 @@ on_text(struct conn *c, const char *text, size_t len)
 		sess_detach(s, c);
 		c->hold = 0;
 		evtimer_del(c->tmo_ev);
+		replay_begin(c);
 		{
 			uint64_t top = sess_last_seq(s), first;
 
@@ -728,6 +835,14 @@ on_text(struct conn *c, const char *text, size_t len)
 		free(j);
 		goto out;
 	}
+	if (c->control && strcmp(in.type, "pause") != 0 &&
+	    strcmp(in.type, "resume_session") != 0 &&
+	    strcmp(in.type, "terminate") != 0) {
+		send_error(c, "BAD_REQUEST", "the control channel takes pause, "
+		    "resume_session (or resume) and terminate; chat on "
+		    "/sessions/{id}/stream", in.id);
+		goto out;
+	}
 	sess_input(s, c, (int)c->ic.role, &in, &r);
 	if (!r.pending)
 		conn_input_done(c, s, in.id, &r);
@@ -753,8 +868,7 @@ ws_input(struct conn *c)
 		if (st == WS_NEED_MORE)
 			return;
 		if (st == WS_FAIL) {
-			log_debug("conn %llu: websocket: %s",
-			    (unsigned long long)c->ic.conn_id,
+			log_rdebug(c->reqid, conn_sid(c), "websocket: %s",
 			    ws_parser_error(&c->wp));
 			if (!c->closing)
 				conn_close(c, ws_parser_close_code(&c->wp),
@@ -888,9 +1002,9 @@ event_cb(struct bufferevent *bev, short what, void *arg)
 	struct conn *c = arg;
 
 	if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_WRITING))
-		log_info("conn %llu (%s): client stopped reading; closed, it "
-		    "resumes from the log when it returns",
-		    (unsigned long long)c->ic.conn_id, c->ic.peer);
+		log_rinfo(c->reqid, conn_sid(c), "%s from %s: client stopped "
+		    "reading; closed, it resumes from the log when it returns",
+		    conn_transport(c), c->ic.peer);
 	conn_free(c);
 }
 
@@ -911,6 +1025,20 @@ conn_free(struct conn *c)
 {
 	struct wk *wk = c->wk;
 
+	replay_end(c);
+	if (c->kind != CONN_HTTP)
+		log_rinfo(c->reqid, conn_sid(c), "%s closed: %s from %s, "
+		    "%llu events in %.1f s%s", conn_transport(c), c->path,
+		    c->ic.peer, (unsigned long long)c->sent,
+		    (double)(util_mono_ms() - c->opened_ms) / 1000,
+		    c->handing_off ? ", handed to the session's owner" : "");
+	else if (c->status != 0) {
+		/* One line per request, like an access log. */
+		wk->metrics.connections_total[MT_HTTP]++;
+		log_rinfo(c->reqid, conn_sid(c), "%s %s %d from %s",
+		    c->method[0] ? c->method : "-", c->path[0] ? c->path : "-",
+		    c->status, c->ic.peer);
+	}
 	if (c->sess != NULL)
 		sess_detach(c->sess, c);
 	if (c->parked)
@@ -1007,14 +1135,14 @@ page_done(void *arg, ssize_t n)
 
 	range_clear(c);
 	c->page = NULL;
-	if (n < 0)
+	if (n < 0) {
+		c->wk->metrics.store_errors++;
 		http_error(c, 500, "INTERNAL", "the log could not be read");
-	else {
+	} else {
 		evbuffer_add(p->out, "]", 1);
 		len = evbuffer_get_length(p->out);
 		body = (char *)evbuffer_pullup(p->out, -1);
-		http_respond(out_of(c), 200, "application/json", body, len,
-		    NULL);
+		conn_respond(c, 200, body, len, NULL);
 		c->closing = c->close_sent = 1;
 	}
 	evbuffer_free(p->out);
@@ -1148,7 +1276,9 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		cJSON_AddNumberToObject(o, "seq", (double)res->seq);
 	if (res->duplicate)
 		cJSON_AddBoolToObject(o, "duplicate", 1);
-	http_reply(c, res->duplicate ? 200 : 202, o);
+	/* 200: nothing new was accepted (a repeat, or nothing to do). */
+	http_reply(c, res->duplicate || (res->http == 200 && res->seq == 0) ?
+	    200 : 202, o);
 }
 
 static void
@@ -1222,7 +1352,7 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	if (strcmp(sub, "stream") == 0 || strcmp(sub, "messages") == 0)
 		*create = 1;
 	else if (*sub != '\0' && strcmp(sub, "events") != 0 &&
-	    strcmp(sub, "log") != 0)
+	    strcmp(sub, "log") != 0 && strcmp(sub, "control") != 0)
 		return 0;
 	return store_valid_id(sid);
 }
@@ -1238,6 +1368,11 @@ conn_route(struct conn *c, const unsigned char *raw, size_t rawlen)
 	struct sess *s;
 	int create;
 
+	if (c->method[0] == '\0') {
+		/* The query stays out of logs: it may hold a token. */
+		snprintf(c->method, sizeof(c->method), "%s", c->hp.req.method);
+		snprintf(c->path, sizeof(c->path), "%s", c->hp.req.path);
+	}
 	if (!c->parked && !wk->draining && !wk->terminating &&
 	    wk->fail_sid == NULL && route_session(c, c->park_sid,
 	    sizeof(c->park_sid), &create) &&
@@ -1427,7 +1562,26 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			get_log(c, s);
 		return;
 	}
-	if (strcmp(sub, "dashboard") == 0 || strcmp(sub, "control") == 0) {
+	if (strcmp(sub, "control") == 0) {
+		/* The operator's channel: a stream of the session (it must
+		 * exist) that takes pause, resume_session and terminate. */
+		if (role != IPC_ROLE_ADMIN) {
+			http_error(c, 403, "FORBIDDEN", "the control channel "
+			    "needs the admin role");
+			return;
+		}
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			sess_error(c, err, sid);
+			return;
+		}
+		if (ws_upgrade(c) == -1)
+			return;
+		c->control = 1;
+		have_last = query_u64(r, "lastSeq", &last) == 1;
+		stream_open(c, s, have_last, last);
+		return;
+	}
+	if (strcmp(sub, "dashboard") == 0) {
 		http_error(c, 501, "BAD_REQUEST", "this endpoint is part of "
 		    "protocol v1 but not available in this build");
 		return;
@@ -1476,6 +1630,8 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	evutil_make_socket_nonblocking(fd);
 	c->wk = wk;
 	c->ic = *ic;
+	log_reqid(c->reqid, ic->conn_id);
+	c->opened_ms = util_mono_ms();
 	c->bev = bufferevent_socket_new(wk->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	c->tmo_ev = evtimer_new(wk->base, tmo_cb, c);
 	if (c->bev == NULL || c->tmo_ev == NULL) {
@@ -1501,6 +1657,11 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	http_parser_init(&c->hp, &lim);
 
 	if (ic->kind == IPC_CONN_WS_CHAT) {
+		/* Counted and logged as opened by the worker it came from. */
+		snprintf(c->method, sizeof(c->method), "GET");
+		snprintf(c->path, sizeof(c->path), "/chat");
+		log_rdebug(c->reqid, ic->session, "websocket /chat from %s "
+		    "handed over by a sibling", ic->peer);
 		c->kind = CONN_WS;
 		c->chat = 1;
 		ws_parser_init(&c->wp, wk->conf->max_frame,

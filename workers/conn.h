@@ -59,6 +59,15 @@ struct conn {
 	struct sess		*range_sess;	/* whose log range reads */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;
+	char			 reqid[17];	/* ic.conn_id, as logs show it */
+	char			 method[16];	/* the request, for the log */
+	char			 path[128];
+	int			 status;	/* HTTP status answered */
+	int			 control;	/* /sessions/{id}/control */
+	int			 replaying;	/* a resume reads the log */
+	uint64_t		 replay_n;	/* events it has sent */
+	uint64_t		 sent;		/* logged events written */
+	uint64_t		 opened_ms;	/* monotonic */
 };
 
 void	conn_new(struct wk *, int fd, const struct ipc_conn *,

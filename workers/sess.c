@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@
 
 #include "parley/config.h"
 #include "parley/log.h"
+#include "parley/metrics.h"
 #include "parley/proto.h"
 #include "parley/sse.h"
 #include "parley/store.h"
@@ -34,6 +36,24 @@
 static void	turn_next(struct sess *);
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
 		    const cJSON *from);
+
+/* Microseconds on the monotonic clock, for latencies under a millisecond. */
+static uint64_t
+mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static double
+secs_since(uint64_t us)
+{
+	uint64_t now = mono_us();
+
+	return now > us ? (double)(now - us) / 1e6 : 0;
+}
 
 /* --- shared encoded events --- */
 
@@ -210,8 +230,16 @@ sess_busy(const struct sess *s)
 	if (s->promote != NULL)
 		return 1;	/* reading an interrupted turn back */
 
-	return s->turn != NULL || cJSON_GetArraySize(q) > 0 ||
-	    s->recover_ev != NULL;
+	/* Queued input of a paused session waits for an operator, not for
+	 * this worker: it may idle out or drain (pause is in its meta). */
+	return s->turn != NULL || (cJSON_GetArraySize(q) > 0 &&
+	    !sess_paused(s)) || s->recover_ev != NULL;
+}
+
+int
+sess_paused(const struct sess *s)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItem(s->meta, "paused"));
 }
 
 const char *
@@ -224,6 +252,8 @@ sess_status(const struct sess *s)
 	if (cJSON_IsString(st) && strcmp(st->valuestring, "failed") == 0 &&
 	    s->turn == NULL)
 		return "failed";
+	if (sess_paused(s))
+		return "paused";
 	if (s->nconns == 0)
 		return "suspended";
 	if (s->turn != NULL)
@@ -275,6 +305,7 @@ meta_save(struct sess *s)
 	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
 		return;
 	if (store_meta_write_async(s->st, txt, strlen(txt)) == -1) {
+		s->wk->metrics.store_errors++;
 		log_warn("session %s: meta write", s->id);
 		if (errno == EPIPE || errno == EIO)
 			sess_break(s, EIO);
@@ -316,6 +347,8 @@ sess_store_durable(void *arg, struct store_sess *st, uint64_t seq)
 		if (s->phead == NULL)
 			s->ptail = NULL;
 		e->next = NULL;
+		metrics_observe(&s->wk->metrics.store_latency, MSC_SECONDS,
+		    secs_since(e->appended_us));
 		fan_out(s, e);
 		evt_unref(e);
 	}
@@ -367,7 +400,9 @@ emit(struct sess *s, const char *type, cJSON *body)
 	else
 		s->phead = e;
 	s->ptail = e;
+	e->appended_us = mono_us();
 	if (store_append_async(s->st, seq, now, e->json, e->len) == -1) {
+		s->wk->metrics.store_errors++;
 		log_warn("session %s: append of seq %llu failed", s->id,
 		    (unsigned long long)seq);
 		/* Still queued (nothing after it can be), so never sent. */
@@ -465,6 +500,27 @@ flush_cb(evutil_socket_t fd, short ev, void *arg)
 	tokens_flush(arg);
 }
 
+/* The provider the turns use, by its configured name, for the log. */
+static const char *
+prov_name(const struct sess *s)
+{
+	return s->wk->conf->default_provider ?
+	    s->wk->conf->default_provider : "?";
+}
+
+/* The model call answered: its first byte is the latency users feel. */
+static void
+call_byte(struct sess *s)
+{
+	struct turn *t = s->turn;
+
+	if (t == NULL || t->call_byte)
+		return;
+	t->call_byte = 1;
+	metrics_observe(&s->wk->metrics.provider_latency[t->prov],
+	    MSC_SECONDS, secs_since(t->call_us));
+}
+
 static void
 on_token(void *arg, const char *text, size_t len)
 {
@@ -474,6 +530,7 @@ on_token(void *arg, const char *text, size_t len)
 
 	if (t == NULL)
 		return;
+	call_byte(s);
 	/* Both grow by doubling: no allocation per token. */
 	if (util_append(&s->tok, &s->toklen, &s->tokcap, text, len) == -1)
 		return;
@@ -603,6 +660,9 @@ usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 	double out = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "outputTokens"));
 	double cost = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "cost"));
 
+	s->wk->metrics.tokens_input += u->input_tokens;
+	s->wk->metrics.tokens_output += u->output_tokens;
+	s->wk->metrics.cost_usd += u->cost;
 	in = (in != in ? 0 : in) + (double)u->input_tokens;
 	out = (out != out ? 0 : out) + (double)u->output_tokens;
 	cost = (cost != cost ? 0 : cost) + u->cost;
@@ -735,6 +795,10 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 	if (max_turns)
 		cJSON_AddBoolToObject(b, "maxTurnsReached", 1);
 	emit(s, "done", b);
+	log_rinfo(t->req, s->id, "turn %s %s: %u model calls, %llu input and "
+	    "%llu output tokens, cost %.6f", t->msgid, cancelled ? "cancelled" :
+	    "finished", t->model_calls, (unsigned long long)u.input_tokens,
+	    (unsigned long long)u.output_tokens, u.cost);
 	/* The whole exchange joins the history at once, so a re-run after a
 	 * crash (which starts from meta saved before this) adds it once. */
 	history_add(s, "user", t->input ? t->input : "");
@@ -765,6 +829,8 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
 	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
 	emit(s, "error", b);
+	log_rinfo(s->turn->req, s->id, "turn %s failed: %s: %s",
+	    s->turn->msgid, code, message);
 	/* Model calls that finished before the failure were spent. */
 	u.input_tokens = s->turn->in_tokens;
 	u.output_tokens = s->turn->out_tokens;
@@ -784,6 +850,7 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 
 	if (s->turn == NULL)
 		return;
+	call_byte(s);
 	c = cJSON_CreateObject();
 	cJSON_AddStringToObject(c, "id", id);
 	cJSON_AddStringToObject(c, "name", name);
@@ -798,6 +865,13 @@ on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
 	struct turn *t = s->turn;
 	cJSON *calls, *step;
 
+	call_byte(s);
+	log_rinfo(t->req, s->id, "provider %s: model call %u done in %.0f ms, "
+	    "stop %s, %llu input and %llu output tokens", prov_name(s),
+	    t->model_calls + 1, secs_since(t->call_us) * 1000,
+	    stop_reason ? stop_reason : "?",
+	    (unsigned long long)u->input_tokens,
+	    (unsigned long long)u->output_tokens);
 	t->call = NULL;
 	t->model_calls++;
 	t->in_tokens += u->input_tokens;
@@ -834,6 +908,10 @@ on_error(void *arg, const char *code, const char *message)
 {
 	struct sess *s = arg;
 
+	s->wk->metrics.provider_errors[s->turn->prov]++;
+	log_rinfo(s->turn->req, s->id, "provider %s: model call %u failed "
+	    "after %.0f ms: %s: %s", prov_name(s), s->turn->model_calls + 1,
+	    secs_since(s->turn->call_us) * 1000, code, message);
 	s->turn->call = NULL;
 	turn_fail(s, code, message);
 	turn_next(s);
@@ -852,6 +930,9 @@ on_retrying(void *arg, const char *why)
 
 	if (s->turn == NULL)
 		return;
+	log_rinfo(s->turn->req, s->id, "provider %s: model call %u broke "
+	    "after %.0f ms and starts over: %s", prov_name(s),
+	    s->turn->model_calls + 1, secs_since(s->turn->call_us) * 1000, why);
 	tokens_flush(s);
 	s->toklen = 0;
 	b = cJSON_CreateObject();
@@ -924,6 +1005,11 @@ tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
 
 	if (text == NULL)
 		text = "";
+	if (is_error)
+		s->wk->metrics.tool_errors++;
+	log_rinfo(t->req, s->id, "tool %s: call %s %s in %llu ms%s%s", name,
+	    id, is_error ? "failed" : "answered", (unsigned long long)ms,
+	    is_error ? ": " : "", is_error ? (code ? code : "TOOL_ERROR") : "");
 	if (strlen(text) > MAX_TOOL_RESULT &&
 	    (kept = strndup(text, utf8_whole(text, MAX_TOOL_RESULT))) != NULL)
 		text = kept;
@@ -1076,6 +1162,8 @@ tools_run(struct sess *s, cJSON *calls)
 		r->id = strdup(id);
 		r->name = strdup(name);
 		r->started_ms = util_mono_ms();
+		s->wk->metrics.tool_calls++;
+		log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
 		TAILQ_INSERT_TAIL(&t->runs, r, entry);
 		if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
 		    args && *args ? args : "{}", 0, tool_cb,
@@ -1100,6 +1188,7 @@ tools_run(struct sess *s, cJSON *calls)
 
 struct fetch {
 	char	*text;
+	char	 req[17];	/* its client's request id, or "" */
 };
 
 static int
@@ -1112,6 +1201,12 @@ fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	m = cJSON_GetObjectItem(o, "message");
 	if (cJSON_IsString(m))
 		f->text = strdup(m->valuestring);
+	/* clientId is "c-" and the connection's id in decimal (sess_input):
+	 * the request id the client's log lines carry, in hex. */
+	m = cJSON_GetObjectItem(o, "clientId");
+	if (cJSON_IsString(m) && strncmp(m->valuestring, "c-", 2) == 0 &&
+	    m->valuestring[2] >= '0' && m->valuestring[2] <= '9')
+		log_reqid(f->req, strtoull(m->valuestring + 2, NULL, 10));
 	cJSON_Delete(o);
 	return 1;
 }
@@ -1195,6 +1290,13 @@ turn_model(struct sess *s)
 				n++;
 	}
 	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
+	t->prov = metrics_provider(p != NULL ? p->type : NULL);
+	t->call_us = mono_us();
+	t->call_byte = 0;
+	s->wk->metrics.provider_requests[t->prov]++;
+	log_rdebug(t->req, s->id, "provider %s: model call %u for turn %s, "
+	    "%zu messages, %zu tools", prov_name(s), t->model_calls + 1,
+	    t->msgid, n, defs ? ntools : 0);
 	if (p != NULL && msgs != NULL && store != NULL)
 		t->call = llm_start(s->wk->llm, p, msgs, n, defs,
 		    defs ? ntools : 0, &cbs, s);
@@ -1204,6 +1306,7 @@ turn_model(struct sess *s)
 	free(msgs);
 	free(defs);
 	if (t->call == NULL) {
+		s->wk->metrics.provider_errors[t->prov]++;
 		turn_fail(s, "LLM_ERROR", "the provider could not start the "
 		    "request; check the provider configuration");
 		turn_next(s);
@@ -1219,7 +1322,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
     const cJSON *from)
 {
 	const cJSON *steps = cJSON_GetObjectItem(from, "steps");
-	struct fetch f = { NULL };
+	struct fetch f = { NULL, "" };
 	struct turn *t;
 	cJSON *calls, *e;
 
@@ -1251,7 +1354,11 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 		    "the turn runs without it", s->id,
 		    (unsigned long long)input_seq);
 	t->input = f.text;
+	memcpy(t->req, f.req, sizeof(t->req));
 	s->turn = t;
+	log_rinfo(t->req, s->id, "turn %s started for message seq %llu%s",
+	    t->msgid, (unsigned long long)input_seq, attempt > 0 ?
+	    " (re-run after an interruption)" : "");
 	turn_checkpoint(s);
 	/* A step whose calls have not all answered resumes with them. */
 	calls = NULL;
@@ -1280,7 +1387,7 @@ turn_next(struct sess *s)
 	/* The interrupted turn goes first; recover_cb calls back here (after
 	 * its events are read back: s->promote, on an owner). */
 	if (s->recover_ev != NULL || s->broken ||
-	    (s->promote != NULL && !s->follower)) {
+	    (s->promote != NULL && !s->follower) || sess_paused(s)) {
 		sess_check_idle(s);
 		return;
 	}
@@ -1532,9 +1639,11 @@ recover_ready(void *arg, ssize_t n)
 	struct timeval tv = { 0, 0 };
 
 	s->promote = NULL;
-	if (n < 0)
+	if (n < 0) {
+		s->wk->metrics.store_errors++;
 		log_warnx("session %s: could not read back the interrupted "
 		    "turn's events; re-running it from its checkpoint", s->id);
+	}
 	s->recover_ev = evtimer_new(s->wk->base, recover_cb, s);
 	evtimer_add(s->recover_ev, &tv);
 }
@@ -1623,8 +1732,10 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 			    sess_opened, s);
 			return;
 		}
-		if (err != ENOENT)
+		if (err != ENOENT) {
+			wk->metrics.store_errors++;
 			log_warnx("session %s: open: %s", s->id, strerror(err));
+		}
 		loads_settle(s, err == ENOENT ? "NOT_FOUND" : "INTERNAL");
 		wk_released(wk, s->id);
 		sess_free(s);
@@ -1876,6 +1987,59 @@ result_err(struct sess_result *r, const char *code, int http, const char *fmt,
 	snprintf(r->msg, sizeof(r->msg), fmt, arg);
 }
 
+/*
+ * pause and resume_session, from an admin (the control channel, a
+ * stream, or POST .../messages).  A pause is an operator's hold on the
+ * session, not a state of this worker: it is kept in meta ("paused":
+ * true), so whoever owns the session next (after a restart, a drain or
+ * a failover) keeps it paused, and it is logged as a session_state event
+ * (status "paused", "paused": true, with a seq) so every client and the
+ * log see it.  While paused, chat is still accepted, logged as
+ * user_message and queued, but no turn starts; a turn already running
+ * finishes.  resume_session clears the hold, logs session_state with the
+ * status the session resumes in ("paused": false), then starts the
+ * queued turns in order.  Pausing a paused session, or resuming one that
+ * is not paused, changes nothing and is acknowledged (no seq).
+ */
+static void
+sess_pause(struct sess *s, struct conn *c, int pause, struct proto_in *in,
+    struct sess_result *r)
+{
+	cJSON *b;
+	uint64_t seq;
+
+	if (s->ended) {
+		result_err(r, "SESSION_ENDED", 409, "%s", "the session has "
+		    "completed");
+		return;
+	}
+	if (sess_paused(s) == pause) {
+		r->http = 200;
+		return;
+	}
+	json_set(s->meta, "paused", cJSON_CreateBool(pause));
+	b = sess_state(s);
+	cJSON_AddBoolToObject(b, "paused", pause);
+	if ((seq = emit(s, "session_state", b)) == 0) {
+		json_set(s->meta, "paused", cJSON_CreateBool(!pause));
+		result_err(r, "OVERLOADED", 503, "%s", "the change could not "
+		    "be logged; it was not applied, retry");
+		return;
+	}
+	log_rinfo(c != NULL ? c->reqid : NULL, s->id, "session %s by an "
+	    "operator at seq %llu", pause ? "paused" : "resumed",
+	    (unsigned long long)seq);
+	meta_save(s);
+	r->seq = seq;
+	if (c != NULL && seq > store_durable_seq(s->st) &&
+	    ack_wait(s, c, in->id, seq, 0) == 0)
+		r->pending = 1;
+	if (pause)
+		sess_check_idle(s);
+	else
+		turn_next(s);
+}
+
 void
 sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
     struct sess_result *r)
@@ -1987,12 +2151,22 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			r->pending = 1;
 		return;
 	}
+	if (strcmp(in->type, "pause") == 0 ||
+	    strcmp(in->type, "resume_session") == 0) {
+		if (role != IPC_ROLE_ADMIN) {
+			result_err(r, "FORBIDDEN", 403, "%s needs the admin "
+			    "role", in->type);
+			return;
+		}
+		sess_pause(s, c, strcmp(in->type, "pause") == 0, in, r);
+		return;
+	}
 	{
 		static const char *later[] = { "agent_add", "agent_remove",
 		    "tool_approve", "set_autonomy", "mcp_tools", "mcp_result",
 		    "kb_add", "kb_search", "kb_list", "kb_remove",
 		    "thought_share", "action_propose", "action_approve",
-		    "action_result", "directive", "pause", "resume_session" };
+		    "action_result", "directive" };
 		size_t i;
 
 		for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)
@@ -2142,7 +2316,9 @@ sess_break(struct sess *s, int err)
 void
 sess_store_failed(void *arg, struct store_sess *st, int err)
 {
-	(void)arg;
+	struct wk *wk = arg;
+
+	wk->metrics.store_errors++;
 	if (st->udata != NULL)
 		sess_break(st->udata, err);
 }
@@ -2251,6 +2427,16 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 		return 1;
 	if ((e = evt_new(seq, json, len)) == NULL)
 		return 1;
+	if (strcmp(e->type, "session_state") == 0) {
+		cJSON *o = cJSON_ParseWithLength(json, len), *p;
+
+		/* The owner paused or resumed it: report it as the owner
+		 * does (the owner's meta was read when following began). */
+		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
+			json_set(s->meta, "paused",
+			    cJSON_CreateBool(cJSON_IsTrue(p)));
+		cJSON_Delete(o);
+	}
 	fan_out(s, e);
 	evt_unref(e);
 	return 0;
@@ -2263,6 +2449,7 @@ follow_done(void *arg, ssize_t n)
 
 	s->fetch = NULL;
 	if (n < 0) {
+		s->wk->metrics.store_errors++;
 		log_warnx("session %s: could not read the owner's events; "
 		    "retrying on the next notice", s->id);
 		return;
@@ -2360,6 +2547,7 @@ posted(void *arg, ssize_t n)
 	TAILQ_REMOVE(&s->acks, w, entry);
 	memset(&r, 0, sizeof(r));
 	if (n < 0) {
+		s->wk->metrics.store_errors++;
 		r.code = "OVERLOADED";
 		r.http = 503;
 		snprintf(r.msg, sizeof(r.msg), "the message could not be "
@@ -2389,7 +2577,9 @@ follower_input(struct sess *s, struct conn *c, int role,
 	int failed;
 
 	if (strcmp(in->type, "chat") != 0 && strcmp(in->type, "cancel") != 0 &&
-	    strcmp(in->type, "terminate") != 0) {
+	    strcmp(in->type, "terminate") != 0 &&
+	    strcmp(in->type, "pause") != 0 &&
+	    strcmp(in->type, "resume_session") != 0) {
 		result_err(r, "BAD_REQUEST", 400, "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);
 		return;
@@ -2399,9 +2589,12 @@ follower_input(struct sess *s, struct conn *c, int role,
 		    "input");
 		return;
 	}
-	if (strcmp(in->type, "terminate") == 0 && role != IPC_ROLE_ADMIN) {
-		result_err(r, "FORBIDDEN", 403, "%s",
-		    "terminate needs the admin role");
+	if ((strcmp(in->type, "terminate") == 0 ||
+	    strcmp(in->type, "pause") == 0 ||
+	    strcmp(in->type, "resume_session") == 0) &&
+	    role != IPC_ROLE_ADMIN) {
+		result_err(r, "FORBIDDEN", 403, "%s needs the admin role",
+		    in->type);
 		return;
 	}
 	o = cJSON_CreateObject();

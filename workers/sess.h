@@ -33,6 +33,7 @@ struct evt {
 	char		*sse;
 	size_t		 sselen;
 	char		 type[32];
+	uint64_t	 appended_us;	/* handed to the store (monotonic) */
 };
 
 struct evt	*evt_new(uint64_t seq, const char *json, size_t len);
@@ -63,6 +64,10 @@ struct turn {
 	uint64_t	 in_tokens;	/* usage over all its model calls */
 	uint64_t	 out_tokens;
 	double		 cost;
+	char		 req[17];	/* request id of the message's client */
+	int		 prov;		/* enum metrics_provider of the call */
+	uint64_t	 call_us;	/* the model call started (monotonic) */
+	int		 call_byte;	/* it has sent something back */
 };
 
 /* A client message whose answer waits for the store. */
@@ -174,6 +179,8 @@ cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
 int		 sess_terminate(struct sess *, const char *why);
 int		 sess_busy(const struct sess *);
 const char	*sess_status(const struct sess *);
+/* Paused by an operator: input is logged, no turn starts (sess.c). */
+int		 sess_paused(const struct sess *);
 /* Drops a session from memory; its state stays in the store. */
 void		 sess_release(struct sess *);
 /* Shutdown: log what is buffered, leave running turns to be re-run. */

@@ -9,7 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
 #include <event2/event.h>
+
+#include <cjson/cJSON.h>
 
 #include "parley/config.h"
 #include "parley/log.h"
@@ -28,6 +31,7 @@
 
 static void	wk_terminate(struct wk *, uint64_t);
 static void	wk_exit(struct wk *, int) __attribute__((noreturn));
+static void	wk_metrics_send(struct wk *);
 
 void
 wk_released(struct wk *wk, const char *sid)
@@ -70,6 +74,9 @@ wk_exit(struct wk *wk, int code)
 	mcp_ctx_free(wk->mcp);
 	llm_ctx_free(wk->llm);
 	if (wk->chan != NULL) {
+		/* The last counters: the supervisor keeps them once we are
+		 * gone, so its totals never go backwards. */
+		wk_metrics_send(wk);
 		ipc_flush(wk->chan, 1000);
 		ipc_chan_free(wk->chan);
 	}
@@ -162,6 +169,112 @@ wk_drain(struct wk *wk, uint64_t timeout_ms)
 	wk_maybe_exit(wk);
 }
 
+/* The session_state status a session counts under in the metrics. */
+static enum metrics_state
+wk_state(const struct sess *s)
+{
+	static const char *names[MS_NSTATES] = {
+		[MS_CREATED] = "created", [MS_RUNNING] = "running",
+		[MS_IDLE] = "idle", [MS_SUSPENDED] = "suspended",
+		[MS_PAUSED] = "paused", [MS_COMPLETED] = "completed",
+		[MS_FAILED] = "failed"
+	};
+	const char *st;
+	int i;
+
+	if (s->follower)
+		return MS_FOLLOWING;
+	st = sess_status(s);
+	for (i = 0; i < MS_FOLLOWING; i++)
+		if (strcmp(names[i], st) == 0)
+			return (enum metrics_state)i;
+	return MS_IDLE;
+}
+
+/*
+ * Answers parleyctl's question about the sessions in memory (ipc.h).
+ * A follower matches only "following": it mirrors another process's
+ * session, which that process reports with its own status.
+ */
+static int
+wk_query(struct wk *wk, const struct ipc_query *q)
+{
+	static const char more[] = "]";
+	struct ipc_answer ans;
+	struct evbuffer *out;
+	struct sess *s;
+	cJSON *o;
+	char *txt;
+	size_t len, need;
+	int rc;
+
+	if (memchr(q->state, '\0', sizeof(q->state)) == NULL ||
+	    q->what != IPC_Q_SESSIONS)
+		return -1;
+	memset(&ans, 0, sizeof(ans));
+	ans.id = q->id;
+	if ((out = evbuffer_new()) == NULL)
+		return 0;	/* the supervisor times the question out */
+	evbuffer_add(out, "[", 1);
+	TAILQ_FOREACH(s, &wk->sessions, entry) {
+		if (s->loading || s->released || s->meta == NULL)
+			continue;
+		if (q->state[0] != '\0' && (s->follower ?
+		    strcmp(q->state, "following") != 0 :
+		    strcmp(q->state, sess_status(s)) != 0))
+			continue;
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "sessionId", s->id);
+		cJSON_AddStringToObject(o, "status", s->follower ?
+		    "following" : sess_status(s));
+		cJSON_AddNumberToObject(o, "connections", s->nconns);
+		cJSON_AddNumberToObject(o, "lastSeq",
+		    (double)sess_last_seq(s));
+		cJSON_AddBoolToObject(o, "paused", sess_paused(s));
+		cJSON_AddBoolToObject(o, "follower", s->follower);
+		txt = cJSON_PrintUnformatted(o);
+		cJSON_Delete(o);
+		if (txt == NULL)
+			continue;
+		len = evbuffer_get_length(out);
+		need = len + (len > 1) + strlen(txt) + sizeof(more) - 1;
+		if (need > IPC_ANSWER_MAX) {
+			/* Cut at a whole object, and say so. */
+			free(txt);
+			ans.truncated = 1;
+			break;
+		}
+		if (len > 1)
+			evbuffer_add(out, ",", 1);
+		evbuffer_add(out, txt, strlen(txt));
+		free(txt);
+	}
+	evbuffer_add(out, more, sizeof(more) - 1);
+	ans.len = (uint32_t)evbuffer_get_length(out);
+	rc = 0;
+	if (wk->chan != NULL)
+		rc = ipc_send(wk->chan, IPC_ANSWER, -1, &ans, sizeof(ans),
+		    evbuffer_pullup(out, -1), ans.len);
+	evbuffer_free(out);
+	if (rc == -1)
+		log_warnx("could not answer the supervisor's query %u", q->id);
+	return 0;
+}
+
+/* Log level and log file changes the operator asked for. */
+static int
+wk_log(const struct ipc_log *l)
+{
+	if (l->level != IPC_LOG_KEEP) {
+		if (l->level > LOG_LEVEL_DEBUG)
+			return -1;
+		log_setlevel((enum log_level)l->level);
+	}
+	if (l->reopen && log_reopen() == -1)
+		log_warn("reopening the log file");
+	return 0;
+}
+
 static int
 wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
     int fd, void *arg)
@@ -210,6 +323,10 @@ wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 		else
 			return -1;
 		return 0;
+	case IPC_QUERY:
+		return wk_query(wk, p);
+	case IPC_LOG:
+		return wk_log(p);
 	default:
 		if (fd != -1)
 			close(fd);
@@ -234,6 +351,28 @@ stats_cb(evutil_socket_t fd, short ev, void *arg)
 	st.store_down = !wk->store_up;
 	if (wk->chan != NULL)
 		ipc_send(wk->chan, IPC_STATS, -1, &st, sizeof(st), NULL, 0);
+	wk_metrics_send(wk);
+}
+
+/* The counters, with the gauges as they are now, to the supervisor. */
+static void
+wk_metrics_send(struct wk *wk)
+{
+	struct metrics *m = &wk->metrics;
+	struct sess *s;
+	struct conn *c;
+
+	memset(m->connections, 0, sizeof(m->connections));
+	memset(m->sessions, 0, sizeof(m->sessions));
+	TAILQ_FOREACH(c, &wk->conns, entry)
+		m->connections[c->kind == CONN_WS ? MT_WEBSOCKET :
+		    c->kind == CONN_SSE ? MT_SSE : MT_HTTP]++;
+	TAILQ_FOREACH(s, &wk->sessions, entry)
+		if (!s->loading && s->meta != NULL)
+			m->sessions[wk_state(s)]++;
+	m->events_appended = wk->events;
+	if (wk->chan != NULL)
+		ipc_send(wk->chan, IPC_METRICS, -1, m, sizeof(*m), NULL, 0);
 }
 
 /* The store's reachability: /health/ready follows it at once. */
@@ -312,6 +451,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	wk->conf = conf;
 	wk->slot = slot;
 	wk->started_ms = util_mono_ms();
+	metrics_init(&wk->metrics);
 	TAILQ_INIT(&wk->sessions);
 	TAILQ_INIT(&wk->conns);
 	for (i = 0; i < WK_SESS_BUCKETS; i++)

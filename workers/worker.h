@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "parley/ipc.h"
+#include "parley/metrics.h"
 
 struct config;
 struct event;
@@ -34,6 +35,7 @@ struct wk {
 	TAILQ_HEAD(, conn)	 conns;
 	unsigned		 nconns;
 	uint64_t		 events;
+	struct metrics		 metrics;	/* counters sent to the supervisor */
 	uint64_t		 hseq;		/* last hand-off received */
 	uint64_t		 started_ms;	/* monotonic */
 	const char		*fail_sid;	/* a load that failed, while */

@@ -115,6 +115,16 @@ struct config {
 	TAILQ_HEAD(, cfg_mcp_server) mcp_servers;
 	char			*log_level;	/* error|warn|info|debug, default info */
 	char			*pid_file;	/* default NULL (none) */
+	int			 log_json;	/* log-format json */
+	char			*log_file;	/* stderr|syslog|PATH, NULL = by -d */
+	char			*control_socket;	/* PATH, "none", NULL =
+							   parleyd's default */
+	char			*control_owner;	/* NULL = user */
+	char			*control_group;	/* NULL = group */
+	unsigned		 control_mode;	/* default 0660 */
+	char			*user;		/* drop to it when root */
+	char			*group;
+	uint64_t		 drain_timeout_ms;	/* default 30s */
 };
 
 /* Built-in defaults, with the "demo" script provider as default provider. */

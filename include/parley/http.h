@@ -115,5 +115,8 @@ void	http_respond(struct evbuffer *out, int status, const char *content_type,
 /* Responds {"error":{"code":CODE,"message":MSG}} as application/json. */
 void	http_respond_error(struct evbuffer *out, int status, const char *code,
 	    const char *message);
+/* The same with extra_headers (NULL or CRLF-terminated lines). */
+void	http_respond_error_h(struct evbuffer *out, int status, const char *code,
+	    const char *message, const char *extra_headers);
 
 #endif

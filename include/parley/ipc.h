@@ -25,6 +25,10 @@ enum ipc_type {
 	IPC_ADOPT,		/* S->W: struct ipc_sess: re-open, a turn may be cut */
 	IPC_STATS,		/* W->S: struct ipc_stats */
 	IPC_SHUTDOWN,		/* S->W: struct ipc_shutdown */
+	IPC_METRICS,		/* W->S: struct metrics (parley/metrics.h) */
+	IPC_QUERY,		/* S->W: struct ipc_query */
+	IPC_ANSWER,		/* W->S: struct ipc_answer + JSON text */
+	IPC_LOG,		/* S->W: struct ipc_log */
 	IPC_TYPE_MAX
 };
 
@@ -90,6 +94,36 @@ enum ipc_shutdown_mode { IPC_SHUT_TERMINATE = 1, IPC_SHUT_DRAIN };
 struct ipc_shutdown {
 	uint32_t	mode;
 	uint32_t	timeout_ms;
+};
+
+/*
+ * A question for a worker (parleyctl sessions): the worker answers with
+ * IPC_ANSWER carrying the same id and a JSON array, one object per session
+ * in its memory: {"sessionId","status","connections","lastSeq","paused",
+ * "follower"}.  state is a status to keep ("" = all).  An answer longer
+ * than IPC_ANSWER_MAX is cut at a whole object and says so in truncated.
+ */
+enum ipc_query_what { IPC_Q_SESSIONS = 1 };
+#define IPC_ANSWER_MAX	(1024u * 1024)
+
+struct ipc_query {
+	uint32_t	id;
+	uint32_t	what;
+	char		state[16];
+};
+
+struct ipc_answer {
+	uint32_t	id;
+	uint32_t	truncated;
+	uint32_t	len;		/* JSON bytes after this struct */
+	uint32_t	pad;
+};
+
+/* Logging changes: level (enum log_level, or IPC_LOG_KEEP), reopen files. */
+#define IPC_LOG_KEEP	0xffffffffu
+struct ipc_log {
+	uint32_t	level;
+	uint32_t	reopen;
 };
 
 struct event_base;

@@ -988,6 +988,69 @@ START_TEST(test_robust)
 }
 END_TEST
 
+/* The operations directives: control socket, accounts, drain, logs. */
+START_TEST(test_operations)
+{
+	struct config	*c;
+
+	c = parse("listen 7777\n");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_ptr_null(c->control_socket);
+	ck_assert_uint_eq(c->control_mode, 0660);
+	ck_assert_uint_eq(c->drain_timeout_ms, 30000);
+	ck_assert_int_eq(c->log_json, 0);
+	ck_assert_ptr_null(c->log_file);
+	ck_assert_ptr_null(c->user);
+	config_free(c);
+
+	c = parse("control-socket /run/p/c.sock owner parley group adm "
+	    "mode 0600\nuser parley\ngroup parley\ndrain-timeout 2m\n"
+	    "log-format json\nlog-file /var/log/parleyd/parleyd.log\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->control_socket, "/run/p/c.sock");
+	ck_assert_str_eq(c->control_owner, "parley");
+	ck_assert_str_eq(c->control_group, "adm");
+	ck_assert_uint_eq(c->control_mode, 0600);
+	ck_assert_str_eq(c->user, "parley");
+	ck_assert_str_eq(c->group, "parley");
+	ck_assert_uint_eq(c->drain_timeout_ms, 120000);
+	ck_assert_int_eq(c->log_json, 1);
+	ck_assert_str_eq(c->log_file, "/var/log/parleyd/parleyd.log");
+	config_free(c);
+
+	c = parse("control-socket none\nlog-file syslog\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_str_eq(c->control_socket, "none");
+	ck_assert_str_eq(c->log_file, "syslog");
+	config_free(c);
+
+	expect_err("control-socket run/c.sock\n", "x.conf:1: control-socket: "
+	    "expected an absolute path or none, got 'run/c.sock'");
+	expect_err("control-socket /c.sock mode 0400\n", "x.conf:1: "
+	    "control-socket: mode '0400' must be octal, at most 0777, with "
+	    "owner read and write (0600)");
+	expect_err("control-socket /c.sock mode 0689\n", "x.conf:1: "
+	    "control-socket: mode '0689' must be octal, at most 0777, with "
+	    "owner read and write (0600)");
+	expect_err("control-socket /c.sock owner\n", "x.conf:1: usage: "
+	    "control-socket PATH|none [owner USER] [group GROUP] [mode MODE]");
+	expect_err("control-socket /c.sock colour red\n", "x.conf:1: "
+	    "control-socket: unknown option 'colour' (expected owner, group "
+	    "or mode)");
+	expect_err("user -root\n", "x.conf:1: user: '-root' is not a user or "
+	    "group name (1-32 of A-Z a-z 0-9 _ - .)");
+	expect_err("group a/b\n", "x.conf:1: group: 'a/b' is not a user or "
+	    "group name (1-32 of A-Z a-z 0-9 _ - .)");
+	expect_err("drain-timeout 2h\n", "x.conf:1: drain-timeout: expected a "
+	    "duration from 0ms to 1h (a number with ms, s, m, h or d), got "
+	    "'2h'");
+	expect_err("log-format yaml\n", "x.conf:1: log-format: expected text "
+	    "or json, got 'yaml'");
+	expect_err("log-file parleyd.log\n", "x.conf:1: log-file: expected "
+	    "stderr, syslog or an absolute path, got 'parleyd.log'");
+}
+END_TEST
+
 START_TEST(test_man_page)
 {
 	const char *const	*d = config_directives();
@@ -1207,6 +1270,7 @@ config_suite(void)
 	tcase_add_test(tc, test_listen);
 	tcase_add_test(tc, test_tokens);
 	tcase_add_test(tc, test_robust);
+	tcase_add_test(tc, test_operations);
 	tcase_add_test(tc, test_man_page);
 	tcase_add_test(tc, test_example_file);
 	suite_add_tcase(s, tc);

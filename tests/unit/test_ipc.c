@@ -19,6 +19,7 @@
 
 #include "parley/ipc.h"
 #include "check_main.h"
+#include "parley/metrics.h"
 
 struct msg {
 	uint16_t	 type;
@@ -265,6 +266,12 @@ START_TEST(check_valid)
 	ck_assert_int_eq(chk(1, IPC_ADOPT, 0, sizeof(struct ipc_sess), 0), 0);
 	ck_assert_int_eq(chk(1, IPC_STATS, 0, sizeof(struct ipc_stats), 0), 0);
 	ck_assert_int_eq(chk(1, IPC_SHUTDOWN, 0, sizeof(struct ipc_shutdown), 0), 0);
+	ck_assert_int_eq(chk(1, IPC_METRICS, 0, sizeof(struct metrics), 0), 0);
+	ck_assert_int_eq(chk(1, IPC_QUERY, 0, sizeof(struct ipc_query), 0), 0);
+	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer), 0), 0);
+	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer) +
+	    IPC_ANSWER_MAX, 0), 0);
+	ck_assert_int_eq(chk(1, IPC_LOG, 0, sizeof(struct ipc_log), 0), 0);
 }
 END_TEST
 
@@ -295,6 +302,9 @@ START_TEST(check_sizes)
 		{ IPC_ADOPT, sizeof(struct ipc_sess) },
 		{ IPC_STATS, sizeof(struct ipc_stats) },
 		{ IPC_SHUTDOWN, sizeof(struct ipc_shutdown) },
+		{ IPC_METRICS, sizeof(struct metrics) },
+		{ IPC_QUERY, sizeof(struct ipc_query) },
+		{ IPC_LOG, sizeof(struct ipc_log) },
 	};
 	size_t i;
 
@@ -308,6 +318,11 @@ START_TEST(check_sizes)
 	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn) - 1, 1), -1);
 	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, IPC_MAX_PAYLOAD + 1, 1), -1);
 	ck_assert_int_eq(chk(1, IPC_REROUTE, IPC_F_FD, 0xffffffffu, 1), -1);
+	/* an answer carries at most IPC_ANSWER_MAX bytes of JSON */
+	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer) - 1, 0), -1);
+	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer) +
+	    IPC_ANSWER_MAX + 1, 0), -1);
+	ck_assert_int_eq(chk(1, IPC_ANSWER, IPC_F_FD, sizeof(struct ipc_answer), 1), -1);
 }
 END_TEST
 

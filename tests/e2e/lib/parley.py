@@ -31,6 +31,7 @@ except ImportError:  # the run script checks first; be clear anyway
 HERE = os.path.dirname(os.path.abspath(__file__))
 E2E = os.path.dirname(HERE)
 PARLEYD = os.environ.get("PARLEYD") or os.path.join(E2E, "..", "..", "parleyd")
+PARLEYCTL = os.environ.get("PARLEYCTL") or os.path.join(os.path.dirname(PARLEYD), "parleyctl")
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer")
 
 # Reply of the default fast provider; tests look for it in streamed output.
@@ -101,6 +102,7 @@ class Daemon:
         os.mkdir(self.state)
         self.conf = os.path.join(self.tmp, "parleyd.conf")
         self.logpath = os.path.join(self.tmp, "parleyd.log")
+        self.ctlsock = os.path.join(self.tmp, "control.sock")
         self.port = port or free_port()
         self.extra = extra
         self.workers = workers
@@ -117,9 +119,10 @@ class Daemon:
 
     def conf_text(self):
         return ("listen %s:%d\nworkers %d\nstate-dir %s\n"
+                "control-socket %s\n"
                 "retention %s\nidle-timeout %s\nflush-interval %s\n"
                 "heartbeat-interval %s\n%s%s%sdefault-provider %s\n" %
-                (self.host, self.port, self.workers, self.state,
+                (self.host, self.port, self.workers, self.state, self.ctlsock,
                  self.retention, self.idle_timeout, self.flush,
                  self.heartbeat, self.cluster_conf(), self.extra,
                  self.providers, self.default))
@@ -178,6 +181,18 @@ class Daemon:
             time.sleep(0.1)
         raise Fail("parleyd not ready after %ss (last: %s); log tail: %s"
                    % (timeout, last, self.log_tail()))
+
+    def ctl(self, *args, timeout=30, input=None, check_rc=None):
+        """Runs parleyctl -s <this daemon's control socket> ARGS; returns
+        (exit status, stdout, stderr).  check_rc: fail unless it exits so."""
+        r = subprocess.run([PARLEYCTL, "-s", self.ctlsock] + list(args),
+                           capture_output=True, text=True, timeout=timeout,
+                           input=input)
+        if check_rc is not None and r.returncode != check_rc:
+            raise Fail("parleyctl %s exited %d (want %d): %s%s" %
+                       (" ".join(args), r.returncode, check_rc,
+                        r.stdout[-400:], r.stderr[-400:]))
+        return r.returncode, r.stdout, r.stderr
 
     def workers_pids(self):
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)],
