@@ -840,11 +840,14 @@ kw_log_file(struct parser *p, const struct keyword *kw, int argc,
 {
 	if (strcmp(argv[0], "stderr") == 0 || strcmp(argv[0], "syslog") == 0)
 		return set_string(p, &p->conf->log_file, argv[0]);
+	(void)argc;
 	if (argv[0][0] != '/')
 		return perr(p, "%s: expected stderr, syslog or an absolute "
 		    "path, got '%.80s'", kw->name, argv[0]);
-	return kw_path(p, kw, argc, argv) == -1 ? -1 :
-	    set_string(p, &p->conf->log_file, argv[0]);
+	if (strlen(argv[0]) >= CFG_MAX_PATH)
+		return perr(p, "%s: path longer than %d bytes", kw->name,
+		    CFG_MAX_PATH - 1);
+	return set_string(p, &p->conf->log_file, argv[0]);
 }
 
 /* A user or group name as useradd(8) takes it; existence is parleyd's. */

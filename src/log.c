@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "parley/log.h"
+#include "parley/utf8.h"
 
 /*
  * Process-wide by nature: every module logs, and threading a handle through
@@ -97,14 +98,20 @@ log_target(const char *target)
 			openlog("parleyd", LOG_PID | LOG_NDELAY, LOG_DAEMON);
 		return 0;
 	}
-	if ((fd = open(target, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC,
-	    0640)) == -1)
+	if ((fd = open(target, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+	    O_NOFOLLOW, 0640)) == -1)
 		return -1;
 	if (lg.fd != -1)
 		close(lg.fd);
 	lg.fd = fd;
 	snprintf(lg.path, sizeof(lg.path), "%s", target);
 	return 0;
+}
+
+int
+log_chown(uid_t uid, gid_t gid)
+{
+	return lg.fd == -1 ? 0 : fchown(lg.fd, uid, gid);
 }
 
 void
@@ -135,15 +142,43 @@ log_reqid(char out[17], uint64_t id)
 	snprintf(out, 17, "%016llx", (unsigned long long)id);
 }
 
-/* Appends s to b as the inside of a JSON string. */
+/* Bytes in a UTF-8 sequence that starts with c; 0 if c cannot start one. */
+static size_t
+utf8_seqlen(unsigned char c)
+{
+	return c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 :
+	    c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+}
+
+/*
+ * Appends s to b as the inside of a JSON string.  Invalid UTF-8 (a client
+ * can put any byte in a path) becomes U+FFFD: a log line must parse.
+ */
 static size_t
 json_escape(char *b, size_t cap, size_t n, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char c;
+	size_t k, i;
 
-	for (; *s != '\0' && n + 7 < cap; s++) {
+	while (*s != '\0' && n + 7 < cap) {
 		c = (unsigned char)*s;
+		if (c >= 0x80) {
+			k = utf8_seqlen(c);
+			for (i = 1; i < k && s[i] != '\0'; i++)
+				;
+			if (k == 0 || i < k ||
+			    !utf8_valid((const unsigned char *)s, k)) {
+				memcpy(b + n, "\\ufffd", 6);
+				n += 6;
+				s++;
+			} else {
+				memcpy(b + n, s, k);
+				n += k;
+				s += k;
+			}
+			continue;
+		}
 		if (c == '"' || c == '\\') {
 			b[n++] = '\\';
 			b[n++] = (char)c;
@@ -154,6 +189,7 @@ json_escape(char *b, size_t cap, size_t n, const char *s)
 			n += 6;
 		} else
 			b[n++] = (char)c;
+		s++;
 	}
 	return n;
 }

@@ -29,6 +29,7 @@
 #include "supervisor.h"
 
 #define CTL_QUERY_MS	3000
+#define CTL_ASK_MAX	512	/* workers of both generations */
 
 /* A sessions question waiting for the workers' answers. */
 struct ctlq {
@@ -37,6 +38,7 @@ struct ctlq {
 	uint32_t		 id;
 	int			 fd;
 	unsigned		 nwait;
+	pid_t			 asked[CTL_ASK_MAX];	/* 0 once answered */
 	int			 truncated;
 	cJSON			*list;
 	struct event		*tmo;
@@ -246,7 +248,8 @@ ask_sessions(struct sup *sup, int fd, const struct http_request *req)
 	q->fd = fd;
 	q->id = ++sup->next_query;
 	TAILQ_INSERT_TAIL(&sup->ctlqs, q, entry);
-	q->nwait = pool_query(sup, q->id, r == 0 ? state : "");
+	q->nwait = pool_query(sup, q->id, r == 0 ? state : "", q->asked,
+	    CTL_ASK_MAX);
 	if (q->nwait == 0) {
 		ctlq_finish(q, 0);
 		return;
@@ -262,11 +265,23 @@ control_answer(struct sup *sup, struct worker *w, uint32_t id,
 	struct ctlq *q;
 	cJSON *arr, *x, *next;
 
+	unsigned i;
+
 	TAILQ_FOREACH(q, &sup->ctlqs, entry)
 		if (q->id == id)
 			break;
 	if (q == NULL)
 		return;		/* it timed out */
+	/* One answer from each worker asked, no more. */
+	for (i = 0; i < CTL_ASK_MAX; i++)
+		if (q->asked[i] != 0 && q->asked[i] == w->pid)
+			break;
+	if (i == CTL_ASK_MAX) {
+		log_warnx("worker %d: an answer it was not asked for; ignored",
+		    w->slot);
+		return;
+	}
+	q->asked[i] = 0;
 	/* A worker's answer is trusted no further than its shape. */
 	if ((arr = cJSON_ParseWithLength(json, len)) == NULL ||
 	    !cJSON_IsArray(arr)) {
@@ -276,6 +291,8 @@ control_answer(struct sup *sup, struct worker *w, uint32_t id,
 	} else {
 		for (x = arr->child; x != NULL; x = next) {
 			next = x->next;
+			if (!cJSON_IsObject(x))
+				continue;
 			cJSON_DetachItemViaPointer(arr, x);
 			cJSON_AddNumberToObject(x, "worker", w->slot);
 			cJSON_AddNumberToObject(x, "pid", (double)w->pid);
@@ -398,6 +415,26 @@ control_request(struct sup *sup, int fd, const struct http_request *req)
 		    "endpoint; this parleyd speaks control protocol 1");
 }
 
+/* Whether the peer has gid as its primary or a supplementary group. */
+static int
+peer_in_group(int fd, gid_t primary, gid_t gid)
+{
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	size_t i;
+
+	if (gid == (gid_t)-1)
+		return 0;
+	if (primary == gid)
+		return 1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == -1)
+		return 0;	/* more than 256 groups, or an old kernel */
+	for (i = 0; i < len / sizeof(groups[0]); i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
 static void
 ctl_accept(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
@@ -416,7 +453,7 @@ ctl_accept(struct evconnlistener *evl, evutil_socket_t fd,
 	/* The file mode already keeps others out; this holds if someone
 	 * loosens it. */
 	if (cr.uid != 0 && cr.uid != geteuid() && cr.uid != sup->ctl_uid &&
-	    cr.gid != sup->ctl_gid) {
+	    !peer_in_group(fd, cr.gid, sup->ctl_gid)) {
 		log_warnx("control: refused uid %u gid %u (pid %d): not root, "
 		    "parleyd's user, the socket's owner or its group",
 		    (unsigned)cr.uid, (unsigned)cr.gid, (int)cr.pid);
@@ -435,18 +472,23 @@ ctl_accept(struct evconnlistener *evl, evutil_socket_t fd,
 	listener_take(sup, fd, 1, peer);
 }
 
-/* The default path: /run for root, the user's runtime dir otherwise. */
-static void
+/*
+ * The default path: /run for root, the user's runtime dir otherwise.
+ * Returns -1 if it does not fit a socket address.
+ */
+static int
 default_path(const struct config *conf, char *out, size_t outlen)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
 
 	if (geteuid() == 0)
-		snprintf(out, outlen, "%s", CTL_DEFAULT_SOCKET);
+		n = snprintf(out, outlen, "%s", CTL_DEFAULT_SOCKET);
 	else if (xdg != NULL && xdg[0] == '/')
-		snprintf(out, outlen, "%s/parleyd/control.sock", xdg);
+		n = snprintf(out, outlen, "%s/parleyd/control.sock", xdg);
 	else
-		snprintf(out, outlen, "%s/control.sock", conf->state_dir);
+		n = snprintf(out, outlen, "%s/control.sock", conf->state_dir);
+	return n < 0 || (size_t)n >= outlen ? -1 : 0;
 }
 
 /*
@@ -463,29 +505,34 @@ control_open(struct sup *sup, const struct config *conf, char *err,
 	struct stat sb;
 	const char *owner, *group;
 	char dir[sizeof(sun.sun_path)], *slash;
-	int fd, probe;
+	mode_t mask;
+	int fd, probe, rc;
 
 	TAILQ_INIT(&sup->ctlqs);
 	if (conf->control_socket != NULL &&
 	    strcmp(conf->control_socket, "none") == 0)
 		return 0;
-	if (conf->control_socket != NULL)
-		snprintf(sup->ctl_path, sizeof(sup->ctl_path), "%s",
-		    conf->control_socket);
-	else
-		default_path(conf, sup->ctl_path, sizeof(sup->ctl_path));
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(sup->ctl_path) >= sizeof(sun.sun_path)) {
-		snprintf(err, errlen, "control-socket %s: path too long",
-		    sup->ctl_path);
+	if ((conf->control_socket != NULL ? snprintf(sup->ctl_path,
+	    sizeof(sup->ctl_path), "%s", conf->control_socket) >=
+	    (int)sizeof(sup->ctl_path) : default_path(conf, sup->ctl_path,
+	    sizeof(sup->ctl_path)) == -1)) {
+		snprintf(err, errlen, "control-socket: the path is longer than "
+		    "a Unix socket address holds (107 bytes); set "
+		    "control-socket to a shorter one");
+		sup->ctl_path[0] = '\0';
 		return -1;
 	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
 	memcpy(sun.sun_path, sup->ctl_path, strlen(sup->ctl_path));
 	owner = conf->control_owner ? conf->control_owner : conf->user;
 	group = conf->control_group ? conf->control_group : conf->group;
 	sup->ctl_uid = (uid_t)-1;
 	sup->ctl_gid = (gid_t)-1;
+	/* Only root gives files away; like user and group, the socket's
+	 * owner and group are ignored otherwise. */
+	if (geteuid() != 0)
+		owner = group = NULL;
 	if (owner != NULL) {
 		if ((pw = getpwnam(owner)) == NULL) {
 			snprintf(err, errlen, "control-socket owner %s: no such "
@@ -504,12 +551,16 @@ control_open(struct sup *sup, const struct config *conf, char *err,
 		}
 		sup->ctl_gid = gr->gr_gid;
 	}
-	/* Its directory: made for it (e.g. /run/parleyd without systemd). */
+	/*
+	 * Its directory, made for it if missing (/run/parleyd without
+	 * systemd): root's, entered by the socket's group.  Never the
+	 * daemon user's, which could then swap the socket for a link.
+	 */
 	snprintf(dir, sizeof(dir), "%s", sup->ctl_path);
 	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
 		*slash = '\0';
-		if (mkdir(dir, 0750) == 0 && (sup->ctl_uid != (uid_t)-1 ||
-		    sup->ctl_gid != (gid_t)-1) && chown(dir, sup->ctl_uid, sup->ctl_gid) == -1) {
+		if (mkdir(dir, 0750) == 0 && sup->ctl_gid != (gid_t)-1 &&
+		    lchown(dir, (uid_t)-1, sup->ctl_gid) == -1) {
 			snprintf(err, errlen, "control-socket: chown %s: %s",
 			    dir, strerror(errno));
 			return -1;
@@ -543,11 +594,14 @@ control_open(struct sup *sup, const struct config *conf, char *err,
 		    strerror(errno));
 		return -1;
 	}
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
-	    chmod(sup->ctl_path, conf->control_mode) == -1 ||
-	    ((sup->ctl_uid != (uid_t)-1 || sup->ctl_gid != (gid_t)-1) &&
-	    chown(sup->ctl_path, sup->ctl_uid, sup->ctl_gid) == -1) ||
-	    listen(fd, 64) == -1) {
+	/* Made with its mode (no chmod by path); lchown never follows a
+	 * link put in its place. */
+	mask = umask(~conf->control_mode & 0777);
+	rc = bind(fd, (struct sockaddr *)&sun, sizeof(sun));
+	umask(mask);
+	if (rc == -1 || ((sup->ctl_uid != (uid_t)-1 ||
+	    sup->ctl_gid != (gid_t)-1) && lchown(sup->ctl_path, sup->ctl_uid,
+	    sup->ctl_gid) == -1) || listen(fd, 64) == -1) {
 		snprintf(err, errlen, "control-socket %s: %s", sup->ctl_path,
 		    strerror(errno));
 		close(fd);
@@ -574,5 +628,7 @@ control_close(struct sup *sup)
 		return;
 	evconnlistener_free(sup->ctl_evl);
 	sup->ctl_evl = NULL;
+	/* May fail once privileges are dropped: the next start replaces a
+	 * stale socket. */
 	unlink(sup->ctl_path);
 }

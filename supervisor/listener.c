@@ -29,6 +29,7 @@
 #include "supervisor.h"
 
 #define MAX_PENDING	4096	/* connections still sending their request */
+#define CTL_PENDING_MAX	64	/* the same on the control socket */
 #define DRAINING_MSG	"this host is draining and takes no new sessions; " \
 			"retry on another host"
 
@@ -57,14 +58,22 @@ static const char *role_names[] = {
 };
 
 static void
-pending_free(struct pending *p, int close_fd)
+pending_detach(struct pending *p)
 {
 	struct sup *sup = p->sup;
 
-	if (!p->detached) {
-		TAILQ_REMOVE(&sup->pending, p, entry);
-		sup->npending--;
-	}
+	TAILQ_REMOVE(&sup->pending, p, entry);
+	sup->npending--;
+	if (p->control)
+		sup->nctlpending--;
+	p->detached = 1;
+}
+
+static void
+pending_free(struct pending *p, int close_fd)
+{
+	if (!p->detached)
+		pending_detach(p);
 	event_free(p->rev);
 	event_free(p->tmo);
 	http_parser_free(&p->hp);
@@ -288,9 +297,7 @@ pending_dispatch(struct pending *p)
 			p->fd = -1;
 			/* A reload may close every pending connection;
 			 * this one is answered, not closed. */
-			TAILQ_REMOVE(&sup->pending, p, entry);
-			sup->npending--;
-			p->detached = 1;
+			pending_detach(p);
 			control_request(sup, fd, req);
 			pending_free(p, 0);
 			return;
@@ -462,7 +469,9 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	struct timeval tv;
 	unsigned same = 0;
 
-	if (sup->npending >= MAX_PENDING) {
+	/* The operator's way in stays open while clients crowd the rest. */
+	if (control ? sup->nctlpending >= CTL_PENDING_MAX :
+	    sup->npending - sup->nctlpending >= MAX_PENDING) {
 		close(fd);
 		return;
 	}
@@ -503,6 +512,8 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	p->tmo = evtimer_new(sup->base, pending_timeout, p);
 	TAILQ_INSERT_TAIL(&sup->pending, p, entry);
 	sup->npending++;
+	if (control)
+		sup->nctlpending++;
 	if (p->raw == NULL || p->rev == NULL || p->tmo == NULL) {
 		pending_free(p, 1);
 		return;
@@ -530,39 +541,110 @@ accept_error(struct evconnlistener *evl, void *arg)
 	log_warn("accept");
 }
 
-int
-listener_open(struct sup *sup, struct config *conf, char *err, size_t errlen)
+/* Binds one listen line; NULL with err set. */
+static struct listener *
+listener_bind(struct sup *sup, const struct cfg_listen *cl, char *err,
+    size_t errlen)
 {
-	struct cfg_listen *cl;
 	struct addrinfo hints, *res;
 	struct listener *l;
 	int rc;
 
-	TAILQ_FOREACH(cl, &conf->listens, entry) {
-		memset(&hints, 0, sizeof(hints));
-		hints.ai_family = AF_UNSPEC;
-		hints.ai_socktype = SOCK_STREAM;
-		hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-		if ((rc = getaddrinfo(cl->host, cl->port, &hints, &res)) != 0) {
-			snprintf(err, errlen, "listen %s:%s: %s", cl->host,
-			    cl->port, gai_strerror(rc));
-			return -1;
-		}
-		l = calloc(1, sizeof(*l));
-		l->evl = evconnlistener_new_bind(sup->base, accept_cb, sup,
-		    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE |
-		    LEV_OPT_CLOSE_ON_EXEC, 1024, res->ai_addr,
-		    (int)res->ai_addrlen);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+	if ((rc = getaddrinfo(cl->host, cl->port, &hints, &res)) != 0) {
+		snprintf(err, errlen, "listen %s:%s: %s", cl->host, cl->port,
+		    gai_strerror(rc));
+		return NULL;
+	}
+	if ((l = calloc(1, sizeof(*l))) == NULL) {
 		freeaddrinfo(res);
-		if (l->evl == NULL) {
-			snprintf(err, errlen, "listen %s:%s: %s", cl->host,
-			    cl->port, strerror(errno));
-			free(l);
+		snprintf(err, errlen, "listen: out of memory");
+		return NULL;
+	}
+	l->evl = evconnlistener_new_bind(sup->base, accept_cb, sup,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    1024, res->ai_addr, (int)res->ai_addrlen);
+	freeaddrinfo(res);
+	if (l->evl == NULL) {
+		snprintf(err, errlen, "listen %s:%s: %s%s", cl->host, cl->port,
+		    strerror(errno), errno == EACCES && geteuid() != 0 ?
+		    " (a port below 1024 needs a restart of parleyd, which "
+		    "binds as root)" : errno == EADDRINUSE ? " (moving a port "
+		    "to another address of this host needs a restart)" : "");
+		free(l);
+		return NULL;
+	}
+	evconnlistener_set_error_cb(l->evl, accept_error);
+	snprintf(l->name, sizeof(l->name), "%s:%s", cl->host, cl->port);
+	l->loopback = cl->loopback;
+	return l;
+}
+
+int
+listener_open(struct sup *sup, struct config *conf, char *err, size_t errlen)
+{
+	return listener_update(sup, conf, err, errlen);
+}
+
+static int
+conf_listens(const struct config *conf, const char *name)
+{
+	const struct cfg_listen *cl;
+	char n[80];
+
+	TAILQ_FOREACH(cl, &conf->listens, entry) {
+		snprintf(n, sizeof(n), "%s:%s", cl->host, cl->port);
+		if (strcmp(n, name) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Makes the listeners conf's: those it still names stay open (their accept
+ * queues and the clients still sending a request are kept), new ones are
+ * bound before any old one closes, so on an error nothing has changed.
+ */
+int
+listener_update(struct sup *sup, struct config *conf, char *err,
+    size_t errlen)
+{
+	TAILQ_HEAD(, listener) fresh = TAILQ_HEAD_INITIALIZER(fresh);
+	const struct cfg_listen *cl;
+	struct listener *l, *next;
+	char name[80];
+
+	TAILQ_FOREACH(cl, &conf->listens, entry) {
+		snprintf(name, sizeof(name), "%s:%s", cl->host, cl->port);
+		TAILQ_FOREACH(l, &sup->listeners, entry)
+			if (strcmp(l->name, name) == 0)
+				break;
+		if (l != NULL)
+			continue;
+		if ((l = listener_bind(sup, cl, err, errlen)) == NULL) {
+			while ((l = TAILQ_FIRST(&fresh)) != NULL) {
+				TAILQ_REMOVE(&fresh, l, entry);
+				evconnlistener_free(l->evl);
+				free(l);
+			}
 			return -1;
 		}
-		evconnlistener_set_error_cb(l->evl, accept_error);
-		snprintf(l->name, sizeof(l->name), "%s:%s", cl->host, cl->port);
-		l->loopback = cl->loopback;
+		TAILQ_INSERT_TAIL(&fresh, l, entry);
+	}
+	for (l = TAILQ_FIRST(&sup->listeners); l != NULL; l = next) {
+		next = TAILQ_NEXT(l, entry);
+		if (conf_listens(conf, l->name))
+			continue;
+		TAILQ_REMOVE(&sup->listeners, l, entry);
+		log_info("no longer listening on %s", l->name);
+		evconnlistener_free(l->evl);
+		free(l);
+	}
+	while ((l = TAILQ_FIRST(&fresh)) != NULL) {
+		TAILQ_REMOVE(&fresh, l, entry);
 		TAILQ_INSERT_TAIL(&sup->listeners, l, entry);
 		log_info("listening on %s", l->name);
 	}

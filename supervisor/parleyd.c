@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -118,16 +117,21 @@ check_accounts(const struct config *conf, char *err, size_t errlen)
 static void
 pidfile_write(const char *path)
 {
-	FILE *f;
+	char buf[32];
+	int fd, n;
 
 	if (path == NULL)
 		return;
-	if ((f = fopen(path, "w")) == NULL) {
+	/* Written as root: never through a link someone put there. */
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0644)) == -1) {
 		log_warn("pid-file %s", path);
 		return;
 	}
-	fprintf(f, "%d\n", (int)getpid());
-	fclose(f);
+	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (write(fd, buf, (size_t)n) != n)
+		log_warn("pid-file %s", path);
+	close(fd);
 }
 
 static void
@@ -169,12 +173,10 @@ status_cb(evutil_socket_t fd, short ev, void *arg)
 int
 sup_reload(struct sup *sup, char *err, size_t errlen)
 {
-	struct cfg_listen *a, *b;
 	struct config *conf;
 	struct timespec ts;
 	enum log_level lv = LOG_LEVEL_INFO;
 	char msg[128];
-	int same = 1;
 
 	log_info("reloading %s", sup->conf_path);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -187,24 +189,10 @@ sup_reload(struct sup *sup, char *err, size_t errlen)
 	if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, err,
 	    errlen)) == NULL)
 		goto fail;
-	/* Listeners change only when the listen lines did. */
-	a = TAILQ_FIRST(&sup->conf->listens);
-	b = TAILQ_FIRST(&conf->listens);
-	for (; a && b; a = TAILQ_NEXT(a, entry), b = TAILQ_NEXT(b, entry))
-		if (strcmp(a->host, b->host) || strcmp(a->port, b->port))
-			same = 0;
-	if (a || b)
-		same = 0;
-	if (!same) {
-		listener_close_all(sup);
-		if (listener_open(sup, conf, err, errlen) == -1) {
-			listener_close_all(sup);
-			if (listener_open(sup, sup->conf, msg,
-			    sizeof(msg)) == -1)
-				fatalx("%s", msg);
-			config_free(conf);
-			goto fail;
-		}
+	/* Listeners change only where the listen lines did. */
+	if (listener_update(sup, conf, err, errlen) == -1) {
+		config_free(conf);
+		goto fail;
 	}
 	if (conf->log_level != NULL)
 		log_level_parse(conf->log_level, &lv);
@@ -246,8 +234,11 @@ sup_drain(struct sup *sup, uint64_t ms)
 	/* Workers bound themselves; this bounds a worker that hangs. */
 	util_tv(&tv, ms + sup->conf->shutdown_timeout_ms + 3000);
 	evtimer_add(sup->stop_ev, &tv);
-	if (pool_alive(sup) == 0)
-		event_base_loopbreak(sup->base);
+	/* Nothing to wait for: exit once the answer to parleyctl is out. */
+	if (pool_alive(sup) == 0) {
+		util_tv(&tv, 200);
+		event_base_loopexit(sup->base, &tv);
+	}
 }
 
 static void
@@ -301,27 +292,13 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
  * log file and the control socket to that user, then become it for good.
  * Returns -1 with err set.
  */
-/* nftw(3) passes its callback no argument: the target owner goes here. */
-static const struct passwd *drop_pw;
-static gid_t drop_gid;
-
-static int
-chown_one(const char *path, const struct stat *sb, int type, struct FTW *f)
-{
-	(void)sb;
-	(void)type;
-	(void)f;
-	if (lchown(path, drop_pw->pw_uid, drop_gid) == -1)
-		log_warn("chown %s", path);
-	return 0;
-}
-
 static int
 drop_privileges(struct sup *sup, char *err, size_t errlen)
 {
 	struct config *conf = sup->conf;
 	struct passwd *pw;
 	struct group *gr;
+	char path[4096];
 	gid_t gid;
 
 	if (geteuid() != 0) {
@@ -353,12 +330,20 @@ drop_privileges(struct sup *sup, char *err, size_t errlen)
 		    strerror(errno));
 		return -1;
 	}
-	drop_pw = pw;
-	drop_gid = gid;
-	nftw(conf->state_dir, chown_one, 16, FTW_PHYS);
-	if (conf->log_file != NULL && conf->log_file[0] == '/' &&
-	    chown(conf->log_file, pw->pw_uid, gid) == -1)
-		log_warn("chown %s", conf->log_file);
+	/*
+	 * What root made here, nothing deeper: a walk of a tree the user
+	 * owns could be led elsewhere by a link.  Files an earlier run as
+	 * root left inside are the operator's to chown (parleyd.conf(5)).
+	 */
+	snprintf(path, sizeof(path), "%s/sessions", conf->state_dir);
+	if (lchown(conf->state_dir, pw->pw_uid, gid) == -1 ||
+	    (lchown(path, pw->pw_uid, gid) == -1 && errno != ENOENT)) {
+		snprintf(err, errlen, "state-dir %s: chown: %s",
+		    conf->state_dir, strerror(errno));
+		return -1;
+	}
+	if (log_chown(pw->pw_uid, gid) == -1)
+		log_warn("log-file %s: chown", conf->log_file);
 	if (setgroups(1, &gid) == -1 || setresgid(gid, gid, gid) == -1 ||
 	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) == -1) {
 		snprintf(err, errlen, "cannot switch to user %s: %s",

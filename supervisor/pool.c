@@ -253,7 +253,8 @@ sup_notify(const char *state)
 	len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + strlen(path));
 	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		return;
-	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL,
+	/* Never wait for systemd: the supervisor must not block. */
+	if (sendto(fd, state, strlen(state), MSG_NOSIGNAL | MSG_DONTWAIT,
 	    (struct sockaddr *)&sun, len) == -1)
 		log_warn("sd_notify");
 	close(fd);
@@ -385,11 +386,20 @@ static void
 worker_spawn(struct worker *w)
 {
 	struct sup *sup = w->sup;
+	sigset_t block, saved;
 	int sv[2], i;
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == -1)
 		fatal("socketpair");
+	/* Held until the child has its own dispositions: between dropping
+	 * the supervisor's handlers and ignoring these, a group-wide HUP or
+	 * USR1 would kill it. */
+	sigemptyset(&block);
+	sigaddset(&block, SIGHUP);
+	sigaddset(&block, SIGUSR1);
+	sigaddset(&block, SIGINT);
+	sigprocmask(SIG_BLOCK, &block, &saved);
 	switch (pid = fork()) {
 	case -1:
 		fatal("fork");
@@ -400,18 +410,23 @@ worker_spawn(struct worker *w)
 		for (i = 0; i < SUP_NSIGS; i++)
 			if (sup->sigs[i] != NULL)
 				event_del(sup->sigs[i]);
+		/* ^C in a terminal reaches the whole group, and so may
+		 * `pkill -HUP/-USR1 parleyd`: the supervisor decides and
+		 * tells workers over IPC. */
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGUSR1, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		signal(SIGPIPE, SIG_IGN);
+		sigprocmask(SIG_SETMASK, &saved, NULL);
 		log_forget_fd();
 		if (dup2(sv[1], 3) == -1)
 			_exit(1);
 		close_range(4, ~0U, 0);
-		signal(SIGPIPE, SIG_IGN);
-		/* `pkill -USR1 parleyd` reaches workers too; the supervisor
-		 * tells them to reopen logs over IPC. */
-		signal(SIGUSR1, SIG_IGN);
 		/* close_range took the log file with it. */
 		log_reopen();
 		worker_main(w->conf, w->slot, 3);
 	}
+	sigprocmask(SIG_SETMASK, &saved, NULL);
 	close(sv[1]);
 	w->pid = pid;
 	w->ready = 0;
@@ -732,7 +747,8 @@ pool_metrics_render(struct sup *sup, struct evbuffer *out)
 }
 
 unsigned
-pool_query(struct sup *sup, uint32_t id, const char *state)
+pool_query(struct sup *sup, uint32_t id, const char *state, pid_t *asked,
+    unsigned max)
 {
 	struct workerq *lists[2] = { &sup->workers, &sup->old };
 	struct ipc_query q;
@@ -746,10 +762,10 @@ pool_query(struct sup *sup, uint32_t id, const char *state)
 	snprintf(q.state, sizeof(q.state), "%s", state);
 	for (i = 0; i < 2; i++)
 		TAILQ_FOREACH(w, lists[i], entry)
-			if (w->ready && w->chan != NULL &&
+			if (n < max && w->ready && w->chan != NULL &&
 			    ipc_send(w->chan, IPC_QUERY, -1, &q, sizeof(q),
 			    NULL, 0) == 0)
-				n++;
+				asked[n++] = w->pid;
 	return n;
 }
 
@@ -773,6 +789,13 @@ pool_log(struct sup *sup, uint32_t level, int reopen)
 void
 pool_drain(struct sup *sup, uint64_t ms)
 {
+	struct worker *w;
+
+	/* Older generations get the new bound too (the supervisor kills
+	 * what outlives it). */
+	TAILQ_FOREACH(w, &sup->old, entry)
+		if (w->pid > 0)
+			shutdown_send(w, IPC_SHUT_DRAIN, ms);
 	retire_all(sup, ms);
 }
 

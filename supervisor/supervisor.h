@@ -76,6 +76,7 @@ struct sup {
 	struct workerq		 old;		/* draining after a reload */
 	TAILQ_HEAD(, pending)	 pending;
 	unsigned		 npending;
+	unsigned		 nctlpending;	/* of those, control peers */
 	struct route		**routes;
 	size_t			 nbuckets;
 	size_t			 nroutes;
@@ -129,8 +130,10 @@ void		 pool_reap(struct sup *);
 void		 pool_free_all(struct sup *);
 /* Appends /metrics: the sum over workers, living and exited. */
 void		 pool_metrics_render(struct sup *, struct evbuffer *);
-/* Asks every running worker; returns how many were asked. */
-unsigned	 pool_query(struct sup *, uint32_t id, const char *state);
+/* Asks every running worker (at most max, their pids into asked);
+ * returns how many were asked. */
+unsigned	 pool_query(struct sup *, uint32_t id, const char *state,
+		    pid_t *asked, unsigned max);
 /* Sets every worker's log level (IPC_LOG_KEEP: unchanged), reopens logs. */
 void		 pool_log(struct sup *, uint32_t level, int reopen);
 /* Lets every worker finish within ms and exit; none is replaced. */
@@ -153,6 +156,8 @@ void		 control_answer(struct sup *, struct worker *, uint32_t id,
 
 /* listener.c */
 int		 listener_open(struct sup *, struct config *, char *err,
+		    size_t errlen);
+int		 listener_update(struct sup *, struct config *, char *err,
 		    size_t errlen);
 void		 listener_close_all(struct sup *);
 void		 listener_pause(struct sup *);

@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum log_level { LOG_LEVEL_ERROR, LOG_LEVEL_WARN, LOG_LEVEL_INFO, LOG_LEVEL_DEBUG };
 
@@ -26,6 +27,8 @@ int	log_format_parse(const char *s, enum log_format *out);
  * cannot be opened; the previous target stays.
  */
 int	log_target(const char *target);
+/* Gives the open log file to uid:gid (before dropping root); 0 if none. */
+int	log_chown(uid_t, gid_t);
 /* Reopens the log file (SIGUSR1 after logrotate); 0 when there is none. */
 int	log_reopen(void);
 /*

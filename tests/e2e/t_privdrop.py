@@ -202,6 +202,10 @@ async def peercred(gname, gid):
         out = probe(d, OTHER, gid)
         check("200 OK" in out, "uid %d with gid %s (the socket's group) "
               "refused: %s" % (OTHER, gname, out))
+        # a member of the group (usermod -aG) whose primary group differs
+        out = probe(d, OTHER, OTHER, groups=(gid,))
+        check("200 OK" in out, "uid %d with %s as a supplementary group "
+              "refused: %s" % (OTHER, gname, out))
         rc, out, err = d.ctl("status", check_rc=0)
 
 

@@ -84,6 +84,41 @@ async def test():
         text = "".join(e["content"] for e in ev if e.get("type") == "token")
         check(text == NEW, "after an invalid reload the reply is %r" % text[:60])
         d.write_conf()  # so the final stop is clean
+        # a second listen line: the first socket stays open across the
+        # reload (a client connected before it is served after), the new
+        # one serves too; removing it again closes only it
+        held = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+        extra = free_port()
+        base = d.conf_text
+        d.conf_text = lambda: base() + "listen 127.0.0.1:%d\n" % extra
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", extra), timeout=1).close()
+                break
+            except OSError:
+                check(time.time() < deadline, "new listen line not served "
+                      "10 s after SIGHUP")
+                await asyncio.sleep(0.1)
+        held.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        check(b" 200 " in held.recv(4096), "a connection accepted before the "
+              "reload was not served after it")
+        held.close()
+        d.conf_text = base
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        deadline = time.time() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", extra), timeout=1).close()
+            except OSError:
+                break
+            check(time.time() < deadline, "removed listen line still served")
+            await asyncio.sleep(0.1)
+        st, _, _ = d.http("GET", "/health/ready")
+        check(st == 200, "health after the listen lines changed back: %d" % st)
 
 
 async def follow_ws(d, ws, sid, seen):

@@ -1016,6 +1016,9 @@ START_TEST(test_operations)
 	ck_assert_uint_eq(c->drain_timeout_ms, 120000);
 	ck_assert_int_eq(c->log_json, 1);
 	ck_assert_str_eq(c->log_file, "/var/log/parleyd/parleyd.log");
+	/* log-file once overwrote the config's own path */
+	ck_assert(c->path == NULL || strcmp(c->path,
+	    "/var/log/parleyd/parleyd.log") != 0);
 	config_free(c);
 
 	c = parse("control-socket none\nlog-file syslog\n");

@@ -96,6 +96,7 @@ START_TEST(test_json)
 	log_setformat(LOG_FORMAT_JSON);
 	ck_assert_int_eq(log_target(path), 0);
 	log_info("quote \" backslash \\ tab \t bell \a");
+	log_info("bad utf-8 \xff\xc3 then \xc3\xa9 \xe2\x82 \xf0\x9f\x98\x80 end");
 	log_rdebug("00000000000000ff", "s:1", "provider call done");
 	log_warnx("plain");
 	s = slurp(path);
@@ -113,7 +114,12 @@ START_TEST(test_json)
 			ck_assert_str_eq(cJSON_GetObjectItem(o,
 			    "msg")->valuestring,
 			    "quote \" backslash \\ tab \t bell \a");
-		if (n == 1) {
+		if (n == 1)
+			ck_assert_str_eq(cJSON_GetObjectItem(o,
+			    "msg")->valuestring, "bad utf-8 \xef\xbf\xbd"
+			    "\xef\xbf\xbd then \xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd "
+			    "\xf0\x9f\x98\x80 end");
+		if (n == 2) {
 			ck_assert_str_eq(cJSON_GetObjectItem(o,
 			    "level")->valuestring, "debug");
 			ck_assert_str_eq(cJSON_GetObjectItem(o,
@@ -121,11 +127,11 @@ START_TEST(test_json)
 			ck_assert_str_eq(cJSON_GetObjectItem(o,
 			    "session")->valuestring, "s:1");
 		}
-		if (n == 2)
+		if (n == 3)
 			ck_assert_ptr_null(cJSON_GetObjectItem(o, "req"));
 		cJSON_Delete(o);
 	}
-	ck_assert_int_eq(n, 3);
+	ck_assert_int_eq(n, 4);
 	free(s);
 }
 END_TEST
@@ -153,6 +159,14 @@ START_TEST(test_reopen)
 	s = slurp(path);
 	ck_assert_ptr_nonnull(strstr(s, "after"));
 	free(s);
+	/* Never through a link (files are opened as root). */
+	{
+		char link[256];
+
+		snprintf(link, sizeof(link), "%s/link.log", dir);
+		ck_assert_int_eq(symlink(old, link), 0);
+		ck_assert_int_eq(log_target(link), -1);
+	}
 	/* A file that cannot be opened leaves the current one in place. */
 	ck_assert_int_eq(log_target("/nonexistent-dir/x.log"), -1);
 	log_info("kept");
