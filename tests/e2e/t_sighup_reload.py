@@ -93,15 +93,7 @@ async def test():
         d.conf_text = lambda: base() + "listen 127.0.0.1:%d\n" % extra
         d.write_conf()
         d.signal(signal.SIGHUP)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", extra), timeout=1).close()
-                break
-            except OSError:
-                check(time.time() < deadline, "new listen line not served "
-                      "10 s after SIGHUP")
-                await asyncio.sleep(0.1)
+        await until_port(extra, True, "new listen line not served 10 s after SIGHUP")
         held.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
         check(b" 200 " in held.recv(4096), "a connection accepted before the "
               "reload was not served after it")
@@ -109,16 +101,24 @@ async def test():
         d.conf_text = base
         d.write_conf()
         d.signal(signal.SIGHUP)
-        deadline = time.time() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", extra), timeout=1).close()
-            except OSError:
-                break
-            check(time.time() < deadline, "removed listen line still served")
-            await asyncio.sleep(0.1)
+        await until_port(extra, False, "removed listen line still served")
         st, _, _ = d.http("GET", "/health/ready")
         check(st == 200, "health after the listen lines changed back: %d" % st)
+
+
+async def until_port(port, served, what):
+    """Waits up to 10 s for 127.0.0.1:port to accept (served) or refuse."""
+    deadline = time.time() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            up = True
+        except OSError:
+            up = False
+        if up == served:
+            return
+        check(time.time() < deadline, what)
+        await asyncio.sleep(0.1)
 
 
 async def follow_ws(d, ws, sid, seen):
