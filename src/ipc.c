@@ -349,6 +349,22 @@ ipc_chan_new(struct event_base *base, int fd, ipc_cb cb, void *arg)
 }
 
 void
+ipc_drain(struct ipc_chan *c)
+{
+	struct pollfd pfd;
+	int n;
+
+	/* Bounded: a peer that is gone sends nothing more. */
+	for (n = 0; n < 256 && !c->dead; n++) {
+		pfd.fd = c->fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, 0) != 1)
+			break;
+		chan_read(c->fd, EV_READ, c);
+	}
+}
+
+void
 ipc_chan_free(struct ipc_chan *c)
 {
 	struct ipc_out *o;

@@ -663,6 +663,8 @@ pool_reap(struct sup *sup)
 			    WEXITSTATUS(status));
 		w->pid = 0;
 		w->ready = 0;
+		/* Its last words: final counters, sessions it let go. */
+		ipc_drain(w->chan);
 		/* Counters stay monotonic over restarts: what the worker
 		 * counted moves to the host's total (its last second of
 		 * counting, if it crashed, is lost). */

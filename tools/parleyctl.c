@@ -117,7 +117,10 @@ struct chat {
 	int		 want_stream;	/* the session exists */
 	int		 col;		/* output is mid-line */
 	struct turn {
-		uint64_t seq;		/* of the message (user_message) */
+		uint64_t seq;		/* of the message (user_message); 0
+					   until seen, when a follower host
+					   forwarded it (202, no seq) */
+		unsigned n;		/* its id is ctl-IDBASE-n */
 		int	 started;	/* an event of its turn was seen */
 	}		*turns;		/* messages sent whose turn runs */
 	size_t		 nturns;
@@ -466,8 +469,10 @@ ctl_connect(void)
 		return -1;
 	}
 	for (;;) {
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) ==
-		    -1) {
+		/* Non-blocking: a full backlog answers EAGAIN instead of
+		 * blocking connect(2) for as long as the daemon hangs. */
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, 0)) == -1) {
 			snprintf(hc_err, sizeof(hc_err), "socket: %s",
 			    strerror(errno));
 			return -1;
@@ -1371,9 +1376,9 @@ follow_read(struct follow *f)
 	if (f->h.body.len > 0) {
 		if (sse_parser_feed(f->parser, f->h.body.p, f->h.body.len) ==
 		    -1) {
-			warnx("session %s: an event larger than %u MiB; "
-			    "reconnecting", f->sid, MAX_EVENT >> 20);
-			r = -1;
+			errx(EXIT_ERR, "session %s: an event larger than %u "
+			    "MiB; read it with GET /sessions/%s/log", f->sid,
+			    MAX_EVENT >> 20, f->sid);
 		}
 		buf_drop(&f->h.body, f->h.body.len);
 	}
@@ -1640,6 +1645,15 @@ chat_event(void *arg, cJSON *ev, const char *data, size_t len, uint64_t seq)
 	 * with agent_state idle after an event naming its messageId (done,
 	 * or the error that failed it).
 	 */
+	/* Forwarded by a follower host, a message's seq is learnt here. */
+	if (strcmp(type, "user_message") == 0 && seq != 0 &&
+	    (s = cJSON_GetStringValue(jget(ev, "id"))) != NULL &&
+	    strncmp(s, "ctl-", 4) == 0 && strncmp(s + 4, c->idbase,
+	    strlen(c->idbase)) == 0 && s[4 + strlen(c->idbase)] == '-')
+		for (i = 0; i < c->nturns; i++)
+			if (c->turns[i].seq == 0 && c->turns[i].n ==
+			    strtoul(s + 5 + strlen(c->idbase), NULL, 10))
+				c->turns[i].seq = seq;
 	mid = cJSON_GetStringValue(jget(ev, "messageId"));
 	for (i = 0; mid != NULL && i < c->nturns; i++)
 		if (turn_of(mid, c->turns[i].seq))
@@ -1720,8 +1734,9 @@ chat_post(struct chat *c, cJSON *ev, uint64_t *seq)
 		r = hc_open(&h, "POST", path, body, NULL);
 		if (r == HC_OK && hc_body(&h) == -1)
 			r = HC_IO;
-		/* 5xx: the daemon is starting, stopping or overloaded. */
-		if (r == HC_OK && h.status / 100 != 5)
+		/* 502-504: the daemon is starting, stopping or overloaded;
+		 * any other answer is the daemon's word on the message. */
+		if (r == HC_OK && (h.status < 502 || h.status > 504))
 			break;
 		if (r == HC_OK)
 			snprintf(hc_err, sizeof(hc_err), "parleyd answered %d",
@@ -1771,9 +1786,9 @@ chat_send(struct chat *c, const char *text)
 	if (chat_post(c, ev, &seq) == 0) {
 		c->want_stream = 1;
 		for (i = 0; i < c->nturns; i++)
-			if (c->turns[i].seq == seq)
+			if (c->turns[i].n == c->nsent)
 				break;
-		if (seq != 0 && i == c->nturns) {
+		if (i == c->nturns) {
 			if (c->nturns == c->capturns) {
 				c->capturns = c->capturns ? c->capturns * 2 : 8;
 				if ((c->turns = reallocarray(c->turns,
@@ -1781,6 +1796,7 @@ chat_send(struct chat *c, const char *text)
 					errx(EXIT_ERR, "out of memory");
 			}
 			c->turns[c->nturns].seq = seq;
+			c->turns[c->nturns].n = c->nsent;
 			c->turns[c->nturns++].started = 0;
 		}
 	}

@@ -89,6 +89,7 @@ struct page {
 };
 static void	conn_route(struct conn *, const unsigned char *, size_t);
 static void	ws_input(struct conn *);
+static int	acts_on_session(const char *, size_t);
 
 static struct evbuffer *
 out_of(struct conn *c)
@@ -1238,7 +1239,8 @@ post_message(struct conn *c, const char *sid)
 		    "stream, not in POST /sessions/{id}/messages");
 		return;
 	}
-	if ((s = sess_get(c->wk, sid, 1, NULL, NULL, &err)) == NULL) {
+	if ((s = sess_get(c->wk, sid, !acts_on_session(r->body, r->body_len),
+	    NULL, NULL, &err)) == NULL) {
 		proto_in_free(&in);
 		sess_error(c, err, sid);
 		return;
@@ -1323,6 +1325,29 @@ create_session(struct conn *c)
 
 static void	route_request(struct conn *, const unsigned char *, size_t);
 /*
+ * Whether a POSTed message only acts on a session that must exist (pause,
+ * resume_session, terminate, cancel): such a message for a session that
+ * never existed is a mistake (404), and creates nothing.
+ */
+static int
+acts_on_session(const char *body, size_t len)
+{
+	static const char *types[] = { "pause", "resume_session",
+	    "terminate", "cancel" };
+	cJSON *o = cJSON_ParseWithLength(body ? body : "", len);
+	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
+	    "type"));
+	size_t i;
+	int yes = 0;
+
+	for (i = 0; t != NULL && i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(t, types[i]) == 0)
+			yes = 1;
+	cJSON_Delete(o);
+	return yes;
+}
+
+/*
  * The session a request is about, and whether the request may create it;
  * 0 when it needs none loaded.
  */
@@ -1349,8 +1374,10 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	memcpy(sid, path + 10, n);
 	sid[n] = '\0';
 	sub = path[10 + n] == '/' ? path + 10 + n + 1 : "";
-	if (strcmp(sub, "stream") == 0 || strcmp(sub, "messages") == 0)
+	if (strcmp(sub, "stream") == 0)
 		*create = 1;
+	else if (strcmp(sub, "messages") == 0)
+		*create = !acts_on_session(r->body, r->body_len);
 	else if (*sub != '\0' && strcmp(sub, "events") != 0 &&
 	    strcmp(sub, "log") != 0 && strcmp(sub, "control") != 0)
 		return 0;

@@ -1498,6 +1498,17 @@ ids_scan(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 	struct sess *s = arg;
 	cJSON *o, *id;
 
+	cJSON *p;
+
+	if (strstr(json, "\"type\":\"session_state\"") != NULL) {
+		/* The last logged pause or resume wins over meta: the meta
+		 * write behind it may not have landed (a crash between). */
+		o = cJSON_ParseWithLength(json, len);
+		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
+			s->scan_paused = cJSON_IsTrue(p);
+		cJSON_Delete(o);
+		return 0;
+	}
 	if (strstr(json, "\"type\":\"user_message\"") == NULL)
 		return 0;
 	o = cJSON_ParseWithLength(json, len);
@@ -1694,7 +1705,10 @@ sess_own(struct sess *s)
 	s->follower = 0;
 	meta_load(s);
 	s->fanned = store_durable_seq(s->st);
+	s->scan_paused = -1;
 	store_range(s->st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
+	if (s->scan_paused != -1 && s->scan_paused != sess_paused(s))
+		json_set(s->meta, "paused", cJSON_CreateBool(s->scan_paused));
 	t = cJSON_GetObjectItem(s->meta, "turn");
 	if (cJSON_IsObject(t)) {
 		/* The re-run reads the turn's logged events back (tool
@@ -2266,6 +2280,23 @@ sess_release(struct sess *s)
 	log_debug("session %s released", s->id);
 	sess_free(s);
 	wk_maybe_exit(wk);
+}
+
+void
+sess_release_all(struct wk *wk, int store_closed)
+{
+	struct sess *s, *next;
+
+	for (s = TAILQ_FIRST(&wk->sessions); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, entry);
+		/* Released while loading: the store holds it until the open
+		 * completes, and a closed store will never complete it. */
+		if (s->released && s->loading) {
+			if (store_closed)
+				sess_free(s);
+		} else
+			sess_release(s);
+	}
 }
 
 static void

@@ -113,6 +113,8 @@ struct sess {
 	int			 fresh;		/* its load created it */
 	int			 follower;	/* another process owns it */
 	int			 broken;	/* the store failed it */
+	int			 scan_paused;	/* the log tail's last pause
+						   state, -1 none (sess_own) */
 	uint64_t		 fanned;	/* highest seq fanned out */
 	struct evt		*phead;		/* appended, not yet durable */
 	struct evt		*ptail;
@@ -183,6 +185,11 @@ const char	*sess_status(const struct sess *);
 int		 sess_paused(const struct sess *);
 /* Drops a session from memory; its state stays in the store. */
 void		 sess_release(struct sess *);
+/*
+ * At exit, before and after store_close: lets every session go; those
+ * still loading are freed once the store is closed (store_closed 1).
+ */
+void		 sess_release_all(struct wk *, int store_closed);
 /* Shutdown: log what is buffered, leave running turns to be re-run. */
 void		 sess_stop(struct sess *);
 void		 sess_check_idle(struct sess *);

@@ -63,14 +63,14 @@ wk_reroute(struct wk *wk, int fd, const struct ipc_conn *ic,
 static void
 wk_exit(struct wk *wk, int code)
 {
-	struct sess *s;
 	struct conn *c;
 
 	while ((c = TAILQ_FIRST(&wk->conns)) != NULL)
 		conn_drop(c);
-	while ((s = TAILQ_FIRST(&wk->sessions)) != NULL)
-		sess_release(s);
+	sess_release_all(wk, 0);
+	/* Completes or drops opens still in flight; then free the rest. */
 	store_close(wk->store);
+	sess_release_all(wk, 1);
 	mcp_ctx_free(wk->mcp);
 	llm_ctx_free(wk->llm);
 	if (wk->chan != NULL) {

@@ -150,6 +150,11 @@ int		 ipc_conn_check(const struct ipc_conn *, size_t len,
 		    const char **why);
 /* Checks a header and payload size for its type: 0 ok, -1 with a reason. */
 int		 ipc_check(const struct ipc_hdr *, int have_fd, const char **why);
+/*
+ * Delivers what the peer sent before it exited and is still unread (the
+ * supervisor, reaping a worker); never waits.
+ */
+void		 ipc_drain(struct ipc_chan *);
 /* Blocks until everything queued is written (shutdown paths only). */
 void		 ipc_flush(struct ipc_chan *, int timeout_ms);
 

@@ -36,6 +36,13 @@ def states(evs):
 async def test():
     d = Daemon(token=ADMIN, extra="token user-secret role user\n")
     with with_daemon(d):
+        # pausing, resuming or ending a session that never existed is a
+        # mistake, and creates nothing
+        for t in ("pause", "resume_session", "terminate"):
+            st, js = post(d, "pause-none", {"type": t})
+            check(st == 404, "%s of an unknown session: %d %s" % (t, st, js))
+        st, _ = d.http_json("GET", "/sessions/pause-none")
+        check(st == 404, "an unknown session exists after pause: %d" % st)
         sid = "pause-1"
         st, js = post(d, sid, {"type": "chat", "message": "before"})
         check(st == 202, "chat -> %d %s" % (st, js))

@@ -1,0 +1,57 @@
+#!/usr/bin/python3
+# parleyctl against the host that does not own the session (two parleyd on
+# one redis-server, hosts "a" and "b"): `chat` through b streams the reply
+# of every line (b forwards the message to a's inbox and answers 202 with
+# no seq; parleyctl learns the seq from the logged user_message), pause and
+# resume through b reach the owner, `session log --from` through b matches
+# a's log.
+import sys, os, subprocess
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from parley import *
+from cluster import *
+
+REPLY = "Answered by the owner host."
+
+
+async def test():
+    need_redis()
+    red = RedisServer().start()
+    try:
+        url = "redis://127.0.0.1:%d" % red.port
+        prov = provider_block("p", REPLY, chunk=4, delay="5ms")
+        a = Daemon(providers=prov, default="p", store=url, host_id="a", lease="2s")
+        b = Daemon(providers=prov, default="p", store=url, host_id="b", lease="2s")
+        with with_daemon(a), with_daemon(b):
+            ev = await chat_turn(a, "cf-1", "first, on the owner")
+            one_done(ev, "chat on a")
+            rc, out, err = b.ctl("chat", "cf-1", input="second\nthird\n",
+                                 timeout=60)
+            check(rc == 0, "parleyctl chat through b: exit %d: %s" % (rc, err[-300:]))
+            check(out.count(REPLY) == 2, "chat through b printed %d replies, "
+                  "want 2: %r" % (out.count(REPLY), out[-300:]))
+            log = a.log_events("cf-1")
+            msgs = [e["message"] for e in log if e["type"] == "user_message"]
+            check(msgs == ["first, on the owner", "second", "third"],
+                  "messages in the owner's log: %s" % msgs)
+            b.ctl("session", "pause", "cf-1", check_rc=0)
+            deadline = time.time() + 10
+            while True:
+                st, js = a.http_json("GET", "/sessions/cf-1")
+                if js.get("status") == "paused":
+                    break
+                check(time.time() < deadline, "pause through b not applied "
+                      "by the owner: %s" % js)
+                await asyncio.sleep(0.1)
+            b.ctl("session", "resume", "cf-1", check_rc=0)
+            rc, out, err = b.ctl("session", "log", "cf-1", "--from", "0", check_rc=0)
+            got = [json.loads(l) for l in out.splitlines() if l.strip()]
+            want = a.log_events("cf-1")
+            check([e["seq"] for e in got] == [e["seq"] for e in want[:len(got)]]
+                  and len(got) >= len(want) - 2,
+                  "session log through b: seqs %s, the owner has %s"
+                  % ([e["seq"] for e in got][-5:], [e["seq"] for e in want][-5:]))
+    finally:
+        red.destroy()
+
+
+run_test("ctl_follower", test)
