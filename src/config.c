@@ -175,6 +175,8 @@ struct keyword {
 	    "chunk N") \
 	X("delay", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pdelay, 0, 0, \
 	    60 * MS_S, "delay DURATION") \
+	X("stamp", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pstamp, 0, 0, 0, \
+	    "stamp yes|no") \
 	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, kw_purl, 0, 0, 0, \
 	    "url URL") \
 	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pkeyenv, 0, 0, 0, \
@@ -1015,6 +1017,24 @@ kw_pdelay(struct parser *p, const struct keyword *kw, int argc, char **argv)
 		    fmt_duration(kw->lo, lo, sizeof(lo)),
 		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
 	p->block->delay_ms = (unsigned)ms;
+	return 0;
+}
+
+/*
+ * A boolean for the benchmarks: chunks carry the send time, so a load
+ * generator can measure provider -> client latency.
+ */
+static int
+kw_pstamp(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	(void)argc;
+	if (strcmp(argv[0], "yes") == 0)
+		p->block->stamp = 1;
+	else if (strcmp(argv[0], "no") == 0)
+		p->block->stamp = 0;
+	else
+		return perr(p, "%s: expected yes or no, got '%.80s'", kw->name,
+		    argv[0]);
 	return 0;
 }
 

@@ -15,10 +15,16 @@
  * " | " too, when "then" is not empty), so tests can see that results
  * reached the model.  A reply that starts with "@tool " but does not hold
  * such an object is streamed as it is.
+ *
+ * With `stamp yes` each chunk's text is replaced by the wall-clock time
+ * in microseconds and a space: bench/parley-load subtracts it from its
+ * own receive time.  The reply still decides how many chunks there are.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 #include <event2/event.h>
@@ -50,6 +56,7 @@ struct script_call {
 	size_t			 off;
 	unsigned		 chunk;
 	unsigned		 delay_ms;
+	int			 stamp;
 	uint64_t		 input_tokens;
 	struct script_tool	 calls[SCRIPT_MAX_CALLS];
 	size_t			 ncalls;	/* > 0: report calls, no text */
@@ -91,6 +98,23 @@ script_finish(struct script_call *c, const struct llm_usage *u,
 
 	script_free(c);
 	cbs.done(a, u, stop);
+}
+
+/*
+ * Sends the current time as the chunk.  Taken here, as late as possible,
+ * so the measured latency is the daemon's alone.
+ */
+static void
+script_stamp(struct script_call *c)
+{
+	struct timespec	ts;
+	char		buf[32];
+	int		n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	n = snprintf(buf, sizeof(buf), "%" PRIu64 " ",
+	    (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000);
+	c->cbs.token(c->arg, buf, (size_t)n);
 }
 
 static void
@@ -137,7 +161,10 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 
 		c->off = end;
 		c->in_cb = 1;
-		c->cbs.token(c->arg, c->reply + from, end - from);
+		if (c->stamp)
+			script_stamp(c);
+		else
+			c->cbs.token(c->arg, c->reply + from, end - from);
 		c->in_cb = 0;
 		if (c->cancelled) {
 			script_free(c);
@@ -274,6 +301,7 @@ script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 	c->len = strlen(c->reply);
 	c->chunk = p->chunk ? p->chunk : 1;
 	c->delay_ms = p->delay_ms;
+	c->stamp = p->stamp;
 	c->cbs = *cbs;
 	c->arg = arg;
 	for (i = 0; i < n; i++) {

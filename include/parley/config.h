@@ -36,8 +36,8 @@ struct cfg_token {
 };
 
 /*
- * provider NAME { type openai|anthropic|script; ... }. reply, chunk and
- * delay are only set for script; url .. max_retries only for openai and
+ * provider NAME { type openai|anthropic|script; ... }. reply, chunk,
+ * delay and stamp are only set for script; url .. max_retries only for openai and
  * anthropic (for script they keep their defaults).
  */
 struct cfg_provider {
@@ -46,6 +46,8 @@ struct cfg_provider {
 	char			*reply;
 	unsigned		 chunk;		/* default 4, 1..65536 */
 	unsigned		 delay_ms;	/* default 20 */
+	int			 stamp;		/* chunks are the CLOCK_REALTIME
+						   us + ' ', default 0 */
 	char			*url;		/* no trailing '/'; the type's
 						   default filled in, NULL for
 						   script */

@@ -102,8 +102,8 @@ async def test():
         d.write_conf()
         d.signal(signal.SIGHUP)
         await until_port(extra, False, "removed listen line still served")
-        st, _, _ = d.http("GET", "/health/ready")
-        check(st == 200, "health after the listen lines changed back: %d" % st)
+        # the new generation comes up (slower under sanitizers)
+        d.wait_ready(20)
 
 
 async def until_port(port, served, what):

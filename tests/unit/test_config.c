@@ -120,6 +120,7 @@ check_defaults(const struct config *c)
 	ck_assert_str_eq(pr->type, "script");
 	ck_assert_uint_eq(pr->chunk, 4);
 	ck_assert_uint_eq(pr->delay_ms, 20);
+	ck_assert_int_eq(pr->stamp, 0);
 	ck_assert_ptr_null(pr->url);
 	ck_assert_ptr_null(pr->api_key_env);
 	ck_assert_ptr_null(pr->model);
@@ -411,6 +412,10 @@ START_TEST(test_errors)
 	  "block" },
 	{ "provider p {\n type script\n reply a\n chunk 2\n chunk 3\n}\n",
 	  "x.conf:5: chunk: duplicate directive (first on line 4)" },
+	{ "provider p {\n type script\n reply a\n stamp on\n}\n",
+	  "x.conf:4: stamp: expected yes or no, got 'on'" },
+	{ "provider p {\n stamp yes\n type openai\n model m\n}\n",
+	  "x.conf:2: stamp: not used by type openai (only by script)" },
 	{ "provider p {\n type script\n reply a\n chunk 0\n}\n",
 	  "x.conf:4: chunk: expected a number from 1 to 65536, got '0'" },
 	{ "provider p {\n type script\n reply a\n delay 61s\n}\n",
@@ -677,18 +682,21 @@ START_TEST(test_blocks)
 
 	/* '}' after the last directive; first provider is the default. */
 	c = parse("provider fast {\n type script\n reply a\n chunk 65536\n"
-	    " delay 0 }\n"
-	    "provider slow.v2 {\n type script\n reply b\n delay 1s\n}\n");
+	    " stamp yes\n delay 0 }\n"
+	    "provider slow.v2 {\n type script\n reply b\n delay 1s\n"
+	    " stamp no\n}\n");
 	ck_assert_msg(c != NULL, "%s", errbuf);
 	ck_assert_str_eq(c->default_provider, "fast");
 	pr = config_provider(c, "fast");
 	ck_assert_ptr_nonnull(pr);
 	ck_assert_uint_eq(pr->chunk, 65536);
 	ck_assert_uint_eq(pr->delay_ms, 0);
+	ck_assert_int_eq(pr->stamp, 1);
 	pr = config_provider(c, "slow.v2");
 	ck_assert_ptr_nonnull(pr);
 	ck_assert_uint_eq(pr->chunk, 4);
 	ck_assert_uint_eq(pr->delay_ms, 1000);
+	ck_assert_int_eq(pr->stamp, 0);
 	ck_assert_ptr_null(config_provider(c, "demo"));
 	config_free(c);
 

@@ -1237,6 +1237,37 @@ START_TEST(test_script_plain)
 }
 END_TEST
 
+/* stamp yes: every chunk is the send time in microseconds and a space. */
+START_TEST(test_script_stamp)
+{
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "hello" },
+	};
+	struct cfg_provider *p = script_prov("h\xc3\xa9llo w\xc3\xb6rld");
+	struct timespec ts;
+	unsigned long long before, after, v;
+	const char *c;
+	char *end;
+	struct out o;
+	int n = 0;
+
+	p->stamp = 1;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	before = (unsigned long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	script_run(p, m, 1, &o);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	after = (unsigned long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_int_eq(o.ntok, 4);	/* paced as without stamps */
+	for (c = o.text; *c != '\0'; c = end + 1, n++) {
+		v = strtoull(c, &end, 10);
+		ck_assert_msg(end > c && *end == ' ', "not a stamp: %s", c);
+		ck_assert(v >= before && v <= after);
+	}
+	ck_assert_int_eq(n, 4);
+}
+END_TEST
+
 START_TEST(test_script_tool)
 {
 	static const struct llm_msg first[] = {
@@ -1396,6 +1427,7 @@ llm_suite(void)
 	tcase_add_test(tc, test_bodies_tools_openai);
 	tcase_add_test(tc, test_bodies_tools_anthropic);
 	tcase_add_test(tc, test_script_plain);
+	tcase_add_test(tc, test_script_stamp);
 	tcase_add_test(tc, test_script_tool);
 	tcase_add_test(tc, test_script_tool_bad);
 	tcase_add_test(tc, test_script_cancel);
