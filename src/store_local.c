@@ -261,7 +261,8 @@ local_idx_reserve(struct local_sess *ls, size_t need)
 
 	if (need <= ls->cap)
 		return 0;
-	ncap = ls->cap ? ls->cap : 256;
+	/* Small first: most sessions are short, and idle ones many. */
+	ncap = ls->cap ? ls->cap : 16;
 	while (ncap < need) {
 		if (ncap > SIZE_MAX / 2 / sizeof(off_t)) {
 			errno = ENOMEM;

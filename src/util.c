@@ -1,6 +1,7 @@
 #include <sys/random.h>
 #include <sys/time.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -86,4 +87,15 @@ util_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
 	*len += n;
 	(*buf)[*len] = '\0';
 	return 0;
+}
+
+void
+util_trim(uint64_t *last_ms, uint64_t every_ms)
+{
+	uint64_t now = util_mono_ms();
+
+	if (now - *last_ms < every_ms)
+		return;
+	*last_ms = now;
+	malloc_trim(0);
 }

@@ -72,8 +72,12 @@ pending_detach(struct pending *p)
 static void
 pending_free(struct pending *p, int close_fd)
 {
+	struct sup *sup = p->sup;
+
 	if (!p->detached)
 		pending_detach(p);
+	if (sup->npending == 0)
+		util_trim(&sup->trimmed_ms, 1000);
 	event_free(p->rev);
 	event_free(p->tmo);
 	http_parser_free(&p->hp);
@@ -506,7 +510,7 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	 * grown as bytes come. */
 	p->max = conf->max_request_line + conf->max_header_size +
 	    conf->max_body + 16384;
-	p->cap = 4096;
+	p->cap = 1024;	/* most request heads fit; grows as needed */
 	p->raw = malloc(p->cap);
 	p->rev = event_new(sup->base, fd, EV_READ | EV_PERSIST, pending_read, p);
 	p->tmo = evtimer_new(sup->base, pending_timeout, p);

@@ -77,6 +77,7 @@ struct sup {
 	TAILQ_HEAD(, pending)	 pending;
 	unsigned		 npending;
 	unsigned		 nctlpending;	/* of those, control peers */
+	uint64_t		 trimmed_ms;	/* last util_trim */
 	struct route		**routes;
 	size_t			 nbuckets;
 	size_t			 nroutes;

@@ -1626,6 +1626,10 @@ input_inject(struct conn *c, const unsigned char *bytes, size_t len)
 {
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 
+	/* Even an empty add gives the buffer a 1 KiB chain it keeps for
+	 * the life of an idle connection. */
+	if (len == 0)
+		return;
 	evbuffer_unfreeze(in, 0);
 	evbuffer_add(in, bytes, len);
 	evbuffer_freeze(in, 0);

@@ -1474,22 +1474,48 @@ ids_find(struct sess *s, const char *id, uint64_t *seq)
 {
 	unsigned i;
 
-	for (i = 0; i < SESS_IDS; i++)
-		if (s->ids[i] != NULL && strcmp(s->ids[i], id) == 0) {
-			*seq = s->id_seq[i];
+	for (i = 0; i < s->id_n; i++)
+		if (s->idr[i].id != NULL && strcmp(s->idr[i].id, id) == 0) {
+			*seq = s->idr[i].seq;
 			return 1;
 		}
 	return 0;
 }
 
+/*
+ * Remembers id (the last SESS_IDS of them).  The ring grows as ids come
+ * (most sessions see a few, and idle ones none: 16 KiB each up front was
+ * most of an idle session's memory); only full does it wrap.
+ */
 static void
 ids_add(struct sess *s, const char *id, uint64_t seq)
 {
-	unsigned i = s->id_next++ % SESS_IDS;
+	struct sess_id *r;
+	unsigned i, cap;
+	char *dup;
 
-	free(s->ids[i]);
-	s->ids[i] = strdup(id);
-	s->id_seq[i] = seq;
+	if ((dup = strdup(id)) == NULL)
+		return;		/* forgetting an id only risks a repeat */
+	if (s->id_n == s->id_cap && s->id_cap < SESS_IDS) {
+		cap = s->id_cap ? s->id_cap * 2 : 8;
+		if (cap > SESS_IDS)
+			cap = SESS_IDS;
+		if ((r = reallocarray(s->idr, cap, sizeof(*r))) == NULL) {
+			free(dup);
+			return;
+		}
+		s->idr = r;
+		s->id_cap = cap;
+	}
+	if (s->id_n < s->id_cap)
+		i = s->id_n++;
+	else {
+		i = s->id_next;
+		s->id_next = (s->id_next + 1) % s->id_cap;
+		free(s->idr[i].id);
+	}
+	s->idr[i].id = dup;
+	s->idr[i].seq = seq;
 }
 
 static int
@@ -2246,8 +2272,9 @@ sess_free(struct sess *s)
 	event_free(s->flush_ev);
 	event_free(s->idle_ev);
 	event_free(s->start_ev);
-	for (i = 0; i < SESS_IDS; i++)
-		free(s->ids[i]);
+	for (i = 0; i < s->id_n; i++)
+		free(s->idr[i].id);
+	free(s->idr);
 	cJSON_Delete(s->meta);
 	free(s->tok);
 	free(s);

@@ -103,9 +103,13 @@ struct sess {
 	struct event		*idle_ev;
 	struct event		*recover_ev;
 	struct event		*start_ev;	/* a turn waits for MCP start-up */
-	char			*ids[SESS_IDS];	/* ring of client ids */
-	uint64_t		 id_seq[SESS_IDS];
-	unsigned		 id_next;
+	struct sess_id {
+		char		*id;
+		uint64_t	 seq;
+	}			*idr;		/* client ids, a ring once full */
+	unsigned		 id_n;		/* in use */
+	unsigned		 id_cap;	/* allocated, up to SESS_IDS */
+	unsigned		 id_next;	/* oldest, once full */
 	int			 ended;		/* completed: no more input */
 	int			 released;
 	int			 loading;	/* the store is opening it */

@@ -341,6 +341,8 @@ stats_cb(evutil_socket_t fd, short ev, void *arg)
 	struct ipc_stats st;
 	struct sess *s;
 
+	util_trim(&wk->trimmed_ms, 5000);
+
 	memset(&st, 0, sizeof(st));
 	st.sessions = wk->nsessions;
 	st.connections = wk->nconns;

@@ -38,6 +38,7 @@ struct wk {
 	struct metrics		 metrics;	/* counters sent to the supervisor */
 	uint64_t		 hseq;		/* last hand-off received */
 	uint64_t		 started_ms;	/* monotonic */
+	uint64_t		 trimmed_ms;	/* last util_trim */
 	const char		*fail_sid;	/* a load that failed, while */
 	const char		*fail_err;	/* its waiters route */
 	int			 store_up;	/* store reachable */

@@ -22,15 +22,11 @@
 
 const cluster = require('cluster');
 const http = require('http');
-const { performance } = require('perf_hooks');
+const { option, stampUs } = require('./common');
 const { Server } = require('socket.io');
 const { createClient } = require('redis');
 const { createAdapter } = require('@socket.io/redis-streams-adapter');
 
-function option(name, dflt) {
-  const i = process.argv.indexOf('--' + name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : dflt;
-}
 
 const port = Number(option('port', '0'));
 const host = option('host', '127.0.0.1');
@@ -44,9 +40,6 @@ if (!/^127\.|^localhost$|^::1$/.test(host)) {
   process.exit(2);
 }
 
-function stampUs() {
-  return Math.round((performance.timeOrigin + performance.now()) * 1000);
-}
 
 async function main() {
   const redisClient = createClient({ url: redisUrl });

@@ -16,13 +16,9 @@
 'use strict';
 
 const http = require('http');
-const { performance } = require('perf_hooks');
+const { option, stampUs } = require('./common');
 const { WebSocketServer } = require('ws');
 
-function option(name, dflt) {
-  const i = process.argv.indexOf('--' + name);
-  return i > 0 && i + 1 < process.argv.length ? process.argv[i + 1] : dflt;
-}
 
 const port = Number(option('port', '0'));
 const host = option('host', '127.0.0.1');
@@ -34,11 +30,6 @@ if (!/^127\.|^localhost$|^::1$/.test(host)) {
   process.exit(2);
 }
 
-// Wall-clock microseconds: the stamp the load generator subtracts from its
-// own receive time.
-function stampUs() {
-  return Math.round((performance.timeOrigin + performance.now()) * 1000);
-}
 
 // id -> { seq, first, log: [json strings], clients: Set, busy, queue }
 const sessions = new Map();

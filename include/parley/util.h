@@ -18,5 +18,12 @@ int		util_append(char **buf, size_t *len, size_t *cap,
 		    const void *data, size_t n);
 struct timeval;
 void		util_tv(struct timeval *, uint64_t ms);
+/*
+ * Gives free heap pages back to the kernel (malloc_trim), at most once per
+ * every_ms: after a burst of short-lived buffers (a connect storm) the
+ * long-lived allocations between them keep glibc from shrinking the heap,
+ * and idle memory per connection would count the burst for good.
+ */
+void		util_trim(uint64_t *last_ms, uint64_t every_ms);
 
 #endif
