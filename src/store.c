@@ -88,6 +88,13 @@ store_close(struct store *st)
 }
 
 int
+store_sess_fds(const struct store *st)
+{
+	/* The local store holds a session's log open. */
+	return st->ops == &store_local_ops ? 1 : 0;
+}
+
+int
 store_exists(struct store *st, const char *id)
 {
 	if (!store_valid_id(id))

@@ -370,6 +370,32 @@ fail:
 	return -1;
 }
 
+/*
+ * A session's directory is opened for the operation that needs it (a
+ * meta write, a trim): an open session holds only its log, so an idle one
+ * costs one descriptor, not two.
+ */
+static int
+local_dir_open(struct local_sess *ls)
+{
+	struct local_store	*lst = (struct local_store *)ls->base.store;
+
+	ls->dirfd = openat(lst->sessfd, ls->base.id, O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC | O_NOFOLLOW);
+	return ls->dirfd == -1 ? -1 : 0;
+}
+
+static void
+local_dir_close(struct local_sess *ls)
+{
+	int	save = errno;
+
+	if (ls->dirfd != -1)
+		close(ls->dirfd);
+	ls->dirfd = -1;
+	errno = save;
+}
+
 static int
 local_unlink_tmp(int dirfd, const char *name)
 {
@@ -430,6 +456,7 @@ local_sess_open(struct store *st, const char *id, int create,
 	memcpy(ls->base.id, id, strlen(id) + 1);
 	if (local_scan(ls) == -1)
 		goto fail;
+	local_dir_close(ls);
 	*out = &ls->base;
 	return 0;
 fail:
@@ -453,7 +480,7 @@ local_sess_close(struct store_sess *s)
 	    fdatasync(ls->logfd) == -1)
 		log_warn("store: session %s: fdatasync", s->id);
 	close(ls->logfd);
-	close(ls->dirfd);
+	local_dir_close(ls);
 	free(ls->idx);
 	free(ls);
 }
@@ -638,7 +665,7 @@ local_write_full(int fd, const char *p, size_t len)
 }
 
 static int
-local_meta_write(struct store_sess *s, const char *json, size_t len)
+local_meta_write_in(struct store_sess *s, const char *json, size_t len)
 {
 	struct local_sess	*ls = (struct local_sess *)s;
 	int			 fd, save, nosync = local_nosync(s->store);
@@ -665,6 +692,19 @@ local_meta_write(struct store_sess *s, const char *json, size_t len)
 	if (!nosync && fsync(ls->dirfd) == -1)
 		return -1;
 	return 0;
+}
+
+static int
+local_meta_write(struct store_sess *s, const char *json, size_t len)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+	int			 r;
+
+	if (local_dir_open(ls) == -1)
+		return -1;
+	r = local_meta_write_in(s, json, len);
+	local_dir_close(ls);
+	return r;
 }
 
 /* Reads a whole small file (at most STORE_META_MAX) as a C string. */
@@ -719,7 +759,14 @@ local_read_text(int atfd, const char *path)
 static char *
 local_meta_read(struct store_sess *s)
 {
-	return local_read_text(((struct local_sess *)s)->dirfd, "meta");
+	struct local_sess	*ls = (struct local_sess *)s;
+	char			*t;
+
+	if (local_dir_open(ls) == -1)
+		return NULL;
+	t = local_read_text(ls->dirfd, "meta");
+	local_dir_close(ls);
+	return t;
 }
 
 static char *
@@ -771,7 +818,7 @@ local_trim_cb(void *arg, uint64_t seq, uint64_t ts_ms, const char *json,
 }
 
 static int
-local_trim(struct store_sess *s, uint64_t cutoff_ms)
+local_trim_in(struct store_sess *s, uint64_t cutoff_ms)
 {
 	struct local_sess	*ls = (struct local_sess *)s;
 	struct local_trim_arg	 ta = { cutoff_ms, 0 };
@@ -835,6 +882,19 @@ fail:
 	free(buf);
 	errno = save;
 	return -1;
+}
+
+static int
+local_trim(struct store_sess *s, uint64_t cutoff_ms)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+	int			 r;
+
+	if (local_dir_open(ls) == -1)
+		return -1;
+	r = local_trim_in(s, cutoff_ms);
+	local_dir_close(ls);
+	return r;
 }
 
 static uint64_t

@@ -4,6 +4,7 @@
  * never runs agent code and never blocks.
  */
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -112,6 +113,22 @@ check_accounts(const struct config *conf, char *err, size_t errlen)
 		}
 	}
 	return 0;
+}
+
+/*
+ * Every client is a descriptor in some worker, and a local session two
+ * more: take all the hard limit allows (the soft one is often 1,024).
+ */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+		log_warn("setrlimit RLIMIT_NOFILE");
 }
 
 static void
@@ -438,6 +455,7 @@ main(int argc, char *argv[])
 		    "defaults, state in %s", path, sup.conf->state_dir);
 
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	sup.base = event_base_new();
 	if (sup.base == NULL)
 		fatalx("event_base_new failed");

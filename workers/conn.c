@@ -1645,7 +1645,7 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	size_t used;
 	enum http_result hr;
 
-	if (wk->nconns >= wk->conf->max_connections) {
+	if (wk->nconns >= wk->conf->max_connections || !wk_fd_room(wk, 1)) {
 		static const char busy[] = "HTTP/1.1 503 Service Unavailable\r\n"
 		    "Connection: close\r\nContent-Length: 0\r\n\r\n";
 

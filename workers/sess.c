@@ -1811,7 +1811,8 @@ sess_load(struct wk *wk, const char *id, int create,
 			loaded(arg, NULL);
 		return;
 	}
-	if (s == NULL && wk->nsessions >= wk->conf->max_sessions) {
+	if (s == NULL && (wk->nsessions >= wk->conf->max_sessions ||
+	    !wk_fd_room(wk, wk->sess_fds))) {
 		if (loaded != NULL)
 			loaded(arg, "OVERLOADED");
 		wk_released(wk, id);

@@ -3,6 +3,8 @@
  * of their connections.  It talks to the supervisor only through the IPC
  * channel; any message it does not expect ends it.
  */
+#include <sys/resource.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +91,26 @@ wk_exit(struct wk *wk, int code)
 	config_free(wk->conf);
 	free(wk);
 	exit(code);
+}
+
+#define FD_RESERVE	128	/* IPC in flight, store, logs, MCP, providers */
+
+int
+wk_fd_room(struct wk *wk, unsigned extra)
+{
+	uint64_t used = (uint64_t)wk->nconns + (uint64_t)wk->nsessions *
+	    wk->sess_fds + extra + FD_RESERVE, now;
+
+	if (used < wk->fd_limit)
+		return 1;
+	now = util_mono_ms();
+	if (now - wk->fd_warned_ms > 10000) {
+		wk->fd_warned_ms = now;
+		log_warnx("near the open files limit (%u: %u connections, %u "
+		    "sessions): refusing new ones; raise LimitNOFILE / ulimit "
+		    "-n", wk->fd_limit, wk->nconns, wk->nsessions);
+	}
+	return 0;
 }
 
 void
@@ -476,6 +498,14 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	if (store_attach(wk->store, &sp, err, sizeof(err)) == -1)
 		fatalx("store: %s", err);
 	wk->store_up = store_healthy(wk->store);
+	wk->sess_fds = (unsigned)store_sess_fds(wk->store);
+	{
+		struct rlimit rl;
+
+		wk->fd_limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		    rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < UINT_MAX ?
+		    (unsigned)rl.rlim_cur : UINT_MAX;
+	}
 	if ((wk->chan = ipc_chan_new(wk->base, ipc_fd, wk_msg, wk)) == NULL)
 		fatalx("ipc channel");
 	if ((wk->llm = llm_ctx_new(wk->base)) == NULL ||

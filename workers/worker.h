@@ -39,6 +39,9 @@ struct wk {
 	uint64_t		 hseq;		/* last hand-off received */
 	uint64_t		 started_ms;	/* monotonic */
 	uint64_t		 trimmed_ms;	/* last util_trim */
+	unsigned		 fd_limit;	/* RLIMIT_NOFILE */
+	unsigned		 sess_fds;	/* fds an open session holds */
+	uint64_t		 fd_warned_ms;
 	const char		*fail_sid;	/* a load that failed, while */
 	const char		*fail_err;	/* its waiters route */
 	int			 store_up;	/* store reachable */
@@ -56,6 +59,12 @@ void	wk_released(struct wk *, const char *sid);
 /* Gives a connection back to the supervisor for sid's owner; takes fd. */
 int	wk_reroute(struct wk *, int fd, const struct ipc_conn *,
 	    const void *bytes, size_t len);
+/*
+ * Whether extra more descriptors fit under RLIMIT_NOFILE with room to
+ * spare: refusing a client is better than a hand-off the kernel cannot
+ * deliver (its descriptor would be lost with the IPC message).
+ */
+int	wk_fd_room(struct wk *, unsigned extra);
 /* Exits once a terminating or drained worker holds nothing more. */
 void	wk_maybe_exit(struct wk *);
 

@@ -34,6 +34,8 @@ void		 store_close(struct store *);
 int		 store_valid_id(const char *id);
 /* Local: 1 if the session has a directory with a meta or a log. */
 int		 store_exists(struct store *, const char *id);
+/* File descriptors an open session holds (a worker budgets them). */
+int		 store_sess_fds(const struct store *);
 
 /*
  * Opens (create=1: creating if absent) a session for writing.  0 ok; -1
