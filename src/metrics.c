@@ -212,29 +212,24 @@ hist_series(struct evbuffer *b, const char *name, const char *labels,
 	}
 }
 
+/* One sample per value of label key (names[i] = v[i]). */
 static void
-by_transport(struct evbuffer *b, const char *name, const uint64_t *v)
+by_label(struct evbuffer *b, const char *name, const char *key,
+    const char *const *names, size_t n, const uint64_t *v)
 {
 	char l[64];
 	size_t i;
 
-	for (i = 0; i < MT_NTRANSPORTS; i++) {
-		snprintf(l, sizeof(l), "transport=\"%s\"", transports[i]);
+	for (i = 0; i < n; i++) {
+		snprintf(l, sizeof(l), "%s=\"%s\"", key, names[i]);
 		sample_u64(b, name, l, v[i]);
 	}
 }
 
-static void
-by_provider(struct evbuffer *b, const char *name, const uint64_t *v)
-{
-	char l[64];
-	size_t i;
-
-	for (i = 0; i < MP_NPROVIDERS; i++) {
-		snprintf(l, sizeof(l), "provider=\"%s\"", providers[i]);
-		sample_u64(b, name, l, v[i]);
-	}
-}
+#define by_transport(b, name, v) \
+	by_label(b, name, "transport", transports, MT_NTRANSPORTS, v)
+#define by_provider(b, name, v) \
+	by_label(b, name, "provider", providers, MP_NPROVIDERS, v)
 
 /* A family of one unlabelled sample. */
 static void
@@ -262,10 +257,7 @@ metrics_render(struct evbuffer *b, const struct metrics *m,
 	by_transport(b, "connections_opened_total", m->connections_total);
 
 	family(b, "sessions", "gauge", "Sessions in worker memory, by state.");
-	for (i = 0; i < MS_NSTATES; i++) {
-		snprintf(l, sizeof(l), "state=\"%s\"", states[i]);
-		sample_u64(b, "sessions", l, m->sessions[i]);
-	}
+	by_label(b, "sessions", "state", states, MS_NSTATES, m->sessions);
 
 	one_u64(b, "events_appended_total", "counter", "Events appended to "
 	    "session logs.",
