@@ -5,6 +5,8 @@
  * from the session log until they are level with it, then by fan-out; a
  * stream whose output passes its bound drops back to the log.
  */
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -247,23 +249,49 @@ conn_close(struct conn *c, uint16_t code, const char *reason)
 		conn_free(c);
 }
 
-/* Writes one logged event; ends a turn stream after its last event. */
-static void
-write_evt(struct conn *c, struct evt *e)
+/*
+ * Sends what the socket takes at once, for a live client with nothing
+ * queued: through the bufferevent every event cost an EV_WRITE arm and
+ * disarm (two epoll_ctl calls) and a loop pass.  Returns bytes sent; the
+ * caller queues the rest, and an error is left for the bufferevent to
+ * meet.  Not for a replay: queued, its events go out many to a writev.
+ */
+static size_t
+write_now(struct conn *c, const void *data, size_t len)
 {
-	const void *data;
-	size_t len;
+	ssize_t n;
+
+	if (c->handing_off || evbuffer_get_length(out_of(c)) != 0)
+		return 0;
+	n = send(bufferevent_getfd(c->bev), data, len,
+	    MSG_DONTWAIT | MSG_NOSIGNAL);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/*
+ * Writes one logged event (live: see write_now); ends a turn stream after
+ * its last event.
+ */
+static void
+write_evt(struct conn *c, struct evt *e, int live)
+{
+	const char *data;
+	size_t len, off;
 	char pat[80];
 
 	if (c->kind == CONN_WS)
-		data = evt_ws(e, &len);
+		data = (const char *)evt_ws(e, &len);
 	else
 		data = evt_sse(e, &len);
 	if (data == NULL)
 		return;
-	e->refs++;
-	if (evbuffer_add_reference(out_of(c), data, len, evt_unref_cb, e) == -1)
-		e->refs--;
+	off = live ? write_now(c, data, len) : 0;
+	if (off < len) {
+		e->refs++;
+		if (evbuffer_add_reference(out_of(c), data + off, len - off,
+		    evt_unref_cb, e) == -1)
+			e->refs--;
+	}
 	c->wk->metrics.events_delivered++;
 	c->sent++;
 	if (c->replaying)
@@ -293,7 +321,7 @@ pump_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 		return 1;
 	if ((e = evt_new(seq, json, len)) == NULL)
 		return 1;
-	write_evt(c, e);
+	write_evt(c, e, 0);
 	evt_unref(e);
 	return c->closing;
 }
@@ -395,7 +423,7 @@ conn_push(struct conn *c, struct evt *e)
 		return;	/* (already sent: a follower's view can lag) */
 	if (e->seq == c->next_seq &&
 	    evbuffer_get_length(out_of(c)) < c->wk->conf->max_output_buffer) {
-		write_evt(c, e);
+		write_evt(c, e, 1);
 		return;
 	}
 	if (evbuffer_get_length(out_of(c)) >= c->wk->conf->max_output_buffer)

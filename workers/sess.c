@@ -491,6 +491,7 @@ tokens_flush(struct sess *s)
 	free(content);
 	memmove(s->tok, s->tok + n, s->toklen - n);
 	s->toklen -= n;
+	s->flushed_us = mono_us();
 	emit(s, "token", b);
 }
 
@@ -527,6 +528,7 @@ on_token(void *arg, const char *text, size_t len)
 	struct sess *s = arg;
 	struct turn *t = s->turn;
 	struct timeval tv;
+	uint64_t now, iv, wait;
 
 	if (t == NULL)
 		return;
@@ -535,14 +537,28 @@ on_token(void *arg, const char *text, size_t len)
 	if (util_append(&s->tok, &s->toklen, &s->tokcap, text, len) == -1)
 		return;
 	util_append(&t->reply, &t->reply_len, &t->reply_cap, text, len);
-	if (s->wk->conf->flush_interval_ms == 0) {
+	/*
+	 * A chunk that comes an interval after the last token event goes
+	 * out at once; the chunks after it wait for the interval's end and
+	 * go together.  A timer armed from the first chunk would add the
+	 * whole interval to every event of a reply that streams no faster
+	 * than the interval.  A quarter of the interval is let off for the
+	 * first chunk: chunks arriving an interval apart come a little
+	 * early or late by the timers, and each late flush would push the
+	 * next one back until every chunk waited the whole interval again.
+	 */
+	if (evtimer_pending(s->flush_ev, NULL))
+		return;
+	now = mono_us();
+	iv = s->wk->conf->flush_interval_ms * 1000;
+	if (now - s->flushed_us >= iv - iv / 4) {
 		tokens_flush(s);
 		return;
 	}
-	if (!evtimer_pending(s->flush_ev, NULL)) {
-		util_tv(&tv, s->wk->conf->flush_interval_ms);
-		evtimer_add(s->flush_ev, &tv);
-	}
+	wait = iv - (now - s->flushed_us);
+	tv.tv_sec = (time_t)(wait / 1000000);
+	tv.tv_usec = (suseconds_t)(wait % 1000000);
+	evtimer_add(s->flush_ev, &tv);
 }
 
 /* --- turns --- */

@@ -100,6 +100,7 @@ struct sess {
 	size_t			 toklen;
 	size_t			 tokcap;
 	struct event		*flush_ev;
+	uint64_t		 flushed_us;	/* last token event, monotonic */
 	struct event		*idle_ev;
 	struct event		*recover_ev;
 	struct event		*start_ev;	/* a turn waits for MCP start-up */

@@ -44,7 +44,7 @@ int		 store_sess_fds(const struct store *);
  */
 int		 store_sess_open(struct store *, const char *id, int create,
 		    struct store_sess **out);
-/* Syncs pending appends (unless fsync no) and frees the session. */
+/* Frees the session; its unsynced appends go with the next store_sync(). */
 void		 store_sess_close(struct store_sess *);
 const char	*store_sess_id(const struct store_sess *);
 /* The open session with that id in this process, or NULL. */
@@ -85,7 +85,10 @@ char		*store_meta_read(struct store_sess *);
 /* Reads a session's meta without opening the session. */
 char		*store_meta_peek(struct store *, const char *id);
 
-/* fsyncs every session log with appends since the last sync (BATCH). */
+/*
+ * BATCH: makes every append so far durable.  The local store starts the
+ * sync on a thread and returns; store_close() waits for it.
+ */
 void		 store_sync(struct store *);
 /*
  * Retention: drops records with ts_ms < cutoff_ms from the front of the

@@ -729,6 +729,182 @@ START_TEST(test_fsync_modes)
 }
 END_TEST
 
+/* --- BATCH off the event loop: the sync thread --- */
+
+static const struct store_events no_events;
+
+static struct store *
+open_attached(struct event_base *base)
+{
+	struct store		*st = open_store(STORE_FSYNC_BATCH);
+	struct store_params	 sp;
+	char			 err[256];
+
+	memset(&sp, 0, sizeof(sp));
+	sp.base = base;
+	sp.node = "test/1";
+	sp.ev = &no_events;
+	ck_assert_int_eq(store_attach(st, &sp, err, sizeof(err)), 0);
+	return st;
+}
+
+static char *
+meta_on_disk(const char *id)
+{
+	char	 p[512], *buf;
+	FILE	*f;
+	size_t	 n;
+
+	path_of(p, sizeof(p), id, "meta");
+	if ((f = fopen(p, "r")) == NULL)
+		return NULL;
+	buf = calloc(1, 256);
+	n = fread(buf, 1, 255, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Runs the loop until the meta file holds want (10 s at most). */
+static int
+loop_until_meta(struct event_base *base, const char *id, const char *want)
+{
+	struct timeval	 tv = { 0, 10000 };
+	char		*m;
+	int		 i, ok = 0;
+
+	for (i = 0; i < 1000 && !ok; i++) {
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+		m = meta_on_disk(id);
+		ok = m != NULL && strcmp(m, want) == 0;
+		free(m);
+	}
+	return ok;
+}
+
+static uint64_t
+syncs_done(struct store *st)
+{
+	struct local_syncer	*sy = &((struct local_store *)st)->syncer;
+	uint64_t		 n;
+
+	pthread_mutex_lock(&sy->mu);
+	n = sy->done;
+	pthread_mutex_unlock(&sy->mu);
+	return n;
+}
+
+START_TEST(test_batch_async_meta)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_attached(base);
+	struct store_sess	*s;
+	struct local_sess	*ls;
+	char			*m;
+	int			 i;
+
+	ck_assert_int_eq(store_sess_open(st, "am1", 1, &s), 0);
+	ls = (struct local_sess *)s;
+	/* The first write is queued for the thread; the next ones wait in
+	 * memory, the newest replacing the older. */
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":1}", 7), 0);
+	ck_assert_uint_ne(ls->meta_ticket, 0);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":2}", 7), 0);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":3}", 7), 0);
+	ck_assert_ptr_nonnull(ls->meta_next);
+	ck_assert_int_eq(memcmp(ls->meta_next, "{\"a\":3}", 7), 0);
+	ck_assert_msg(loop_until_meta(base, "am1", "{\"a\":3}"),
+	    "the newest meta never reached the disk");
+	ck_assert_uint_eq(ls->meta_ticket, 0);
+	ck_assert_ptr_null(ls->meta_next);
+	ck_assert_int_eq(file_size("am1", "meta.tmp"), -1);
+	/* Two writes, not three: {"a":2} was never written. */
+	ck_assert_uint_eq(((struct local_store *)st)->tickets, 2);
+
+	/* Closing waits for the queued write and writes the waiting one. */
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":4}", 7), 0);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":5}", 7), 0);
+	store_sess_close(s);
+	m = meta_on_disk("am1");
+	ck_assert_str_eq(m, "{\"a\":5}");
+	free(m);
+	ck_assert_int_eq(file_size("am1", "meta.tmp"), -1);
+
+	/* A reopened session with the same id is not confused by the
+	 * finished write of the closed one still to be collected. */
+	ck_assert_int_eq(store_sess_open(st, "am1", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"a\":5}");
+	free(m);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":6}", 7), 0);
+	ck_assert_msg(loop_until_meta(base, "am1", "{\"a\":6}"),
+	    "meta after reopen never reached the disk");
+
+	/* Many sessions at once: one batch or a few, never one each. */
+	for (i = 0; i < 50; i++) {
+		char id[16];
+		struct store_sess *t;
+
+		snprintf(id, sizeof(id), "many%d", i);
+		ck_assert_int_eq(store_sess_open(st, id, 1, &t), 0);
+		ck_assert_int_eq(store_meta_write_async(t, "{\"b\":1}", 7),
+		    0);
+	}
+	ck_assert_msg(loop_until_meta(base, "many49", "{\"b\":1}"),
+	    "meta of many49 never reached the disk");
+	ck_assert_uint_lt(syncs_done(st), 50);
+	store_close(st);
+	event_base_free(base);
+}
+END_TEST
+
+START_TEST(test_batch_sync_thread)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_attached(base);
+	struct store_sess	*s;
+	uint64_t		 before;
+	int			 i;
+
+	ck_assert_int_eq(store_sess_open(st, "sy1", 1, &s), 0);
+	/* The new directory alone is synced by the thread. */
+	store_sync(st);
+	ck_assert_int_eq(((struct local_store *)st)->syncer_on, 1);
+	before = syncs_done(st);
+	fill(s, 1, 10);
+	store_sync(st);		/* returns at once; the thread syncs */
+	for (i = 0; i < 1000 && syncs_done(st) == before; i++)
+		usleep(10000);
+	ck_assert_uint_gt(syncs_done(st), before);
+	ck_assert_int_eq(((struct local_sess *)s)->dirty, 0);
+	/* A closed dirty log is still synced by the next store_sync(). */
+	fill(s, 11, 12);
+	store_sess_close(s);
+	ck_assert_int_eq(((struct local_store *)st)->unsynced, 1);
+	before = syncs_done(st);
+	store_sync(st);
+	ck_assert_int_eq(((struct local_store *)st)->unsynced, 0);
+	for (i = 0; i < 1000 && syncs_done(st) == before; i++)
+		usleep(10000);
+	ck_assert_uint_gt(syncs_done(st), before);
+	store_close(st);
+	event_base_free(base);
+
+	/* Unattached (parleyd -t, the tests above): meta stays synchronous. */
+	st = open_store(STORE_FSYNC_BATCH);
+	ck_assert_int_eq(store_sess_open(st, "sy2", 1, &s), 0);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"c\":1}", 7), 0);
+	{
+		char *m = meta_on_disk("sy2");
+
+		ck_assert_str_eq(m, "{\"c\":1}");
+		free(m);
+	}
+	store_close(st);
+}
+END_TEST
+
 struct rate {
 	uint64_t	 n;
 	uint64_t	 next;
@@ -813,6 +989,8 @@ store_suite(void)
 	tcase_add_test(tc, test_trim);
 	tcase_add_test(tc, test_expire);
 	tcase_add_test(tc, test_fsync_modes);
+	tcase_add_test(tc, test_batch_async_meta);
+	tcase_add_test(tc, test_batch_sync_thread);
 	tcase_add_test(tc, test_range_100k);
 	suite_add_tcase(su, tc);
 	return su;
