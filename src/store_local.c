@@ -32,17 +32,15 @@
  * fsyncs of a new session's directory and meta (1,000 sessions starting
  * together: seconds).  store_sync() asks the thread for one syncfs() of
  * the sessions directory's filesystem, which covers every log written so
- * far, open or closed; it never waits.  Once the store is attached to an
- * event loop a meta write is asynchronous too: the loop writes meta.tmp
- * and queues the session; the thread takes every queued session at once,
- * syncfs()s (the new meta.tmp files and any appends), renames each
- * meta.tmp over meta, and syncfs()s again, so a thousand meta writes cost
- * two syncs and a crash still leaves the old meta or the new one whole.
- * A session has one meta write queued at most; a newer one waits in
- * memory and replaces any older waiting one.  The thread uses no
- * descriptor but sessfd, which outlives it (renames go by path under
- * it), and store_sess_close() waits for the session's queued write, so
- * sessions open and close freely.  store_close() waits for a last sync.
+ * far, open or closed; it never waits, and requests made while a sync
+ * runs are served by one more.  Once the store is attached to an event
+ * loop, a meta write is meta.tmp written and renamed over meta in the
+ * loop, with no fsync there, and a new session's directory is not synced
+ * either: both are left to a sync within 200 ms.  A crashed process
+ * leaves the old meta or the new one, as before; a power failure loses at
+ * most what the thread had not synced yet, like the appends, and relies
+ * on the file system ordering a replacing rename after the file's data
+ * (ext4's default does) for meta to be whole.
  */
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -70,15 +68,6 @@
 #define LOCAL_HDR_MAX	48			/* "<seq> <ts> " worst case */
 #define LOCAL_LINE_MAX	(STORE_JSON_MAX + LOCAL_HDR_MAX + 1)
 
-/* A meta write the sync thread finishes: STATE_DIR/sessions/<id>/meta.tmp. */
-struct local_job {
-	TAILQ_ENTRY(local_job)	 entry;
-	uint64_t		 ticket;	/* 1, 2, ... in queue order */
-	int			 err;		/* errno, or 0 once renamed */
-	char			 id[STORE_ID_MAX + 1];
-};
-TAILQ_HEAD(local_jobs, local_job);
-
 /* The BATCH sync thread; mu guards the fields after it. */
 struct local_syncer {
 	pthread_t		 thr;
@@ -88,9 +77,6 @@ struct local_syncer {
 	int			 stop;		/* exit once nothing is asked */
 	int			 err;		/* errno of a failed sync, or 0 */
 	uint64_t		 done;		/* syncs completed */
-	uint64_t		 jobs_done;	/* tickets finished, in order */
-	struct local_jobs	 jobs;		/* queued meta writes */
-	struct local_jobs	 finished;	/* for the loop to collect */
 };
 
 struct local_store {
@@ -99,9 +85,7 @@ struct local_store {
 	int			 unsynced;	/* closed logs, new dirs */
 	int			 syncer_on;	/* thread and syncer initialised */
 	int			 nothread_said;
-	uint64_t		 tickets;	/* last job ticket handed out */
-	int			 wake[2];	/* thread -> loop: jobs finished */
-	struct event		*wake_ev;
+	struct event		*soon_ev;	/* a sync within 200 ms */
 	struct local_syncer	 syncer;
 };
 
@@ -114,9 +98,6 @@ struct local_sess {
 	off_t			*idx;		/* [i]: seq first+i; [n]: end */
 	size_t			 n;		/* records */
 	size_t			 cap;		/* entries allocated in idx */
-	uint64_t		 meta_ticket;	/* queued meta write, or 0 */
-	char			*meta_next;	/* newer meta, waiting for it */
-	size_t			 meta_next_len;
 };
 
 static struct store	*local_open(const char *, const char *,
@@ -232,7 +213,6 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
 		errno = save;
 		return NULL;
 	}
-	ls->wake[0] = ls->wake[1] = -1;
 	ls->sessfd = openat(fd, "sessions", O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC | O_NOFOLLOW);
 	save = errno;
@@ -248,15 +228,23 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
 }
 
 static void	local_syncer_stop(struct local_store *);
-static void	local_meta_wait(struct local_sess *);
+static void	local_sync_soon(struct local_store *);
 
 static void
 local_close(struct store *st)
 {
 	struct local_store	*ls = (struct local_store *)st;
 
-	local_sync(st);
+	/* Sessions are closed by now: their unsynced appends are in
+	 * unsynced.  No thread is started for a last sync. */
+	if (ls->syncer_on)
+		local_sync(st);
+	else if (ls->unsynced && !local_nosync(st) &&
+	    syncfs(ls->sessfd) == -1)
+		log_warn("store: syncfs of the sessions directory");
 	local_syncer_stop(ls);
+	if (ls->soon_ev != NULL)
+		event_free(ls->soon_ev);
 	close(ls->sessfd);
 	free(ls);
 }
@@ -519,10 +507,10 @@ local_sess_open(struct store *st, const char *id, int create,
 	if (local_unlink_tmp(ls->dirfd, "log.tmp") == -1 ||
 	    local_unlink_tmp(ls->dirfd, "meta.tmp") == -1)
 		goto fail;
-	/* BATCH in a worker: the session's first meta write (or the next
-	 * store_sync) makes the new directory durable, off the loop. */
+	/* BATCH in a worker: the sync thread makes the new directory
+	 * durable, off the loop. */
 	if (made && local_async(st))
-		lst->unsynced = 1;
+		local_sync_soon(lst);
 	else if (made && !local_nosync(st) &&
 	    (fsync(ls->dirfd) == -1 || fsync(lst->sessfd) == -1))
 		goto fail;
@@ -550,7 +538,6 @@ local_sess_close(struct store_sess *s)
 {
 	struct local_sess	*ls = (struct local_sess *)s;
 
-	local_meta_wait(ls);
 	/* The next store_sync() covers it: syncfs needs no descriptor. */
 	if (ls->dirty)
 		((struct local_store *)s->store)->unsynced = 1;
@@ -743,8 +730,10 @@ static int
 local_meta_write_in(struct store_sess *s, const char *json, size_t len)
 {
 	struct local_sess	*ls = (struct local_sess *)s;
-	int			 fd, save, nosync = local_nosync(s->store);
+	int			 fd, save, nosync;
 
+	/* BATCH in a worker: the sync thread makes it durable. */
+	nosync = local_nosync(s->store) || local_async(s->store);
 	fd = openat(ls->dirfd, "meta.tmp", O_WRONLY | O_CREAT | O_TRUNC |
 	    O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd == -1)
@@ -769,150 +758,20 @@ local_meta_write_in(struct store_sess *s, const char *json, size_t len)
 	return 0;
 }
 
-static int	local_syncer_start(struct local_store *);
-
-/*
- * Writes meta.tmp and queues the session for the sync thread, which makes
- * it durable and renames it over meta.  0, or -1 (nothing queued).
- */
-static int
-local_meta_queue(struct local_sess *ls, const char *json, size_t len)
-{
-	struct local_store	*lst = (struct local_store *)ls->base.store;
-	struct local_syncer	*sy = &lst->syncer;
-	struct local_job	*j;
-	int			 fd, save;
-
-	if (local_syncer_start(lst) == -1)
-		return -1;
-	if ((j = calloc(1, sizeof(*j))) == NULL)
-		return -1;
-	if (local_dir_open(ls) == -1) {
-		free(j);
-		return -1;
-	}
-	fd = openat(ls->dirfd, "meta.tmp", O_WRONLY | O_CREAT | O_TRUNC |
-	    O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (fd == -1 || local_write_full(fd, json, len) == -1 ||
-	    close(fd) == -1) {
-		save = errno;
-		if (fd != -1)
-			close(fd);
-		unlinkat(ls->dirfd, "meta.tmp", 0);
-		local_dir_close(ls);
-		free(j);
-		errno = save;
-		return -1;
-	}
-	local_dir_close(ls);
-	memcpy(j->id, ls->base.id, strlen(ls->base.id) + 1);
-	j->ticket = ls->meta_ticket = ++lst->tickets;
-	pthread_mutex_lock(&sy->mu);
-	TAILQ_INSERT_TAIL(&sy->jobs, j, entry);
-	pthread_cond_broadcast(&sy->cv);
-	pthread_mutex_unlock(&sy->mu);
-	return 0;
-}
-
 static int
 local_meta_write(struct store_sess *s, const char *json, size_t len)
 {
 	struct local_sess	*ls = (struct local_sess *)s;
-	char			*copy;
 	int			 r;
 
-	if (local_async(s->store)) {
-		if (ls->meta_ticket == 0 && local_meta_queue(ls, json,
-		    len) == 0)
-			return 0;
-		if (ls->meta_ticket != 0) {
-			/* Only the newest meta matters: it waits for the
-			 * queued write and replaces any older waiting one. */
-			if ((copy = malloc(len)) == NULL)
-				return -1;
-			memcpy(copy, json, len);
-			free(ls->meta_next);
-			ls->meta_next = copy;
-			ls->meta_next_len = len;
-			return 0;
-		}
-		/* No thread: written here, as before. */
-	}
 	if (local_dir_open(ls) == -1)
 		return -1;
 	r = local_meta_write_in(s, json, len);
 	local_dir_close(ls);
+	/* Synced by the thread (local_meta_write_in did not). */
+	if (r == 0 && local_async(s->store))
+		local_sync_soon((struct local_store *)s->store);
 	return r;
-}
-
-/*
- * Before the session closes: waits for its queued meta write, then writes
- * the one waiting behind it, synchronously.
- */
-static void
-local_meta_wait(struct local_sess *ls)
-{
-	struct local_store	*lst = (struct local_store *)ls->base.store;
-	struct local_syncer	*sy = &lst->syncer;
-	char			*next = ls->meta_next;
-
-	if (ls->meta_ticket != 0) {
-		pthread_mutex_lock(&sy->mu);
-		while (sy->jobs_done < ls->meta_ticket)
-			pthread_cond_wait(&sy->cv, &sy->mu);
-		pthread_mutex_unlock(&sy->mu);
-		ls->meta_ticket = 0;
-	}
-	if (next == NULL)
-		return;
-	ls->meta_next = NULL;
-	if (local_dir_open(ls) == -1 ||
-	    local_meta_write_in(&ls->base, next, ls->meta_next_len) == -1)
-		log_warn("store: session %s: meta write", ls->base.id);
-	local_dir_close(ls);
-	free(next);
-}
-
-/* The loop's side: collects finished meta writes, queues waiting ones. */
-static void
-local_wake_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct local_store	*lst = arg;
-	struct local_syncer	*sy = &lst->syncer;
-	struct local_jobs	 done;
-	struct local_job	*j;
-	struct local_sess	*ls;
-	char			 buf[256];
-	char			*next;
-
-	(void)ev;
-	while (read(fd, buf, sizeof(buf)) > 0)
-		;
-	TAILQ_INIT(&done);
-	pthread_mutex_lock(&sy->mu);
-	TAILQ_CONCAT(&done, &sy->finished, entry);
-	pthread_mutex_unlock(&sy->mu);
-	while ((j = TAILQ_FIRST(&done)) != NULL) {
-		TAILQ_REMOVE(&done, j, entry);
-		ls = (struct local_sess *)store_sess_find(&lst->base, j->id);
-		if (j->err != 0) {
-			errno = j->err;
-			log_warn("store: session %s: meta write", j->id);
-		}
-		/* A session closed meanwhile waited for it already. */
-		if (ls != NULL && ls->meta_ticket == j->ticket) {
-			ls->meta_ticket = 0;
-			if ((next = ls->meta_next) != NULL) {
-				ls->meta_next = NULL;
-				if (local_meta_write(&ls->base, next,
-				    ls->meta_next_len) == -1)
-					log_warn("store: session %s: meta "
-					    "write", ls->base.id);
-				free(next);
-			}
-		}
-		free(j);
-	}
 }
 
 /* Reads a whole small file (at most STORE_META_MAX) as a C string. */
@@ -986,79 +845,36 @@ local_meta_peek(struct store *st, const char *id)
 	return local_read_text(((struct local_store *)st)->sessfd, path);
 }
 
-/*
- * The sync thread: a syncfs() for every request, with every meta write
- * queued by then renamed into place between it and a second one.
- */
+/* The sync thread: one syncfs() per request, requests made meanwhile
+ * served by one more. */
 static void *
 local_syncer_main(void *arg)
 {
 	struct local_store	*ls = arg;
 	struct local_syncer	*sy = &ls->syncer;
-	struct local_jobs	 batch;
-	struct local_job	*j;
-	char			 from[STORE_ID_MAX + 16], to[STORE_ID_MAX + 16];
-	uint64_t		 last = 0;
-	int			 r, err;
+	int			 r, save;
 
-	TAILQ_INIT(&batch);
 	pthread_mutex_lock(&sy->mu);
 	for (;;) {
-		while (!sy->want && TAILQ_EMPTY(&sy->jobs) && !sy->stop)
+		while (!sy->want && !sy->stop)
 			pthread_cond_wait(&sy->cv, &sy->mu);
-		if (!sy->want && TAILQ_EMPTY(&sy->jobs))
+		if (!sy->want)
 			break;
 		sy->want = 0;
-		TAILQ_CONCAT(&batch, &sy->jobs, entry);
 		pthread_mutex_unlock(&sy->mu);
-
-		/* The appends and every meta.tmp, before any rename. */
 		r = syncfs(ls->sessfd);
-		err = r == -1 ? errno : 0;
-		if (!TAILQ_EMPTY(&batch)) {
-			TAILQ_FOREACH(j, &batch, entry) {
-				local_path(from, sizeof(from), j->id,
-				    "meta.tmp");
-				local_path(to, sizeof(to), j->id, "meta");
-				if (err != 0)
-					j->err = err;
-				else if (renameat(ls->sessfd, from, ls->sessfd,
-				    to) == -1)
-					j->err = errno;
-				if (j->err != 0)
-					unlinkat(ls->sessfd, from, 0);
-				last = j->ticket;
-			}
-			/* The renames themselves. */
-			if (err == 0 && syncfs(ls->sessfd) == -1) {
-				err = errno;
-				TAILQ_FOREACH(j, &batch, entry)
-					if (j->err == 0)
-						j->err = err;
-			}
-		}
-
+		save = errno;
 		pthread_mutex_lock(&sy->mu);
-		if (err != 0)
-			sy->err = err;
+		if (r == -1)
+			sy->err = save;
 		sy->done++;
-		if (!TAILQ_EMPTY(&batch)) {
-			sy->jobs_done = last;
-			TAILQ_CONCAT(&sy->finished, &batch, entry);
-			/* A full pipe has a wake-up in it already. */
-			if (ls->wake[1] != -1)
-				(void)write(ls->wake[1], "", 1);
-		}
 		pthread_cond_broadcast(&sy->cv);
 	}
 	pthread_mutex_unlock(&sy->mu);
 	return NULL;
 }
 
-/*
- * Starts the sync thread, signals blocked in it, with its wake-up event
- * when the store is attached to a loop.  0, or -1 (sync inline).
- */
+/* Starts the sync thread, signals blocked in it; 0, or -1 (sync inline). */
 static int
 local_syncer_start(struct local_store *ls)
 {
@@ -1068,21 +884,11 @@ local_syncer_start(struct local_store *ls)
 
 	if (ls->syncer_on)
 		return 0;
-	TAILQ_INIT(&sy->jobs);
-	TAILQ_INIT(&sy->finished);
-	if (local_async(&ls->base)) {
-		if (pipe2(ls->wake, O_NONBLOCK | O_CLOEXEC) == -1)
-			return -1;
-		if ((ls->wake_ev = event_new(ls->base.params.base, ls->wake[0],
-		    EV_READ | EV_PERSIST, local_wake_cb, ls)) == NULL ||
-		    event_add(ls->wake_ev, NULL) == -1)
-			goto fail;
-	}
 	if (pthread_mutex_init(&sy->mu, NULL) != 0)
-		goto fail;
+		return -1;
 	if (pthread_cond_init(&sy->cv, NULL) != 0) {
 		pthread_mutex_destroy(&sy->mu);
-		goto fail;
+		return -1;
 	}
 	/* Signals stay with the event loop's thread. */
 	sigfillset(&all);
@@ -1093,22 +899,10 @@ local_syncer_start(struct local_store *ls)
 		pthread_cond_destroy(&sy->cv);
 		pthread_mutex_destroy(&sy->mu);
 		errno = r;
-		goto fail;
+		return -1;
 	}
 	ls->syncer_on = 1;
 	return 0;
-fail:
-	r = errno;
-	if (ls->wake_ev != NULL)
-		event_free(ls->wake_ev);
-	ls->wake_ev = NULL;
-	if (ls->wake[0] != -1) {
-		close(ls->wake[0]);
-		close(ls->wake[1]);
-	}
-	ls->wake[0] = ls->wake[1] = -1;
-	errno = r;
-	return -1;
 }
 
 /* Serves what is still asked for, then joins the thread. */
@@ -1116,7 +910,6 @@ static void
 local_syncer_stop(struct local_store *ls)
 {
 	struct local_syncer	*sy = &ls->syncer;
-	struct local_job	*j;
 
 	if (!ls->syncer_on)
 		return;
@@ -1129,47 +922,22 @@ local_syncer_stop(struct local_store *ls)
 		errno = sy->err;
 		log_warn("store: syncfs of the sessions directory");
 	}
-	/* Their sessions are closed: each waited for its own. */
-	while ((j = TAILQ_FIRST(&sy->finished)) != NULL) {
-		TAILQ_REMOVE(&sy->finished, j, entry);
-		free(j);
-	}
-	if (ls->wake_ev != NULL) {
-		event_free(ls->wake_ev);
-		close(ls->wake[0]);
-		close(ls->wake[1]);
-	}
-	ls->wake_ev = NULL;
-	ls->wake[0] = ls->wake[1] = -1;
 	pthread_cond_destroy(&sy->cv);
 	pthread_mutex_destroy(&sy->mu);
 	ls->syncer_on = 0;
 }
 
 /*
- * BATCH: asks the sync thread for a sync of everything appended so far
- * (one more after the one running, if any) and returns.  Without a thread
- * it syncs here, as ALWAYS would have.
+ * Asks the sync thread for a sync of everything written so far and
+ * returns; reports a sync that failed since the last call.  Without a
+ * thread it syncs here.
  */
 static void
-local_sync(struct store *st)
+local_kick(struct local_store *lst)
 {
-	struct local_store	*lst = (struct local_store *)st;
 	struct local_syncer	*sy = &lst->syncer;
-	struct store_sess	*s;
-	struct local_sess	*ls;
-	int			 any = lst->unsynced, err;
+	int			 err;
 
-	if (local_nosync(st))
-		return;
-	LIST_FOREACH(s, &st->sessions, entry) {
-		ls = (struct local_sess *)s;
-		any |= ls->dirty;
-		ls->dirty = 0;
-	}
-	lst->unsynced = 0;
-	if (!any)
-		return;
 	if (local_syncer_start(lst) == -1) {
 		if (!lst->nothread_said)
 			log_warn("store: no sync thread; syncing in the "
@@ -1186,10 +954,58 @@ local_sync(struct store *st)
 	pthread_cond_broadcast(&sy->cv);
 	pthread_mutex_unlock(&sy->mu);
 	if (err != 0) {
-		/* Said once per failed sync, from the thread that logs. */
 		errno = err;
 		log_warn("store: syncfs of the sessions directory");
 	}
+}
+
+static void
+local_soon_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	local_sync(arg);
+}
+
+/*
+ * A meta write or a new directory, in a worker: synced with the appends
+ * within 200 ms (one syncfs for all of them), not each at once, which
+ * kept the thread syncing and the loop's own file calls waiting on it.
+ */
+static void
+local_sync_soon(struct local_store *lst)
+{
+	struct timeval	 tv = { 0, 200 * 1000 };
+
+	lst->unsynced = 1;
+	if (lst->soon_ev == NULL && (lst->soon_ev = evtimer_new(
+	    lst->base.params.base, local_soon_cb, lst)) == NULL) {
+		local_sync(&lst->base);
+		return;
+	}
+	if (!evtimer_pending(lst->soon_ev, NULL))
+		evtimer_add(lst->soon_ev, &tv);
+}
+
+/* BATCH: every append so far, through the sync thread (local_kick). */
+static void
+local_sync(struct store *st)
+{
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	struct local_sess	*ls;
+	int			 any = lst->unsynced;
+
+	if (local_nosync(st))
+		return;
+	LIST_FOREACH(s, &st->sessions, entry) {
+		ls = (struct local_sess *)s;
+		any |= ls->dirty;
+		ls->dirty = 0;
+	}
+	lst->unsynced = 0;
+	if (any)
+		local_kick(lst);
 }
 
 struct local_trim_arg {

@@ -31,6 +31,14 @@
 #define CLOSE_WAIT_MS	5000	/* peer's answer to our close frame */
 #define WRITE_TMO_MS	60000	/* no write progress: the client is gone */
 #define PUMP_BATCH	256
+/*
+ * Catch-up reads of a shared store in flight per worker.  They share the
+ * store's connection with lease renewals and appends, whose replies wait
+ * behind theirs: 5,000 observers falling behind a fast turn at once kept
+ * a renewal's answer back past the lease, and the worker let the
+ * session go.  The others wait their turn (wk->read_wait).
+ */
+#define PUMP_READS	16
 
 static void	conn_free(struct conn *);
 
@@ -78,10 +86,36 @@ replay_end(struct conn *c)
 static void
 range_clear(struct conn *c)
 {
+	struct wk *wk = c->wk;
+
 	c->range = NULL;
 	if (c->range_sess != NULL)
 		c->range_sess->nreaders--;
 	c->range_sess = NULL;
+	if (c->pump_read) {
+		c->pump_read = 0;
+		wk->pump_reads--;
+		if (!TAILQ_EMPTY(&wk->read_wait))
+			event_active(wk->read_ev, EV_TIMEOUT, 1);
+	}
+}
+
+/* Pumps the clients waiting for a catch-up read, as reads end. */
+void
+conn_read_wake_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct wk *wk = arg;
+	struct conn *c;
+
+	(void)fd;
+	(void)ev;
+	while (wk->pump_reads < PUMP_READS &&
+	    (c = TAILQ_FIRST(&wk->read_wait)) != NULL) {
+		TAILQ_REMOVE(&wk->read_wait, c, rwentry);
+		c->read_waiting = 0;
+		c->read_woken = 1;
+		conn_pump(c);	/* may free c */
+	}
 }
 
 /* A GET .../log answer being read from the log. */
@@ -93,10 +127,26 @@ static void	conn_route(struct conn *, const unsigned char *, size_t);
 static void	ws_input(struct conn *);
 static int	acts_on_session(const char *, size_t);
 
+/*
+ * The output.  Live events gathered for this loop pass (see write_evt)
+ * are moved in first, so whatever is added after them goes after them.
+ */
 static struct evbuffer *
 out_of(struct conn *c)
 {
-	return bufferevent_get_output(c->bev);
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+
+	if (c->pend != NULL && evbuffer_get_length(c->pend) > 0)
+		evbuffer_add_buffer(out, c->pend);
+	return out;
+}
+
+/* Bytes waiting for the client, gathered ones included. */
+static size_t
+out_len(struct conn *c)
+{
+	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
+	    (c->pend != NULL ? evbuffer_get_length(c->pend) : 0);
 }
 
 /*
@@ -106,7 +156,7 @@ out_of(struct conn *c)
 static int
 out_full(struct conn *c)
 {
-	if (evbuffer_get_length(out_of(c)) <= 4 * c->wk->conf->max_output_buffer)
+	if (out_len(c) <= 4 * c->wk->conf->max_output_buffer)
 		return 0;
 	c->wk->metrics.slow_closes++;
 	log_rinfo(c->reqid, conn_sid(c), "%s from %s: output over its bound "
@@ -250,33 +300,85 @@ conn_close(struct conn *c, uint16_t code, const char *reason)
 }
 
 /*
- * Sends what the socket takes at once, for a live client with nothing
- * queued: through the bufferevent every event cost an EV_WRITE arm and
- * disarm (two epoll_ctl calls) and a loop pass.  Returns bytes sent; the
- * caller queues the rest, and an error is left for the bufferevent to
- * meet.  Not for a replay: queued, its events go out many to a writev.
+ * Live events for a client with nothing queued skip the bufferevent,
+ * through which every event cost an EV_WRITE arm and disarm (two
+ * epoll_ctl calls) and a loop pass: the first DIRECT_PER_PASS of a loop
+ * pass are sent at once, the others gathered and written with one writev
+ * per client when the callbacks of the pass so far are done
+ * (conn_gather_cb).  Sent one by one, a store reply acknowledging a
+ * hundred appends to a session with 5,000 observers would cost half a
+ * million send calls instead of 5,000.  Returns the buffer to gather in,
+ * or NULL for the output.
  */
+#define DIRECT_PER_PASS	1024
+
+static struct evbuffer *
+gather(struct conn *c)
+{
+	struct wk *wk = c->wk;
+
+	if (c->handing_off || wk->gather_ev == NULL ||
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
+		return NULL;
+	if (c->pend == NULL && (c->pend = evbuffer_new()) == NULL)
+		return NULL;
+	if (!c->gathering) {
+		if (TAILQ_EMPTY(&wk->gather))
+			event_active(wk->gather_ev, EV_TIMEOUT, 1);
+		TAILQ_INSERT_TAIL(&wk->gather, c, gentry);
+		c->gathering = 1;
+	}
+	return c->pend;
+}
+
+/* Bytes of an event sent at once (see gather), within the pass's budget. */
 static size_t
-write_now(struct conn *c, const void *data, size_t len)
+send_now(struct conn *c, struct evbuffer *pend, const void *data, size_t len)
 {
 	ssize_t n;
 
-	if (c->handing_off || evbuffer_get_length(out_of(c)) != 0)
+	if (evbuffer_get_length(pend) != 0 || c->wk->direct_left == 0)
 		return 0;
+	c->wk->direct_left--;
 	n = send(bufferevent_getfd(c->bev), data, len,
 	    MSG_DONTWAIT | MSG_NOSIGNAL);
 	return n > 0 ? (size_t)n : 0;
 }
 
+void
+conn_gather_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct wk *wk = arg;
+	struct evbuffer *out;
+	struct conn *c;
+
+	(void)fd;
+	(void)ev;
+	wk->direct_left = DIRECT_PER_PASS;
+	while ((c = TAILQ_FIRST(&wk->gather)) != NULL) {
+		TAILQ_REMOVE(&wk->gather, c, gentry);
+		c->gathering = 0;
+		if (evbuffer_get_length(c->pend) == 0)
+			continue;
+		out = bufferevent_get_output(c->bev);
+		if (evbuffer_get_length(out) == 0 && !c->handing_off)
+			(void)evbuffer_write(c->pend, bufferevent_getfd(c->bev));
+		/* The rest, or an error to meet: the bufferevent's. */
+		if (evbuffer_get_length(c->pend) > 0)
+			evbuffer_add_buffer(out, c->pend);
+	}
+}
+
 /*
- * Writes one logged event (live: see write_now); ends a turn stream after
+ * Writes one logged event (live: see gather); ends a turn stream after
  * its last event.
  */
 static void
 write_evt(struct conn *c, struct evt *e, int live)
 {
+	struct evbuffer *buf = NULL;
 	const char *data;
-	size_t len, off;
+	size_t len, off = 0;
 	char pat[80];
 
 	if (c->kind == CONN_WS)
@@ -285,12 +387,29 @@ write_evt(struct conn *c, struct evt *e, int live)
 		data = evt_sse(e, &len);
 	if (data == NULL)
 		return;
-	off = live ? write_now(c, data, len) : 0;
+	if (live && (buf = gather(c)) != NULL)
+		off = send_now(c, buf, data, len);
+	if (buf == NULL)
+		buf = out_of(c);
 	if (off < len) {
 		e->refs++;
-		if (evbuffer_add_reference(out_of(c), data + off, len - off,
-		    evt_unref_cb, e) == -1)
+		if (evbuffer_add_reference(buf, data + off, len - off,
+		    evt_unref_cb, e) == -1) {
 			e->refs--;
+			/* Half an event is on the wire: the stream is
+			 * broken, so the client goes, now. */
+			if (off > 0) {
+				struct timeval tv = { 0, 0 };
+
+				if (c->sess != NULL)
+					sess_detach(c->sess, c);
+				c->closing = c->close_sent = c->freeing = 1;
+				c->cut = 1;
+				bufferevent_disable(c->bev, EV_READ);
+				evtimer_add(c->tmo_ev, &tv);
+				return;
+			}
+		}
 	}
 	c->wk->metrics.events_delivered++;
 	c->sent++;
@@ -372,12 +491,13 @@ conn_pump(struct conn *c)
 	struct sess *s = c->sess;
 	size_t bound = c->wk->conf->max_output_buffer;
 	uint64_t before;
-	int n;
+	int n, woken = c->read_woken;
 
+	c->read_woken = 0;
 	if (s == NULL || c->hold || c->closing || c->range != NULL)
 		return;
 	while (!c->closing && c->next_seq <= sess_last_seq(s) &&
-	    evbuffer_get_length(out_of(c)) < bound) {
+	    out_len(c) < bound) {
 		if (c->next_seq < sess_first_seq(s)) {
 			/* Trimmed while this client was catching up. */
 			send_gap(c, sess_first_seq(s), c->next_seq - 1);
@@ -388,6 +508,17 @@ conn_pump(struct conn *c)
 		if (n < 0 && errno == EAGAIN) {
 			struct store_req *req;
 
+			/* In turn: one that just read queues behind the
+			 * waiting ones. */
+			if (c->wk->pump_reads >= PUMP_READS ||
+			    (!TAILQ_EMPTY(&c->wk->read_wait) && !woken)) {
+				if (!c->read_waiting) {
+					TAILQ_INSERT_TAIL(&c->wk->read_wait, c,
+					    rwentry);
+					c->read_waiting = 1;
+				}
+				return;
+			}
 			/* Not at hand (a shared store): read it, then go on. */
 			c->ranging = 1;
 			req = sess_range_async(s, c->next_seq - 1, PUMP_BATCH,
@@ -397,6 +528,8 @@ conn_pump(struct conn *c)
 				c->range = req;
 				c->range_sess = s;
 				s->nreaders++;
+				c->pump_read = 1;
+				c->wk->pump_reads++;
 				return;
 			}
 			n = c->ranging == 3 ? -1 : 1;
@@ -422,19 +555,22 @@ conn_push(struct conn *c, struct evt *e)
 	if (c->closing || c->hold || !c->live || e->seq < c->next_seq)
 		return;	/* (already sent: a follower's view can lag) */
 	if (e->seq == c->next_seq &&
-	    evbuffer_get_length(out_of(c)) < c->wk->conf->max_output_buffer) {
+	    out_len(c) < c->wk->conf->max_output_buffer) {
 		write_evt(c, e, 1);
 		return;
 	}
-	if (evbuffer_get_length(out_of(c)) >= c->wk->conf->max_output_buffer)
+	if (out_len(c) >= c->wk->conf->max_output_buffer)
 		c->wk->metrics.slow_catchups++;
 	log_rdebug(c->reqid, conn_sid(c), "off live feed at seq %llu "
 	    "(expected %llu, %zu bytes queued)", (unsigned long long)e->seq,
-	    (unsigned long long)c->next_seq, evbuffer_get_length(out_of(c)));
+	    (unsigned long long)c->next_seq, out_len(c));
 	/* Slow, or it missed one: the log has everything, in order.  The
 	 * write callback resumes it once its output drains. */
 	c->live = 0;
-	if (evbuffer_get_length(out_of(c)) < c->wk->conf->max_output_buffer)
+	/* Its write callback resumes it: gathered bytes go to the output,
+	 * or a writev that took them all would leave it waiting. */
+	(void)out_of(c);
+	if (out_len(c) < c->wk->conf->max_output_buffer)
 		conn_pump(c);
 }
 
@@ -1080,6 +1216,12 @@ conn_free(struct conn *c)
 		free(c->page);
 	}
 	free(c->park);
+	if (c->gathering)
+		TAILQ_REMOVE(&wk->gather, c, gentry);
+	if (c->read_waiting)
+		TAILQ_REMOVE(&wk->read_wait, c, rwentry);
+	if (c->pend != NULL)
+		evbuffer_free(c->pend);
 	TAILQ_REMOVE(&wk->conns, c, entry);
 	wk->nconns--;
 	if (c->hb_ev)

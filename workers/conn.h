@@ -22,6 +22,13 @@ enum conn_kind { CONN_HTTP, CONN_WS, CONN_SSE };
 struct conn {
 	TAILQ_ENTRY(conn)	 entry;		/* wk->conns */
 	TAILQ_ENTRY(conn)	 sentry;	/* sess->conns */
+	TAILQ_ENTRY(conn)	 gentry;	/* wk->gather */
+	int			 gathering;	/* on wk->gather */
+	struct evbuffer		*pend;		/* gathered live events */
+	TAILQ_ENTRY(conn)	 rwentry;	/* wk->read_wait */
+	int			 read_waiting;	/* on wk->read_wait */
+	int			 read_woken;	/* its turn to read */
+	int			 pump_read;	/* its read counts in pump_reads */
 	struct wk		*wk;
 	struct bufferevent	*bev;
 	struct ipc_conn		 ic;		/* who, role, scope */
@@ -72,6 +79,10 @@ struct conn {
 
 void	conn_new(struct wk *, int fd, const struct ipc_conn *,
 	    const unsigned char *bytes);
+/* Pumps clients that waited for a catch-up read (wk->read_ev). */
+void	conn_read_wake_cb(evutil_socket_t, short, void *);
+/* Writes the live events gathered in this loop pass (wk->gather_ev). */
+void	conn_gather_cb(evutil_socket_t, short, void *);
 /* Fan-out of a logged event; the conn takes a reference if it writes it. */
 void	conn_push(struct conn *, struct evt *);
 /* A connection-level event (no seq): pong, ack, error, heartbeat. */

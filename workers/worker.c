@@ -84,6 +84,10 @@ wk_exit(struct wk *wk, int code)
 	}
 	event_free(wk->stats_ev);
 	event_free(wk->sync_ev);
+	if (wk->gather_ev != NULL)
+		event_free(wk->gather_ev);
+	if (wk->read_ev != NULL)
+		event_free(wk->read_ev);
 	event_free(wk->sweep_ev);
 	event_free(wk->exit_ev);
 	event_free(wk->sigterm_ev);
@@ -478,6 +482,8 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	metrics_init(&wk->metrics);
 	TAILQ_INIT(&wk->sessions);
 	TAILQ_INIT(&wk->conns);
+	TAILQ_INIT(&wk->gather);
+	TAILQ_INIT(&wk->read_wait);
 	for (i = 0; i < WK_SESS_BUCKETS; i++)
 		TAILQ_INIT(&wk->buckets[i]);
 	if ((wk->base = event_base_new()) == NULL)
@@ -516,6 +522,11 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	wk->stats_ev = event_new(wk->base, -1, EV_PERSIST, stats_cb, wk);
 	event_add(wk->stats_ev, &stats_tv);
 	wk->sync_ev = evtimer_new(wk->base, sync_cb, wk);
+	wk->gather_ev = event_new(wk->base, -1, 0, conn_gather_cb, wk);
+	wk->direct_left = 1;	/* the first gather sets the budget */
+	wk->read_ev = event_new(wk->base, -1, 0, conn_read_wake_cb, wk);
+	if (wk->gather_ev == NULL || wk->read_ev == NULL)
+		fatalx("worker: cannot make events");
 	wk->sweep_ev = event_new(wk->base, -1, EV_PERSIST, sweep_cb, wk);
 	/* Often enough that nothing outlives retention by more than a
 	 * quarter of it (a minute at most). */

@@ -33,6 +33,12 @@ struct wk {
 	TAILQ_HEAD(, sess)	 buckets[WK_SESS_BUCKETS];
 	unsigned		 nsessions;
 	TAILQ_HEAD(, conn)	 conns;
+	TAILQ_HEAD(, conn)	 gather;	/* live events to write */
+	struct event		*gather_ev;
+	unsigned		 direct_left;	/* sends at once left this pass */
+	TAILQ_HEAD(, conn)	 read_wait;	/* for a catch-up read */
+	unsigned		 pump_reads;	/* catch-up reads in flight */
+	struct event		*read_ev;
 	unsigned		 nconns;
 	uint64_t		 events;
 	struct metrics		 metrics;	/* counters sent to the supervisor */
