@@ -451,6 +451,7 @@ struct rstore {
 	LIST_HEAD(, rsess)	 opening;
 	int			 flush_pending;
 	uint64_t		 next_renew;
+	uint64_t		 last_tick;	/* when rs_tick last ran */
 	uint64_t		 next_poll;
 	struct event		*ev_tick;
 	struct event		*ev_retry;
@@ -3064,6 +3065,8 @@ rs_on_renew(struct rcmd *rc, redisReply *r)
 		    "may own the session now");
 		return;
 	}
+	log_debug("store: session %s: lease renewed (answer after %llu ms)",
+	    s->base.id, (unsigned long long)(util_mono_ms() - rc->sent));
 	s->lease_from = rc->sent;
 	/* Replies come in order: with nothing in flight, the store must end
 	 * at or after what it acknowledged. */
@@ -3317,6 +3320,10 @@ rs_tick(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
+	if (st->last_tick != 0 && now - st->last_tick > 1000)
+		log_debug("store: redis: tick %llu ms after the last",
+		    (unsigned long long)(now - st->last_tick));
+	st->last_tick = now;
 	rs_store_ref(st);
 	/* A command that does not answer holds up all behind it. */
 	if (st->link == LINK_UP && (rc = TAILQ_FIRST(&st->inflight)) != NULL &&

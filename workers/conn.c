@@ -31,6 +31,7 @@
 #define CLOSE_WAIT_MS	5000	/* peer's answer to our close frame */
 #define WRITE_TMO_MS	60000	/* no write progress: the client is gone */
 #define PUMP_BATCH	256
+#define EVT_COPY_MAX	512	/* events copied, not referenced */
 /*
  * Catch-up reads of a shared store in flight per worker.  They share the
  * store's connection with lease renewals and appends, whose replies wait
@@ -392,10 +393,23 @@ write_evt(struct conn *c, struct evt *e, int live)
 	if (buf == NULL)
 		buf = out_of(c);
 	if (off < len) {
-		e->refs++;
-		if (evbuffer_add_reference(buf, data + off, len - off,
-		    evt_unref_cb, e) == -1) {
-			e->refs--;
+		int r;
+
+		/*
+		 * A reference costs libevent a chain of its own (512 bytes
+		 * or more); a small event is copied into the space of the
+		 * last one instead.  With references, 5,000 observers of
+		 * 200-byte tokens held three times their output bound.
+		 */
+		if (len - off <= EVT_COPY_MAX)
+			r = evbuffer_add(buf, data + off, len - off);
+		else {
+			e->refs++;
+			if ((r = evbuffer_add_reference(buf, data + off,
+			    len - off, evt_unref_cb, e)) == -1)
+				e->refs--;
+		}
+		if (r == -1) {
 			/* Half an event is on the wire: the stream is
 			 * broken, so the client goes, now. */
 			if (off > 0) {
@@ -498,10 +512,17 @@ conn_pump(struct conn *c)
 		return;
 	while (!c->closing && c->next_seq <= sess_last_seq(s) &&
 	    out_len(c) < bound) {
+		struct evt *e;
+
 		if (c->next_seq < sess_first_seq(s)) {
 			/* Trimmed while this client was catching up. */
 			send_gap(c, sess_first_seq(s), c->next_seq - 1);
 			c->next_seq = sess_first_seq(s);
+		}
+		/* Recent ones are shared, not read back and copied. */
+		if ((e = sess_recent(s, c->next_seq)) != NULL) {
+			write_evt(c, e, 0);
+			continue;
 		}
 		before = c->next_seq;
 		n = sess_range(s, c->next_seq - 1, PUMP_BATCH, pump_cb, c);

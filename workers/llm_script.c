@@ -56,6 +56,7 @@ struct script_call {
 	size_t			 off;
 	unsigned		 chunk;
 	unsigned		 delay_ms;
+	uint64_t		 due_us;	/* next chunk, monotonic */
 	int			 stamp;
 	uint64_t		 input_tokens;
 	struct script_tool	 calls[SCRIPT_MAX_CALLS];
@@ -117,6 +118,23 @@ script_stamp(struct script_call *c)
 	c->cbs.token(c->arg, buf, (size_t)n);
 }
 
+/*
+ * When the next chunk is due: one every delay from the first, like a
+ * provider streaming at its own pace.  Timed from each tick instead, a
+ * loaded worker's late ticks slowed the reply down and with it the load
+ * it was measured under; a late reply now catches up.
+ */
+static void
+script_next(struct script_call *c, struct timeval *tv)
+{
+	uint64_t	now = util_mono_us(), wait;
+
+	c->due_us += (uint64_t)c->delay_ms * 1000;
+	wait = c->due_us > now ? c->due_us - now : 0;
+	tv->tv_sec = (time_t)(wait / 1000000);
+	tv->tv_usec = (suseconds_t)(wait % 1000000);
+}
+
 static void
 script_tick(evutil_socket_t fd, short ev, void *arg)
 {
@@ -172,7 +190,7 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 		}
 	}
 	if (c->off < c->len) {
-		util_tv(&tv, c->delay_ms);
+		script_next(c, &tv);
 		evtimer_add(c->tick, &tv);
 		return;
 	}
@@ -323,7 +341,8 @@ script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 		return NULL;
 	}
 	/* The first chunk, like a provider's first byte, comes after a delay. */
-	util_tv(&tv, c->delay_ms);
+	c->due_us = util_mono_us();
+	script_next(c, &tv);
 	evtimer_add(c->tick, &tv);
 	return (struct llm_call *)(void *)c;
 }

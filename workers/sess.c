@@ -37,20 +37,27 @@ static void	turn_next(struct sess *);
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
 		    const cJSON *from);
 
-/* Microseconds on the monotonic clock, for latencies under a millisecond. */
+/*
+ * The time the loop pass began (libevent's cached clock), in
+ * microseconds.  Token coalescing compares chunks by it: timers are set
+ * from it, so two chunks of a timer 20 ms apart are 20 ms apart by it,
+ * while by the clock they may be 10 ms apart when the first came late in
+ * its pass, and the second would wait.
+ */
 static uint64_t
-mono_us(void)
+loop_us(struct wk *wk)
 {
-	struct timespec ts;
+	struct timeval tv;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+	if (event_base_gettimeofday_cached(wk->base, &tv) == -1)
+		return util_mono_us();
+	return (uint64_t)tv.tv_sec * 1000000 + (uint64_t)tv.tv_usec;
 }
 
 static double
 secs_since(uint64_t us)
 {
-	uint64_t now = mono_us();
+	uint64_t now = util_mono_us();
 
 	return now > us ? (double)(now - us) / 1e6 : 0;
 }
@@ -314,11 +321,78 @@ meta_save(struct sess *s)
 }
 
 /* Hands durable events to the connections, oldest first. */
+/*
+ * Events a session with observers keeps for those that fall behind.  Read
+ * back from the store, each client got a copy of every event it caught up
+ * on (JSON and frame): 5,000 observers behind a fast turn took a worker to
+ * 2.7 GB and stalled it in page faults past its lease.
+ */
+#define SESS_RECENT	1024
+
+static void
+recent_put(struct sess *s, struct evt *e)
+{
+	struct evt **slot;
+
+	if (s->recent == NULL) {
+		/* A session alone with its client keeps none. */
+		if (s->nconns < 2 ||
+		    (s->recent = calloc(SESS_RECENT, sizeof(*s->recent))) ==
+		    NULL)
+			return;
+	}
+	if (s->recent_hi != 0 && e->seq != s->recent_hi + 1) {
+		/* Not contiguous (cannot happen: fan-out is in order). */
+		for (; s->recent_lo <= s->recent_hi; s->recent_lo++) {
+			slot = &s->recent[s->recent_lo % SESS_RECENT];
+			evt_unref(*slot);
+			*slot = NULL;
+		}
+		s->recent_hi = 0;
+	}
+	if (s->recent_hi == 0)
+		s->recent_lo = e->seq;
+	slot = &s->recent[e->seq % SESS_RECENT];
+	evt_unref(*slot);
+	e->refs++;
+	*slot = e;
+	s->recent_hi = e->seq;
+	if (s->recent_hi - s->recent_lo >= SESS_RECENT)
+		s->recent_lo = s->recent_hi - SESS_RECENT + 1;
+}
+
+struct evt *
+sess_recent(struct sess *s, uint64_t seq)
+{
+	struct evt *e;
+
+	if (s->recent == NULL || s->recent_hi == 0 || seq < s->recent_lo ||
+	    seq > s->recent_hi)
+		return NULL;
+	e = s->recent[seq % SESS_RECENT];
+	return e != NULL && e->seq == seq ? e : NULL;
+}
+
+static void
+recent_free(struct sess *s)
+{
+	size_t i;
+
+	if (s->recent == NULL)
+		return;
+	for (i = 0; i < SESS_RECENT; i++)
+		evt_unref(s->recent[i]);
+	free(s->recent);
+	s->recent = NULL;
+	s->recent_hi = 0;
+}
+
 static void
 fan_out(struct sess *s, struct evt *e)
 {
 	struct conn *c, *next;
 
+	recent_put(s, e);
 	if (e->seq > s->fanned)
 		s->fanned = e->seq;
 	for (c = TAILQ_FIRST(&s->conns); c != NULL; c = next) {
@@ -400,7 +474,7 @@ emit(struct sess *s, const char *type, cJSON *body)
 	else
 		s->phead = e;
 	s->ptail = e;
-	e->appended_us = mono_us();
+	e->appended_us = util_mono_us();
 	if (store_append_async(s->st, seq, now, e->json, e->len) == -1) {
 		s->wk->metrics.store_errors++;
 		log_warn("session %s: append of seq %llu failed", s->id,
@@ -491,7 +565,7 @@ tokens_flush(struct sess *s)
 	free(content);
 	memmove(s->tok, s->tok + n, s->toklen - n);
 	s->toklen -= n;
-	s->flushed_us = mono_us();
+	s->flushed_us = loop_us(s->wk);
 	emit(s, "token", b);
 }
 
@@ -549,9 +623,9 @@ on_token(void *arg, const char *text, size_t len)
 	 */
 	if (evtimer_pending(s->flush_ev, NULL))
 		return;
-	now = mono_us();
+	now = loop_us(s->wk);
 	iv = s->wk->conf->flush_interval_ms * 1000;
-	if (now - s->flushed_us >= iv - iv / 4) {
+	if (now < s->flushed_us || now - s->flushed_us >= iv - iv / 4) {
 		tokens_flush(s);
 		return;
 	}
@@ -1307,7 +1381,7 @@ turn_model(struct sess *s)
 	}
 	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
 	t->prov = metrics_provider(p != NULL ? p->type : NULL);
-	t->call_us = mono_us();
+	t->call_us = util_mono_us();
 	t->call_byte = 0;
 	s->wk->metrics.provider_requests[t->prov]++;
 	log_rdebug(t->req, s->id, "provider %s: model call %u for turn %s, "
@@ -2283,6 +2357,7 @@ sess_free(struct sess *s)
 		s->st->udata = NULL;
 		store_sess_close(s->st);
 	}
+	recent_free(s);
 	TAILQ_REMOVE(&wk->sessions, s, entry);
 	TAILQ_REMOVE(&wk->buckets[sess_bucket(s->id)], s, hentry);
 	wk->nsessions--;

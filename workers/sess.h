@@ -35,6 +35,11 @@ struct evt {
 	char		 type[32];
 	uint64_t	 appended_us;	/* handed to the store (monotonic) */
 };
+/* The last events fanned out, shared: a client catching up reads them
+ * without a copy of its own.  Borrowed; NULL when seq is not held. */
+struct sess;
+struct evt	*sess_recent(struct sess *, uint64_t seq);
+
 
 struct evt	*evt_new(uint64_t seq, const char *json, size_t len);
 void		 evt_unref(struct evt *);
@@ -93,6 +98,9 @@ struct sess {
 	struct store_sess	*st;
 	TAILQ_HEAD(, conn)	 conns;
 	unsigned		 nconns;
+	struct evt		**recent;	/* shared: seq % SESS_RECENT */
+	uint64_t		 recent_lo;	/* seqs held: lo..hi, or none */
+	uint64_t		 recent_hi;
 	cJSON			*meta;		/* the persisted state */
 	char			 agent_id[64];
 	struct turn		*turn;
@@ -100,7 +108,7 @@ struct sess {
 	size_t			 toklen;
 	size_t			 tokcap;
 	struct event		*flush_ev;
-	uint64_t		 flushed_us;	/* last token event, monotonic */
+	uint64_t		 flushed_us;	/* last token event (loop_us) */
 	struct event		*idle_ev;
 	struct event		*recover_ev;
 	struct event		*start_ev;	/* a turn waits for MCP start-up */

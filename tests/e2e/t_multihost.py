@@ -406,8 +406,13 @@ async def part_f():
     before that lastSeq (found by chaos: it sent old events again).
     f-live: the follower has a client of its own during the cut (3 s);
     f-idle: it has the session open without clients (a short cut, 0.7 s:
-    its Redis connection survives and catches up)."""
-    with Cluster(2, lease="%gs" % LEASE, providers=prov_slow(),
+    its Redis connection survives and catches up).  The reply streams for
+    6 s (20 ms a chunk), so that the turn outlives the 3 s cut: the script
+    provider keeps its pace, and at 10 ms a chunk the turn could end during
+    the cut, leaving nothing after lastSeq to send."""
+    with Cluster(2, lease="%gs" % LEASE,
+                 providers=script_provider("slow", LONG, chunk=9,
+                                           delay="20ms"),
                  default="slow") as c:
         A, B = c.hosts
         failed = []
