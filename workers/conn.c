@@ -410,19 +410,18 @@ write_evt(struct conn *c, struct evt *e, int live)
 				e->refs--;
 		}
 		if (r == -1) {
-			/* Half an event is on the wire: the stream is
-			 * broken, so the client goes, now. */
-			if (off > 0) {
-				struct timeval tv = { 0, 0 };
+			struct timeval tv = { 0, 0 };
 
-				if (c->sess != NULL)
-					sess_detach(c->sess, c);
-				c->closing = c->close_sent = c->freeing = 1;
-				c->cut = 1;
-				bufferevent_disable(c->bev, EV_READ);
-				evtimer_add(c->tmo_ev, &tv);
-				return;
-			}
+			/* No memory: the event (or its rest, after half
+			 * of it went out) cannot be sent, so the client
+			 * goes now and resumes from its lastSeq. */
+			if (c->sess != NULL)
+				sess_detach(c->sess, c);
+			c->closing = c->close_sent = c->freeing = 1;
+			c->cut = 1;
+			bufferevent_disable(c->bev, EV_READ);
+			evtimer_add(c->tmo_ev, &tv);
+			return;
 		}
 	}
 	c->wk->metrics.events_delivered++;
@@ -521,7 +520,14 @@ conn_pump(struct conn *c)
 		}
 		/* Recent ones are shared, not read back and copied. */
 		if ((e = sess_recent(s, c->next_seq)) != NULL) {
+			before = c->next_seq;
 			write_evt(c, e, 0);
+			if (c->next_seq == before && !c->closing) {
+				/* Not even its framing could be made. */
+				conn_close(c, WS_CLOSE_INTERNAL,
+				    "out of memory");	/* may free c */
+				return;
+			}
 			continue;
 		}
 		before = c->next_seq;

@@ -5,6 +5,8 @@
  * (agents, usage, the running turn, queued input, history) is rewritten at
  * each turn boundary so another worker can continue the session.
  */
+#include <sys/time.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <time.h>
@@ -50,7 +52,7 @@ loop_us(struct wk *wk)
 	struct timeval tv;
 
 	if (event_base_gettimeofday_cached(wk->base, &tv) == -1)
-		return util_mono_us();
+		gettimeofday(&tv, NULL);
 	return (uint64_t)tv.tv_sec * 1000000 + (uint64_t)tv.tv_usec;
 }
 
@@ -320,14 +322,29 @@ meta_save(struct sess *s)
 	free(txt);
 }
 
-/* Hands durable events to the connections, oldest first. */
 /*
  * Events a session with observers keeps for those that fall behind.  Read
  * back from the store, each client got a copy of every event it caught up
  * on (JSON and frame): 5,000 observers behind a fast turn took a worker to
- * 2.7 GB and stalled it in page faults past its lease.
+ * 3.7 GB and stalled it in page faults past its lease.  At most
+ * SESS_RECENT events and SESS_RECENT_BYTES of their JSON; kept only while
+ * the session has two connections or more.
  */
-#define SESS_RECENT	1024
+#define SESS_RECENT		1024
+#define SESS_RECENT_BYTES	(1024 * 1024)
+
+static void
+recent_drop_oldest(struct sess *s)
+{
+	struct evt **slot = &s->recent[s->recent_lo % SESS_RECENT];
+
+	if (*slot != NULL) {
+		s->recent_bytes -= (*slot)->len;
+		evt_unref(*slot);
+		*slot = NULL;
+	}
+	s->recent_lo++;
+}
 
 static void
 recent_put(struct sess *s, struct evt *e)
@@ -342,23 +359,24 @@ recent_put(struct sess *s, struct evt *e)
 			return;
 	}
 	if (s->recent_hi != 0 && e->seq != s->recent_hi + 1) {
-		/* Not contiguous (cannot happen: fan-out is in order). */
-		for (; s->recent_lo <= s->recent_hi; s->recent_lo++) {
-			slot = &s->recent[s->recent_lo % SESS_RECENT];
-			evt_unref(*slot);
-			*slot = NULL;
-		}
+		/* A gap or a repeat (a follower's view, a promotion). */
+		while (s->recent_lo <= s->recent_hi)
+			recent_drop_oldest(s);
 		s->recent_hi = 0;
 	}
 	if (s->recent_hi == 0)
 		s->recent_lo = e->seq;
+	while (s->recent_hi != 0 && (e->seq - s->recent_lo >= SESS_RECENT ||
+	    s->recent_bytes + e->len > SESS_RECENT_BYTES) &&
+	    s->recent_lo <= s->recent_hi)
+		recent_drop_oldest(s);
+	if (s->recent_lo > s->recent_hi && s->recent_hi != 0)
+		s->recent_lo = e->seq;		/* emptied */
 	slot = &s->recent[e->seq % SESS_RECENT];
-	evt_unref(*slot);
 	e->refs++;
 	*slot = e;
+	s->recent_bytes += e->len;
 	s->recent_hi = e->seq;
-	if (s->recent_hi - s->recent_lo >= SESS_RECENT)
-		s->recent_lo = s->recent_hi - SESS_RECENT + 1;
 }
 
 struct evt *
@@ -385,8 +403,10 @@ recent_free(struct sess *s)
 	free(s->recent);
 	s->recent = NULL;
 	s->recent_hi = 0;
+	s->recent_bytes = 0;
 }
 
+/* Hands durable events to the connections, oldest first. */
 static void
 fan_out(struct sess *s, struct evt *e)
 {
@@ -2031,6 +2051,8 @@ sess_detach(struct sess *s, struct conn *c)
 	TAILQ_REMOVE(&s->conns, c, sentry);
 	s->nconns--;
 	c->sess = NULL;
+	if (s->nconns < 2)
+		recent_free(s);
 	sess_check_idle(s);
 }
 

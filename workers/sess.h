@@ -19,8 +19,9 @@ struct store_req;
 struct llm_call;
 
 /*
- * One logged event, encoded once and shared by reference by every
- * connection it is written to; the framings are built on first use.
+ * One logged event, encoded once and shared by every connection it is
+ * written to (by reference when large, else copied from it); the
+ * framings are built on first use.
  */
 struct evt {
 	struct evt	*next;		/* sess pending list, not yet durable */
@@ -101,6 +102,7 @@ struct sess {
 	struct evt		**recent;	/* shared: seq % SESS_RECENT */
 	uint64_t		 recent_lo;	/* seqs held: lo..hi, or none */
 	uint64_t		 recent_hi;
+	size_t			 recent_bytes;	/* JSON held in recent */
 	cJSON			*meta;		/* the persisted state */
 	char			 agent_id[64];
 	struct turn		*turn;

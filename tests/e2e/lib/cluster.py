@@ -1141,6 +1141,7 @@ class Follower:
         self.connects = 0
         self.task = None
         self.ws = None
+        self.stopping = False
 
     def last(self):
         return self.view[-1]["seq"] if self.view else self.first
@@ -1150,12 +1151,12 @@ class Follower:
         return self
 
     async def run(self):
-        while True:
+        while not self.stopping:
             try:
                 self.ws = await ws_connect(self.d.url(
                     "/sessions/%s/stream?lastSeq=%d" % (self.sid, self.last())))
                 self.connects += 1
-                while True:
+                while not self.stopping:
                     e = await ws_recv(self.ws, 3600)
                     if "seq" not in e or e.get("type") in ("ack", "pong"):
                         continue
@@ -1192,7 +1193,15 @@ class Follower:
 
     async def stop(self):
         if self.task:
-            self.task.cancel()
+            # Python 3.11's wait_for (under ws_recv) can swallow a cancel
+            # that comes as an event arrives; the task then waited for
+            # the next event for an hour.  Cancel until it is done.
+            self.stopping = True
+            for _ in range(100):
+                self.task.cancel()
+                done, _ = await asyncio.wait({self.task}, timeout=0.2)
+                if done:
+                    break
             await asyncio.gather(self.task, return_exceptions=True)
         check(not self.problems, "follower: %s" % self.problems)
         return self.view
