@@ -332,15 +332,30 @@ gather(struct conn *c)
 	return c->pend;
 }
 
-/* Bytes of an event sent at once (see gather), within the pass's budget. */
+/*
+ * Bytes of an event sent at once (see gather), within the loop pass's
+ * budget; the pass is told by libevent's cached time, which changes once
+ * a pass.  Nothing for a client with bytes queued or gathered.
+ */
 static size_t
-send_now(struct conn *c, struct evbuffer *pend, const void *data, size_t len)
+send_now(struct conn *c, const void *data, size_t len)
 {
+	struct wk *wk = c->wk;
+	struct timeval tv;
 	ssize_t n;
 
-	if (evbuffer_get_length(pend) != 0 || c->wk->direct_left == 0)
+	if (c->handing_off ||
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) != 0 ||
+	    (c->pend != NULL && evbuffer_get_length(c->pend) != 0))
 		return 0;
-	c->wk->direct_left--;
+	if (event_base_gettimeofday_cached(wk->base, &tv) == 0 &&
+	    (tv.tv_sec != wk->pass.tv_sec || tv.tv_usec != wk->pass.tv_usec)) {
+		wk->pass = tv;
+		wk->direct_left = DIRECT_PER_PASS;
+	}
+	if (wk->direct_left == 0)
+		return 0;
+	wk->direct_left--;
 	n = send(bufferevent_getfd(c->bev), data, len,
 	    MSG_DONTWAIT | MSG_NOSIGNAL);
 	return n > 0 ? (size_t)n : 0;
@@ -355,7 +370,6 @@ conn_gather_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	wk->direct_left = DIRECT_PER_PASS;
 	while ((c = TAILQ_FIRST(&wk->gather)) != NULL) {
 		TAILQ_REMOVE(&wk->gather, c, gentry);
 		c->gathering = 0;
@@ -388,8 +402,9 @@ write_evt(struct conn *c, struct evt *e, int live)
 		data = evt_sse(e, &len);
 	if (data == NULL)
 		return;
-	if (live && (buf = gather(c)) != NULL)
-		off = send_now(c, buf, data, len);
+	/* Only what the socket did not take is gathered. */
+	if (live && (off = send_now(c, data, len)) < len)
+		buf = gather(c);
 	if (buf == NULL)
 		buf = out_of(c);
 	if (off < len) {

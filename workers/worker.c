@@ -523,7 +523,6 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	event_add(wk->stats_ev, &stats_tv);
 	wk->sync_ev = evtimer_new(wk->base, sync_cb, wk);
 	wk->gather_ev = event_new(wk->base, -1, 0, conn_gather_cb, wk);
-	wk->direct_left = 1;	/* the first gather sets the budget */
 	wk->read_ev = event_new(wk->base, -1, 0, conn_read_wake_cb, wk);
 	if (wk->gather_ev == NULL || wk->read_ev == NULL)
 		fatalx("worker: cannot make events");

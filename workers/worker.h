@@ -3,6 +3,7 @@
 #define PARLEY_WORKERS_WORKER_H
 
 #include <sys/queue.h>
+#include <sys/time.h>
 #include <stdint.h>
 
 #include "parley/ipc.h"
@@ -36,6 +37,7 @@ struct wk {
 	TAILQ_HEAD(, conn)	 gather;	/* live events to write */
 	struct event		*gather_ev;
 	unsigned		 direct_left;	/* sends at once left this pass */
+	struct timeval		 pass;		/* the pass direct_left is for */
 	TAILQ_HEAD(, conn)	 read_wait;	/* for a catch-up read */
 	unsigned		 pump_reads;	/* catch-up reads in flight */
 	struct event		*read_ev;
