@@ -1475,6 +1475,15 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		http_error(c, res->http, res->code, res->msg);
 		return;
 	}
+	if (c->deleting) {
+		/* A follower's owner has it in its inbox, not yet done. */
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "sessionId", s->id);
+		cJSON_AddStringToObject(o, "status", s->follower ?
+		    "terminating" : "completed");
+		http_reply(c, s->follower ? 202 : 200, o);
+		return;
+	}
 	if (c->post_sse && res->seq > 0) {
 		snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
 		    (unsigned long long)res->seq);
@@ -1627,9 +1636,13 @@ conn_route(struct conn *c, const unsigned char *raw, size_t rawlen)
 	http_parser_free(&c->hp);
 }
 
-/* DELETE on a host that follows the session: the owner terminates it. */
+/*
+ * DELETE: a terminate message with the admin role (the DELETE was allowed
+ * here; an owner trusts its peers).  The answer waits until the
+ * session_complete is durable, or, on a follower, in the owner's inbox.
+ */
 static void
-forward_terminate(struct conn *c, struct sess *s)
+delete_session(struct conn *c, struct sess *s)
 {
 	struct sess_result res;
 	struct proto_in in;
@@ -1646,7 +1659,7 @@ forward_terminate(struct conn *c, struct sess *s)
 		return;
 	}
 	free(txt);
-	/* The DELETE was allowed here; the owner trusts its peers. */
+	c->deleting = 1;
 	sess_input(s, c, IPC_ROLE_ADMIN, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
@@ -1722,18 +1735,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			} else if ((s = sess_get(c->wk, sid, 0, NULL, NULL,
 			    &err)) == NULL)
 				sess_error(c, err, sid);
-			else if (s->follower)
-				forward_terminate(c, s);
-			else if (sess_terminate(s, "terminated by request") == -1)
-				http_error(c, 503, "OVERLOADED", "could not "
-				    "log the termination; retry");
-			else {
-				cJSON *o = cJSON_CreateObject();
-
-				cJSON_AddStringToObject(o, "sessionId", sid);
-				cJSON_AddStringToObject(o, "status", "completed");
-				http_reply(c, 200, o);
-			}
+			else
+				delete_session(c, s);
 		} else
 			http_error(c, 405, "BAD_REQUEST", "use GET or DELETE");
 		return;

@@ -60,6 +60,7 @@ struct conn {
 	int			 parking;	/* 1 inside sess_load */
 	char			 park_sid[IPC_SID_MAX + 1];
 	int			 post_sse;	/* POST messages answered as SSE */
+	int			 deleting;	/* a DELETE, answered as one */
 	struct store_req	*range;		/* reading the log */
 	int			 ranging;	/* 1 inside the read call */
 	void			*page;		/* GET log being read */

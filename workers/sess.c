@@ -2297,7 +2297,11 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			    "terminate needs the admin role");
 			return;
 		}
-		sess_terminate(s, "terminated by request");
+		if (sess_terminate(s, "terminated by request") == -1) {
+			result_err(r, "OVERLOADED", 503, "%s", "the "
+			    "termination could not be logged; retry");
+			return;
+		}
 		r->seq = store_last_seq(s->st);
 		if (c != NULL && r->seq > store_durable_seq(s->st) &&
 		    ack_wait(s, c, in->id, r->seq, 0) == 0)

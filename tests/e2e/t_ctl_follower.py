@@ -4,13 +4,25 @@
 # of every line (b forwards the message to a's inbox and answers 202 with
 # no seq; parleyctl learns the seq from the logged user_message), pause and
 # resume through b reach the owner, `session log --from` through b matches
-# a's log.
+# a's log, and `session kill` through b answers "terminating" and the owner
+# ends the session.
 import sys, os, subprocess
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import *
 
 REPLY = "Answered by the owner host."
+
+
+async def owner_status(a, sid, want, what):
+    deadline = time.time() + 10
+    while True:
+        st, js = a.http_json("GET", "/sessions/" + sid)
+        if js.get("status") == want:
+            return
+        check(time.time() < deadline, "%s not applied by the owner: %s"
+              % (what, js))
+        await asyncio.sleep(0.1)
 
 
 async def test():
@@ -34,14 +46,7 @@ async def test():
             check(msgs == ["first, on the owner", "second", "third"],
                   "messages in the owner's log: %s" % msgs)
             b.ctl("session", "pause", "cf-1", check_rc=0)
-            deadline = time.time() + 10
-            while True:
-                st, js = a.http_json("GET", "/sessions/cf-1")
-                if js.get("status") == "paused":
-                    break
-                check(time.time() < deadline, "pause through b not applied "
-                      "by the owner: %s" % js)
-                await asyncio.sleep(0.1)
+            await owner_status(a, "cf-1", "paused", "pause through b")
             b.ctl("session", "resume", "cf-1", check_rc=0)
             rc, out, err = b.ctl("session", "log", "cf-1", "--from", "0", check_rc=0)
             got = [json.loads(l) for l in out.splitlines() if l.strip()]
@@ -50,6 +55,18 @@ async def test():
                   and len(got) >= len(want) - 2,
                   "session log through b: seqs %s, the owner has %s"
                   % ([e["seq"] for e in got][-5:], [e["seq"] for e in want][-5:]))
+            # kill through b: 202 "terminating" (the owner has it in its
+            # inbox), then the owner logs session_complete(terminated)
+            rc, out, err = b.ctl("session", "kill", "cf-1", check_rc=0)
+            check("terminating" in out, "session kill through b: %r" % out)
+            await owner_status(a, "cf-1", "completed", "kill through b")
+            log = a.log_events("cf-1")
+            check(log[-1]["type"] == "session_complete" and
+                  log[-1].get("reason") == "terminated",
+                  "last event after kill through b: %s" % short(log[-1]))
+            st, js = a.http_json("DELETE", "/sessions/cf-1")
+            check(st == 200 and js.get("status") == "completed",
+                  "DELETE of an ended session on its owner: %d %s" % (st, js))
     finally:
         red.destroy()
 
