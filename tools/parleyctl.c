@@ -1199,11 +1199,15 @@ cmd_kill(int argc, char **argv)
 	return 0;
 }
 
-/* POSTs one client event; 0 or the exit status of the error. */
+/*
+ * POSTs one client event; 0 or the exit status of the error.  *handed is
+ * set when the host only handed it to the session's owner (202, no seq).
+ */
 static int
-post_event(const char *sid, cJSON *ev, int quiet_ok)
+post_event(const char *sid, cJSON *ev, int *handed)
 {
 	struct hc h;
+	cJSON *o;
 	char *path, *body;
 	int rc = 0;
 
@@ -1213,10 +1217,16 @@ post_event(const char *sid, cJSON *ev, int quiet_ok)
 	request(&h, "POST", path, body);
 	free(body);
 	free(path);
+	*handed = 0;
 	if (h.status / 100 != 2)
 		rc = session_missing(&h, sid);
-	else if (jflag && !quiet_ok)
-		print_raw(&h);
+	else {
+		o = answer_json(&h);
+		*handed = h.status == 202 && jget(o, "seq") == NULL;
+		cJSON_Delete(o);
+		if (jflag)
+			print_raw(&h);
+	}
 	hc_close(&h);
 	return rc;
 }
@@ -1241,7 +1251,7 @@ pause_resume(int argc, char **argv, const char *cmd, const char *type,
 	struct hc h;
 	cJSON *ev;
 	char *path;
-	int i, rc;
+	int i, rc, handed;
 
 	if ((i = cmd_args(argc, argv, cmd, 1)) < 0)
 		return EXIT_USAGE;
@@ -1256,10 +1266,12 @@ pause_resume(int argc, char **argv, const char *cmd, const char *type,
 	}
 	hc_close(&h);
 	ev = client_event(type, argv[i]);
-	rc = post_event(argv[i], ev, 0);
+	rc = post_event(argv[i], ev, &handed);
 	cJSON_Delete(ev);
 	if (rc == 0 && !jflag)
-		printf("session %s: %s\n", argv[i], done);
+		printf("session %s: %s\n", argv[i], handed ? (strcmp(type,
+		    "pause") == 0 ? "pause handed to the host that owns it" :
+		    "resume handed to the host that owns it") : done);
 	return rc;
 }
 

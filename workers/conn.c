@@ -1476,12 +1476,12 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		return;
 	}
 	if (c->deleting) {
-		/* A follower's owner has it in its inbox, not yet done. */
+		/* Through a follower the owner has it in its inbox, no more. */
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "sessionId", s->id);
-		cJSON_AddStringToObject(o, "status", s->follower ?
+		cJSON_AddStringToObject(o, "status", c->deleting == 2 ?
 		    "terminating" : "completed");
-		http_reply(c, s->follower ? 202 : 200, o);
+		http_reply(c, c->deleting == 2 ? 202 : 200, o);
 		return;
 	}
 	if (c->post_sse && res->seq > 0) {
@@ -1659,7 +1659,8 @@ delete_session(struct conn *c, struct sess *s)
 		return;
 	}
 	free(txt);
-	c->deleting = 1;
+	/* As it is now: it may be promoted before the owner answers. */
+	c->deleting = s->follower ? 2 : 1;
 	sess_input(s, c, IPC_ROLE_ADMIN, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)

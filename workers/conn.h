@@ -60,7 +60,7 @@ struct conn {
 	int			 parking;	/* 1 inside sess_load */
 	char			 park_sid[IPC_SID_MAX + 1];
 	int			 post_sse;	/* POST messages answered as SSE */
-	int			 deleting;	/* a DELETE, answered as one */
+	int			 deleting;	/* a DELETE: 1, 2 through a follower */
 	struct store_req	*range;		/* reading the log */
 	int			 ranging;	/* 1 inside the read call */
 	void			*page;		/* GET log being read */

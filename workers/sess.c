@@ -231,8 +231,9 @@ sess_busy(const struct sess *s)
 {
 	const cJSON *q = cJSON_GetObjectItem(s->meta, "queue");
 
-	/* Answers still on their way keep it, too: a follower's posts. */
-	if (!TAILQ_EMPTY(&s->acks))
+	/* Answers still on their way keep it, too: a follower's posts.  So
+	 * do events not yet durable: its clients have not been sent them. */
+	if (!TAILQ_EMPTY(&s->acks) || s->phead != NULL)
 		return 1;
 	if (s->follower || s->loading)
 		return s->promote != NULL || s->loading;
@@ -424,6 +425,8 @@ fan_out(struct sess *s, struct evt *e)
 static void	acks_settle(struct sess *, int failed);
 static int	ack_wait(struct sess *, struct conn *, const char *, uint64_t,
 		    int);
+static void	answer_durable(struct sess *, struct conn *, const char *,
+		    uint64_t, int, struct sess_result *);
 static void	follower_input(struct sess *, struct conn *, int,
 		    struct proto_in *, struct sess_result *);
 
@@ -449,6 +452,10 @@ sess_store_durable(void *arg, struct store_sess *st, uint64_t seq)
 	if (seq > s->fanned)
 		s->fanned = seq;	/* encoded copy was not made: pumps read */
 	acks_settle(s, 0);
+	/* What was in flight kept it busy: it may idle (or drain) now. */
+	if (s->phead == NULL && TAILQ_EMPTY(&s->acks) && (s->nconns == 0 ||
+	    s->wk->draining))
+		sess_check_idle(s);
 }
 
 /*
@@ -2103,6 +2110,14 @@ sess_terminate(struct sess *s, const char *why)
 		return 0;
 	if (s->turn != NULL)
 		turn_finish(s, 1, 0);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "summary", why);
+	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "usage"), 1));
+	cJSON_AddStringToObject(b, "reason", "terminated");
+	/* Not logged: the queued messages and an interrupted turn stay. */
+	if (emit(s, "session_complete", b) == 0)
+		return -1;
 	json_set(s->meta, "queue", cJSON_CreateArray());
 	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
 		if (s->recover_ev != NULL)
@@ -2112,13 +2127,6 @@ sess_terminate(struct sess *s, const char *why)
 		s->promote = NULL;
 		json_set(s->meta, "turn", cJSON_CreateNull());
 	}
-	b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "summary", why);
-	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "usage"), 1));
-	cJSON_AddStringToObject(b, "reason", "terminated");
-	if (emit(s, "session_complete", b) == 0)
-		return -1;
 	s->ended = 1;
 	r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "summary", why);
@@ -2167,7 +2175,10 @@ sess_pause(struct sess *s, struct conn *c, int pause, struct proto_in *in,
 		return;
 	}
 	if (sess_paused(s) == pause) {
+		/* Nothing new; the change that made it so may be in flight. */
 		r->http = 200;
+		answer_durable(s, c, in->id, store_last_seq(s->st),
+		    ANSWER_NOOP, r);
 		return;
 	}
 	json_set(s->meta, "paused", cJSON_CreateBool(pause));
@@ -2184,9 +2195,7 @@ sess_pause(struct sess *s, struct conn *c, int pause, struct proto_in *in,
 	    (unsigned long long)seq);
 	meta_save(s);
 	r->seq = seq;
-	if (c != NULL && seq > store_durable_seq(s->st) &&
-	    ack_wait(s, c, in->id, seq, 0) == 0)
-		r->pending = 1;
+	answer_durable(s, c, in->id, seq, ANSWER_NEW, r);
 	if (pause)
 		sess_check_idle(s);
 	else
@@ -2219,9 +2228,7 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			r->duplicate = 1;
 			r->http = 200;
 			/* Accepted, but perhaps not yet stored. */
-			if (c != NULL && seq > store_durable_seq(s->st) &&
-			    ack_wait(s, c, in->id, seq, 1) == 0)
-				r->pending = 1;
+			answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
 			return;
 		}
 		if (s->ended) {
@@ -2267,9 +2274,7 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 		    cJSON_CreateNumber((double)seq));
 		meta_save(s);
 		/* The answer says "stored": it waits until it is. */
-		if (c != NULL && seq > store_durable_seq(s->st) &&
-		    ack_wait(s, c, in->id, seq, 0) == 0)
-			r->pending = 1;
+		answer_durable(s, c, in->id, seq, ANSWER_NEW, r);
 		turn_next(s);
 		return;
 	}
@@ -2285,9 +2290,7 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 		}
 		turn_finish(s, 1, 0);
 		r->seq = store_last_seq(s->st);
-		if (c != NULL && r->seq > store_durable_seq(s->st) &&
-		    ack_wait(s, c, in->id, r->seq, 0) == 0)
-			r->pending = 1;
+		answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
 		turn_next(s);
 		return;
 	}
@@ -2303,9 +2306,7 @@ sess_input(struct sess *s, struct conn *c, int role, struct proto_in *in,
 			return;
 		}
 		r->seq = store_last_seq(s->st);
-		if (c != NULL && r->seq > store_durable_seq(s->st) &&
-		    ack_wait(s, c, in->id, r->seq, 0) == 0)
-			r->pending = 1;
+		answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
 		return;
 	}
 	if (strcmp(in->type, "pause") == 0 ||
@@ -2534,9 +2535,9 @@ acks_settle(struct sess *s, int failed)
 			snprintf(r.msg, sizeof(r.msg), "the message could not "
 			    "be stored; it was not accepted, retry");
 		} else {
-			r.seq = w->seq;
-			r.duplicate = w->duplicate;
-			r.http = w->duplicate ? 200 : 202;
+			r.seq = w->answer == ANSWER_NOOP ? 0 : w->seq;
+			r.duplicate = w->answer == ANSWER_DUP;
+			r.http = w->answer == ANSWER_NEW ? 202 : 200;
 		}
 		if (w->conn != NULL) {
 			w->conn->waits--;
@@ -2549,7 +2550,7 @@ acks_settle(struct sess *s, int failed)
 /* Queues c's answer until seq is durable (or, with req, posted). */
 static int
 ack_wait(struct sess *s, struct conn *c, const char *id, uint64_t seq,
-    int duplicate)
+    int answer)
 {
 	struct sess_wait *w;
 
@@ -2560,11 +2561,21 @@ ack_wait(struct sess *s, struct conn *c, const char *id, uint64_t seq,
 	}
 	w->conn = c;
 	w->seq = seq;
-	w->duplicate = duplicate;
+	w->answer = answer;
 	w->sess = s;
 	c->waits++;
 	TAILQ_INSERT_TAIL(&s->acks, w, entry);
 	return 0;
+}
+
+/* r is answered only once seq is durable: pending until then. */
+static void
+answer_durable(struct sess *s, struct conn *c, const char *id, uint64_t seq,
+    int answer, struct sess_result *r)
+{
+	if (c != NULL && seq > store_durable_seq(s->st) &&
+	    ack_wait(s, c, id, seq, answer) == 0)
+		r->pending = 1;
 }
 
 void
@@ -2736,6 +2747,8 @@ posted(void *arg, ssize_t n)
 		conn_input_done(w->conn, s, w->id, &r);
 	}
 	wait_free(w);
+	if (TAILQ_EMPTY(&s->acks))
+		sess_check_idle(s);
 }
 
 /*
@@ -2784,7 +2797,7 @@ follower_input(struct sess *s, struct conn *c, int role,
 	}
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	if (txt == NULL || c == NULL || ack_wait(s, c, in->id, 0, 0) == -1) {
+	if (txt == NULL || c == NULL || ack_wait(s, c, in->id, 0, ANSWER_NEW) == -1) {
 		free(txt);
 		result_err(r, "INTERNAL", 500, "%s", "out of memory");
 		return;

@@ -76,13 +76,20 @@ struct turn {
 	int		 call_byte;	/* it has sent something back */
 };
 
+/* What a waiting answer says once its seq is durable. */
+enum sess_answer {
+	ANSWER_NEW,	/* 202 with the seq */
+	ANSWER_DUP,	/* 200 with the seq, "duplicate": a repeat */
+	ANSWER_NOOP	/* 200, no seq: nothing changed */
+};
+
 /* A client message whose answer waits for the store. */
 struct sess_wait {
 	TAILQ_ENTRY(sess_wait)	 entry;
 	struct conn		*conn;	/* NULL: a load with no connection */
 	char			*id;	/* the message's id, or NULL */
 	uint64_t		 seq;	/* answered once durable */
-	int			 duplicate;
+	int			 answer;	/* enum sess_answer */
 	struct store_req	*req;	/* a follower's post to the owner */
 	int			 posting; /* 1 inside store_post, 2/3 answered */
 	struct sess		*sess;

@@ -16,12 +16,17 @@ body=$(echo "$out" | head -1)
 seq=$(echo "$body" | sed -n 's/.*"seq":\([0-9]*\).*/\1/p')
 [ "$seq" = 1 ] || fail "first POST: expected seq 1, body $body"
 
-# wait for the turn to finish (its done is logged)
-i=0
-until curl -s -m 5 "$BASE/sessions/$S/log?after=0&limit=100" | grep -q '"type":"done"'; do
-	i=$((i + 1)); [ $i -gt 100 ] && fail "turn of the first POST never logged done"
-	sleep 0.1
-done
+# waits until turn $1 is over: the log has $1 agent_state idle events (the
+# last event of a turn, logged after its done)
+wait_idle() {
+	i=0
+	until [ "$(curl -s -m 5 "$BASE/sessions/$S/log?after=0&limit=1000" |
+	    grep -o '"status":"idle"' | wc -l)" -ge "$1" ]; do
+		i=$((i + 1)); [ $i -gt 100 ] && fail "turn $1 never logged agent_state idle"
+		sleep 0.1
+	done
+}
+wait_idle 1
 last1=$(curl -s -m 5 "$BASE/sessions/$S" | sed -n 's/.*"lastSeq":\([0-9]*\).*/\1/p')
 [ -n "$last1" ] || fail "GET /sessions/$S has no lastSeq"
 
@@ -67,6 +72,7 @@ text=$(grep '^data: ' "$TMPD/sse" | grep '"type":"token"' |
     fail "SSE POST: streamed text '$text'"
 
 # 4. bad body over POST: 400 with a JSON error, nothing logged
+wait_idle 2
 last3=$(curl -s -m 5 "$BASE/sessions/$S" | sed -n 's/.*"lastSeq":\([0-9]*\).*/\1/p')
 code=$(curl -s -m 10 -o "$TMPD/b" -w '%{http_code}' -H "$J" -d '{"v":1,"type":"chat",' \
     "$BASE/sessions/$S/messages")
