@@ -2100,7 +2100,7 @@ sess_info(struct sess *s)
 	return o;
 }
 
-int
+static int
 sess_terminate(struct sess *s, const char *why)
 {
 	cJSON *b, *r;
@@ -2115,9 +2115,12 @@ sess_terminate(struct sess *s, const char *why)
 	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "usage"), 1));
 	cJSON_AddStringToObject(b, "reason", "terminated");
-	/* Not logged: the queued messages and an interrupted turn stay. */
-	if (emit(s, "session_complete", b) == 0)
+	/* Not logged: the queue and a turn being recovered stay (a running
+	 * turn was cancelled, and its done logged); the queue goes on. */
+	if (emit(s, "session_complete", b) == 0) {
+		turn_next(s);
 		return -1;
+	}
 	json_set(s->meta, "queue", cJSON_CreateArray());
 	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
 		if (s->recover_ev != NULL)
@@ -2593,6 +2596,8 @@ sess_conn_gone(struct wk *wk, struct conn *c)
 			if (w->conn == c) {
 				TAILQ_REMOVE(&s->acks, w, entry);
 				wait_free(w);
+				if (TAILQ_EMPTY(&s->acks))
+					sess_check_idle(s);
 			}
 		}
 	c->waits = 0;

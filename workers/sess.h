@@ -200,7 +200,6 @@ struct store_req *sess_range_async(struct sess *, uint64_t after,
 		    void (*done)(void *, ssize_t), void *arg);
 cJSON		*sess_state(struct sess *);	/* session_state body */
 cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
-int		 sess_terminate(struct sess *, const char *why);
 int		 sess_busy(const struct sess *);
 const char	*sess_status(const struct sess *);
 /* Paused by an operator: input is logged, no turn starts (sess.c). */
