@@ -62,7 +62,8 @@ async def test():
         # user via access_token chats
         ws = await ws_connect(d.url("/chat?access_token=user-secret"))
         await ws_send(ws, {"v": 1, "type": "chat", "sessionId": "auth-1", "message": "hi"})
-        await ws_until(ws, is_done)
+        # idle, the turn's last event: lastSeq below must not move after
+        await ws_until(ws, is_idle)
         await ws.close()
         st, js = d.http_json("GET", "/sessions/auth-1", headers=bearer("admin-secret"))
         check(st == 200, "admin GET -> %d" % st)
