@@ -2802,7 +2802,8 @@ follower_input(struct sess *s, struct conn *c, int role,
 	}
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	if (txt == NULL || c == NULL || ack_wait(s, c, in->id, 0, ANSWER_NEW) == -1) {
+	if (txt == NULL || c == NULL ||
+	    ack_wait(s, c, in->id, 0, ANSWER_NEW) == -1) {
 		free(txt);
 		result_err(r, "INTERNAL", 500, "%s", "out of memory");
 		return;
