@@ -228,6 +228,7 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
 }
 
 static void	local_syncer_stop(struct local_store *);
+static void	local_syncfs(struct local_store *);
 static void	local_sync_soon(struct local_store *);
 
 static void
@@ -239,9 +240,8 @@ local_close(struct store *st)
 	 * unsynced.  No thread is started for a last sync. */
 	if (ls->syncer_on)
 		local_sync(st);
-	else if (ls->unsynced && !local_nosync(st) &&
-	    syncfs(ls->sessfd) == -1)
-		log_warn("store: syncfs of the sessions directory");
+	else if (ls->unsynced && !local_nosync(st))
+		local_syncfs(ls);
 	local_syncer_stop(ls);
 	if (ls->soon_ev != NULL)
 		event_free(ls->soon_ev);
@@ -845,6 +845,21 @@ local_meta_peek(struct store *st, const char *id)
 	return local_read_text(((struct local_store *)st)->sessfd, path);
 }
 
+static void
+sync_failed(int err)
+{
+	errno = err;
+	log_warn("store: syncfs of the sessions directory");
+}
+
+/* Syncs in the calling thread: at close, or when no thread could start. */
+static void
+local_syncfs(struct local_store *ls)
+{
+	if (syncfs(ls->sessfd) == -1)
+		sync_failed(errno);
+}
+
 /* The sync thread: one syncfs() per request, requests made meanwhile
  * served by one more. */
 static void *
@@ -868,7 +883,6 @@ local_syncer_main(void *arg)
 		if (r == -1)
 			sy->err = save;
 		sy->done++;
-		pthread_cond_broadcast(&sy->cv);
 	}
 	pthread_mutex_unlock(&sy->mu);
 	return NULL;
@@ -918,10 +932,8 @@ local_syncer_stop(struct local_store *ls)
 	pthread_cond_broadcast(&sy->cv);
 	pthread_mutex_unlock(&sy->mu);
 	pthread_join(sy->thr, NULL);
-	if (sy->err != 0) {
-		errno = sy->err;
-		log_warn("store: syncfs of the sessions directory");
-	}
+	if (sy->err != 0)
+		sync_failed(sy->err);
 	pthread_cond_destroy(&sy->cv);
 	pthread_mutex_destroy(&sy->mu);
 	ls->syncer_on = 0;
@@ -943,8 +955,7 @@ local_kick(struct local_store *lst)
 			log_warn("store: no sync thread; syncing in the "
 			    "event loop");
 		lst->nothread_said = 1;
-		if (syncfs(lst->sessfd) == -1)
-			log_warn("store: syncfs of the sessions directory");
+		local_syncfs(lst);
 		return;
 	}
 	pthread_mutex_lock(&sy->mu);
@@ -953,10 +964,8 @@ local_kick(struct local_store *lst)
 	sy->err = 0;
 	pthread_cond_broadcast(&sy->cv);
 	pthread_mutex_unlock(&sy->mu);
-	if (err != 0) {
-		errno = err;
-		log_warn("store: syncfs of the sessions directory");
-	}
+	if (err != 0)
+		sync_failed(err);
 }
 
 static void

@@ -76,6 +76,13 @@ util_tv(struct timeval *tv, uint64_t ms)
 	tv->tv_usec = (suseconds_t)(ms % 1000) * 1000;
 }
 
+void
+util_tv_us(struct timeval *tv, uint64_t us)
+{
+	tv->tv_sec = (time_t)(us / 1000000);
+	tv->tv_usec = (suseconds_t)(us % 1000000);
+}
+
 int
 util_append(char **buf, size_t *len, size_t *cap, const void *data, size_t n)
 {

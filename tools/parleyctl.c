@@ -1221,9 +1221,11 @@ post_event(const char *sid, cJSON *ev, int *handed)
 	if (h.status / 100 != 2)
 		rc = session_missing(&h, sid);
 	else {
-		o = answer_json(&h);
-		*handed = h.status == 202 && jget(o, "seq") == NULL;
-		cJSON_Delete(o);
+		if (h.status == 202) {
+			o = answer_json(&h);
+			*handed = jget(o, "seq") == NULL;
+			cJSON_Delete(o);
+		}
 		if (jflag)
 			print_raw(&h);
 	}
@@ -1269,9 +1271,9 @@ pause_resume(int argc, char **argv, const char *cmd, const char *type,
 	rc = post_event(argv[i], ev, &handed);
 	cJSON_Delete(ev);
 	if (rc == 0 && !jflag)
-		printf("session %s: %s\n", argv[i], handed ? (strcmp(type,
-		    "pause") == 0 ? "pause handed to the host that owns it" :
-		    "resume handed to the host that owns it") : done);
+		printf("session %s: %s%s\n", argv[i], handed ? cmd +
+		    strlen("session ") : done, handed ? " handed to the host "
+		    "that owns it" : "");
 	return rc;
 }
 

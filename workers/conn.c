@@ -2,8 +2,9 @@
  * Client connections in a worker.  A connection arrives from the
  * supervisor with the bytes already read; it is answered as plain HTTP,
  * upgraded to WebSocket, or turned into an event stream.  Streams are fed
- * from the session log until they are level with it, then by fan-out; a
- * stream whose output passes its bound drops back to the log.
+ * from the session's recent events or its log until they are level with
+ * it, then by fan-out; a stream whose output passes its bound drops back
+ * to catching up.
  */
 #include <sys/socket.h>
 
@@ -83,6 +84,8 @@ replay_end(struct conn *c)
 	    (double)c->replay_n);
 }
 
+static void	pump(struct conn *, int woken);
+
 /* A read of a session's log ended or was cancelled. */
 static void
 range_clear(struct conn *c)
@@ -114,8 +117,7 @@ conn_read_wake_cb(evutil_socket_t fd, short ev, void *arg)
 	    (c = TAILQ_FIRST(&wk->read_wait)) != NULL) {
 		TAILQ_REMOVE(&wk->read_wait, c, rwentry);
 		c->read_waiting = 0;
-		c->read_woken = 1;
-		conn_pump(c);	/* may free c */
+		pump(c, 1);	/* may free c */
 	}
 }
 
@@ -142,6 +144,28 @@ out_of(struct conn *c)
 	return out;
 }
 
+/* Whether nothing waits to be written: an event may go straight out. */
+static int
+out_idle(struct conn *c)
+{
+	return !c->handing_off &&
+	    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0 &&
+	    (c->pend == NULL || evbuffer_get_length(c->pend) == 0);
+}
+
+/*
+ * Takes a client off at once, without a close frame (it is behind or
+ * its output cannot be buffered); it resumes from its lastSeq.
+ */
+static void
+conn_cut(struct conn *c)
+{
+	if (c->sess != NULL)
+		sess_detach(c->sess, c);
+	c->closing = c->close_sent = c->freeing = c->cut = 1;
+	bufferevent_disable(c->bev, EV_READ);
+}
+
 /* Bytes waiting for the client, gathered ones included. */
 static size_t
 out_len(struct conn *c)
@@ -163,10 +187,7 @@ out_full(struct conn *c)
 	log_rinfo(c->reqid, conn_sid(c), "%s from %s: output over its bound "
 	    "while the client keeps sending; closed with 1008",
 	    conn_transport(c), c->ic.peer);
-	if (c->sess != NULL)
-		sess_detach(c->sess, c);
-	c->closing = c->close_sent = c->freeing = c->cut = 1;
-	bufferevent_disable(c->bev, EV_READ);
+	conn_cut(c);
 	return 1;
 }
 
@@ -318,7 +339,7 @@ gather(struct conn *c)
 {
 	struct wk *wk = c->wk;
 
-	if (c->handing_off || wk->gather_ev == NULL ||
+	if (c->handing_off ||
 	    evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
 		return NULL;
 	if (c->pend == NULL && (c->pend = evbuffer_new()) == NULL)
@@ -344,9 +365,7 @@ send_now(struct conn *c, const void *data, size_t len)
 	struct timeval tv;
 	ssize_t n;
 
-	if (c->handing_off ||
-	    evbuffer_get_length(bufferevent_get_output(c->bev)) != 0 ||
-	    (c->pend != NULL && evbuffer_get_length(c->pend) != 0))
+	if (!out_idle(c))
 		return 0;
 	if (event_base_gettimeofday_cached(wk->base, &tv) == 0 &&
 	    (tv.tv_sec != wk->pass.tv_sec || tv.tv_usec != wk->pass.tv_usec)) {
@@ -430,11 +449,7 @@ write_evt(struct conn *c, struct evt *e, int live)
 			/* No memory: the event (or its rest, after half
 			 * of it went out) cannot be sent, so the client
 			 * goes now and resumes from its lastSeq. */
-			if (c->sess != NULL)
-				sess_detach(c->sess, c);
-			c->closing = c->close_sent = c->freeing = 1;
-			c->cut = 1;
-			bufferevent_disable(c->bev, EV_READ);
+			conn_cut(c);
 			evtimer_add(c->tmo_ev, &tv);
 			return;
 		}
@@ -516,12 +531,18 @@ pump_done(void *arg, ssize_t n)
 void
 conn_pump(struct conn *c)
 {
+	pump(c, 0);
+}
+
+/* conn_pump; woken: it is this client's turn for a catch-up read. */
+static void
+pump(struct conn *c, int woken)
+{
 	struct sess *s = c->sess;
 	size_t bound = c->wk->conf->max_output_buffer;
 	uint64_t before;
-	int n, woken = c->read_woken;
+	int n;
 
-	c->read_woken = 0;
 	if (s == NULL || c->hold || c->closing || c->range != NULL)
 		return;
 	while (!c->closing && c->next_seq <= sess_last_seq(s) &&

@@ -27,7 +27,6 @@ struct conn {
 	struct evbuffer		*pend;		/* gathered live events */
 	TAILQ_ENTRY(conn)	 rwentry;	/* wk->read_wait */
 	int			 read_waiting;	/* on wk->read_wait */
-	int			 read_woken;	/* its turn to read */
 	int			 pump_read;	/* its read counts in pump_reads */
 	struct wk		*wk;
 	struct bufferevent	*bev;
@@ -84,7 +83,7 @@ void	conn_new(struct wk *, int fd, const struct ipc_conn *,
 void	conn_read_wake_cb(evutil_socket_t, short, void *);
 /* Writes the live events gathered in this loop pass (wk->gather_ev). */
 void	conn_gather_cb(evutil_socket_t, short, void *);
-/* Fan-out of a logged event; the conn takes a reference if it writes it. */
+/* Fan-out of a logged event: copied if small, else referenced (evt refs). */
 void	conn_push(struct conn *, struct evt *);
 /* A connection-level event (no seq): pong, ack, error, heartbeat. */
 void	conn_send_json(struct conn *, const char *json);

@@ -131,8 +131,7 @@ script_next(struct script_call *c, struct timeval *tv)
 
 	c->due_us += (uint64_t)c->delay_ms * 1000;
 	wait = c->due_us > now ? c->due_us - now : 0;
-	tv->tv_sec = (time_t)(wait / 1000000);
-	tv->tv_usec = (suseconds_t)(wait % 1000000);
+	util_tv_us(tv, wait);
 }
 
 static void

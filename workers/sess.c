@@ -371,8 +371,6 @@ recent_put(struct sess *s, struct evt *e)
 	    s->recent_bytes + e->len > SESS_RECENT_BYTES) &&
 	    s->recent_lo <= s->recent_hi)
 		recent_drop_oldest(s);
-	if (s->recent_lo > s->recent_hi && s->recent_hi != 0)
-		s->recent_lo = e->seq;		/* emptied */
 	slot = &s->recent[e->seq % SESS_RECENT];
 	e->refs++;
 	*slot = e;
@@ -424,9 +422,10 @@ fan_out(struct sess *s, struct evt *e)
 
 static void	acks_settle(struct sess *, int failed);
 static int	ack_wait(struct sess *, struct conn *, const char *, uint64_t,
-		    int);
+		    enum sess_answer);
 static void	answer_durable(struct sess *, struct conn *, const char *,
-		    uint64_t, int, struct sess_result *);
+		    uint64_t, enum sess_answer, struct sess_result *);
+static void	idle_again(struct sess *);
 static void	follower_input(struct sess *, struct conn *, int,
 		    struct proto_in *, struct sess_result *);
 
@@ -452,7 +451,16 @@ sess_store_durable(void *arg, struct store_sess *st, uint64_t seq)
 	if (seq > s->fanned)
 		s->fanned = seq;	/* encoded copy was not made: pumps read */
 	acks_settle(s, 0);
-	/* What was in flight kept it busy: it may idle (or drain) now. */
+	idle_again(s);
+}
+
+/*
+ * What was in flight (events, answers) kept s busy: once none is, it may
+ * idle out (no client) or drain.
+ */
+static void
+idle_again(struct sess *s)
+{
 	if (s->phead == NULL && TAILQ_EMPTY(&s->acks) && (s->nconns == 0 ||
 	    s->wk->draining))
 		sess_check_idle(s);
@@ -657,8 +665,7 @@ on_token(void *arg, const char *text, size_t len)
 		return;
 	}
 	wait = iv - (now - s->flushed_us);
-	tv.tv_sec = (time_t)(wait / 1000000);
-	tv.tv_usec = (suseconds_t)(wait % 1000000);
+	util_tv_us(&tv, wait);
 	evtimer_add(s->flush_ev, &tv);
 }
 
@@ -2553,7 +2560,7 @@ acks_settle(struct sess *s, int failed)
 /* Queues c's answer until seq is durable (or, with req, posted). */
 static int
 ack_wait(struct sess *s, struct conn *c, const char *id, uint64_t seq,
-    int answer)
+    enum sess_answer answer)
 {
 	struct sess_wait *w;
 
@@ -2574,7 +2581,7 @@ ack_wait(struct sess *s, struct conn *c, const char *id, uint64_t seq,
 /* r is answered only once seq is durable: pending until then. */
 static void
 answer_durable(struct sess *s, struct conn *c, const char *id, uint64_t seq,
-    int answer, struct sess_result *r)
+    enum sess_answer answer, struct sess_result *r)
 {
 	if (c != NULL && seq > store_durable_seq(s->st) &&
 	    ack_wait(s, c, id, seq, answer) == 0)
@@ -2596,8 +2603,7 @@ sess_conn_gone(struct wk *wk, struct conn *c)
 			if (w->conn == c) {
 				TAILQ_REMOVE(&s->acks, w, entry);
 				wait_free(w);
-				if (TAILQ_EMPTY(&s->acks))
-					sess_check_idle(s);
+				idle_again(s);
 			}
 		}
 	c->waits = 0;
@@ -2752,8 +2758,7 @@ posted(void *arg, ssize_t n)
 		conn_input_done(w->conn, s, w->id, &r);
 	}
 	wait_free(w);
-	if (TAILQ_EMPTY(&s->acks))
-		sess_check_idle(s);
+	idle_again(s);
 }
 
 /*

@@ -36,11 +36,6 @@ struct evt {
 	char		 type[32];
 	uint64_t	 appended_us;	/* handed to the store (monotonic) */
 };
-/* The last events fanned out, shared: a client catching up reads them
- * without a copy of its own.  Borrowed; NULL when seq is not held. */
-struct sess;
-struct evt	*sess_recent(struct sess *, uint64_t seq);
-
 
 struct evt	*evt_new(uint64_t seq, const char *json, size_t len);
 void		 evt_unref(struct evt *);
@@ -89,7 +84,7 @@ struct sess_wait {
 	struct conn		*conn;	/* NULL: a load with no connection */
 	char			*id;	/* the message's id, or NULL */
 	uint64_t		 seq;	/* answered once durable */
-	int			 answer;	/* enum sess_answer */
+	enum sess_answer	 answer;
 	struct store_req	*req;	/* a follower's post to the owner */
 	int			 posting; /* 1 inside store_post, 2/3 answered */
 	struct sess		*sess;
@@ -201,6 +196,9 @@ struct store_req *sess_range_async(struct sess *, uint64_t after,
 cJSON		*sess_state(struct sess *);	/* session_state body */
 cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
 int		 sess_busy(const struct sess *);
+/* The last events fanned out, shared: a client catching up reads them
+ * without a copy of its own.  Borrowed; NULL when seq is not held. */
+struct evt	*sess_recent(struct sess *, uint64_t seq);
 const char	*sess_status(const struct sess *);
 /* Paused by an operator: input is logged, no turn starts (sess.c). */
 int		 sess_paused(const struct sess *);

@@ -19,6 +19,7 @@ int		util_append(char **buf, size_t *len, size_t *cap,
 		    const void *data, size_t n);
 struct timeval;
 void		util_tv(struct timeval *, uint64_t ms);
+void		util_tv_us(struct timeval *, uint64_t us);
 /*
  * Gives free heap pages back to the kernel (malloc_trim), at most once per
  * every_ms: after a burst of short-lived buffers (a connect storm) the

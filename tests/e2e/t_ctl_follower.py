@@ -14,14 +14,14 @@ from cluster import *
 REPLY = "Answered by the owner host."
 
 
-async def owner_status(a, sid, want, what):
+async def poll(get, ok, what):
+    """get() until ok(its value), for 10 s; returns the value."""
     deadline = time.time() + 10
     while True:
-        st, js = a.http_json("GET", "/sessions/" + sid)
-        if js.get("status") == want:
-            return
-        check(time.time() < deadline, "%s not applied by the owner: %s"
-              % (what, js))
+        v = get()
+        if ok(v):
+            return v
+        check(time.time() < deadline, "%s: %s" % (what, v))
         await asyncio.sleep(0.1)
 
 
@@ -48,7 +48,9 @@ async def test():
             rc, out, err = b.ctl("session", "pause", "cf-1", check_rc=0)
             check("handed to the host that owns it" in out,
                   "session pause through b: %r" % out)
-            await owner_status(a, "cf-1", "paused", "pause through b")
+            await poll(lambda: a.http_json("GET", "/sessions/cf-1")[1],
+                       lambda js: js.get("status") == "paused",
+                       "pause through b not applied by the owner")
             b.ctl("session", "resume", "cf-1", check_rc=0)
             rc, out, err = b.ctl("session", "log", "cf-1", "--from", "0", check_rc=0)
             got = [json.loads(l) for l in out.splitlines() if l.strip()]
@@ -61,14 +63,9 @@ async def test():
             # inbox), then the owner logs session_complete(terminated)
             rc, out, err = b.ctl("session", "kill", "cf-1", check_rc=0)
             check("terminating" in out, "session kill through b: %r" % out)
-            deadline = time.time() + 10
-            while True:
-                log = a.log_events("cf-1")
-                if log[-1]["type"] == "session_complete":
-                    break
-                check(time.time() < deadline, "kill through b not logged "
-                      "by the owner: %s" % short(log[-1]))
-                await asyncio.sleep(0.1)
+            log = await poll(lambda: a.log_events("cf-1"),
+                             lambda l: l[-1]["type"] == "session_complete",
+                             "kill through b not logged by the owner")
             check(log[-1].get("reason") == "terminated",
                   "last event after kill through b: %s" % log[-1])
             st, js = a.http_json("DELETE", "/sessions/cf-1")
