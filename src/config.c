@@ -453,19 +453,80 @@ set_string(struct parser *p, char **field, const char *val)
 
 /* Handlers: argv holds the arguments after the directive name. */
 
+/* Appends a listener to c's; NULL when out of memory. */
+static struct cfg_listen *
+listen_new(struct config *c, const char *host, uint64_t port, int loopback,
+    int optional)
+{
+	struct cfg_listen	*l;
+
+	if ((l = calloc(1, sizeof(*l))) == NULL)
+		return NULL;
+	snprintf(l->host, sizeof(l->host), "%s", host);
+	snprintf(l->port, sizeof(l->port), "%u", (unsigned)port);
+	l->loopback = loopback;
+	l->optional = optional;
+	TAILQ_INSERT_TAIL(&c->listens, l, entry);
+	return l;
+}
+
+/*
+ * Adds one listener of a listen line a (for its messages); optional: a
+ * bind that finds no such address on this host is a warning, not an error.
+ */
+static int
+listen_add(struct parser *p, const struct keyword *kw, const char *a,
+    const char *host, const char *port, int loopback, int optional)
+{
+	struct cfg_listen	*l, *o;
+	uint64_t		 pv;
+
+	if (strlen(port) > 5 || parse_uint(port, &pv) == -1 || pv < 1 ||
+	    pv > 65535)
+		return perr(p, "%s: port must be a number from 1 to 65535, "
+		    "got '%.80s'", kw->name, port);
+
+	TAILQ_FOREACH(o, &p->conf->listens, entry)
+		if (strcasecmp(o->host, host) == 0 &&
+		    (uint64_t)strtoul(o->port, NULL, 10) == pv)
+			return perr(p, "%s %.80s: duplicate listener (first on "
+			    "line %u)", kw->name, a, o->line);
+
+	if ((l = listen_new(p->conf, host, pv, loopback, optional)) == NULL)
+		return perr(p, "out of memory");
+	l->line = p->line;
+	return 0;
+}
+
+/*
+ * "listen PORT" and "listen localhost:PORT": both loopback addresses, as a
+ * client that resolves localhost to either expects; ::1 only where the
+ * host has IPv6.
+ */
+static int
+listen_loopback(struct parser *p, const struct keyword *kw, const char *a,
+    const char *port)
+{
+	if (listen_add(p, kw, a, "127.0.0.1", port, 1, 0) == -1)
+		return -1;
+	return listen_add(p, kw, a, "::1", port, 1, 1);
+}
+
 static int
 kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
 	const char		*a = argv[0], *host, *port, *colon, *rb;
 	char			 hbuf[64], canon[INET6_ADDRSTRLEN];
-	struct cfg_listen	*l, *o;
 	struct in_addr		 in4;
 	struct in6_addr		 in6;
 	size_t			 hlen, i;
-	uint64_t		 pv;
 	int			 loopback = 0, numeric = 1;
 
 	(void)argc;
+	if (strchr(a, ':') == NULL ||
+	    (strncasecmp(a, "localhost:", 10) == 0 && strchr(a + 10, ':') == NULL))
+		return listen_loopback(p, kw, a, strchr(a, ':') ?
+		    strchr(a, ':') + 1 : a);
 	if (a[0] == '[') {
 		if ((rb = strchr(a, ']')) == NULL)
 			return perr(p, "%s: missing ']' in '%.80s'",
@@ -489,19 +550,14 @@ kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
 		loopback = IN6_IS_ADDR_LOOPBACK(&in6) ||
 		    (IN6_IS_ADDR_V4MAPPED(&in6) && in6.s6_addr[12] == 127);
 	} else {
-		if ((colon = strrchr(a, ':')) == NULL) {
-			host = "127.0.0.1";
-			hlen = strlen(host);
-			port = a;
-		} else {
-			if (strchr(a, ':') != colon)
-				return perr(p, "%s: IPv6 addresses must be in "
-				    "brackets, as in [::1]:7777, got '%.80s'",
-				    kw->name, a);
-			host = a;
-			hlen = (size_t)(colon - a);
-			port = colon + 1;
-		}
+		colon = strrchr(a, ':');
+		if (strchr(a, ':') != colon)
+			return perr(p, "%s: IPv6 addresses must be in "
+			    "brackets, as in [::1]:7777, got '%.80s'",
+			    kw->name, a);
+		host = a;
+		hlen = (size_t)(colon - a);
+		port = colon + 1;
 		if (hlen == 0)
 			return perr(p, "%s: missing address before ':' in "
 			    "'%.80s'", kw->name, a);
@@ -530,28 +586,9 @@ kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
 			if (!is_alnum((unsigned char)hbuf[0]))
 				return perr(p, "%s: '%s' is not a valid "
 				    "address or host name", kw->name, hbuf);
-			loopback = strcasecmp(hbuf, "localhost") == 0;
 		}
 	}
-	if (strlen(port) > 5 || parse_uint(port, &pv) == -1 || pv < 1 ||
-	    pv > 65535)
-		return perr(p, "%s: port must be a number from 1 to 65535, "
-		    "got '%.80s'", kw->name, port);
-
-	TAILQ_FOREACH(o, &p->conf->listens, entry)
-		if (strcasecmp(o->host, hbuf) == 0 &&
-		    (uint64_t)strtoul(o->port, NULL, 10) == pv)
-			return perr(p, "%s %.80s: duplicate listener (first on "
-			    "line %u)", kw->name, a, o->line);
-
-	if ((l = calloc(1, sizeof(*l))) == NULL)
-		return perr(p, "out of memory");
-	snprintf(l->host, sizeof(l->host), "%s", hbuf);
-	snprintf(l->port, sizeof(l->port), "%u", (unsigned)pv);
-	l->loopback = loopback;
-	l->line = p->line;
-	TAILQ_INSERT_TAIL(&p->conf->listens, l, entry);
-	return 0;
+	return listen_add(p, kw, a, hbuf, port, loopback, 0);
 }
 
 static int
@@ -1552,7 +1589,6 @@ config_init(struct config *c)
 static int
 config_fill(struct config *c)
 {
-	struct cfg_listen	*l;
 	struct cfg_provider	*pr;
 
 	if (c->state_dir == NULL &&
@@ -1578,14 +1614,10 @@ config_fill(struct config *c)
 	}
 	if (c->log_level == NULL && (c->log_level = strdup("info")) == NULL)
 		return -1;
-	if (TAILQ_EMPTY(&c->listens)) {
-		if ((l = calloc(1, sizeof(*l))) == NULL)
-			return -1;
-		snprintf(l->host, sizeof(l->host), "127.0.0.1");
-		snprintf(l->port, sizeof(l->port), "7777");
-		l->loopback = 1;
-		TAILQ_INSERT_TAIL(&c->listens, l, entry);
-	}
+	if (TAILQ_EMPTY(&c->listens) &&
+	    (listen_new(c, "127.0.0.1", 7777, 1, 0) == NULL ||
+	    listen_new(c, "::1", 7777, 1, 1) == NULL))
+		return -1;
 	if (TAILQ_EMPTY(&c->providers)) {
 		if ((pr = provider_new("demo", 0)) == NULL)
 			return -1;

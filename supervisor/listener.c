@@ -545,22 +545,43 @@ accept_error(struct evconnlistener *evl, void *arg)
 	log_warn("accept");
 }
 
-/* Binds one listen line; NULL with err set. */
+/* "HOST:PORT", with an IPv6 address in brackets, into buf. */
+static void
+listen_name(const struct cfg_listen *cl, char *buf, size_t len)
+{
+	int v6 = strchr(cl->host, ':') != NULL;
+
+	snprintf(buf, len, "%s%s%s:%s", v6 ? "[" : "", cl->host, v6 ? "]" : "",
+	    cl->port);
+}
+
+/*
+ * Binds one listen line; NULL with err set, or with err empty when an
+ * optional listener's address does not exist here (IPv6 turned off).
+ */
 static struct listener *
 listener_bind(struct sup *sup, const struct cfg_listen *cl, char *err,
     size_t errlen)
 {
 	struct addrinfo hints, *res;
 	struct listener *l;
+	char name[80];
 	int rc;
+
+	listen_name(cl, name, sizeof(name));
+	err[0] = '\0';
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
 	if ((rc = getaddrinfo(cl->host, cl->port, &hints, &res)) != 0) {
-		snprintf(err, errlen, "listen %s:%s: %s", cl->host, cl->port,
-		    gai_strerror(rc));
+		if (cl->optional) {
+			log_warnx("not listening on %s: %s", name,
+			    gai_strerror(rc));
+			return NULL;
+		}
+		snprintf(err, errlen, "listen %s: %s", name, gai_strerror(rc));
 		return NULL;
 	}
 	if ((l = calloc(1, sizeof(*l))) == NULL) {
@@ -568,12 +589,21 @@ listener_bind(struct sup *sup, const struct cfg_listen *cl, char *err,
 		snprintf(err, errlen, "listen: out of memory");
 		return NULL;
 	}
+	/* [::]:P beside 0.0.0.0:P: each family binds its own. */
 	l->evl = evconnlistener_new_bind(sup->base, accept_cb, sup,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
+	    (res->ai_family == AF_INET6 ? LEV_OPT_BIND_IPV6ONLY : 0),
 	    1024, res->ai_addr, (int)res->ai_addrlen);
 	freeaddrinfo(res);
+	if (l->evl == NULL && cl->optional && (errno == EADDRNOTAVAIL ||
+	    errno == EAFNOSUPPORT)) {
+		log_warnx("not listening on %s: %s (this host has no IPv6 "
+		    "loopback)", name, strerror(errno));
+		free(l);
+		return NULL;
+	}
 	if (l->evl == NULL) {
-		snprintf(err, errlen, "listen %s:%s: %s%s", cl->host, cl->port,
+		snprintf(err, errlen, "listen %s: %s%s", name,
 		    strerror(errno), errno == EACCES && geteuid() != 0 ?
 		    " (a port below 1024 needs a restart of parleyd, which "
 		    "binds as root)" : errno == EADDRINUSE ? " (moving a port "
@@ -582,7 +612,7 @@ listener_bind(struct sup *sup, const struct cfg_listen *cl, char *err,
 		return NULL;
 	}
 	evconnlistener_set_error_cb(l->evl, accept_error);
-	snprintf(l->name, sizeof(l->name), "%s:%s", cl->host, cl->port);
+	snprintf(l->name, sizeof(l->name), "%s", name);
 	l->loopback = cl->loopback;
 	return l;
 }
@@ -600,7 +630,7 @@ conf_listens(const struct config *conf, const char *name)
 	char n[80];
 
 	TAILQ_FOREACH(cl, &conf->listens, entry) {
-		snprintf(n, sizeof(n), "%s:%s", cl->host, cl->port);
+		listen_name(cl, n, sizeof(n));
 		if (strcmp(n, name) == 0)
 			return 1;
 	}
@@ -622,13 +652,15 @@ listener_update(struct sup *sup, struct config *conf, char *err,
 	char name[80];
 
 	TAILQ_FOREACH(cl, &conf->listens, entry) {
-		snprintf(name, sizeof(name), "%s:%s", cl->host, cl->port);
+		listen_name(cl, name, sizeof(name));
 		TAILQ_FOREACH(l, &sup->listeners, entry)
 			if (strcmp(l->name, name) == 0)
 				break;
 		if (l != NULL)
 			continue;
 		if ((l = listener_bind(sup, cl, err, errlen)) == NULL) {
+			if (err[0] == '\0')
+				continue;
 			while ((l = TAILQ_FIRST(&fresh)) != NULL) {
 				TAILQ_REMOVE(&fresh, l, entry);
 				evconnlistener_free(l->evl);

@@ -23,6 +23,7 @@ struct cfg_listen {
 	char			 port[8];
 	TAILQ_ENTRY(cfg_listen)	 entry;
 	int			 loopback;
+	int			 optional;	/* ::1 of a bare port */
 	unsigned		 line;		/* 0 = built-in default */
 };
 

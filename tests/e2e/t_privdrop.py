@@ -50,6 +50,23 @@ def ids(pid):
     return f["Uid"], f["Gid"], f.get("Groups", []), f["CapEff"][0]
 
 
+_ctl_copy = None
+
+
+def ctl_for_others():
+    """PARLEYCTL as another uid can run it: the checkout may be under a
+    directory only root may enter (/root is mode 700), so a copy in a
+    directory of mode 755."""
+    global _ctl_copy
+    if _ctl_copy is None:
+        d = tempfile.mkdtemp(prefix="parley-e2e-ctl-", dir="/tmp")
+        os.chmod(d, 0o755)
+        _ctl_copy = os.path.join(d, "parleyctl")
+        shutil.copy2(PARLEYCTL, _ctl_copy)
+        os.chmod(_ctl_copy, 0o755)
+    return _ctl_copy
+
+
 def as_user(uid, gid, argv, groups=()):
     return subprocess.run(argv, user=uid, group=gid, extra_groups=list(groups),
                           capture_output=True, text=True, timeout=30)
@@ -132,7 +149,7 @@ async def dropped(gname, gid):
         out = probe(d, OTHER, OTHER)
         check("200 OK" not in out, "uid %d got the status through a 0660 "
               "socket: %s" % (OTHER, out))
-        r = as_user(OTHER, OTHER, [PARLEYCTL, "-s", d.ctlsock, "status"])
+        r = as_user(OTHER, OTHER, [ctl_for_others(), "-s", d.ctlsock, "status"])
         check(r.returncode != 0, "parleyctl as uid %d succeeded: %s"
               % (OTHER, r.stdout[-200:]))
         print("parleyctl as uid %d: exit %d: %s" % (OTHER, r.returncode,
@@ -193,7 +210,7 @@ async def peercred(gname, gid):
         check("200 OK" not in out and "connect:" not in out,
               "uid %d, neither owner nor in the group, was not refused by "
               "parleyd: %s" % (OTHER, out))
-        r = as_user(OTHER, OTHER, [PARLEYCTL, "-s", d.ctlsock, "status"])
+        r = as_user(OTHER, OTHER, [ctl_for_others(), "-s", d.ctlsock, "status"])
         check(r.returncode != 0, "parleyctl as uid %d succeeded" % OTHER)
         print("parleyctl as uid %d: exit %d: %s" % (OTHER, r.returncode,
                                                     r.stderr.strip()[-200:]))
@@ -219,4 +236,8 @@ async def test():
 if os.geteuid() != 0:
     print("E2E-SKIP: needs root")
     sys.exit(77)
-run_test("privdrop", test)
+try:
+    run_test("privdrop", test)
+finally:
+    if _ctl_copy is not None:
+        shutil.rmtree(os.path.dirname(_ctl_copy), ignore_errors=True)

@@ -79,6 +79,16 @@ def test():
     if os.geteuid() != 0:
         print("E2E-SKIP: needs root for a private mount namespace")
         sys.exit(77)
+    # What NS_SETUP needs first; a plain chroot, whose / is no mount
+    # point, refuses it.
+    r = subprocess.run(["unshare", "--mount", "sh", "-c",
+                        "mount --make-rprivate /"], capture_output=True,
+                       text=True, timeout=20)
+    if r.returncode != 0:
+        print("E2E-SKIP: cannot make a private mount namespace "
+              "(unshare --mount; mount --make-rprivate /): %s"
+              % (r.stderr.strip() or "exit %d" % r.returncode))
+        sys.exit(77)
     run("text")
     run("json")
 

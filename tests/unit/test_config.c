@@ -89,6 +89,13 @@ check_defaults(const struct config *c)
 	ck_assert_str_eq(l->host, "127.0.0.1");
 	ck_assert_str_eq(l->port, "7777");
 	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_int_eq(l->optional, 0);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_ptr_nonnull(l);
+	ck_assert_str_eq(l->host, "::1");
+	ck_assert_str_eq(l->port, "7777");
+	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_int_eq(l->optional, 1);
 	ck_assert_ptr_null(TAILQ_NEXT(l, entry));
 	ck_assert_uint_eq(c->workers, 0);
 	ck_assert_str_eq(c->state_dir, "/var/lib/parleyd");
@@ -456,6 +463,10 @@ START_TEST(test_errors)
 	  "role admin`" },
 	{ "listen 7777\nlisten 127.0.0.1:7777\n", "x.conf:2: listen "
 	  "127.0.0.1:7777: duplicate listener (first on line 1)" },
+	{ "listen 7777\nlisten [::1]:7777\n", "x.conf:2: listen "
+	  "[::1]:7777: duplicate listener (first on line 1)" },
+	{ "listen [::1]:80\nlisten localhost:80\n", "x.conf:2: listen "
+	  "localhost:80: duplicate listener (first on line 1)" },
 	{ "listen [::1]:1\nlisten [0:0::1]:01\n", "x.conf:2: listen "
 	  "[0:0::1]:01: duplicate listener (first on line 1)" },
 	{ "listen 0\n", "x.conf:1: listen: port must be a number from 1 to "
@@ -874,20 +885,33 @@ START_TEST(test_listen)
 	    "listen localhost:81\nlisten 127.9.9.9:82\nlisten [::]:83\n"
 	    "listen example.org:84\nlisten [::ffff:127.0.0.1]:85\n");
 	ck_assert_msg(c != NULL, "%s", errbuf);
+	/* A bare port and localhost: both loopback addresses, ::1 optional. */
 	l = TAILQ_FIRST(&c->listens);
 	ck_assert_str_eq(l->host, "127.0.0.1");
 	ck_assert_str_eq(l->port, "7777");
 	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_int_eq(l->optional, 0);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "::1");
+	ck_assert_str_eq(l->port, "7777");
+	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_int_eq(l->optional, 1);
 	l = TAILQ_NEXT(l, entry);
 	ck_assert_str_eq(l->host, "::1");
 	ck_assert_str_eq(l->port, "7778");
 	ck_assert_int_eq(l->loopback, 1);
+	ck_assert_int_eq(l->optional, 0);
 	l = TAILQ_NEXT(l, entry);
 	ck_assert_str_eq(l->host, "0.0.0.0");
 	ck_assert_int_eq(l->loopback, 0);
 	l = TAILQ_NEXT(l, entry);
-	ck_assert_str_eq(l->host, "localhost");
+	ck_assert_str_eq(l->host, "127.0.0.1");
+	ck_assert_str_eq(l->port, "81");
 	ck_assert_int_eq(l->loopback, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "::1");
+	ck_assert_str_eq(l->port, "81");
+	ck_assert_int_eq(l->optional, 1);
 	l = TAILQ_NEXT(l, entry);
 	ck_assert_str_eq(l->host, "127.9.9.9");
 	ck_assert_int_eq(l->loopback, 1);
@@ -903,9 +927,10 @@ START_TEST(test_listen)
 	config_free(c);
 
 	/* Loopback-only listeners need no token. */
-	c = parse("listen [::1]:7777\nlisten localhost:7778\n");
+	c = parse("listen [::1]:7777\nlisten LocalHost:7778\n");
 	ck_assert_msg(c != NULL, "%s", errbuf);
 	config_free(c);
+
 }
 END_TEST
 

@@ -604,13 +604,25 @@ def netns_available():
         return "the ip command (iproute2) is missing"
     if os.geteuid() != 0:
         return "not root: network namespaces need CAP_NET_ADMIN"
-    name = "pe2e-%d-probe" % os.getpid()
+    # What the tests do, not only `ip netns add`: `ip netns exec` also
+    # needs a private mount namespace and `mount --make-rslave /`, which a
+    # plain chroot refuses.  The probe's names match the clean-up's
+    # patterns (pe2e-PID-hN, pbPID), so a probe killed half-way is removed
+    # by the next run.
+    name = "pe2e-%d-h999" % os.getpid()
     r = subprocess.run([IP, "netns", "add", name], capture_output=True,
                        text=True)
     if r.returncode != 0:
         return "cannot create a network namespace: %s" % r.stderr.strip()
-    subprocess.run([IP, "netns", "del", name], capture_output=True)
-    br = "pb%dp" % os.getpid()
+    try:
+        r = subprocess.run([IP, "netns", "exec", name, "true"],
+                           capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            return ("cannot run a process in a network namespace "
+                    "(ip netns exec): %s" % r.stderr.strip())
+    finally:
+        subprocess.run([IP, "netns", "del", name], capture_output=True)
+    br = "pb%d" % os.getpid()
     r = subprocess.run([IP, "link", "add", br, "type", "bridge"],
                        capture_output=True, text=True)
     if r.returncode != 0:

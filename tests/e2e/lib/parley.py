@@ -11,6 +11,7 @@ import base64
 import json
 import os
 import shutil
+import select
 import signal
 import socket
 import struct
@@ -87,8 +88,10 @@ class Daemon:
                  flush="20ms", workers=2, retention="24h",
                  heartbeat="15s", idle_timeout="10m", env=None,
                  netns=None, host="127.0.0.1", token=None, store=None,
-                 host_id=None, lease=None, port=None):
+                 host_id=None, lease=None, port=None, bare_port=False):
         self.env = env
+        # bare_port: `listen PORT`, the loopback addresses 127.0.0.1 and ::1
+        self.bare_port = bare_port
         self.netns = netns
         self.host = host
         self.token = token
@@ -118,11 +121,13 @@ class Daemon:
         self.write_conf()
 
     def conf_text(self):
-        return ("listen %s:%d\nworkers %d\nstate-dir %s\n"
+        listen = str(self.port) if self.bare_port else \
+            "%s:%d" % (self.host, self.port)
+        return ("listen %s\nworkers %d\nstate-dir %s\n"
                 "control-socket %s\n"
                 "retention %s\nidle-timeout %s\nflush-interval %s\n"
                 "heartbeat-interval %s\n%s%s%sdefault-provider %s\n" %
-                (self.host, self.port, self.workers, self.state, self.ctlsock,
+                (listen, self.workers, self.state, self.ctlsock,
                  self.retention, self.idle_timeout, self.flush,
                  self.heartbeat, self.cluster_conf(), self.extra,
                  self.providers, self.default))
@@ -439,6 +444,46 @@ def same_events(a, b, what):
         kx = (x.get("seq"), x.get("type"), x.get("content"), x.get("messageId"))
         ky = (y.get("seq"), y.get("type"), y.get("content"), y.get("messageId"))
         check(kx == ky, "%s: %s differs from %s" % (what, kx, ky))
+
+
+def run_example(argv, src, port, tmp, name, timeout, until=None, env=None):
+    """A client example src, written for localhost:7777: writes it for
+    port to tmp/name, runs argv + [path] and returns (stdout, stderr) as
+    text.  until: stop once stdout holds it (a client that stays connected
+    after done), else wait for a zero exit."""
+    check("localhost:7777" in src, "%s: no localhost:7777 in the example"
+          % name)
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(src.replace("localhost:7777", "localhost:%d" % port))
+    p = subprocess.Popen(argv + [path], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, cwd=tmp)
+    out = b""
+    deadline = time.time() + timeout
+    try:
+        while until is None or until not in out:
+            left = deadline - time.time()
+            if left <= 0:
+                raise Fail("%s: no %r after %d s; output %r" %
+                           (name, until or "exit", timeout, out[-300:]))
+            r, _, _ = select.select([p.stdout], [], [], left)
+            if r:
+                b = os.read(p.stdout.fileno(), 4096)
+                if not b:
+                    break
+                out += b
+        if until is None:
+            p.wait(max(1, deadline - time.time()))
+    finally:
+        if p.poll() is None:
+            p.kill()
+        err = p.communicate(timeout=10)[1]
+    text, etext = out.decode(errors="replace"), err.decode(errors="replace")
+    print("--- %s\n%s\n--- stderr: %s" % (name, text, etext[-500:]))
+    if until is None:
+        check(p.returncode == 0, "%s exited %d: %r" % (name, p.returncode,
+                                                       etext[-300:]))
+    return text, etext
 
 
 def run_test(name, fn):
