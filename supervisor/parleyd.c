@@ -225,7 +225,9 @@ sup_reload(struct sup *sup, char *err, size_t errlen)
 		    "take effect at the next restart");
 	pool_reload(sup, conf);
 	log_info("configuration reloaded");
-	notify_status(sup, "READY=1\n");
+	/* READY=1 once the new generation serves (pool.c, IPC_HELLO): said
+	 * before, a client or health check in between found none ready. */
+	sup->notified_ready = 0;
 	return 0;
 fail:
 	log_warnx("reload failed, keeping the running configuration: %s", err);
