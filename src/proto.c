@@ -179,6 +179,28 @@ proto_in_free(struct proto_in *in)
 	memset(in, 0, sizeof(*in));
 }
 
+/* A non-negative number field, 0 when absent or not a number (never NaN). */
+double
+proto_count(const cJSON *o, const char *key)
+{
+	const cJSON *f = cJSON_GetObjectItem(o, key);
+
+	if (!cJSON_IsNumber(f) || !(f->valuedouble >= 0) ||
+	    f->valuedouble > 9007199254740991.0)
+		return 0;
+	return f->valuedouble;
+}
+
+/* Sets key to item (consumed), whether or not key was there. */
+void
+proto_set(cJSON *o, const char *key, cJSON *item)
+{
+	if (cJSON_GetObjectItemCaseSensitive(o, key) != NULL)
+		cJSON_ReplaceItemInObjectCaseSensitive(o, key, item);
+	else
+		cJSON_AddItemToObject(o, key, item);
+}
+
 cJSON *
 proto_head(const char *type, const char *sid)
 {

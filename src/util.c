@@ -35,6 +35,14 @@ util_mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+double
+util_secs_since(uint64_t us)
+{
+	uint64_t now = util_mono_us();
+
+	return now > us ? (double)(now - us) / 1e6 : 0;
+}
+
 void
 util_iso8601(char out[32], uint64_t ms)
 {

@@ -10,35 +10,51 @@
 #include "parley/ipc.h"
 #include "parley/ws.h"
 
+#include <cjson/cJSON.h>
+
+#include "deliver.h"
+#include "sess.h"
+
 struct wk;
-struct sess;
-struct evt;
 struct bufferevent;
 struct event;
-struct store_req;
 
 enum conn_kind { CONN_HTTP, CONN_WS, CONN_SSE };
 
+struct conn;
+
+/* What a connection's requests and messages are handed to (route.c). */
+struct conn_handler {
+	/* A complete HTTP request (raw: its bytes, when at hand). */
+	void	(*request)(struct conn *, const unsigned char *raw, size_t);
+	/* A WebSocket text message. */
+	void	(*text)(struct conn *, const char *, size_t);
+	/* A session's answer to a client message (sess_client.done). */
+	void	(*answer)(struct sess_client *, struct sess *, const char *id,
+		    const struct sess_result *);
+};
+
+/* A GET .../log answer being read from the log. */
+struct conn_page {
+	struct evbuffer	*out;
+	int		 n;
+};
+
 struct conn {
 	TAILQ_ENTRY(conn)	 entry;		/* wk->conns */
-	TAILQ_ENTRY(conn)	 sentry;	/* sess->conns */
 	TAILQ_ENTRY(conn)	 gentry;	/* wk->gather */
 	int			 gathering;	/* on wk->gather */
 	struct evbuffer		*pend;		/* gathered live events */
-	TAILQ_ENTRY(conn)	 rwentry;	/* wk->read_wait */
-	int			 read_waiting;	/* on wk->read_wait */
-	int			 pump_read;	/* its read counts in pump_reads */
 	struct wk		*wk;
+	const struct conn_handler *h;
 	struct bufferevent	*bev;
 	struct ipc_conn		 ic;		/* who, role, scope */
 	enum conn_kind		 kind;
 	struct http_parser	 hp;
 	struct ws_parser	 wp;
-	struct sess		*sess;
-	uint64_t		 next_seq;	/* next logged event it needs */
-	int			 live;		/* fed by fan-out, not the log */
-	int			 hold;		/* waits for a first message */
-	uint64_t		 live_from;	/* first seq sent after the hold */
+	struct sess		*sess;		/* subscribed to */
+	struct deliver_sub	 sub;		/* its cursor in sess's log */
+	struct sess_client	 cl;		/* what it sends sessions */
 	int			 chat;		/* /chat: bound by first message */
 	int			 got_first;
 	int			 closing;
@@ -51,7 +67,6 @@ struct conn {
 	size_t			 first_len;
 	char			 turn_msgid[48];/* POST messages as SSE: ends with it */
 	uint64_t		 last_out_ms;
-	unsigned		 waits;		/* answers waiting in sessions */
 	int			 parked;	/* waits for its session to load */
 	int			 park_text;	/* parked: a /chat first message */
 	unsigned char		*park;		/* the request or the message */
@@ -60,10 +75,7 @@ struct conn {
 	char			 park_sid[IPC_SID_MAX + 1];
 	int			 post_sse;	/* POST messages answered as SSE */
 	int			 deleting;	/* a DELETE: 1, 2 through a follower */
-	struct store_req	*range;		/* reading the log */
-	int			 ranging;	/* 1 inside the read call */
-	void			*page;		/* GET log being read */
-	struct sess		*range_sess;	/* whose log range reads */
+	struct conn_page	*page;		/* GET log being read */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;
 	char			 reqid[17];	/* ic.conn_id, as logs show it */
@@ -71,33 +83,46 @@ struct conn {
 	char			 path[128];
 	int			 status;	/* HTTP status answered */
 	int			 control;	/* /sessions/{id}/control */
-	int			 replaying;	/* a resume reads the log */
-	uint64_t		 replay_n;	/* events it has sent */
 	uint64_t		 sent;		/* logged events written */
 	uint64_t		 opened_ms;	/* monotonic */
 };
 
 void	conn_new(struct wk *, int fd, const struct ipc_conn *,
-	    const unsigned char *bytes);
-/* Pumps clients that waited for a catch-up read (wk->read_ev). */
-void	conn_read_wake_cb(evutil_socket_t, short, void *);
+	    const unsigned char *bytes, const struct conn_handler *);
 /* Writes the live events gathered in this loop pass (wk->gather_ev). */
 void	conn_gather_cb(evutil_socket_t, short, void *);
-/* Fan-out of a logged event: copied if small, else referenced (evt refs). */
-void	conn_push(struct conn *, struct evt *);
 /* A connection-level event (no seq): pong, ack, error, heartbeat. */
 void	conn_send_json(struct conn *, const char *json);
 /* Closes gracefully: WebSocket close frame with code, SSE end of stream. */
 void	conn_close(struct conn *, uint16_t code, const char *reason);
 /* Frees a connection at once (worker exit): no close handshake. */
 void	conn_drop(struct conn *);
-/* Resumes feeding a connection from the log after a pause. */
-void	conn_pump(struct conn *);
-struct sess_result;
-/* Its session is leaving memory: a log read under way ends (503, 1012). */
-void	conn_read_abort(struct conn *);
-/* Answers a client message once its session says (ack, error, HTTP). */
-void	conn_input_done(struct conn *, struct sess *, const char *id,
-	    const struct sess_result *);
+/* Subscribes c to s's events (c->sess); conn_detach undoes it. */
+void	conn_attach(struct conn *, struct sess *);
+void	conn_detach(struct conn *);
+/* An error event for the client, about message id (may be NULL). */
+void	conn_send_error(struct conn *, const char *code, const char *msg,
+	    const char *id);
+/* Retention removed the events after last: RESUME_GAP from first. */
+void	conn_send_gap(struct conn *, uint64_t first, uint64_t last);
+/*
+ * HTTP answers, with the request id; extra is NULL or CRLF lines.  The
+ * reply (body consumed) and the error close the connection once written.
+ */
+void	conn_respond(struct conn *, int status, const char *body, size_t len,
+	    const char *extra);
+void	conn_http_reply(struct conn *, int status, cJSON *body);
+void	conn_http_error(struct conn *, int status, const char *code,
+	    const char *msg);
+/* Completes the WebSocket handshake (RFC 6455 4.2.2); 0, or -1 answered. */
+int	conn_ws_upgrade(struct conn *);
+/* Answers with an event stream. */
+void	conn_sse_start(struct conn *);
+/* The first message came, or the hold timed out: go live. */
+void	conn_hold_end(struct conn *);
+/* Handles the WebSocket frames read so far (after a wait). */
+void	conn_ws_input(struct conn *);
+/* After input was handled: frees, hands off or keeps the connection. */
+void	conn_settle(struct conn *);
 
 #endif

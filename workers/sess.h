@@ -1,4 +1,4 @@
-/* Sessions: the state machine, the append-then-fan-out log, turns. */
+/* Sessions: registry, loading, meta, the append-then-notify log, life cycle. */
 #ifndef PARLEY_WORKERS_SESS_H
 #define PARLEY_WORKERS_SESS_H
 
@@ -10,66 +10,18 @@
 #include <cjson/cJSON.h>
 
 #include "parley/ipc.h"
+#include "deliver.h"
+#include "evt.h"
 
 struct wk;
-struct conn;
 struct proto_in;
 struct store_sess;
 struct store_req;
 struct llm_call;
 
-/*
- * One logged event, encoded once and shared by every connection it is
- * written to (by reference when large, else copied from it); the
- * framings are built on first use.
- */
-struct evt {
-	struct evt	*next;		/* sess pending list, not yet durable */
-	unsigned	 refs;
-	uint64_t	 seq;
-	char		*json;
-	size_t		 len;
-	unsigned char	*ws;		/* frame header + json */
-	size_t		 wslen;
-	char		*sse;
-	size_t		 sselen;
-	char		 type[32];
-	uint64_t	 appended_us;	/* handed to the store (monotonic) */
-};
-
-struct evt	*evt_new(uint64_t seq, const char *json, size_t len);
-void		 evt_unref(struct evt *);
-void		 evt_unref_cb(const void *data, size_t len, void *arg);
-const unsigned char *evt_ws(struct evt *, size_t *len);
-const char	*evt_sse(struct evt *, size_t *len);
-
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
-struct tool_run;
-
-struct turn {
-	char		 msgid[48];
-	uint64_t	 input_seq;
-	unsigned	 attempt;
-	struct llm_call	*call;
-	char		*input;		/* the user's message it answers */
-	char		*reply;		/* the assistant's text so far */
-	size_t		 reply_len;
-	size_t		 reply_cap;
-	size_t		 step_from;	/* reply bytes before this model step */
-	cJSON		*steps;		/* its assistant and tool messages */
-	cJSON		*calls;		/* tool calls of the current step */
-	TAILQ_HEAD(, tool_run) runs;	/* tool calls in flight */
-	unsigned	 model_calls;
-	int		 starting;	/* tools_run is starting calls */
-	uint64_t	 in_tokens;	/* usage over all its model calls */
-	uint64_t	 out_tokens;
-	double		 cost;
-	char		 req[17];	/* request id of the message's client */
-	int		 prov;		/* enum metrics_provider of the call */
-	uint64_t	 call_us;	/* the model call started (monotonic) */
-	int		 call_byte;	/* it has sent something back */
-};
+struct turn;
 
 /* What a waiting answer says once its seq is durable. */
 enum sess_answer {
@@ -78,10 +30,25 @@ enum sess_answer {
 	ANSWER_NOOP	/* 200, no seq: nothing changed */
 };
 
+struct sess;
+struct sess_result;
+
+/*
+ * Who sent a client message (embedded in a connection): its answer goes
+ * to done, at once or once the store has the message.
+ */
+struct sess_client {
+	uint64_t	 id;		/* its connection's, for clientId */
+	const char	*reqid;		/* for the log */
+	unsigned	 waits;		/* answers waiting in sessions */
+	void		(*done)(struct sess_client *, struct sess *,
+			    const char *id, const struct sess_result *);
+};
+
 /* A client message whose answer waits for the store. */
 struct sess_wait {
 	TAILQ_ENTRY(sess_wait)	 entry;
-	struct conn		*conn;	/* NULL: a load with no connection */
+	struct sess_client	*conn;	/* NULL: a load with no connection */
 	char			*id;	/* the message's id, or NULL */
 	uint64_t		 seq;	/* answered once durable */
 	enum sess_answer	 answer;
@@ -99,12 +66,7 @@ struct sess {
 	struct wk		*wk;
 	char			 id[IPC_SID_MAX + 1];
 	struct store_sess	*st;
-	TAILQ_HEAD(, conn)	 conns;
-	unsigned		 nconns;
-	struct evt		**recent;	/* shared: seq % SESS_RECENT */
-	uint64_t		 recent_lo;	/* seqs held: lo..hi, or none */
-	uint64_t		 recent_hi;
-	size_t			 recent_bytes;	/* JSON held in recent */
+	struct deliver		 feed;		/* its subscribers */
 	cJSON			*meta;		/* the persisted state */
 	char			 agent_id[64];
 	struct turn		*turn;
@@ -132,7 +94,6 @@ struct sess {
 	int			 broken;	/* the store failed it */
 	int			 scan_paused;	/* the log tail's last pause
 						   state, -1 none (sess_own) */
-	uint64_t		 fanned;	/* highest seq fanned out */
 	struct evt		*phead;		/* appended, not yet durable */
 	struct evt		*ptail;
 	struct sess_waits	 loads;		/* waiting for the open */
@@ -140,7 +101,6 @@ struct sess {
 	struct store_req	*fetch;		/* follower: reading new records */
 	struct store_req	*promote;	/* follower: taking the lease */
 	struct event		*broken_ev;
-	unsigned		 nreaders;	/* conns reading its log */
 };
 
 /* Result of applying one client message. */
@@ -150,7 +110,7 @@ struct sess_result {
 	const char	*code;		/* error code, or NULL */
 	char		 msg[256];
 	int		 http;		/* status for the HTTP answer */
-	int		 pending;	/* answered later: conn_input_done */
+	int		 pending;	/* answered later: sess_client.done */
 };
 
 /*
@@ -163,14 +123,10 @@ void		 sess_load(struct wk *, const char *id, int create,
 		    void (*loaded)(void *, const char *err), void *arg);
 void		 sess_load_cancel(struct wk *, void *arg);
 /* Forgets the answers a closing connection was waiting for. */
-void		 sess_conn_gone(struct wk *, struct conn *);
+void		 sess_client_gone(struct wk *, struct sess_client *);
 /* Store events, for the worker's struct store_events. */
 void		 sess_store_durable(void *wk, struct store_sess *, uint64_t);
 void		 sess_store_failed(void *wk, struct store_sess *, int err);
-void		 sess_store_grown(void *wk, struct store_sess *, uint64_t);
-void		 sess_store_input(void *wk, struct store_sess *,
-		    const char *json, size_t len);
-void		 sess_store_vacant(void *wk, struct store_sess *);
 /*
  * Finds a loaded session; when it is not loaded, loads it if that
  * completes at once (local store).  NULL with *err set: NOT_FOUND,
@@ -179,29 +135,28 @@ void		 sess_store_vacant(void *wk, struct store_sess *);
 struct sess	*sess_get(struct wk *, const char *id, int create, int *created,
 		    cJSON *create_body, const char **err);
 struct sess	*sess_find(struct wk *, const char *id);
-void		 sess_attach(struct sess *, struct conn *);
-void		 sess_detach(struct sess *, struct conn *);
-void		 sess_input(struct sess *, struct conn *, int role,
-		    struct proto_in *, struct sess_result *);
 uint64_t	 sess_last_seq(const struct sess *);
-uint64_t	 sess_first_seq(const struct sess *);
-/* Reads logged events after `after` into cb (store_range's contract). */
-int		 sess_range(struct sess *, uint64_t after, size_t limit,
-		    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
-		    void *arg);
-struct store_req *sess_range_async(struct sess *, uint64_t after,
-		    size_t limit,
-		    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
-		    void (*done)(void *, ssize_t), void *arg);
 cJSON		*sess_state(struct sess *);	/* session_state body */
 cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
 int		 sess_busy(const struct sess *);
-/* The last events fanned out, shared: a client catching up reads them
- * without a copy of its own.  Borrowed; NULL when seq is not held. */
-struct evt	*sess_recent(struct sess *, uint64_t seq);
 const char	*sess_status(const struct sess *);
 /* Paused by an operator: input is logged, no turn starts (sess.c). */
 int		 sess_paused(const struct sess *);
+/*
+ * Appends one event and fans it out once the store has it.  body's
+ * fields are moved into the event (body is consumed).  Returns the seq,
+ * or 0 when the store refused it, in which case no client saw it.
+ */
+uint64_t	 sess_emit(struct sess *, const char *type, cJSON *body);
+/* Writes meta to the store (an owner's, while it is not broken). */
+void		 sess_meta_save(struct sess *);
+/* The agent as events name it: agentId, status, role, provider. */
+cJSON		*sess_agent_json(struct sess *, const char *status);
+/* Reads this owner's log after `after` (limit 0: all) into cb, durable
+ * and still in flight; the records read, or -1 if not at hand at once. */
+int		 sess_log_read(struct sess *, uint64_t after, size_t limit,
+		    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
+		    void *arg);
 /* Drops a session from memory; its state stays in the store. */
 void		 sess_release(struct sess *);
 /*
@@ -212,5 +167,35 @@ void		 sess_release_all(struct wk *, int store_closed);
 /* Shutdown: log what is buffered, leave running turns to be re-run. */
 void		 sess_stop(struct sess *);
 void		 sess_check_idle(struct sess *);
+/* What was in flight kept it busy: once none is, it may idle out. */
+void		 sess_idle_again(struct sess *);
+/* This process owns the session now: continue what its meta says. */
+void		 sess_own(struct sess *);
+/* Fills r with an error: code, HTTP status, message (fmt with one %s). */
+void		 sess_result_err(struct sess_result *, const char *code,
+		    int http, const char *fmt, const char *arg);
+/* The client ids accepted (at most once): seq of id's message, if any. */
+int		 sess_id_find(struct sess *, const char *id, uint64_t *seq);
+void		 sess_id_add(struct sess *, const char *id, uint64_t seq);
+/* Queues c's answer until seq is durable (or, with req, posted); 0 or -1. */
+int		 sess_ack_wait(struct sess *, struct sess_client *c,
+		    const char *id, uint64_t seq, enum sess_answer);
+/* r is answered only once seq is durable: pending until then. */
+void		 sess_answer_durable(struct sess *, struct sess_client *c,
+		    const char *id, uint64_t seq, enum sess_answer,
+		    struct sess_result *r);
+/* Frees a wait taken off its list, cancelling a post under way. */
+void		 sess_wait_free(struct sess_wait *);
+
+/*
+ * What runs a session's turns (turn.c's turn_agent), as its life cycle
+ * drives it; the worker names it (wk->agent).
+ */
+struct sess_agent {
+	void	(*init)(struct sess *);		/* made: its timers */
+	void	(*resume)(struct sess *);	/* owned here: go on */
+	void	(*flush)(struct sess *);	/* log what is coalesced */
+	void	(*drop)(struct sess *);		/* stop the turn, log nothing */
+};
 
 #endif

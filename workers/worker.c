@@ -23,10 +23,15 @@
 #include "parley/worker.h"
 #include "parley/ws.h"
 #include "conn.h"
+#include "deliver.h"
+#include "follow.h"
+#include "input.h"
+#include "route.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
-#include "worker.h"
+#include "turn.h"
+#include "wk.h"
 
 #define STATS_MS	1000
 #define SWEEP_MS	60000
@@ -34,33 +39,6 @@
 static void	wk_terminate(struct wk *, uint64_t);
 static void	wk_exit(struct wk *, int) __attribute__((noreturn));
 static void	wk_metrics_send(struct wk *);
-
-void
-wk_released(struct wk *wk, const char *sid)
-{
-	struct ipc_sess is;
-
-	memset(&is, 0, sizeof(is));
-	is.hseq = wk->hseq;
-	snprintf(is.session, sizeof(is.session), "%s", sid);
-	if (wk->chan != NULL)
-		ipc_send(wk->chan, IPC_RELEASED, -1, &is, sizeof(is), NULL, 0);
-}
-
-int
-wk_reroute(struct wk *wk, int fd, const struct ipc_conn *ic,
-    const void *bytes, size_t len)
-{
-	struct ipc_conn c = *ic;
-
-	if (wk->chan == NULL) {
-		close(fd);
-		return -1;
-	}
-	c.bytes_len = (uint32_t)len;
-	c.hseq = wk->hseq;
-	return ipc_send(wk->chan, IPC_REROUTE, fd, &c, sizeof(c), bytes, len);
-}
 
 static void
 wk_exit(struct wk *wk, int code)
@@ -95,37 +73,6 @@ wk_exit(struct wk *wk, int code)
 	config_free(wk->conf);
 	free(wk);
 	exit(code);
-}
-
-#define FD_RESERVE	128	/* IPC in flight, store, logs, MCP, providers */
-
-int
-wk_fd_room(struct wk *wk, unsigned extra)
-{
-	uint64_t used = (uint64_t)wk->nconns + (uint64_t)wk->nsessions *
-	    wk->sess_fds + extra + FD_RESERVE, now;
-
-	if (used < wk->fd_limit)
-		return 1;
-	now = util_mono_ms();
-	if (now - wk->fd_warned_ms > 10000) {
-		wk->fd_warned_ms = now;
-		log_warnx("near the open files limit (%u: %u connections, %u "
-		    "sessions): refusing new ones; raise LimitNOFILE / ulimit "
-		    "-n", wk->fd_limit, wk->nconns, wk->nsessions);
-	}
-	return 0;
-}
-
-void
-wk_maybe_exit(struct wk *wk)
-{
-	struct timeval tv = { 0, 0 };
-
-	/* Deferred: this runs deep inside connection and session code. */
-	if ((wk->terminating || wk->draining) && wk->nconns == 0 &&
-	    wk->nsessions == 0 && wk->exit_ev != NULL)
-		evtimer_add(wk->exit_ev, &tv);
 }
 
 static void
@@ -253,7 +200,7 @@ wk_query(struct wk *wk, const struct ipc_query *q)
 		cJSON_AddStringToObject(o, "sessionId", s->id);
 		cJSON_AddStringToObject(o, "status", s->follower ?
 		    "following" : sess_status(s));
-		cJSON_AddNumberToObject(o, "connections", s->nconns);
+		cJSON_AddNumberToObject(o, "connections", s->feed.nsubs);
 		cJSON_AddNumberToObject(o, "lastSeq",
 		    (double)sess_last_seq(s));
 		cJSON_AddBoolToObject(o, "paused", sess_paused(s));
@@ -327,7 +274,8 @@ wk_msg(struct ipc_chan *chan, const struct ipc_hdr *h, const void *p,
 			return -1;
 		}
 		wk->hseq = ic->hseq;
-		conn_new(wk, fd, ic, (const unsigned char *)(ic + 1));
+		conn_new(wk, fd, ic, (const unsigned char *)(ic + 1),
+		    &route_handler);
 		return 0;
 	case IPC_ADOPT:
 		is = p;
@@ -422,9 +370,9 @@ store_health(void *arg, int up)
 static const struct store_events wk_store_events = {
 	.durable = sess_store_durable,
 	.failed = sess_store_failed,
-	.grown = sess_store_grown,
-	.input = sess_store_input,
-	.vacant = sess_store_vacant,
+	.grown = follow_grown,
+	.input = input_inbox,
+	.vacant = follow_vacant,
 	.health = store_health,
 };
 
@@ -480,6 +428,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	wk->slot = slot;
 	wk->started_ms = util_mono_ms();
 	metrics_init(&wk->metrics);
+	wk->agent = &turn_agent;
 	TAILQ_INIT(&wk->sessions);
 	TAILQ_INIT(&wk->conns);
 	TAILQ_INIT(&wk->gather);
@@ -523,7 +472,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	event_add(wk->stats_ev, &stats_tv);
 	wk->sync_ev = evtimer_new(wk->base, sync_cb, wk);
 	wk->gather_ev = event_new(wk->base, -1, 0, conn_gather_cb, wk);
-	wk->read_ev = event_new(wk->base, -1, 0, conn_read_wake_cb, wk);
+	wk->read_ev = event_new(wk->base, -1, 0, deliver_read_wake_cb, wk);
 	if (wk->gather_ev == NULL || wk->read_ev == NULL)
 		fatalx("worker: cannot make events");
 	wk->sweep_ev = event_new(wk->base, -1, EV_PERSIST, sweep_cb, wk);

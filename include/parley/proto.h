@@ -45,5 +45,9 @@ char	*proto_error(const char *sid, const char *code, const char *message,
 	    const char *severity, cJSON *extra);
 /* New object {"v":1,"type":T,"sessionId":S}. */
 cJSON	*proto_head(const char *type, const char *sid);
+/* A non-negative number field, 0 when absent or not a number (never NaN). */
+double	proto_count(const cJSON *, const char *key);
+/* Sets key to item (consumed), whether or not key was there. */
+void	proto_set(cJSON *, const char *key, cJSON *item);
 
 #endif

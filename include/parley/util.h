@@ -7,6 +7,8 @@
 uint64_t	util_now_ms(void);		/* wall clock, Unix ms */
 uint64_t	util_mono_ms(void);		/* monotonic ms */
 uint64_t	util_mono_us(void);		/* monotonic microseconds */
+/* Seconds from us (util_mono_us) until now; 0 if none. */
+double		util_secs_since(uint64_t us);
 /* "2026-02-16T10:05:33.218Z" into out (at least 25 bytes). */
 void		util_iso8601(char out[32], uint64_t ms);
 /* n random bytes as 2n lowercase hex chars + NUL into out. */

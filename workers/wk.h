@@ -1,6 +1,10 @@
-/* The worker process: its event loop, sessions and connections. */
-#ifndef PARLEY_WORKERS_WORKER_H
-#define PARLEY_WORKERS_WORKER_H
+/*
+ * The worker's shared state (its loop, sessions, connections, counters)
+ * and the services every module of it uses: telling the supervisor a
+ * session left, handing a connection back, the descriptor budget, exit.
+ */
+#ifndef PARLEY_WORKERS_WK_H
+#define PARLEY_WORKERS_WK_H
 
 #include <sys/queue.h>
 #include <sys/time.h>
@@ -17,6 +21,8 @@ struct llm_ctx;
 struct mcp_ctx;
 struct sess;
 struct conn;
+struct deliver_sub;
+struct sess_agent;
 
 #define WK_SESS_BUCKETS	4096
 
@@ -27,6 +33,7 @@ struct wk {
 	struct ipc_chan		*chan;
 	struct llm_ctx		*llm;
 	struct mcp_ctx		*mcp;
+	const struct sess_agent	*agent;		/* runs the turns */
 	int			 slot;
 	int			 draining;
 	int			 terminating;
@@ -38,7 +45,7 @@ struct wk {
 	struct event		*gather_ev;
 	unsigned		 direct_left;	/* sends at once left this pass */
 	struct timeval		 pass;		/* the pass direct_left is for */
-	TAILQ_HEAD(, conn)	 read_wait;	/* for a catch-up read */
+	TAILQ_HEAD(, deliver_sub) read_wait;	/* for a catch-up read */
 	unsigned		 pump_reads;	/* catch-up reads in flight */
 	struct event		*read_ev;
 	unsigned		 nconns;

@@ -1,0 +1,84 @@
+/*
+ * Logged events as connections are given them: the JSON encoded once,
+ * its WebSocket and SSE framings made on first use and shared by
+ * reference across every connection that writes them.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "parley/sse.h"
+#include "parley/ws.h"
+#include "evt.h"
+
+struct evt *
+evt_new(uint64_t seq, const char *json, size_t len)
+{
+	static const char pfx[] = "{\"v\":1,\"type\":\"";
+	struct evt *e;
+	const char *t, *q;
+
+	if ((e = calloc(1, sizeof(*e))) == NULL ||
+	    (e->json = malloc(len + 1)) == NULL) {
+		free(e);
+		return NULL;
+	}
+	memcpy(e->json, json, len);
+	e->json[len] = '\0';
+	e->len = len;
+	e->seq = seq;
+	e->refs = 1;
+	/* Every event this server writes starts with v then type. */
+	if (strncmp(json, pfx, sizeof(pfx) - 1) == 0) {
+		t = json + sizeof(pfx) - 1;
+		if ((q = memchr(t, '"', len - (size_t)(t - json))) != NULL &&
+		    (size_t)(q - t) < sizeof(e->type))
+			memcpy(e->type, t, (size_t)(q - t));
+	}
+	return e;
+}
+
+void
+evt_unref(struct evt *e)
+{
+	if (e == NULL || --e->refs > 0)
+		return;
+	free(e->json);
+	free(e->ws);
+	free(e->sse);
+	free(e);
+}
+
+void
+evt_unref_cb(const void *data, size_t len, void *arg)
+{
+	evt_unref(arg);
+}
+
+const unsigned char *
+evt_ws(struct evt *e, size_t *len)
+{
+	unsigned char hdr[10];
+	size_t h;
+
+	if (e->ws == NULL) {
+		h = ws_frame_header(hdr, WS_OP_TEXT, e->len);
+		if ((e->ws = malloc(h + e->len)) == NULL)
+			return NULL;
+		memcpy(e->ws, hdr, h);
+		memcpy(e->ws + h, e->json, e->len);
+		e->wslen = h + e->len;
+	}
+	*len = e->wslen;
+	return e->ws;
+}
+
+const char *
+evt_sse(struct evt *e, size_t *len)
+{
+	if (e->sse == NULL &&
+	    (e->sse = sse_event_string(e->seq, e->type[0] ? e->type : NULL,
+	    e->json, e->len, &e->sselen)) == NULL)
+		return NULL;
+	*len = e->sselen;
+	return e->sse;
+}

@@ -1,0 +1,313 @@
+/*
+ * A session's client messages: chat is logged and queued for its turn,
+ * cancel, terminate, pause and resume_session act on it; on a follower
+ * they go to the owner's inbox (follow.c), and the owner applies what
+ * its inbox brings here, each once.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/log.h"
+#include "parley/proto.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "follow.h"
+#include "input.h"
+#include "sess.h"
+#include "turn.h"
+#include "wk.h"
+
+#define MAX_QUEUE	64	/* accepted messages waiting for their turn */
+
+static int
+input_terminate(struct sess *s, const char *why)
+{
+	cJSON *b, *r;
+	char ts[32];
+
+	if (s->ended)
+		return 0;
+	if (s->turn != NULL)
+		turn_finish(s, 1, 0);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "summary", why);
+	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "usage"), 1));
+	cJSON_AddStringToObject(b, "reason", "terminated");
+	/* Not logged: the queue and a turn being recovered stay (a running
+	 * turn was cancelled, and its done logged); the queue goes on. */
+	if (sess_emit(s, "session_complete", b) == 0) {
+		turn_next(s);
+		return -1;
+	}
+	proto_set(s->meta, "queue", cJSON_CreateArray());
+	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
+		if (s->recover_ev != NULL)
+			event_free(s->recover_ev);
+		s->recover_ev = NULL;
+		store_req_cancel(s->promote);	/* the turn's read-back */
+		s->promote = NULL;
+		proto_set(s->meta, "turn", cJSON_CreateNull());
+	}
+	s->ended = 1;
+	r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "summary", why);
+	cJSON_AddStringToObject(r, "reason", "terminated");
+	util_iso8601(ts, util_now_ms());
+	cJSON_AddStringToObject(r, "completedAt", ts);
+	proto_set(s->meta, "result", r);
+	sess_meta_save(s);
+	sess_check_idle(s);
+	return 0;
+}
+
+/*
+ * pause and resume_session, from an admin (the control channel, a
+ * stream, or POST .../messages).  A pause is an operator's hold on the
+ * session, not a state of this worker: it is kept in meta ("paused":
+ * true), so whoever owns the session next (after a restart, a drain or
+ * a failover) keeps it paused, and it is logged as a session_state event
+ * (status "paused", "paused": true, with a seq) so every client and the
+ * log see it.  While paused, chat is still accepted, logged as
+ * user_message and queued, but no turn starts; a turn already running
+ * finishes.  resume_session clears the hold, logs session_state with the
+ * status the session resumes in ("paused": false), then starts the
+ * queued turns in order.  Pausing a paused session, or resuming one that
+ * is not paused, changes nothing and is acknowledged (no seq).
+ */
+static void
+input_pause(struct sess *s, struct sess_client *c, int pause,
+    struct proto_in *in, struct sess_result *r)
+{
+	cJSON *b;
+	uint64_t seq;
+
+	if (s->ended) {
+		sess_result_err(r, "SESSION_ENDED", 409, "%s",
+		    "the session has "
+		    "completed");
+		return;
+	}
+	if (sess_paused(s) == pause) {
+		/* Nothing new; the change that made it so may be in flight. */
+		r->http = 200;
+		sess_answer_durable(s, c, in->id, store_last_seq(s->st),
+		    ANSWER_NOOP, r);
+		return;
+	}
+	proto_set(s->meta, "paused", cJSON_CreateBool(pause));
+	b = sess_state(s);
+	cJSON_AddBoolToObject(b, "paused", pause);
+	if ((seq = sess_emit(s, "session_state", b)) == 0) {
+		proto_set(s->meta, "paused", cJSON_CreateBool(!pause));
+		sess_result_err(r, "OVERLOADED", 503, "%s",
+		    "the change could not "
+		    "be logged; it was not applied, retry");
+		return;
+	}
+	log_rinfo(c != NULL ? c->reqid : NULL, s->id, "session %s by an "
+	    "operator at seq %llu", pause ? "paused" : "resumed",
+	    (unsigned long long)seq);
+	sess_meta_save(s);
+	r->seq = seq;
+	sess_answer_durable(s, c, in->id, seq, ANSWER_NEW, r);
+	if (pause)
+		sess_check_idle(s);
+	else
+		turn_next(s);
+}
+
+void
+input_apply(struct sess *s, struct sess_client *c, int role,
+    struct proto_in *in, struct sess_result *r)
+{
+	const char *message = NULL, *to = NULL;
+	char clientid[32];
+	cJSON *b;
+	uint64_t seq;
+
+	memset(r, 0, sizeof(*r));
+	r->http = 202;
+	if (s->follower) {
+		follow_input(s, c, role, in, r);
+		return;
+	}
+	if (strcmp(in->type, "chat") == 0) {
+		if (role == IPC_ROLE_OBSERVER) {
+			sess_result_err(r, "FORBIDDEN", 403, "%s", "observers "
+			    "cannot send chat messages");
+			return;
+		}
+		if (in->id != NULL && sess_id_find(s, in->id, &seq)) {
+			r->seq = seq;
+			r->duplicate = 1;
+			r->http = 200;
+			/* Accepted, but perhaps not yet stored. */
+			sess_answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
+			return;
+		}
+		if (s->ended) {
+			sess_result_err(r, "SESSION_ENDED", 409, "%s",
+			    "the session "
+			    "has completed; start a new session");
+			return;
+		}
+		if (proto_str(in->root, "message", 1, s->wk->conf->max_message,
+		    &message, r->msg, sizeof(r->msg)) == -1 ||
+		    proto_str(in->root, "to", 0, 128, &to, r->msg,
+		    sizeof(r->msg)) == -1) {
+			r->code = "BAD_REQUEST";
+			r->http = 400;
+			return;
+		}
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) >=
+		    MAX_QUEUE) {
+			sess_result_err(r, "RATE_LIMITED", 429, "%s",
+			    "too many "
+			    "messages are waiting for their turn; wait for a "
+			    "done event");
+			return;
+		}
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "message", message);
+		if (to != NULL)
+			cJSON_AddStringToObject(b, "to", to);
+		if (c != NULL) {
+			snprintf(clientid, sizeof(clientid), "c-%llu",
+			    (unsigned long long)c->id);
+			cJSON_AddStringToObject(b, "clientId", clientid);
+		}
+		if (in->id != NULL)
+			cJSON_AddStringToObject(b, "id", in->id);
+		if ((seq = sess_emit(s, "user_message", b)) == 0) {
+			sess_result_err(r, "OVERLOADED", 503, "%s",
+			    "the message "
+			    "could not be logged; it was not accepted, retry");
+			return;
+		}
+		if (in->id != NULL)
+			sess_id_add(s, in->id, seq);
+		r->seq = seq;
+		cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta, "queue"),
+		    cJSON_CreateNumber((double)seq));
+		sess_meta_save(s);
+		/* The answer says "stored": it waits until it is. */
+		sess_answer_durable(s, c, in->id, seq, ANSWER_NEW, r);
+		turn_next(s);
+		return;
+	}
+	if (strcmp(in->type, "cancel") == 0) {
+		if (role == IPC_ROLE_OBSERVER) {
+			sess_result_err(r, "FORBIDDEN", 403, "%s", "observers "
+			    "cannot cancel turns");
+			return;
+		}
+		if (s->turn == NULL) {
+			r->http = 200;
+			return;
+		}
+		turn_finish(s, 1, 0);
+		r->seq = store_last_seq(s->st);
+		sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
+		turn_next(s);
+		return;
+	}
+	if (strcmp(in->type, "terminate") == 0) {
+		if (role != IPC_ROLE_ADMIN) {
+			sess_result_err(r, "FORBIDDEN", 403, "%s",
+			    "terminate needs the admin role");
+			return;
+		}
+		if (input_terminate(s, "terminated by request") == -1) {
+			sess_result_err(r, "OVERLOADED", 503, "%s", "the "
+			    "termination could not be logged; retry");
+			return;
+		}
+		r->seq = store_last_seq(s->st);
+		sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
+		return;
+	}
+	if (strcmp(in->type, "pause") == 0 ||
+	    strcmp(in->type, "resume_session") == 0) {
+		if (role != IPC_ROLE_ADMIN) {
+			sess_result_err(r, "FORBIDDEN", 403,
+			    "%s needs the admin "
+			    "role", in->type);
+			return;
+		}
+		input_pause(s, c, strcmp(in->type, "pause") == 0, in, r);
+		return;
+	}
+	{
+		static const char *later[] = { "agent_add", "agent_remove",
+		    "tool_approve", "set_autonomy", "mcp_tools", "mcp_result",
+		    "kb_add", "kb_search", "kb_list", "kb_remove",
+		    "thought_share", "action_propose", "action_approve",
+		    "action_result", "directive" };
+		size_t i;
+
+		for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)
+			if (strcmp(in->type, later[i]) == 0) {
+				sess_result_err(r, "BAD_REQUEST", 501,
+				    "message type "
+				    "'%s' is part of protocol v1 but not "
+				    "available in this build", in->type);
+				return;
+			}
+	}
+	sess_result_err(r, "BAD_REQUEST", 400, "unknown message type '%s'; see "
+	    "parley-protocol(7)", in->type);
+}
+
+void
+input_inbox(void *arg, struct store_sess *st, const char *json,
+    size_t len)
+{
+	struct sess *s = st->udata;
+	struct proto_in in;
+	struct sess_result r;
+	const char *code;
+	char msg[256], *txt;
+	cJSON *o, *m;
+	uint64_t seq;
+	int role;
+
+	(void)arg;
+	if (s == NULL || s->follower || s->broken)
+		return;
+	o = cJSON_ParseWithLength(json, len);
+	m = cJSON_GetObjectItem(o, "m");
+	role = (int)proto_count(o, "role");
+	if (!cJSON_IsObject(m) || (txt = cJSON_PrintUnformatted(m)) == NULL) {
+		log_warnx("session %s: dropped an inbox entry that is not a "
+		    "forwarded message", s->id);
+		cJSON_Delete(o);
+		return;
+	}
+	cJSON_Delete(o);
+	if (proto_parse(txt, strlen(txt), s->wk->conf->max_json_depth, &in,
+	    &code, msg, sizeof(msg)) == -1) {
+		log_warnx("session %s: forwarded message refused: %s", s->id,
+		    msg);
+		free(txt);
+		return;
+	}
+	free(txt);
+	/* The inbox delivers at least once (a new owner may see an entry
+	 * again): every forwarded message has an id; apply each once. */
+	if (in.id != NULL && sess_id_find(s, in.id, &seq)) {
+		proto_in_free(&in);
+		return;
+	}
+	input_apply(s, NULL, role, &in, &r);
+	if (r.code != NULL)
+		log_info("session %s: forwarded %s refused: %s", s->id,
+		    in.type, r.msg);
+	else if (in.id != NULL && strcmp(in.type, "chat") != 0)
+		sess_id_add(s, in.id, store_last_seq(s->st));
+	proto_in_free(&in);
+}

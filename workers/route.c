@@ -1,0 +1,899 @@
+/*
+ * What a connection's requests and messages are routed to: the REST
+ * endpoints, the upgrade to a stream and its position in the log, and a
+ * stream's client messages, each handed to its session.  A request or
+ * first message about a session not in memory waits for it to load.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/proto.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "conn.h"
+#include "deliver.h"
+#include "input.h"
+#include "route.h"
+#include "sess.h"
+#include "wk.h"
+
+#define HOLD_MS		250	/* wait for a resume before going live */
+
+static void	route_http(struct conn *, const unsigned char *, size_t);
+static int	acts_on_session(const char *, size_t);
+static void	route_answer(struct conn *, struct sess *, const char *,
+		    const struct sess_result *);
+
+static struct conn *
+cl_conn(struct sess_client *cl)
+{
+	return (struct conn *)(void *)((char *)cl - offsetof(struct conn, cl));
+}
+
+/*
+ * Positions a stream: session_state first, then RESUME_GAP if the log no
+ * longer holds what the client asks for, then replay and live.
+ */
+static void
+stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
+{
+	char *j;
+	uint64_t first = deliver_first(&s->feed), top = sess_last_seq(s);
+
+	conn_attach(c, s);
+	j = proto_reply("session_state", s->id, sess_state(s));
+	conn_send_json(c, j);
+	free(j);
+	c->sub.live = 0;
+	if (!have_last) {
+		c->sub.next_seq = top + 1;
+	} else {
+		deliver_replay_begin(&c->sub);
+		/* Past the end: the owner knows the log ends at top; a
+		 * follower may not have heard of what the client saw. */
+		if (last > top && !s->follower)
+			last = top;
+		c->sub.next_seq = last + 1;
+		if (c->sub.next_seq < first) {
+			conn_send_gap(c, first, last);
+			c->sub.next_seq = first;
+		}
+	}
+	c->sub.live_from = c->sub.next_seq;
+	deliver_pump(&c->sub);
+}
+
+static void	post_reply(struct conn *, struct sess *,
+		    const struct sess_result *);
+
+/* Answers a client message once its session says (ack, error, HTTP). */
+static void
+route_answer(struct conn *c, struct sess *s, const char *id,
+    const struct sess_result *r)
+{
+	cJSON *b;
+	char *j;
+
+	if (c->kind == CONN_HTTP) {
+		post_reply(c, s, r);
+		return;
+	}
+	if (c->closing)
+		return;
+	if (r->code != NULL)
+		conn_send_error(c, r->code, r->msg, id);
+	else if (id != NULL) {
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "id", id);
+		if (r->seq)
+			cJSON_AddNumberToObject(b, "seq", (double)r->seq);
+		if (r->duplicate)
+			cJSON_AddBoolToObject(b, "duplicate", 1);
+		j = proto_reply("ack", s->id, b);
+		conn_send_json(c, j);
+		free(j);
+	}
+}
+
+static void	route_loaded(void *, const char *);
+static void	route_text(struct conn *, const char *, size_t);
+
+/* Keeps a request or first message until its session is loaded. */
+static void
+route_park(struct conn *c, const unsigned char *bytes, size_t len, int text)
+{
+	free(c->park);
+	c->park = NULL;
+	c->park_len = 0;
+	if (len > 0 && (c->park = malloc(len)) != NULL) {
+		memcpy(c->park, bytes, len);
+		c->park_len = len;
+	}
+	c->park_text = text;
+	c->parked = 1;
+	bufferevent_disable(c->bev, EV_READ);
+}
+
+/*
+ * The session a parked connection waits for is loaded (err NULL) or
+ * could not be: handles what was parked as if it had just arrived.
+ */
+static void
+route_loaded(void *arg, const char *err)
+{
+	struct conn *c = arg;
+	unsigned char *park = c->park;
+	size_t len = c->park_len;
+	char sid[IPC_SID_MAX + 1];
+
+	c->parked = 0;
+	c->park = NULL;
+	c->park_len = 0;
+	bufferevent_enable(c->bev, EV_READ);
+	if (c->park_text) {
+		c->park_text = 0;
+		if (err != NULL) {
+			conn_send_error(c, err,
+			    "the session could not be opened",
+			    NULL);
+			conn_close(c, WS_CLOSE_SERVICE_RESTART, "session "
+			    "unavailable; retry");
+		} else if (park != NULL)
+			route_text(c, (const char *)park, len);
+	} else {
+		snprintf(sid, sizeof(sid), "%s", c->park_sid);
+		if (err != NULL) {
+			/* Routing answers it like a failed open. */
+			c->wk->fail_sid = sid;
+			c->wk->fail_err = err;
+		}
+		route_http(c, park, len);
+		c->wk->fail_sid = NULL;
+		c->wk->fail_err = NULL;
+	}
+	free(park);
+	/* Inside sess_load, the caller goes on with the connection. */
+	if (c->parking)
+		return;
+	if (c->kind == CONN_WS && !c->closing && !c->parked)
+		conn_ws_input(c);
+	conn_settle(c);
+}
+
+static void
+route_text(struct conn *c, const char *text, size_t len)
+{
+	struct proto_in in;
+	struct sess_result r;
+	struct sess *s;
+	const char *code, *err;
+	char msg[256];
+	uint64_t last = 0;
+	char *j;
+	cJSON *b;
+
+	if (len == 4 && memcmp(text, "ping", 4) == 0)
+		return;
+	if (proto_parse(text, len, c->wk->conf->max_json_depth, &in, &code,
+	    msg, sizeof(msg)) == -1) {
+		conn_send_error(c, code, msg, NULL);
+		conn_hold_end(c);
+		return;
+	}
+	if (c->chat && c->sess == NULL) {
+		if (!c->ic.session[0] || ((c->wk->draining ||
+		    c->wk->terminating) && sess_find(c->wk, in.session) == NULL)) {
+			/* Not yet at the owner (or this worker is leaving and
+			 * does not hold it): hand it there. */
+			if ((c->first = malloc(len)) != NULL) {
+				memcpy(c->first, text, len);
+				c->first_len = len;
+				snprintf(c->ic.session, sizeof(c->ic.session),
+				    "%s", in.session);
+				c->handing_off = 1;
+				bufferevent_disable(c->bev, EV_READ);
+			}
+			proto_in_free(&in);
+			return;
+		}
+		if (strcmp(c->ic.session, in.session) != 0 ||
+		    (c->ic.scope[0] && strcmp(c->ic.scope, in.session) != 0)) {
+			conn_send_error(c, "FORBIDDEN",
+			    "this token is scoped to "
+			    "another session", in.id);
+			proto_in_free(&in);
+			return;
+		}
+		if (!c->parked && ((s = sess_find(c->wk, in.session)) == NULL ||
+		    s->loading)) {
+			/* Opened first (a shared store answers later); the
+			 * message is handled again once it is. */
+			route_park(c, (const unsigned char *)text, len, 1);
+			snprintf(c->park_sid, sizeof(c->park_sid), "%s",
+			    in.session);
+			c->parking = 1;
+			sess_load(c->wk, in.session, 1, route_loaded, c);
+			c->parking = 0;
+			proto_in_free(&in);
+			return;
+		}
+		if ((s = sess_get(c->wk, in.session, 1, NULL, NULL,
+		    &err)) == NULL) {
+			conn_send_error(c, err,
+			    "the session could not be opened",
+			    in.id);
+			proto_in_free(&in);
+			return;
+		}
+		if (strcmp(in.type, "resume") == 0) {
+			if (proto_u64(in.root, "lastSeq", 1, &last, msg,
+			    sizeof(msg)) == -1) {
+				conn_send_error(c, "BAD_REQUEST", msg, in.id);
+				proto_in_free(&in);
+				return;
+			}
+			c->got_first = 1;
+			stream_open(c, s, 1, last);
+			proto_in_free(&in);
+			return;
+		}
+		stream_open(c, s, 0, 0);
+	}
+	s = c->sess;
+	if (s == NULL) {
+		proto_in_free(&in);
+		return;
+	}
+	if (strcmp(in.session, s->id) != 0) {
+		conn_send_error(c, "SESSION_MISMATCH",
+		    "this connection belongs to "
+		    "another session; open one connection per session", in.id);
+		goto out;
+	}
+	if (c->control && strcmp(in.type, "resume") == 0 &&
+	    cJSON_GetObjectItem(in.root, "lastSeq") == NULL) {
+		cJSON *t = cJSON_CreateString("resume_session");
+
+		/* On the control channel, PROTOCOL.md's "resume" resumes the
+		 * session; with lastSeq it is the replay it is elsewhere.
+		 * The root changes too: a follower forwards it. */
+		cJSON_ReplaceItemInObjectCaseSensitive(in.root, "type", t);
+		in.type = t->valuestring;
+	}
+	if (strcmp(in.type, "resume") == 0) {
+		if (c->got_first) {
+			conn_send_error(c, "BAD_REQUEST",
+			    "resume must be the first "
+			    "message on a connection", in.id);
+			goto out;
+		}
+		if (proto_u64(in.root, "lastSeq", 1, &last, msg,
+		    sizeof(msg)) == -1) {
+			conn_send_error(c, "BAD_REQUEST", msg, in.id);
+			goto out;
+		}
+		/* Held, nothing was sent live yet: reposition.  Once events
+		 * flowed, going back would send some twice. */
+		if (!c->sub.hold) {
+			if (last + 1 < c->sub.live_from)
+				conn_send_error(c, "BAD_REQUEST",
+				    "resume came after "
+				    "live delivery began; reconnect with "
+				    "?lastSeq=N, or send resume as the first "
+				    "message at once", in.id);
+			c->got_first = 1;
+			goto out;
+		}
+		conn_detach(c);
+		c->sub.hold = 0;
+		evtimer_del(c->tmo_ev);
+		deliver_replay_begin(&c->sub);
+		{
+			uint64_t top = sess_last_seq(s), first;
+
+			if (last > top && !s->follower)
+				last = top;
+			c->sub.next_seq = last + 1;
+			first = deliver_first(&s->feed);
+			conn_attach(c, s);
+			if (c->sub.next_seq < first) {
+				conn_send_gap(c, first, last);
+				c->sub.next_seq = first;
+			}
+		}
+		c->sub.live = 0;
+		c->got_first = 1;
+		deliver_pump(&c->sub);
+		goto out;
+	}
+	c->got_first = 1;
+	conn_hold_end(c);
+	if (strcmp(in.type, "ping") == 0) {
+		b = cJSON_CreateObject();
+		if (in.id)
+			cJSON_AddStringToObject(b, "id", in.id);
+		j = proto_reply("pong", s->id, b);
+		conn_send_json(c, j);
+		free(j);
+		goto out;
+	}
+	if (c->control && strcmp(in.type, "pause") != 0 &&
+	    strcmp(in.type, "resume_session") != 0 &&
+	    strcmp(in.type, "terminate") != 0) {
+		conn_send_error(c, "BAD_REQUEST",
+		    "the control channel takes pause, "
+		    "resume_session (or resume) and terminate; chat on "
+		    "/sessions/{id}/stream", in.id);
+		goto out;
+	}
+	input_apply(s, &c->cl, (int)c->ic.role, &in, &r);
+	if (!r.pending)
+		route_answer(c, s, in.id, &r);
+out:
+	proto_in_free(&in);
+}
+
+/* 1 with *out set, 0 when name is absent, -1 when it is not a number. */
+static int
+query_u64(const struct http_request *r, const char *name, uint64_t *out)
+{
+	char v[32], *end;
+	int rc;
+
+	if (r->query == NULL ||
+	    (rc = http_query_param(r->query, name, v, sizeof(v))) == -1)
+		return 0;
+	if (rc != 0 || v[0] < '0' || v[0] > '9')
+		return -1;
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	return *end == '\0' && errno == 0 ? 1 : -1;
+}
+
+static void
+session_error(struct conn *c, const char *err, const char *sid)
+{
+	char msg[200];
+
+	/* Not opened here: the supervisor need not route it here again. */
+	if (sess_find(c->wk, sid) == NULL)
+		wk_released(c->wk, sid);
+	if (strcmp(err, "NOT_FOUND") == 0) {
+		snprintf(msg, sizeof(msg), "no session '%s' (it never existed "
+		    "or its retention period passed)", sid);
+		conn_http_error(c, 404, "NOT_FOUND", msg);
+	} else if (strcmp(err, "OVERLOADED") == 0)
+		conn_http_error(c, 503, "OVERLOADED", "this worker holds its "
+		    "maximum number of sessions; retry later");
+	else
+		conn_http_error(c, 500, "INTERNAL", "the session could not be "
+		    "opened; see the server log");
+}
+
+#define PAGE_BYTES	(4u * 1024 * 1024)	/* a page stops past this */
+
+static int
+page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct conn *c = arg;
+	struct conn_page *p = c->page;
+
+	if (p->n++ > 0)
+		evbuffer_add(p->out, ",", 1);
+	evbuffer_add(p->out, json, len);
+	/* Large events make a short page; the client pages on with after. */
+	return evbuffer_get_length(p->out) >= PAGE_BYTES;
+}
+
+static void
+page_done(void *arg, ssize_t n)
+{
+	struct conn *c = arg;
+	struct conn_page *p = c->page;
+	size_t len;
+	char *body;
+
+	deliver_read_end(&c->sub);
+	c->page = NULL;
+	if (n < 0) {
+		c->wk->metrics.store_errors++;
+		conn_http_error(c, 500, "INTERNAL",
+		    "the log could not be read");
+	} else {
+		evbuffer_add(p->out, "]", 1);
+		len = evbuffer_get_length(p->out);
+		body = (char *)evbuffer_pullup(p->out, -1);
+		conn_respond(c, 200, body, len, NULL);
+		c->closing = c->close_sent = 1;
+	}
+	evbuffer_free(p->out);
+	free(p);
+	if (c->sub.ranging)
+		c->sub.ranging = 2;	/* answered inside the call */
+	else
+		conn_settle(c);
+}
+
+static void
+get_log(struct conn *c, struct sess *s)
+{
+	const struct http_request *r = &c->hp.req;
+	struct conn_page *p;
+	uint64_t after = 0, limit = 100;
+
+	if (query_u64(r, "after", &after) == -1 ||
+	    query_u64(r, "limit", &limit) == -1 || limit == 0 || limit > 1000) {
+		conn_http_error(c, 400, "BAD_REQUEST",
+		    "after must be a seq (a whole "
+		    "number) and limit a whole number from 1 to 1000");
+		return;
+	}
+	if ((p = calloc(1, sizeof(*p))) == NULL ||
+	    (p->out = evbuffer_new()) == NULL) {
+		free(p);
+		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
+		return;
+	}
+	evbuffer_add(p->out, "[", 1);
+	c->page = p;
+	/* page_done may answer inside the call: the caller settles. */
+	deliver_read(&c->sub, &s->feed, after, (size_t)limit, page_cb,
+	    page_done, c);
+}
+
+static void
+post_message(struct conn *c, const char *sid)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *accept = http_header(r, "Accept"), *code, *err;
+	struct sess_result res;
+	struct proto_in in;
+	struct sess *s;
+	cJSON *o, *f;
+	char msg[256], *txt;
+
+	o = cJSON_ParseWithLength(r->body ? r->body : "", r->body_len);
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		conn_http_error(c, 400, "BAD_REQUEST", "body must be one JSON "
+		    "client event, e.g. {\"v\":1,\"type\":\"chat\",\"message\":"
+		    "\"hi\"}");
+		return;
+	}
+	f = cJSON_GetObjectItemCaseSensitive(o, "sessionId");
+	if (f == NULL)
+		cJSON_AddStringToObject(o, "sessionId", sid);
+	else if (!cJSON_IsString(f) || strcmp(f->valuestring, sid) != 0) {
+		cJSON_Delete(o);
+		conn_http_error(c, 400, "SESSION_MISMATCH",
+		    "sessionId in the body "
+		    "differs from the session in the path");
+		return;
+	}
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (proto_parse(txt, strlen(txt), c->wk->conf->max_json_depth, &in,
+	    &code, msg, sizeof(msg)) == -1) {
+		free(txt);
+		conn_http_error(c, 400, code, msg);
+		return;
+	}
+	free(txt);
+	if (strcmp(in.type, "resume") == 0 || strcmp(in.type, "ping") == 0) {
+		proto_in_free(&in);
+		conn_http_error(c, 400, "BAD_REQUEST",
+		    "resume and ping belong on a "
+		    "stream, not in POST /sessions/{id}/messages");
+		return;
+	}
+	if ((s = sess_get(c->wk, sid, !acts_on_session(r->body, r->body_len),
+	    NULL, NULL, &err)) == NULL) {
+		proto_in_free(&in);
+		session_error(c, err, sid);
+		return;
+	}
+	c->post_sse = accept != NULL && strstr(accept, "text/event-stream") &&
+	    strcmp(in.type, "chat") == 0;
+	input_apply(s, &c->cl, (int)c->ic.role, &in, &res);
+	proto_in_free(&in);
+	if (!res.pending)
+		post_reply(c, s, &res);
+}
+
+/* The answer to POST .../messages: an error, 202/200, or the turn as SSE. */
+static void
+post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
+{
+	cJSON *o;
+
+	if (res->code != NULL) {
+		conn_http_error(c, res->http, res->code, res->msg);
+		return;
+	}
+	if (c->deleting) {
+		/* Through a follower the owner has it in its inbox, no more. */
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "sessionId", s->id);
+		cJSON_AddStringToObject(o, "status", c->deleting == 2 ?
+		    "terminating" : "completed");
+		conn_http_reply(c, c->deleting == 2 ? 202 : 200, o);
+		return;
+	}
+	if (c->post_sse && res->seq > 0) {
+		snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
+		    (unsigned long long)res->seq);
+		conn_sse_start(c);
+		conn_attach(c, s);
+		c->sub.next_seq = res->seq;
+		c->sub.live = 0;
+		deliver_pump(&c->sub);
+		return;
+	}
+	o = cJSON_CreateObject();
+	if (res->seq)
+		cJSON_AddNumberToObject(o, "seq", (double)res->seq);
+	if (res->duplicate)
+		cJSON_AddBoolToObject(o, "duplicate", 1);
+	/* 200: nothing new was accepted (a repeat, or nothing to do). */
+	conn_http_reply(c,
+	    res->duplicate || (res->http == 200 && res->seq == 0) ?
+	    200 : 202, o);
+}
+
+static void
+create_session(struct conn *c)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *err, *sid = c->ic.session;
+	struct sess *s;
+	cJSON *body = NULL, *o;
+	char ts[32];
+	int created;
+
+	if (r->body_len > 0) {
+		body = cJSON_ParseWithLength(r->body, r->body_len);
+		if (!cJSON_IsObject(body)) {
+			cJSON_Delete(body);
+			conn_http_error(c, 400, "BAD_REQUEST",
+			    "body must be a JSON "
+			    "object");
+			return;
+		}
+	}
+	s = sess_get(c->wk, sid, 1, &created, body, &err);
+	cJSON_Delete(body);
+	if (s == NULL) {
+		session_error(c, err, sid);
+		return;
+	}
+	if (!created) {
+		conn_http_error(c, 409, "BAD_REQUEST", "a session with this "
+		    "sessionId already exists");
+		return;
+	}
+	o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "sessionId", s->id);
+	cJSON_AddStringToObject(o, "status", "created");
+	util_iso8601(ts, cJSON_IsNumber(cJSON_GetObjectItem(s->meta,
+	    "createdAt")) ? (uint64_t)cJSON_GetObjectItem(s->meta,
+	    "createdAt")->valuedouble : util_now_ms());
+	cJSON_AddStringToObject(o, "createdAt", ts);
+	conn_http_reply(c, 201, o);
+}
+
+static void	route_request(struct conn *, const unsigned char *, size_t);
+/*
+ * Whether a POSTed message only acts on a session that must exist (pause,
+ * resume_session, terminate, cancel): such a message for a session that
+ * never existed is a mistake (404), and creates nothing.
+ */
+static int
+acts_on_session(const char *body, size_t len)
+{
+	static const char *types[] = { "pause", "resume_session",
+	    "terminate", "cancel" };
+	cJSON *o = cJSON_ParseWithLength(body ? body : "", len);
+	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
+	    "type"));
+	size_t i;
+	int yes = 0;
+
+	for (i = 0; t != NULL && i < sizeof(types) / sizeof(types[0]); i++)
+		if (strcmp(t, types[i]) == 0)
+			yes = 1;
+	cJSON_Delete(o);
+	return yes;
+}
+
+/*
+ * The session a request is about, and whether the request may create it;
+ * 0 when it needs none loaded.
+ */
+static int
+route_session(struct conn *c, char *sid, size_t sidlen, int *create)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *path = r->path, *sub;
+	size_t n;
+
+	*create = 0;
+	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
+		if (c->ic.role == IPC_ROLE_OBSERVER || !c->ic.session[0])
+			return 0;
+		snprintf(sid, sidlen, "%s", c->ic.session);
+		*create = 1;
+		return 1;
+	}
+	if (strncmp(path, "/sessions/", 10) != 0)
+		return 0;
+	n = strcspn(path + 10, "/");
+	if (n == 0 || n >= sidlen)
+		return 0;
+	memcpy(sid, path + 10, n);
+	sid[n] = '\0';
+	sub = path[10 + n] == '/' ? path + 10 + n + 1 : "";
+	if (strcmp(sub, "stream") == 0)
+		*create = 1;
+	else if (strcmp(sub, "messages") == 0)
+		*create = !acts_on_session(r->body, r->body_len);
+	else if (*sub != '\0' && strcmp(sub, "events") != 0 &&
+	    strcmp(sub, "log") != 0 && strcmp(sub, "control") != 0)
+		return 0;
+	return store_valid_id(sid);
+}
+
+/*
+ * Routes a complete request; the parsed request is not needed after.
+ * A request about a session not in memory waits for it to load.
+ */
+static void
+route_http(struct conn *c, const unsigned char *raw, size_t rawlen)
+{
+	struct wk *wk = c->wk;
+	struct sess *s;
+	int create;
+
+	if (c->method[0] == '\0') {
+		/* The query stays out of logs: it may hold a token. */
+		snprintf(c->method, sizeof(c->method), "%s", c->hp.req.method);
+		snprintf(c->path, sizeof(c->path), "%s", c->hp.req.path);
+	}
+	if (!c->parked && !wk->draining && !wk->terminating &&
+	    wk->fail_sid == NULL && route_session(c, c->park_sid,
+	    sizeof(c->park_sid), &create) &&
+	    ((s = sess_find(wk, c->park_sid)) == NULL || s->loading)) {
+		route_park(c, raw, rawlen, 0);
+		c->parking = 1;
+		sess_load(wk, c->park_sid, create, route_loaded, c);
+		c->parking = 0;
+		return;
+	}
+	c->routed = 1;
+	route_request(c, raw, rawlen);
+	http_parser_free(&c->hp);
+}
+
+/*
+ * DELETE: a terminate message with the admin role (the DELETE was allowed
+ * here; an owner trusts its peers).  The answer waits until the
+ * session_complete is durable, or, on a follower, in the owner's inbox.
+ */
+static void
+delete_session(struct conn *c, struct sess *s)
+{
+	struct sess_result res;
+	struct proto_in in;
+	const char *code;
+	char msg[256], *txt;
+	cJSON *o = proto_head("terminate", s->id);
+
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (txt == NULL || proto_parse(txt, strlen(txt),
+	    c->wk->conf->max_json_depth, &in, &code, msg, sizeof(msg)) == -1) {
+		free(txt);
+		conn_http_error(c, 500, "INTERNAL", "out of memory");
+		return;
+	}
+	free(txt);
+	/* As it is now: it may be promoted before the owner answers. */
+	c->deleting = s->follower ? 2 : 1;
+	input_apply(s, &c->cl, IPC_ROLE_ADMIN, &in, &res);
+	proto_in_free(&in);
+	if (!res.pending)
+		post_reply(c, s, &res);
+}
+
+static void
+route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *path = r->path, *sub = NULL, *err;
+	char sid[IPC_SID_MAX + 1], lastbuf[32];
+	struct sess *s;
+	uint64_t last = 0;
+	int have_last, role = (int)c->ic.role;
+	size_t n;
+
+	if (strcmp(path, "/chat") == 0) {
+		if (conn_ws_upgrade(c) == 0) {
+			c->chat = 1;
+			c->ic.session[0] = '\0';	/* bound by its first message */
+		}
+		return;
+	}
+	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
+		if (role == IPC_ROLE_OBSERVER)
+			conn_http_error(c, 403, "FORBIDDEN", "observers cannot "
+			    "create sessions");
+		else
+			create_session(c);
+		return;
+	}
+	if (strncmp(path, "/sessions/", 10) != 0) {
+		conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	n = strcspn(path + 10, "/");
+	if (n == 0 || n > IPC_SID_MAX) {
+		conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
+		return;
+	}
+	memcpy(sid, path + 10, n);
+	sid[n] = '\0';
+	if (path[10 + n] == '/')
+		sub = path + 10 + n + 1;
+	if ((c->wk->draining || c->wk->terminating) &&
+	    sess_find(c->wk, sid) == NULL) {
+		/* This worker is leaving: the supervisor finds the new owner. */
+		if (raw != NULL && c->wk->draining) {
+			int fd = dup(bufferevent_getfd(c->bev));
+			struct ipc_conn ic = c->ic;
+
+			snprintf(ic.session, sizeof(ic.session), "%s", sid);
+			ic.flags = IPC_CONN_F_NOT_HELD;
+			if (fd != -1)
+				wk_reroute(c->wk, fd, &ic, raw, rawlen);
+			c->closing = c->close_sent = c->freeing = 1;
+			return;
+		}
+		conn_http_error(c, 503, "OVERLOADED",
+		    "worker restarting; retry");
+		return;
+	}
+	if (sub == NULL) {
+		if (strcmp(r->method, "GET") == 0) {
+			if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)))
+				conn_http_reply(c, 200, sess_info(s));
+			else
+				session_error(c, err, sid);
+		} else if (strcmp(r->method, "DELETE") == 0) {
+			if (role == IPC_ROLE_OBSERVER) {
+				conn_http_error(c, 403, "FORBIDDEN",
+				    "observers "
+				    "cannot terminate sessions");
+			} else if ((s = sess_get(c->wk, sid, 0, NULL, NULL,
+			    &err)) == NULL)
+				session_error(c, err, sid);
+			else
+				delete_session(c, s);
+		} else
+			conn_http_error(c, 405, "BAD_REQUEST",
+			    "use GET or DELETE");
+		return;
+	}
+	if (query_u64(r, "lastSeq", &last) == -1) {
+		conn_http_error(c, 400, "BAD_REQUEST",
+		    "lastSeq must be a whole "
+		    "number: the highest seq the client has seen");
+		return;
+	}
+	if (strcmp(sub, "stream") == 0) {
+		if (conn_ws_upgrade(c) == -1)
+			return;
+		if ((s = sess_get(c->wk, sid, 1, NULL, NULL, &err)) == NULL) {
+			conn_close(c, WS_CLOSE_INTERNAL, err);
+			return;
+		}
+		have_last = query_u64(r, "lastSeq", &last) == 1;
+		stream_open(c, s, have_last, last);
+		if (!have_last) {
+			struct timeval tv;
+
+			/* A resume as first message must not find events
+			 * already sent live; hold them briefly. */
+			c->sub.hold = 1;
+			c->sub.live = 0;
+			util_tv(&tv, HOLD_MS);
+			evtimer_add(c->tmo_ev, &tv);
+		}
+		return;
+	}
+	if (strcmp(sub, "events") == 0) {
+		if (strcmp(r->method, "GET") != 0) {
+			conn_http_error(c, 405, "BAD_REQUEST", "use GET");
+			return;
+		}
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			session_error(c, err, sid);
+			return;
+		}
+		have_last = query_u64(r, "lastSeq", &last) == 1;
+		if (http_header(r, "Last-Event-ID") != NULL) {
+			char *end;
+
+			snprintf(lastbuf, sizeof(lastbuf), "%s",
+			    http_header(r, "Last-Event-ID"));
+			last = strtoull(lastbuf, &end, 10);
+			have_last = *end == '\0' && lastbuf[0] >= '0' &&
+			    lastbuf[0] <= '9';
+		}
+		conn_sse_start(c);
+		stream_open(c, s, have_last, last);
+		return;
+	}
+	if (strcmp(sub, "messages") == 0) {
+		if (strcmp(r->method, "POST") != 0)
+			conn_http_error(c, 405, "BAD_REQUEST", "use POST");
+		else
+			post_message(c, sid);
+		return;
+	}
+	if (strcmp(sub, "log") == 0) {
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL)
+			session_error(c, err, sid);
+		else
+			get_log(c, s);
+		return;
+	}
+	if (strcmp(sub, "control") == 0) {
+		/* The operator's channel: a stream of the session (it must
+		 * exist) that takes pause, resume_session and terminate. */
+		if (role != IPC_ROLE_ADMIN) {
+			conn_http_error(c, 403, "FORBIDDEN",
+			    "the control channel "
+			    "needs the admin role");
+			return;
+		}
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			session_error(c, err, sid);
+			return;
+		}
+		if (conn_ws_upgrade(c) == -1)
+			return;
+		c->control = 1;
+		have_last = query_u64(r, "lastSeq", &last) == 1;
+		stream_open(c, s, have_last, last);
+		return;
+	}
+	if (strcmp(sub, "dashboard") == 0) {
+		conn_http_error(c, 501, "BAD_REQUEST",
+		    "this endpoint is part of "
+		    "protocol v1 but not available in this build");
+		return;
+	}
+	conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
+}
+
+/* A session answers a client message (sess_client.done). */
+static void
+client_done(struct sess_client *cl, struct sess *s, const char *id,
+    const struct sess_result *r)
+{
+	route_answer(cl_conn(cl), s, id, r);
+}
+
+const struct conn_handler route_handler = {
+	.request = route_http,
+	.text = route_text,
+	.answer = client_done,
+};

@@ -1,0 +1,1132 @@
+/*
+ * Turns and the tool loop.  A turn answers one logged user message: the
+ * model streams tokens (coalesced into token events), asks for tools
+ * (run over MCP, all of a step at once), and is asked again until it
+ * answers without calls.  Its checkpoint in meta lets another worker
+ * continue it after a crash, without re-running a tool whose result the
+ * log holds.
+ */
+#include <sys/time.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/log.h"
+#include "parley/metrics.h"
+#include "parley/proto.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "llm.h"
+#include "mcp.h"
+#include "sess.h"
+#include "turn.h"
+#include "wk.h"
+
+#define MAX_ATTEMPTS	3	/* runs of one turn before it is reported failed */
+#define MAX_HISTORY	200	/* messages kept as conversation history */
+#define MAX_HISTORY_BYTES (1024 * 1024)	/* and their text, so meta stays small */
+
+static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
+		    const cJSON *from);
+static void	turn_flush(struct sess *);
+
+/*
+ * The time the loop pass began (libevent's cached clock), in
+ * microseconds.  Token coalescing compares chunks by it: timers are set
+ * from it, so two chunks of a timer 20 ms apart are 20 ms apart by it,
+ * while by the clock they may be 10 ms apart when the first came late in
+ * its pass, and the second would wait.
+ */
+static uint64_t
+loop_us(struct wk *wk)
+{
+	struct timeval tv;
+
+	if (event_base_gettimeofday_cached(wk->base, &tv) == -1)
+		gettimeofday(&tv, NULL);
+	return (uint64_t)tv.tv_sec * 1000000 + (uint64_t)tv.tv_usec;
+}
+
+
+/* Bytes of buf that end on a whole UTF-8 sequence. */
+static size_t
+utf8_whole(const char *buf, size_t len)
+{
+	size_t i = len, need;
+	unsigned char b;
+
+	while (i > 0 && len - i < 4) {
+		b = (unsigned char)buf[i - 1];
+		if ((b & 0xc0) != 0x80) {
+			need = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+			return (len - (i - 1) >= need) ? len : i - 1;
+		}
+		i--;
+	}
+	return len;
+}
+
+static void
+turn_flush(struct sess *s)
+{
+	size_t n;
+	cJSON *b;
+	char *content;
+
+	if (s->toklen == 0 || s->turn == NULL)
+		return;
+	if ((n = utf8_whole(s->tok, s->toklen)) == 0)
+		return;
+	if ((content = strndup(s->tok, n)) == NULL)
+		return;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	cJSON_AddStringToObject(b, "content", content);
+	free(content);
+	memmove(s->tok, s->tok + n, s->toklen - n);
+	s->toklen -= n;
+	s->flushed_us = loop_us(s->wk);
+	sess_emit(s, "token", b);
+}
+
+static void
+flush_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	turn_flush(arg);
+}
+
+/* The provider the turns use, by its configured name, for the log. */
+static const char *
+prov_name(const struct sess *s)
+{
+	return s->wk->conf->default_provider ?
+	    s->wk->conf->default_provider : "?";
+}
+
+/* The model call answered: its first byte is the latency users feel. */
+static void
+call_byte(struct sess *s)
+{
+	struct turn *t = s->turn;
+
+	if (t == NULL || t->call_byte)
+		return;
+	t->call_byte = 1;
+	metrics_observe(&s->wk->metrics.provider_latency[t->prov],
+	    MSC_SECONDS, util_secs_since(t->call_us));
+}
+
+static void
+on_token(void *arg, const char *text, size_t len)
+{
+	struct sess *s = arg;
+	struct turn *t = s->turn;
+	struct timeval tv;
+	uint64_t now, iv, wait;
+
+	if (t == NULL)
+		return;
+	call_byte(s);
+	/* Both grow by doubling: no allocation per token. */
+	if (util_append(&s->tok, &s->toklen, &s->tokcap, text, len) == -1)
+		return;
+	util_append(&t->reply, &t->reply_len, &t->reply_cap, text, len);
+	/*
+	 * A chunk that comes an interval after the last token event goes
+	 * out at once; the chunks after it wait for the interval's end and
+	 * go together.  A timer armed from the first chunk would add the
+	 * whole interval to every event of a reply that streams no faster
+	 * than the interval.  A quarter of the interval is let off for the
+	 * first chunk: chunks arriving an interval apart come a little
+	 * early or late by the timers, and each late flush would push the
+	 * next one back until every chunk waited the whole interval again.
+	 */
+	if (evtimer_pending(s->flush_ev, NULL))
+		return;
+	now = loop_us(s->wk);
+	iv = s->wk->conf->flush_interval_ms * 1000;
+	if (now < s->flushed_us || now - s->flushed_us >= iv - iv / 4) {
+		turn_flush(s);
+		return;
+	}
+	wait = iv - (now - s->flushed_us);
+	util_tv_us(&tv, wait);
+	evtimer_add(s->flush_ev, &tv);
+}
+
+/* --- turns --- */
+
+/* Appends one message (consumed) to the history, bounded by count and bytes. */
+static void
+history_add_item(struct sess *s, cJSON *m)
+{
+	cJSON *h = cJSON_GetObjectItem(s->meta, "history");
+
+	if (h == NULL)
+		cJSON_AddItemToObject(s->meta, "history",
+		    h = cJSON_CreateArray());
+	cJSON_AddItemToArray(h, m);
+	for (;;) {
+		size_t bytes = 0;
+		const cJSON *e, *c;
+
+		cJSON_ArrayForEach(e, h) {
+			const char *t = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(e, "content"));
+
+			bytes += t ? strlen(t) : 0;
+			cJSON_ArrayForEach(c, cJSON_GetObjectItem(e, "calls")) {
+				t = cJSON_GetStringValue(cJSON_GetObjectItem(c,
+				    "args"));
+				bytes += t ? strlen(t) : 0;
+			}
+		}
+		/* The newest message stays even when it alone is too big. */
+		if (cJSON_GetArraySize(h) <= 1 ||
+		    (cJSON_GetArraySize(h) <= MAX_HISTORY &&
+		    bytes <= MAX_HISTORY_BYTES))
+			break;
+		/* Whole exchanges go, so the history never starts with a
+		 * tool result whose call was dropped. */
+		cJSON_DeleteItemFromArray(h, 0);
+		while (cJSON_GetArraySize(h) > 1 &&
+		    strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(
+		    cJSON_GetArrayItem(h, 0), "role")) ?
+		    cJSON_GetStringValue(cJSON_GetObjectItem(
+		    cJSON_GetArrayItem(h, 0), "role")) : "", "user") != 0)
+			cJSON_DeleteItemFromArray(h, 0);
+	}
+}
+
+static void
+history_add(struct sess *s, const char *role, const char *content)
+{
+	cJSON *m = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(m, "role", role);
+	cJSON_AddStringToObject(m, "content", content);
+	history_add_item(s, m);
+}
+
+/* --- turns and the tool loop --- */
+
+#define MAX_TOOL_RESULT		(256 * 1024)	/* bytes of a result kept */
+
+struct tool_run {
+	TAILQ_ENTRY(tool_run)	 entry;
+	struct sess		*s;
+	struct mcp_call		*mc;
+	char			*id;
+	char			*name;
+	uint64_t		 started_ms;
+};
+
+static void	turn_model(struct sess *);
+static void	tools_run(struct sess *, cJSON *calls);
+
+/* Stops and frees the running turn; meta still names it (see turn_free). */
+static void
+turn_drop(struct sess *s)
+{
+	struct turn *t = s->turn;
+	struct tool_run *r;
+
+	if (t == NULL)
+		return;
+	if (t->call != NULL)
+		llm_cancel(t->call);
+	while ((r = TAILQ_FIRST(&t->runs)) != NULL) {
+		TAILQ_REMOVE(&t->runs, r, entry);
+		mcp_cancel(r->mc);
+		free(r->id);
+		free(r->name);
+		free(r);
+	}
+	cJSON_Delete(t->steps);
+	cJSON_Delete(t->calls);
+	free(t->reply);
+	free(t->input);
+	free(t);
+	s->turn = NULL;
+	s->toklen = 0;
+	if (s->flush_ev)
+		evtimer_del(s->flush_ev);
+}
+
+/* The turn is over: it no longer needs re-running by anyone. */
+static void
+turn_free(struct sess *s)
+{
+	turn_drop(s);
+	proto_set(s->meta, "turn", cJSON_CreateNull());
+}
+
+static void
+usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
+{
+	cJSON *tot = cJSON_GetObjectItem(s->meta, "usage");
+	double in = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "inputTokens"));
+	double out = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "outputTokens"));
+	double cost = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "cost"));
+
+	s->wk->metrics.tokens_input += u->input_tokens;
+	s->wk->metrics.tokens_output += u->output_tokens;
+	s->wk->metrics.cost_usd += u->cost;
+	in = (in != in ? 0 : in) + (double)u->input_tokens;
+	out = (out != out ? 0 : out) + (double)u->output_tokens;
+	cost = (cost != cost ? 0 : cost) + u->cost;
+	tot = cJSON_CreateObject();
+	cJSON_AddNumberToObject(tot, "inputTokens", in);
+	cJSON_AddNumberToObject(tot, "outputTokens", out);
+	cJSON_AddNumberToObject(tot, "tokens", in + out);
+	cJSON_AddNumberToObject(tot, "cost", cost);
+	proto_set(s->meta, "usage", tot);
+	if (into != NULL) {
+		cJSON *x = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(x, "inputTokens", (double)u->input_tokens);
+		cJSON_AddNumberToObject(x, "outputTokens",
+		    (double)u->output_tokens);
+		cJSON_AddNumberToObject(x, "tokens",
+		    (double)(u->input_tokens + u->output_tokens));
+		cJSON_AddNumberToObject(x, "cost", u->cost);
+		cJSON_AddItemToObject(into, "usage", x);
+	}
+}
+
+/* The turn's state in meta: enough for another worker to continue it. */
+static void
+turn_checkpoint(struct sess *s)
+{
+	struct turn *t = s->turn;
+	cJSON *ts = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(ts, "messageId", t->msgid);
+	cJSON_AddNumberToObject(ts, "inputSeq", (double)t->input_seq);
+	cJSON_AddNumberToObject(ts, "attempt", t->attempt);
+	cJSON_AddNumberToObject(ts, "modelCalls", t->model_calls);
+	cJSON_AddNumberToObject(ts, "inputTokens", (double)t->in_tokens);
+	cJSON_AddNumberToObject(ts, "outputTokens", (double)t->out_tokens);
+	cJSON_AddNumberToObject(ts, "cost", t->cost);
+	cJSON_AddItemToObject(ts, "steps", cJSON_Duplicate(t->steps, 1));
+	proto_set(s->meta, "turn", ts);
+	sess_meta_save(s);
+}
+
+/*
+ * Has the current step (the tool messages after the last assistant message
+ * with calls) an answer for call id?  Made-up ids repeat across steps.
+ */
+static int
+step_answered(const struct turn *t, const char *id)
+{
+	const cJSON *e;
+	const char *tid;
+	int in_step = 0, found = 0;
+
+	cJSON_ArrayForEach(e, t->steps) {
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0) {
+			in_step = 1;
+			found = 0;
+			continue;
+		}
+		tid = cJSON_GetStringValue(cJSON_GetObjectItem(e, "toolCallId"));
+		if (in_step && tid != NULL && strcmp(tid, id) == 0)
+			found = 1;
+	}
+	return found;
+}
+
+/*
+ * A turn that ends with calls unanswered (cancelled mid-step) answers them
+ * as cancelled: a history with a call and no result is refused by the
+ * providers on every later request.
+ */
+static void
+steps_close(struct turn *t)
+{
+	const cJSON *e, *last = NULL, *c;
+	const char *id, *name;
+	cJSON *m;
+
+	cJSON_ArrayForEach(e, t->steps)
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0)
+			last = e;
+	if (last == NULL)
+		return;
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(last, "calls")) {
+		id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+		name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+		if (id == NULL || step_answered(t, id))
+			continue;
+		m = cJSON_CreateObject();
+		cJSON_AddStringToObject(m, "role", "tool");
+		cJSON_AddStringToObject(m, "toolCallId", id);
+		cJSON_AddStringToObject(m, "tool", name ? name : "");
+		cJSON_AddStringToObject(m, "content",
+		    "cancelled before it finished");
+		cJSON_AddBoolToObject(m, "isError", 1);
+		cJSON_AddItemToArray(t->steps, m);
+	}
+}
+
+/* Ends the running turn with a done event (after its last tokens). */
+void
+turn_finish(struct sess *s, int cancelled, int max_turns)
+{
+	struct turn *t = s->turn;
+	struct llm_usage u;
+	cJSON *b, *e;
+	double turns;
+
+	turn_flush(s);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", t->msgid);
+	u.input_tokens = t->in_tokens;
+	u.output_tokens = t->out_tokens;
+	u.cost = t->cost;
+	if (cancelled && t->call != NULL) {
+		/* The provider never reports usage for a cancelled call, but
+		 * what was streamed was spent: count it the way providers
+		 * do, about four bytes a token, and say it is an estimate. */
+		u.input_tokens += t->input ? (strlen(t->input) + 3) / 4 : 0;
+		u.output_tokens += (t->reply_len - t->step_from + 3) / 4;
+		usage_add(s, &u, b);
+		cJSON_AddBoolToObject(cJSON_GetObjectItem(b, "usage"),
+		    "estimated", 1);
+	} else
+		usage_add(s, &u, b);
+	cJSON_AddNumberToObject(b, "turns", t->model_calls > 0 ?
+	    t->model_calls : 1);
+	if (cancelled)
+		cJSON_AddBoolToObject(b, "cancelled", 1);
+	if (max_turns)
+		cJSON_AddBoolToObject(b, "maxTurnsReached", 1);
+	sess_emit(s, "done", b);
+	log_rinfo(t->req, s->id, "turn %s %s: %u model calls, %llu input and "
+	    "%llu output tokens, cost %.6f", t->msgid, cancelled ? "cancelled" :
+	    "finished", t->model_calls, (unsigned long long)u.input_tokens,
+	    (unsigned long long)u.output_tokens, u.cost);
+	/* The whole exchange joins the history at once, so a re-run after a
+	 * crash (which starts from meta saved before this) adds it once. */
+	history_add(s, "user", t->input ? t->input : "");
+	steps_close(t);
+	cJSON_ArrayForEach(e, t->steps)
+		history_add_item(s, cJSON_Duplicate(e, 1));
+	history_add(s, "assistant", t->reply ? t->reply + t->step_from : "");
+	turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns"));
+	proto_set(s->meta, "turns",
+	    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
+	turn_free(s);
+	sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
+	sess_meta_save(s);
+}
+
+/* Ends the turn with an error event (no done: the model did not finish). */
+static void
+turn_fail(struct sess *s, const char *code, const char *message)
+{
+	struct llm_usage u;
+	cJSON *b;
+
+	turn_flush(s);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "code", code);
+	cJSON_AddStringToObject(b, "message", message);
+	cJSON_AddStringToObject(b, "severity", "recoverable");
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	sess_emit(s, "error", b);
+	log_rinfo(s->turn->req, s->id, "turn %s failed: %s: %s",
+	    s->turn->msgid, code, message);
+	/* Model calls that finished before the failure were spent. */
+	u.input_tokens = s->turn->in_tokens;
+	u.output_tokens = s->turn->out_tokens;
+	u.cost = s->turn->cost;
+	usage_add(s, &u, NULL);
+	history_add(s, "user", s->turn->input ? s->turn->input : "");
+	turn_free(s);
+	sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
+	sess_meta_save(s);
+}
+
+static void
+on_tool_call(void *arg, const char *id, const char *name, const char *args)
+{
+	struct sess *s = arg;
+	cJSON *c;
+
+	if (s->turn == NULL)
+		return;
+	call_byte(s);
+	c = cJSON_CreateObject();
+	cJSON_AddStringToObject(c, "id", id);
+	cJSON_AddStringToObject(c, "name", name);
+	cJSON_AddStringToObject(c, "args", args ? args : "");
+	cJSON_AddItemToArray(s->turn->calls, c);
+}
+
+static void
+on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
+{
+	struct sess *s = arg;
+	struct turn *t = s->turn;
+	cJSON *calls, *step;
+
+	call_byte(s);
+	log_rinfo(t->req, s->id, "provider %s: model call %u done in %.0f ms, "
+	    "stop %s, %llu input and %llu output tokens", prov_name(s),
+	    t->model_calls + 1, util_secs_since(t->call_us) * 1000,
+	    stop_reason ? stop_reason : "?",
+	    (unsigned long long)u->input_tokens,
+	    (unsigned long long)u->output_tokens);
+	t->call = NULL;
+	t->model_calls++;
+	t->in_tokens += u->input_tokens;
+	t->out_tokens += u->output_tokens;
+	t->cost += u->cost;
+	if (cJSON_GetArraySize(t->calls) == 0) {
+		turn_finish(s, 0, 0);
+		turn_next(s);
+		return;
+	}
+	if (t->model_calls >= s->wk->conf->max_turns) {
+		turn_finish(s, 0, 1);
+		turn_next(s);
+		return;
+	}
+	/* The model's words so far and the calls it made are one message. */
+	turn_flush(s);
+	calls = t->calls;
+	t->calls = cJSON_CreateArray();
+	step = cJSON_CreateObject();
+	cJSON_AddStringToObject(step, "role", "assistant");
+	cJSON_AddStringToObject(step, "content",
+	    t->reply ? t->reply + t->step_from : "");
+	cJSON_AddItemToObject(step, "calls", cJSON_Duplicate(calls, 1));
+	cJSON_AddItemToArray(t->steps, step);
+	t->step_from = t->reply_len;
+	turn_checkpoint(s);
+	tools_run(s, calls);
+	cJSON_Delete(calls);
+}
+
+static void
+on_error(void *arg, const char *code, const char *message)
+{
+	struct sess *s = arg;
+
+	s->wk->metrics.provider_errors[s->turn->prov]++;
+	log_rinfo(s->turn->req, s->id, "provider %s: model call %u failed "
+	    "after %.0f ms: %s: %s", prov_name(s), s->turn->model_calls + 1,
+	    util_secs_since(s->turn->call_us) * 1000, code, message);
+	s->turn->call = NULL;
+	turn_fail(s, code, message);
+	turn_next(s);
+}
+
+/*
+ * The provider's stream broke after tokens went out and it starts over:
+ * say so in the log (clients saw part of a reply that will not finish),
+ * then the retried output follows under the same messageId.
+ */
+static void
+on_retrying(void *arg, const char *why)
+{
+	struct sess *s = arg;
+	cJSON *b;
+
+	if (s->turn == NULL)
+		return;
+	log_rinfo(s->turn->req, s->id, "provider %s: model call %u broke "
+	    "after %.0f ms and starts over: %s", prov_name(s),
+	    s->turn->model_calls + 1, util_secs_since(s->turn->call_us) * 1000,
+	        why);
+	turn_flush(s);
+	s->toklen = 0;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "code", "LLM_ERROR");
+	cJSON_AddStringToObject(b, "message", why);
+	cJSON_AddStringToObject(b, "severity", "recoverable");
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	cJSON_AddBoolToObject(b, "retrying", 1);
+	sess_emit(s, "error", b);
+	/* This step starts over: its text and calls so far are void. */
+	s->turn->reply_len = s->turn->step_from;
+	if (s->turn->reply != NULL)
+		s->turn->reply[s->turn->reply_len] = '\0';
+	cJSON_Delete(s->turn->calls);
+	s->turn->calls = cJSON_CreateArray();
+}
+
+#define MCP_WAIT_MS	5000	/* a new worker waits this long for its tools */
+
+/*
+ * A worker that just started may not have heard from its MCP servers:
+ * a turn started now would find no tools, so it waits a little.
+ */
+static int
+tools_pending(struct sess *s)
+{
+	return s->wk->mcp != NULL && !mcp_settled(s->wk->mcp) &&
+	    util_mono_ms() - s->wk->started_ms < MCP_WAIT_MS;
+}
+
+static void
+start_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	turn_next(arg);
+}
+
+/* Risk of a tool from its MCP annotations, for approvals to come. */
+static const char *
+tool_risk(const struct mcp_tool *mt)
+{
+	if (mt == NULL)
+		return "unknown";
+	if (mt->read_only)
+		return "low";
+	return mt->destructive ? "high" : "medium";
+}
+
+static const struct mcp_tool *
+tool_find(struct sess *s, const char *name)
+{
+	const struct mcp_tool *tools;
+	size_t i, n = s->wk->mcp ? mcp_tools(s->wk->mcp, &tools) : 0;
+
+	for (i = 0; i < n; i++)
+		if (strcmp(tools[i].full_name, name) == 0)
+			return &tools[i];
+	return NULL;
+}
+
+/* Logs a tool's result and keeps it for the model; runs the model on
+ * once every call of the step has answered. */
+static void
+tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
+    int is_error, const char *text, const char *code)
+{
+	struct turn *t = s->turn;
+	cJSON *b, *m;
+	char *kept = NULL;
+
+	if (text == NULL)
+		text = "";
+	if (is_error)
+		s->wk->metrics.tool_errors++;
+	log_rinfo(t->req, s->id, "tool %s: call %s %s in %llu ms%s%s", name,
+	    id, is_error ? "failed" : "answered", (unsigned long long)ms,
+	    is_error ? ": " : "", is_error ? (code ? code : "TOOL_ERROR") : "");
+	if (strlen(text) > MAX_TOOL_RESULT &&
+	    (kept = strndup(text, utf8_whole(text, MAX_TOOL_RESULT))) != NULL)
+		text = kept;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", t->msgid);
+	cJSON_AddNumberToObject(b, "step", t->model_calls);
+	cJSON_AddStringToObject(b, "toolCallId", id);
+	cJSON_AddStringToObject(b, "tool", name);
+	cJSON_AddNumberToObject(b, "duration", (double)ms);
+	if (is_error) {
+		cJSON *e = cJSON_AddObjectToObject(b, "error");
+
+		cJSON_AddStringToObject(e, "code", code ? code : "TOOL_ERROR");
+		cJSON_AddStringToObject(e, "message", text);
+	} else
+		cJSON_AddStringToObject(b, "result", text);
+	sess_emit(s, "tool_result", b);
+	m = cJSON_CreateObject();
+	cJSON_AddStringToObject(m, "role", "tool");
+	cJSON_AddStringToObject(m, "toolCallId", id);
+	cJSON_AddStringToObject(m, "tool", name);
+	cJSON_AddStringToObject(m, "content", text);
+	if (is_error)
+		cJSON_AddBoolToObject(m, "isError", 1);
+	cJSON_AddItemToArray(t->steps, m);
+	free(kept);
+	turn_checkpoint(s);
+	if (TAILQ_EMPTY(&t->runs) && !t->starting) {
+		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
+		turn_model(s);
+	}
+}
+
+static void
+tool_cb(void *arg, int is_error, const char *text, const char *code)
+{
+	struct tool_run *r = arg;
+	struct sess *s = r->s;
+
+	TAILQ_REMOVE(&s->turn->runs, r, entry);
+	tool_done(s, r->id, r->name, util_mono_ms() - r->started_ms,
+	    is_error, text, code);
+	free(r->id);
+	free(r->name);
+	free(r);
+}
+
+/* Has the log a tool_result for this call (a worker died after it)? */
+struct logged_result {
+	const char	*id;
+	uint64_t	 input_seq;	/* the turn, whatever its attempt */
+	unsigned	 step;
+	cJSON		*found;
+};
+
+static int
+find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct logged_result *lr = arg;
+	const char *tid, *mid;
+	char want[32];
+	size_t n;
+	cJSON *o;
+
+	if (strstr(json, "\"type\":\"tool_result\"") == NULL ||
+	    strstr(json, lr->id) == NULL)
+		return 0;
+	o = cJSON_ParseWithLength(json, len);
+	tid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "toolCallId"));
+	mid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "messageId"));
+	snprintf(want, sizeof(want), "m-%llu", (unsigned long long)lr->input_seq);
+	n = strlen(want);
+	if (tid != NULL && strcmp(tid, lr->id) == 0 && mid != NULL &&
+	    strncmp(mid, want, n) == 0 && (mid[n] == '\0' || mid[n] == '.') &&
+	    proto_count(o, "step") == lr->step) {
+		lr->found = o;
+		return 1;
+	}
+	cJSON_Delete(o);
+	return 0;
+}
+
+/*
+ * Runs a step's tool calls, all at once.  A call whose result the log
+ * already holds is not run again; an unknown tool answers an error the
+ * model can read.
+ */
+static void
+tools_run(struct sess *s, cJSON *calls)
+{
+	struct turn *t = s->turn;
+	const struct mcp_tool *mt;
+	struct tool_run *r;
+	struct logged_result lr;
+	const char *id, *name, *args, *text;
+	cJSON *c, *b, *a, *e;
+
+	if (s->broken)
+		return;	/* being let go: nothing more runs */
+
+	sess_emit(s, "agent_state", sess_agent_json(s, "tool"));
+	t->starting = 1;
+	cJSON_ArrayForEach(c, calls) {
+		id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+		name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
+		args = cJSON_GetStringValue(cJSON_GetObjectItem(c, "args"));
+		if (id == NULL || name == NULL)
+			continue;
+		/* Answered before a crash: in the checkpoint, or the log. */
+		if (step_answered(t, id))
+			continue;
+		lr.id = id;
+		lr.input_seq = t->input_seq;
+		lr.step = t->model_calls;
+		lr.found = NULL;
+		if (t->attempt > 0)
+			sess_log_read(s, t->input_seq, 0, find_result, &lr);
+		if (lr.found != NULL) {
+			e = cJSON_GetObjectItem(lr.found, "error");
+			text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
+			    "message")) : cJSON_GetStringValue(
+			    cJSON_GetObjectItem(lr.found, "result"));
+			b = cJSON_CreateObject();
+			cJSON_AddStringToObject(b, "role", "tool");
+			cJSON_AddStringToObject(b, "toolCallId", id);
+			cJSON_AddStringToObject(b, "tool", name);
+			cJSON_AddStringToObject(b, "content", text ? text : "");
+			if (e != NULL)
+				cJSON_AddBoolToObject(b, "isError", 1);
+			cJSON_AddItemToArray(t->steps, b);
+			cJSON_Delete(lr.found);
+			continue;
+		}
+		mt = tool_find(s, name);
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "agentId", s->agent_id);
+		cJSON_AddStringToObject(b, "messageId", t->msgid);
+		cJSON_AddNumberToObject(b, "step", t->model_calls);
+		cJSON_AddStringToObject(b, "toolCallId", id);
+		cJSON_AddStringToObject(b, "tool", name);
+		a = cJSON_Parse(args && *args ? args : "{}");
+		cJSON_AddItemToObject(b, "args", a ? a : cJSON_CreateObject());
+		cJSON_AddStringToObject(b, "risk", tool_risk(mt));
+		sess_emit(s, "tool_start", b);
+		if ((r = calloc(1, sizeof(*r))) == NULL)
+			continue;
+		r->s = s;
+		r->id = strdup(id);
+		r->name = strdup(name);
+		r->started_ms = util_mono_ms();
+		s->wk->metrics.tool_calls++;
+		log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
+		TAILQ_INSERT_TAIL(&t->runs, r, entry);
+		if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
+		    args && *args ? args : "{}", 0, tool_cb,
+		    r)) == NULL) {
+			TAILQ_REMOVE(&t->runs, r, entry);
+			tool_done(s, id, name, 0, 1, mt == NULL ? "no such "
+			    "tool: it is not offered by any connected MCP "
+			    "server" : "the tool call could not be started",
+			    "TOOL_ERROR");
+			free(r->id);
+			free(r->name);
+			free(r);
+		}
+	}
+	t->starting = 0;
+	turn_checkpoint(s);
+	if (TAILQ_EMPTY(&t->runs)) {
+		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
+		turn_model(s);
+	}
+}
+
+struct fetch {
+	char	*text;
+	char	 req[17];	/* its client's request id, or "" */
+};
+
+static int
+fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct fetch *f = arg;
+	cJSON *o = cJSON_ParseWithLength(json, len), *m;
+
+	m = cJSON_GetObjectItem(o, "message");
+	if (cJSON_IsString(m))
+		f->text = strdup(m->valuestring);
+	/* clientId is "c-" and the connection's id in decimal (input_apply):
+	 * the request id the client's log lines carry, in hex. */
+	m = cJSON_GetObjectItem(o, "clientId");
+	if (cJSON_IsString(m) && strncmp(m->valuestring, "c-", 2) == 0 &&
+	    m->valuestring[2] >= '0' && m->valuestring[2] <= '9')
+		log_reqid(f->req, strtoull(m->valuestring + 2, NULL, 10));
+	cJSON_Delete(o);
+	return 1;
+}
+
+/* One history or step entry as a provider message; calls is its storage. */
+static int
+msg_from(const cJSON *e, struct llm_msg *m, struct llm_tool_call **calls)
+{
+	const cJSON *cs = cJSON_GetObjectItem(e, "calls"), *c;
+	size_t n = 0;
+
+	memset(m, 0, sizeof(*m));
+	m->role = cJSON_GetStringValue(cJSON_GetObjectItem(e, "role"));
+	m->content = cJSON_GetStringValue(cJSON_GetObjectItem(e, "content"));
+	if (m->role == NULL)
+		return -1;
+	if (m->content == NULL)
+		m->content = "";
+	m->tool_call_id = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+	    "toolCallId"));
+	m->tool_name = cJSON_GetStringValue(cJSON_GetObjectItem(e, "tool"));
+	m->is_error = cJSON_IsTrue(cJSON_GetObjectItem(e, "isError"));
+	*calls = NULL;
+	if (cJSON_GetArraySize(cs) > 0 &&
+	    (*calls = calloc((size_t)cJSON_GetArraySize(cs),
+	    sizeof(**calls))) != NULL) {
+		cJSON_ArrayForEach(c, cs) {
+			(*calls)[n].id = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(c, "id"));
+			(*calls)[n].name = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(c, "name"));
+			(*calls)[n].args_json = cJSON_GetStringValue(
+			    cJSON_GetObjectItem(c, "args"));
+			if ((*calls)[n].id && (*calls)[n].name)
+				n++;
+		}
+		m->calls = *calls;
+		m->ncalls = n;
+	}
+	return 0;
+}
+
+/* Asks the model for the next step: history, the user's input, the steps. */
+static void
+turn_model(struct sess *s)
+{
+	static const struct llm_cbs cbs = { on_token, on_done, on_error,
+	    on_tool_call, on_retrying };
+	struct turn *t = s->turn;
+	const struct cfg_provider *p;
+	const cJSON *h = cJSON_GetObjectItem(s->meta, "history"), *e;
+	const struct mcp_tool *mt = NULL;
+	struct llm_tool_def *defs = NULL;
+	struct llm_tool_call **store;
+	struct llm_msg *msgs;
+	size_t n = 0, i, ntools, cap;
+
+	if (s->broken)
+		return;	/* being let go: nothing more runs */
+
+	cap = (size_t)cJSON_GetArraySize(h) + (size_t)cJSON_GetArraySize(
+	    t->steps) + 1;
+	msgs = calloc(cap, sizeof(*msgs));
+	store = calloc(cap, sizeof(*store));
+	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
+	if (ntools > 0 && (defs = calloc(ntools, sizeof(*defs))) != NULL)
+		for (i = 0; i < ntools; i++) {
+			defs[i].name = mt[i].full_name;
+			defs[i].description = mt[i].description;
+			defs[i].schema_json = mt[i].schema_json;
+		}
+	if (msgs != NULL && store != NULL) {
+		cJSON_ArrayForEach(e, h)
+			if (msg_from(e, &msgs[n], &store[n]) == 0)
+				n++;
+		msgs[n].role = "user";
+		msgs[n].content = t->input ? t->input : "";
+		n++;
+		cJSON_ArrayForEach(e, t->steps)
+			if (msg_from(e, &msgs[n], &store[n]) == 0)
+				n++;
+	}
+	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
+	t->prov = metrics_provider(p != NULL ? p->type : NULL);
+	t->call_us = util_mono_us();
+	t->call_byte = 0;
+	s->wk->metrics.provider_requests[t->prov]++;
+	log_rdebug(t->req, s->id, "provider %s: model call %u for turn %s, "
+	    "%zu messages, %zu tools", prov_name(s), t->model_calls + 1,
+	    t->msgid, n, defs ? ntools : 0);
+	if (p != NULL && msgs != NULL && store != NULL)
+		t->call = llm_start(s->wk->llm, p, msgs, n, defs,
+		    defs ? ntools : 0, &cbs, s);
+	for (i = 0; store != NULL && i < cap; i++)
+		free(store[i]);
+	free(store);
+	free(msgs);
+	free(defs);
+	if (t->call == NULL) {
+		s->wk->metrics.provider_errors[t->prov]++;
+		turn_fail(s, "LLM_ERROR", "the provider could not start the "
+		    "request; check the provider configuration");
+		turn_next(s);
+	}
+}
+
+/*
+ * Starts (or, after a crash, continues) the turn answering the message
+ * logged at input_seq.  from is the turn's checkpoint from meta, or NULL.
+ */
+static void
+turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
+    const cJSON *from)
+{
+	const cJSON *steps = cJSON_GetObjectItem(from, "steps");
+	struct fetch f = { NULL, "" };
+	struct turn *t;
+	cJSON *calls, *e;
+
+	if (s->broken)
+		return;
+
+	if ((t = calloc(1, sizeof(*t))) == NULL)
+		return;
+	t->input_seq = input_seq;
+	t->attempt = attempt;
+	TAILQ_INIT(&t->runs);
+	if (attempt == 0)
+		snprintf(t->msgid, sizeof(t->msgid), "m-%llu",
+		    (unsigned long long)input_seq);
+	else
+		snprintf(t->msgid, sizeof(t->msgid), "m-%llu.%u",
+		    (unsigned long long)input_seq, attempt);
+	t->steps = cJSON_IsArray(steps) ? cJSON_Duplicate(steps, 1) :
+	    cJSON_CreateArray();
+	/* What the turn spent before the crash still counts, and so do its
+	 * model calls against max-turns. */
+	t->model_calls = (unsigned)proto_count(from, "modelCalls");
+	t->in_tokens = (uint64_t)proto_count(from, "inputTokens");
+	t->out_tokens = (uint64_t)proto_count(from, "outputTokens");
+	t->cost = proto_count(from, "cost");
+	t->calls = cJSON_CreateArray();
+	if (sess_log_read(s, input_seq - 1, 1, fetch_message, &f) < 0)
+		log_warnx("session %s: the message of seq %llu is not at hand; "
+		    "the turn runs without it", s->id,
+		    (unsigned long long)input_seq);
+	t->input = f.text;
+	memcpy(t->req, f.req, sizeof(t->req));
+	s->turn = t;
+	log_rinfo(t->req, s->id, "turn %s started for message seq %llu%s",
+	    t->msgid, (unsigned long long)input_seq, attempt > 0 ?
+	    " (re-run after an interruption)" : "");
+	turn_checkpoint(s);
+	/* A step whose calls have not all answered resumes with them. */
+	calls = NULL;
+	cJSON_ArrayForEach(e, t->steps)
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0)
+			calls = cJSON_GetObjectItem(e, "calls");
+	if (calls != NULL) {
+		/* The last step's calls: those answered are skipped. */
+		calls = cJSON_Duplicate(calls, 1);
+		tools_run(s, calls);
+		cJSON_Delete(calls);
+		return;
+	}
+	sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
+	turn_model(s);
+}
+
+/* Starts the next queued input, if no turn runs and the session lives. */
+void
+turn_next(struct sess *s)
+{
+	cJSON *q = cJSON_GetObjectItem(s->meta, "queue"), *first;
+	struct timeval tv;
+	uint64_t seq;
+
+	/* The interrupted turn goes first; recover_cb calls back here (after
+	 * its events are read back: s->promote, on an owner). */
+	if (s->recover_ev != NULL || s->broken ||
+	    (s->promote != NULL && !s->follower) || sess_paused(s)) {
+		sess_check_idle(s);
+		return;
+	}
+	if (s->turn == NULL && cJSON_GetArraySize(q) > 0 && tools_pending(s)) {
+		util_tv(&tv, 100);
+		evtimer_add(s->start_ev, &tv);
+		return;
+	}
+	while (s->turn == NULL && !s->ended && cJSON_GetArraySize(q) > 0) {
+		first = cJSON_GetArrayItem(q, 0);
+		seq = cJSON_IsNumber(first) && first->valuedouble >= 1 ?
+		    (uint64_t)first->valuedouble : 0;
+		cJSON_DeleteItemFromArray(q, 0);
+		if (seq == 0)
+			continue;
+		turn_start(s, seq, 0, NULL);
+	}
+	sess_check_idle(s);
+}
+
+/*
+ * A session whose meta says a turn was running when its worker stopped:
+ * say so, then continue it from its checkpoint (or report it failed after
+ * MAX_ATTEMPTS).
+ */
+static void
+recover_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sess *s = arg;
+	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *from;
+	uint64_t seq = (uint64_t)proto_count(t, "inputSeq");
+	unsigned attempt = (unsigned)proto_count(t, "attempt");
+	const char *mid = cJSON_GetStringValue(cJSON_GetObjectItem(t,
+	    "messageId"));
+	char msg[256];
+
+	if (tools_pending(s)) {
+		struct timeval tv;
+
+		util_tv(&tv, 100);
+		evtimer_add(s->recover_ev, &tv);
+		return;
+	}
+	event_free(s->recover_ev);
+	s->recover_ev = NULL;
+	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL || s->turn != NULL) {
+		turn_next(s);
+		return;
+	}
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "code", "INTERNAL");
+	cJSON_AddStringToObject(b, "messageId", mid);
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	if (attempt + 1 >= MAX_ATTEMPTS) {
+		snprintf(msg, sizeof(msg), "the turn for message seq %llu was "
+		    "interrupted %u times; it is reported failed",
+		    (unsigned long long)seq, attempt + 1);
+		cJSON_AddStringToObject(b, "message", msg);
+		cJSON_AddStringToObject(b, "severity", "fatal");
+		sess_emit(s, "error", b);
+		proto_set(s->meta, "turn", cJSON_CreateNull());
+		proto_set(s->meta, "status",
+		    cJSON_CreateString("failed"));
+		sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
+		sess_meta_save(s);
+		turn_next(s);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "the worker running this turn stopped; "
+	    "its partial output stays logged and the turn continues from its "
+	    "last step (tool calls with logged results are not run again)");
+	cJSON_AddStringToObject(b, "message", msg);
+	cJSON_AddStringToObject(b, "severity", "recoverable");
+	sess_emit(s, "error", b);
+	from = cJSON_Duplicate(t, 1);
+	turn_start(s, seq, attempt + 1, from);
+	cJSON_Delete(from);
+}
+
+static void
+recover_ready(void *arg, ssize_t n)
+{
+	struct sess *s = arg;
+	struct timeval tv = { 0, 0 };
+
+	s->promote = NULL;
+	if (n < 0) {
+		s->wk->metrics.store_errors++;
+		log_warnx("session %s: could not read back the interrupted "
+		    "turn's events; re-running it from its checkpoint", s->id);
+	}
+	s->recover_ev = evtimer_new(s->wk->base, recover_cb, s);
+	evtimer_add(s->recover_ev, &tv);
+}
+
+/* Its timers: the coalesced tokens' flush, a start that waits for MCP. */
+static void
+turn_init(struct sess *s)
+{
+	s->flush_ev = evtimer_new(s->wk->base, flush_cb, s);
+	s->start_ev = evtimer_new(s->wk->base, start_cb, s);
+}
+
+/* A new owner continues what meta says: the interrupted turn, or the queue. */
+static void
+turn_resume(struct sess *s)
+{
+	cJSON *t;
+	uint64_t from;
+
+	t = cJSON_GetObjectItem(s->meta, "turn");
+	if (cJSON_IsObject(t)) {
+		/* The re-run reads the turn's logged events back (tool
+		 * results, the message): make them readable at once. */
+		from = (uint64_t)proto_count(t, "inputSeq");
+		s->promote = store_preload_async(s->st, from ? from - 1 : 0,
+		    recover_ready, s);
+	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")))
+		turn_next(s);
+}
+
+const struct sess_agent turn_agent = {
+	.init = turn_init,
+	.resume = turn_resume,
+	.flush = turn_flush,
+	.drop = turn_drop,
+};
