@@ -10,9 +10,6 @@
 
 #include <sys/stat.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -22,68 +19,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "parley/config.h"
+#include "config_int.h"
 
 #define CFG_MAX_FILE	(1024 * 1024)
-#define CFG_MAX_LINE	65536
-#define CFG_MAX_WORDS	16
 #define CFG_MAX_PATH	1024
-#define CFG_MAX_SECRET	1024
-#define CFG_MAX_SESSION	128
-#define CFG_MAX_REPLY	65536
-#define CFG_MAX_URL	2048
-#define CFG_MAX_MODEL	256
 #define CFG_MAX_ENV	255
-#define CFG_MAX_MCP	64		/* mcp-server blocks */
-#define CFG_MAX_HEADER	8192		/* one mcp-server header line */
-
-#define MS_S	1000ULL
-#define MS_M	(60 * MS_S)
-#define MS_H	(60 * MS_M)
-#define MS_D	(24 * MS_H)
-#define KIB	1024ULL
-#define MIB	(1024 * KIB)
-#define GIB	(1024 * MIB)
+#define CFG_MAX_GLOB	256
 
 #define DEMO_REPLY "Hello from Parley. This is the built-in demo provider: " \
 	"it streams this fixed reply so you can see sessions, streaming and " \
 	"resume work. To talk to a real model, add a provider block to " \
 	"parleyd.conf (see parleyd.conf(5)) and set default-provider."
 
-/* Where a directive may appear. */
-#define KW_TOP		0x01
-#define KW_PROVIDER	0x02
-#define KW_MCP		0x04	/* in an mcp-server block */
-/* Flags. */
-#define KWF_MULTI	0x01	/* may repeat */
-#define KWF_BLOCK	0x02	/* opens a block: last word is '{' */
-#define KWF_SCRIPT	0x04	/* in a provider block: type script only */
-#define KWF_HTTP	0x08	/* in a provider block: openai/anthropic only */
-
-struct parser;
-struct keyword;
-typedef int (*kw_fn)(struct parser *, const struct keyword *, int, char **);
-
-struct keyword {
-	const char	*name;
-	int		 where;
-	int		 minargs, maxargs;
-	int		 flags;
-	kw_fn		 fn;
-	size_t		 off;		/* field in struct config, for generic handlers */
-	uint64_t	 lo, hi;	/* accepted range, for generic handlers */
-	const char	*usage;
-};
-
-#define C(f)	offsetof(struct config, f)
-#define P(f)	offsetof(struct cfg_provider, f)
-
-/* Range of a provider's timeout and idle-timeout (first byte, gaps). */
-#define PROV_TIMEOUT_LO	100
-#define PROV_TIMEOUT_HI	MS_H
+/* The handlers in this file; config_int.h declares the others (cfg_kw_*). */
+static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
+    kw_duration, kw_size, kw_number, kw_default_provider, kw_log_level,
+    kw_log_format, kw_log_file, kw_tool_policy, kw_autonomy, kw_audit_log;
 
 /*
  * The one list of directives; both the keyword table and
@@ -91,7 +45,7 @@ struct keyword {
  * X(name, where, min, max, flags, handler, field, lo, hi, usage)
  */
 #define CFG_KEYWORDS(X) \
-	X("listen", KW_TOP, 1, 1, KWF_MULTI, kw_listen, 0, 0, 0, \
+	X("listen", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_listen, 0, 0, 0, \
 	    "listen [HOST:]PORT") \
 	X("workers", KW_TOP, 1, 1, 0, kw_workers, 0, 0, 0, \
 	    "workers auto|N") \
@@ -107,7 +61,7 @@ struct keyword {
 	X("retention", KW_TOP, 1, 1, 0, kw_duration, C(retention_ms), \
 	    MS_S, 3650 * MS_D, "retention DURATION") \
 	X("idle-timeout", KW_TOP | KW_PROVIDER, 1, 1, KWF_HTTP, \
-	    kw_idle_timeout, C(idle_timeout_ms), MS_S, 30 * MS_D, \
+	    cfg_kw_idle_timeout, C(idle_timeout_ms), MS_S, 30 * MS_D, \
 	    "idle-timeout DURATION") \
 	X("flush-interval", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(flush_interval_ms), 0, MS_S, "flush-interval DURATION") \
@@ -142,14 +96,28 @@ struct keyword {
 	    "max-turns N") \
 	X("tool-timeout", KW_TOP, 1, 1, 0, kw_duration, C(tool_timeout_ms), \
 	    100, MS_H, "tool-timeout DURATION") \
+	X("tool-policy", KW_TOP, 2, 2, KWF_MULTI, kw_tool_policy, 0, 0, 0, \
+	    "tool-policy GLOB low|medium|high|critical|allow|deny") \
+	X("autonomy", KW_TOP, 1, 1, 0, kw_autonomy, C(autonomy), 0, 0, \
+	    "autonomy FULL_AUTO|SUPERVISED|CAUTIOUS|MANUAL") \
+	X("max-autonomy", KW_TOP, 1, 1, 0, kw_autonomy, C(max_autonomy), \
+	    0, 0, "max-autonomy FULL_AUTO|SUPERVISED|CAUTIOUS|MANUAL") \
+	X("approval-timeout", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(approval_timeout_ms), MS_S, 30 * MS_D, \
+	    "approval-timeout DURATION") \
+	X("client-tool-timeout", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(client_tool_timeout_ms), 100, 30 * MS_D, \
+	    "client-tool-timeout DURATION") \
+	X("audit-log", KW_TOP, 1, 1, 0, kw_audit_log, C(audit_log), 0, 0, \
+	    "audit-log PATH|none") \
 	X("max-connections-per-address", KW_TOP, 1, 1, 0, kw_number, \
 	    C(max_conn_per_addr), 0, 1000000, \
 	    "max-connections-per-address N") \
 	X("default-provider", KW_TOP, 1, 1, 0, kw_default_provider, 0, 0, 0, \
 	    "default-provider NAME") \
-	X("token", KW_TOP, 3, 5, KWF_MULTI, kw_token, 0, 0, 0, \
+	X("token", KW_TOP, 3, 5, KWF_MULTI, cfg_kw_token, 0, 0, 0, \
 	    "token SECRET role ROLE [session ID]") \
-	X("token-env", KW_TOP, 3, 5, KWF_MULTI, kw_token_env, 0, 0, 0, \
+	X("token-env", KW_TOP, 3, 5, KWF_MULTI, cfg_kw_token_env, 0, 0, 0, \
 	    "token-env VARIABLE role ROLE [session ID]") \
 	X("log-level", KW_TOP, 1, 1, 0, kw_log_level, 0, 0, 0, \
 	    "log-level error|warn|info|debug") \
@@ -159,90 +127,67 @@ struct keyword {
 	    "log-format text|json") \
 	X("log-file", KW_TOP, 1, 1, 0, kw_log_file, 0, 0, 0, \
 	    "log-file stderr|syslog|PATH") \
-	X("control-socket", KW_TOP, 1, 7, 0, kw_control_socket, 0, 0, 0, \
+	X("control-socket", KW_TOP, 1, 7, 0, cfg_kw_control_socket, 0, 0, 0, \
 	    "control-socket PATH|none [owner USER] [group GROUP] [mode MODE]") \
-	X("user", KW_TOP, 1, 1, 0, kw_account, C(user), 0, 0, "user NAME") \
-	X("group", KW_TOP, 1, 1, 0, kw_account, C(group), 0, 0, "group NAME") \
+	X("user", KW_TOP, 1, 1, 0, cfg_kw_account, C(user), 0, 0, "user NAME") \
+	X("group", KW_TOP, 1, 1, 0, cfg_kw_account, C(group), 0, 0, \
+	    "group NAME") \
 	X("drain-timeout", KW_TOP, 1, 1, 0, kw_duration, C(drain_timeout_ms), \
 	    0, MS_H, "drain-timeout DURATION") \
-	X("provider", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, kw_provider, \
+	X("provider", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, cfg_kw_provider, \
 	    0, 0, 0, "provider NAME {") \
-	X("type", KW_PROVIDER, 1, 1, 0, kw_ptype, 0, 0, 0, \
+	X("type", KW_PROVIDER, 1, 1, 0, cfg_kw_ptype, 0, 0, 0, \
 	    "type openai|anthropic|script") \
-	X("reply", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_preply, 0, 0, 0, \
+	X("reply", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_preply, 0, 0, 0, \
 	    "reply \"TEXT\"") \
-	X("chunk", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pchunk, 0, 1, 65536, \
-	    "chunk N") \
-	X("delay", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pdelay, 0, 0, \
+	X("chunk", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_number, P(chunk), \
+	    1, 65536, "chunk N") \
+	X("delay", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_pdelay, 0, 0, \
 	    60 * MS_S, "delay DURATION") \
-	X("stamp", KW_PROVIDER, 1, 1, KWF_SCRIPT, kw_pstamp, 0, 0, 0, \
+	X("stamp", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_pstamp, 0, 0, 0, \
 	    "stamp yes|no") \
-	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, kw_purl, 0, 0, 0, \
+	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, cfg_kw_purl, 0, 0, 0, \
 	    "url URL") \
-	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pkeyenv, 0, 0, 0, \
+	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pkeyenv, 0, 0, 0, \
 	    "api-key-env VARIABLE") \
-	X("model", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pmodel, 0, 0, 0, \
+	X("model", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pmodel, 0, 0, 0, \
 	    "model NAME") \
-	X("max-tokens", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pnumber, \
+	X("max-tokens", KW_PROVIDER, 1, 1, KWF_HTTP, kw_number, \
 	    P(max_tokens), 1, 1000000, "max-tokens N") \
-	X("temperature", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
+	X("temperature", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pdecimal, \
 	    P(temperature), 0, 2, "temperature NUMBER") \
-	X("timeout", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, kw_timeout, \
+	X("timeout", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, cfg_kw_timeout, \
 	    P(timeout_ms), PROV_TIMEOUT_LO, PROV_TIMEOUT_HI, \
 	    "timeout DURATION") \
-	X("price-input", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
+	X("price-input", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pdecimal, \
 	    P(price_input), 0, 1000000, "price-input NUMBER") \
-	X("price-output", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pdecimal, \
+	X("price-output", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pdecimal, \
 	    P(price_output), 0, 1000000, "price-output NUMBER") \
-	X("max-retries", KW_PROVIDER, 1, 1, KWF_HTTP, kw_pnumber, \
+	X("max-retries", KW_PROVIDER, 1, 1, KWF_HTTP, kw_number, \
 	    P(max_retries), 0, 10, "max-retries N") \
-	X("mcp-server", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, kw_mcp_server, \
-	    0, 0, 0, "mcp-server NAME {") \
-	X("header", KW_MCP, 1, 1, KWF_MULTI, kw_header, 0, 0, 0, \
+	X("mcp-server", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, \
+	    cfg_kw_mcp_server, 0, 0, 0, "mcp-server NAME {") \
+	X("header", KW_MCP, 1, 1, KWF_MULTI, cfg_kw_header, 0, 0, 0, \
 	    "header \"NAME: VALUE\"")
 
-#define KW_PROTO(n, w, mn, mx, fl, fn, off, lo, hi, u) \
-	static int fn(struct parser *, const struct keyword *, int, char **);
 #define KW_ENTRY(n, w, mn, mx, fl, fn, off, lo, hi, u) \
 	{ n, w, mn, mx, fl, fn, off, lo, hi, u },
 #define KW_NAME(n, w, mn, mx, fl, fn, off, lo, hi, u) n,
-
-CFG_KEYWORDS(KW_PROTO)
 
 static const struct keyword keywords[] = {
 	CFG_KEYWORDS(KW_ENTRY)
 };
 #define NKEYWORDS	(sizeof(keywords) / sizeof(keywords[0]))
+_Static_assert(NKEYWORDS <= CFG_MAX_KEYWORDS,
+    "raise CFG_MAX_KEYWORDS in config_int.h");
 
 static const char *const keyword_names[] = {
 	CFG_KEYWORDS(KW_NAME)
 	NULL
 };
 
-struct parser {
-	const char		*name;
-	const char		*pos, *end;
-	unsigned		 line;
-	struct config		*conf;
-	char			*err;
-	size_t			 errlen;
-	unsigned		 seen[NKEYWORDS];	/* line of first use */
-	unsigned		 bseen[NKEYWORDS];	/* same, current block */
-	struct cfg_provider	*block;
-	struct cfg_mcp_server	*mblock;
-	unsigned		 default_provider_line;
-	char			*words[CFG_MAX_WORDS];
-	int			 quoted[CFG_MAX_WORDS];
-	int			 nwords;
-	char			 buf[CFG_MAX_LINE + 2];
-};
-
-static int
-perr_at(struct parser *p, unsigned line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int
-perr_at(struct parser *p, unsigned line, const char *fmt, ...)
+int
+cfg_perr_at(struct parser *p, unsigned line, const char *fmt, ...)
 {
 	va_list	ap;
 	int	n;
@@ -257,8 +202,6 @@ perr_at(struct parser *p, unsigned line, const char *fmt, ...)
 	va_end(ap);
 	return -1;
 }
-
-#define perr(p, ...)	perr_at((p), (p)->line, __VA_ARGS__)
 
 static void
 set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -276,27 +219,25 @@ set_err(char *err, size_t errlen, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Locale-independent character classes: config syntax is ASCII. */
-static int
-is_digit(int c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static int
-is_alnum(int c)
-{
-	return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static int
-is_name(const char *s, size_t maxlen)
+int
+cfg_is_name(const char *s, size_t maxlen)
 {
 	size_t	n;
 
 	for (n = 0; s[n] != '\0'; n++)
 		if (!is_alnum((unsigned char)s[n]) && s[n] != '.' &&
 		    s[n] != '_' && s[n] != '-')
+			return 0;
+	return n > 0 && n <= maxlen;
+}
+
+int
+cfg_is_word(const char *s, size_t maxlen)
+{
+	size_t	n;
+
+	for (n = 0; s[n] != '\0'; n++)
+		if ((unsigned char)s[n] <= ' ' || (unsigned char)s[n] >= 0x7f)
 			return 0;
 	return n > 0 && n <= maxlen;
 }
@@ -319,8 +260,8 @@ parse_digits(const char *s, uint64_t *v)
 	return q;
 }
 
-static int
-parse_uint(const char *s, uint64_t *v)
+int
+cfg_parse_uint(const char *s, uint64_t *v)
 {
 	const char	*q = parse_digits(s, v);
 
@@ -331,8 +272,8 @@ parse_uint(const char *s, uint64_t *v)
  * "2", "0.7", "15.25": digits with an optional fraction, no sign or
  * exponent, parsed without the locale (strtod would honour LC_NUMERIC).
  */
-static int
-parse_decimal(const char *s, double *v)
+int
+cfg_parse_decimal(const char *s, double *v)
 {
 	const char	*q;
 	uint64_t	 ip, frac = 0, scale = 1;
@@ -439,8 +380,8 @@ fmt_size(uint64_t b, char *buf, size_t len)
 	return buf;
 }
 
-static int
-set_string(struct parser *p, char **field, const char *val)
+int
+cfg_set_string(struct parser *p, char **field, const char *val)
 {
 	char	*s;
 
@@ -451,145 +392,39 @@ set_string(struct parser *p, char **field, const char *val)
 	return 0;
 }
 
-/* Handlers: argv holds the arguments after the directive name. */
-
-/* Appends a listener to c's; NULL when out of memory. */
-static struct cfg_listen *
-listen_new(struct config *c, const char *host, uint64_t port, int loopback,
-    int optional)
+int
+cfg_duration_arg(struct parser *p, const struct keyword *kw, const char *arg,
+    uint64_t *ms)
 {
-	struct cfg_listen	*l;
+	char	lo[32], hi[32];
 
-	if ((l = calloc(1, sizeof(*l))) == NULL)
-		return NULL;
-	snprintf(l->host, sizeof(l->host), "%s", host);
-	snprintf(l->port, sizeof(l->port), "%u", (unsigned)port);
-	l->loopback = loopback;
-	l->optional = optional;
-	TAILQ_INSERT_TAIL(&c->listens, l, entry);
-	return l;
-}
-
-/*
- * Adds one listener of a listen line a (for its messages); optional: a
- * bind that finds no such address on this host is a warning, not an error.
- */
-static int
-listen_add(struct parser *p, const struct keyword *kw, const char *a,
-    const char *host, const char *port, int loopback, int optional)
-{
-	struct cfg_listen	*l, *o;
-	uint64_t		 pv;
-
-	if (strlen(port) > 5 || parse_uint(port, &pv) == -1 || pv < 1 ||
-	    pv > 65535)
-		return perr(p, "%s: port must be a number from 1 to 65535, "
-		    "got '%.80s'", kw->name, port);
-
-	TAILQ_FOREACH(o, &p->conf->listens, entry)
-		if (strcasecmp(o->host, host) == 0 &&
-		    (uint64_t)strtoul(o->port, NULL, 10) == pv)
-			return perr(p, "%s %.80s: duplicate listener (first on "
-			    "line %u)", kw->name, a, o->line);
-
-	if ((l = listen_new(p->conf, host, pv, loopback, optional)) == NULL)
-		return perr(p, "out of memory");
-	l->line = p->line;
+	if (parse_duration(arg, ms) == -1 || *ms < kw->lo || *ms > kw->hi)
+		return perr(p, "%s: expected a duration from %s to %s (a number "
+		    "with ms, s, m, h or d), got '%.80s'", kw->name,
+		    fmt_duration(kw->lo, lo, sizeof(lo)),
+		    fmt_duration(kw->hi, hi, sizeof(hi)), arg);
 	return 0;
 }
 
-/*
- * "listen PORT" and "listen localhost:PORT": both loopback addresses, as a
- * client that resolves localhost to either expects; ::1 only where the
- * host has IPv6.
- */
-static int
-listen_loopback(struct parser *p, const struct keyword *kw, const char *a,
-    const char *port)
+int
+cfg_number_arg(struct parser *p, const struct keyword *kw, const char *arg,
+    uint64_t *v)
 {
-	if (listen_add(p, kw, a, "127.0.0.1", port, 1, 0) == -1)
-		return -1;
-	return listen_add(p, kw, a, "::1", port, 1, 1);
+	if (cfg_parse_uint(arg, v) == -1 || *v < kw->lo || *v > kw->hi)
+		return perr(p, "%s: expected a number from %llu to %llu, "
+		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
+		    (unsigned long long)kw->hi, arg);
+	return 0;
 }
 
-static int
-kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
+void *
+cfg_field(struct parser *p, const struct keyword *kw)
 {
-	const char		*a = argv[0], *host, *port, *colon, *rb;
-	char			 hbuf[64], canon[INET6_ADDRSTRLEN];
-	struct in_addr		 in4;
-	struct in6_addr		 in6;
-	size_t			 hlen, i;
-	int			 loopback = 0, numeric = 1;
-
-	(void)argc;
-	if (strchr(a, ':') == NULL ||
-	    (strncasecmp(a, "localhost:", 10) == 0 && strchr(a + 10, ':') == NULL))
-		return listen_loopback(p, kw, a, strchr(a, ':') ?
-		    strchr(a, ':') + 1 : a);
-	if (a[0] == '[') {
-		if ((rb = strchr(a, ']')) == NULL)
-			return perr(p, "%s: missing ']' in '%.80s'",
-			    kw->name, a);
-		if (rb[1] != ':')
-			return perr(p, "%s: expected [ADDRESS]:PORT, "
-			    "got '%.80s'", kw->name, a);
-		host = a + 1;
-		hlen = (size_t)(rb - host);
-		port = rb + 2;
-		if (hlen >= sizeof(hbuf))
-			return perr(p, "%s: address too long in '%.80s'",
-			    kw->name, a);
-		memcpy(hbuf, host, hlen);
-		hbuf[hlen] = '\0';
-		if (inet_pton(AF_INET6, hbuf, &in6) != 1)
-			return perr(p, "%s: '%s' is not an IPv6 address",
-			    kw->name, hbuf);
-		inet_ntop(AF_INET6, &in6, canon, sizeof(canon));
-		snprintf(hbuf, sizeof(hbuf), "%s", canon);
-		loopback = IN6_IS_ADDR_LOOPBACK(&in6) ||
-		    (IN6_IS_ADDR_V4MAPPED(&in6) && in6.s6_addr[12] == 127);
-	} else {
-		colon = strrchr(a, ':');
-		if (strchr(a, ':') != colon)
-			return perr(p, "%s: IPv6 addresses must be in "
-			    "brackets, as in [::1]:7777, got '%.80s'",
-			    kw->name, a);
-		host = a;
-		hlen = (size_t)(colon - a);
-		port = colon + 1;
-		if (hlen == 0)
-			return perr(p, "%s: missing address before ':' in "
-			    "'%.80s'", kw->name, a);
-		if (hlen >= sizeof(hbuf))
-			return perr(p, "%s: address too long in '%.80s'",
-			    kw->name, a);
-		memcpy(hbuf, host, hlen);
-		hbuf[hlen] = '\0';
-		for (i = 0; i < hlen; i++)
-			if (!is_digit((unsigned char)hbuf[i]) && hbuf[i] != '.')
-				numeric = 0;
-		if (inet_pton(AF_INET, hbuf, &in4) == 1) {
-			inet_ntop(AF_INET, &in4, canon, sizeof(canon));
-			snprintf(hbuf, sizeof(hbuf), "%s", canon);
-			loopback = ((const unsigned char *)&in4)[0] == 127;
-		} else if (numeric) {
-			return perr(p, "%s: '%s' is not a valid IPv4 address",
-			    kw->name, hbuf);
-		} else {
-			for (i = 0; i < hlen; i++)
-				if (!is_alnum((unsigned char)hbuf[i]) &&
-				    hbuf[i] != '.' && hbuf[i] != '-')
-					return perr(p, "%s: '%s' is not a valid "
-					    "address or host name",
-					    kw->name, hbuf);
-			if (!is_alnum((unsigned char)hbuf[0]))
-				return perr(p, "%s: '%s' is not a valid "
-				    "address or host name", kw->name, hbuf);
-		}
-	}
-	return listen_add(p, kw, a, hbuf, port, loopback, 0);
+	return (p->block != NULL ? (char *)p->block : (char *)p->conf) +
+	    kw->off;
 }
+
+/* Handlers: argv holds the arguments after the directive name. */
 
 static int
 kw_workers(struct parser *p, const struct keyword *kw, int argc, char **argv)
@@ -601,7 +436,7 @@ kw_workers(struct parser *p, const struct keyword *kw, int argc, char **argv)
 		p->conf->workers = 0;
 		return 0;
 	}
-	if (parse_uint(argv[0], &v) == -1 || v < 1 || v > 256)
+	if (cfg_parse_uint(argv[0], &v) == -1 || v < 1 || v > 256)
 		return perr(p, "%s: expected 'auto' or a number from 1 to 256, "
 		    "got '%.80s'", kw->name, argv[0]);
 	p->conf->workers = (unsigned)v;
@@ -618,8 +453,7 @@ kw_path(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	if (strlen(argv[0]) >= CFG_MAX_PATH)
 		return perr(p, "%s: path longer than %d bytes", kw->name,
 		    CFG_MAX_PATH - 1);
-	return set_string(p, (char **)(void *)((char *)p->conf + kw->off),
-	    argv[0]);
+	return cfg_set_string(p, cfg_field(p, kw), argv[0]);
 }
 
 static int
@@ -627,12 +461,12 @@ kw_store(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
 	(void)argc;
 	if (strcmp(argv[0], "local") == 0)
-		return set_string(p, &p->conf->store, "local");
+		return cfg_set_string(p, &p->conf->store, "local");
 	/* Not echoed: a redis URL may carry a password.  The store checks
 	 * the rest of the URL when parleyd opens it. */
 	if (strncmp(argv[0], "redis://", 8) == 0 ||
 	    strncmp(argv[0], "sentinel://", 11) == 0)
-		return set_string(p, &p->conf->store, argv[0]);
+		return cfg_set_string(p, &p->conf->store, argv[0]);
 	if (strncmp(argv[0], "rediss://", 9) == 0)
 		return perr(p, "%s: TLS to Redis (rediss://) is not supported; "
 		    "use redis:// over a private network or a TLS tunnel",
@@ -655,7 +489,7 @@ kw_host_id(struct parser *p, const struct keyword *kw, int argc, char **argv)
 		    *c != '_')
 			return perr(p, "%s: '%.80s' may only hold letters, "
 			    "digits, '.', '-' and '_'", kw->name, argv[0]);
-	return set_string(p, &p->conf->host_id, argv[0]);
+	return cfg_set_string(p, &p->conf->host_id, argv[0]);
 }
 
 static int
@@ -677,16 +511,12 @@ kw_fsync(struct parser *p, const struct keyword *kw, int argc, char **argv)
 static int
 kw_duration(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
-	char		lo[32], hi[32];
 	uint64_t	ms;
 
 	(void)argc;
-	if (parse_duration(argv[0], &ms) == -1 || ms < kw->lo || ms > kw->hi)
-		return perr(p, "%s: expected a duration from %s to %s (a number "
-		    "with ms, s, m, h or d), got '%.80s'", kw->name,
-		    fmt_duration(kw->lo, lo, sizeof(lo)),
-		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
-	memcpy((char *)p->conf + kw->off, &ms, sizeof(ms));
+	if (cfg_duration_arg(p, kw, argv[0], &ms) == -1)
+		return -1;
+	memcpy(cfg_field(p, kw), &ms, sizeof(ms));
 	return 0;
 }
 
@@ -704,7 +534,7 @@ kw_size(struct parser *p, const struct keyword *kw, int argc, char **argv)
 		    fmt_size(kw->lo, lo, sizeof(lo)),
 		    fmt_size(kw->hi, hi, sizeof(hi)), argv[0]);
 	sz = (size_t)v;
-	memcpy((char *)p->conf + kw->off, &sz, sizeof(sz));
+	memcpy(cfg_field(p, kw), &sz, sizeof(sz));
 	return 0;
 }
 
@@ -715,12 +545,10 @@ kw_number(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	unsigned	u;
 
 	(void)argc;
-	if (parse_uint(argv[0], &v) == -1 || v < kw->lo || v > kw->hi)
-		return perr(p, "%s: expected a number from %llu to %llu, "
-		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
-		    (unsigned long long)kw->hi, argv[0]);
+	if (cfg_number_arg(p, kw, argv[0], &v) == -1)
+		return -1;
 	u = (unsigned)v;
-	memcpy((char *)p->conf + kw->off, &u, sizeof(u));
+	memcpy(cfg_field(p, kw), &u, sizeof(u));
 	return 0;
 }
 
@@ -729,96 +557,16 @@ kw_default_provider(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
 {
 	(void)argc;
-	if (!is_name(argv[0], 63))
+	if (!cfg_is_name(argv[0], 63))
 		return perr(p, "%s: '%.80s' is not a valid provider name",
 		    kw->name, argv[0]);
 	p->default_provider_line = p->line;
-	return set_string(p, &p->conf->default_provider, argv[0]);
-}
-
-/* Shared tail of token and token-env: argv is "role ROLE [session ID]". */
-static int
-add_token(struct parser *p, const struct keyword *kw, const char *secret,
-    int argc, char **argv)
-{
-	static const char *const roles[] = { "user", "agent", "observer",
-	    "admin" };
-	struct cfg_token	*t, *o;
-	const char		*session = NULL;
-	size_t			 i, n;
-	int			 ok = 0;
-
-	if (argc == 4)
-		return perr(p, "%s: wrong number of arguments; usage: %s",
-		    kw->name, kw->usage);
-	if (strcmp(argv[0], "role") != 0)
-		return perr(p, "%s: expected 'role', got '%.80s'", kw->name,
-		    argv[0]);
-	for (i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
-		if (strcmp(argv[1], roles[i]) == 0)
-			ok = 1;
-	if (!ok)
-		return perr(p, "%s: role must be user, agent, observer or admin, "
-		    "got '%.80s'", kw->name, argv[1]);
-	if (argc == 5) {
-		if (strcmp(argv[2], "session") != 0)
-			return perr(p, "%s: expected 'session', got '%.80s'",
-			    kw->name, argv[2]);
-		session = argv[3];
-		n = strlen(session);
-		for (i = 0; i < n; i++)
-			if ((unsigned char)session[i] <= ' ' ||
-			    (unsigned char)session[i] >= 0x7f ||
-			    session[i] == '/')
-				break;
-		if (n == 0 || n > CFG_MAX_SESSION || i < n)
-			return perr(p, "%s: session id must be 1 to %d printable "
-			    "characters without blanks or '/'", kw->name,
-			    CFG_MAX_SESSION);
-	}
-	TAILQ_FOREACH(o, &p->conf->tokens, entry)
-		if (strcmp(o->secret, secret) == 0)
-			return perr(p, "%s: duplicate secret (first on line %u)",
-			    kw->name, o->line);
-
-	if ((t = calloc(1, sizeof(*t))) == NULL)
-		return perr(p, "out of memory");
-	if ((t->secret = strdup(secret)) == NULL ||
-	    (session != NULL && (t->session = strdup(session)) == NULL)) {
-		free(t->secret);
-		free(t);
-		return perr(p, "out of memory");
-	}
-	snprintf(t->role, sizeof(t->role), "%s", argv[1]);
-	t->line = p->line;
-	TAILQ_INSERT_TAIL(&p->conf->tokens, t, entry);
-	return 0;
-}
-
-/* Secrets travel in "Authorization: Bearer", so no blanks or controls. */
-static int
-valid_secret(const char *s)
-{
-	size_t	n;
-
-	for (n = 0; s[n] != '\0'; n++)
-		if ((unsigned char)s[n] <= ' ' || (unsigned char)s[n] >= 0x7f)
-			return 0;
-	return n > 0 && n <= CFG_MAX_SECRET;
-}
-
-static int
-kw_token(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	if (!valid_secret(argv[0]))
-		return perr(p, "%s: the secret must be 1 to %d printable "
-		    "characters without blanks", kw->name, CFG_MAX_SECRET);
-	return add_token(p, kw, argv[0], argc, argv + 1);
+	return cfg_set_string(p, &p->conf->default_provider, argv[0]);
 }
 
 /* Letters, digits and '_', not starting with a digit. */
-static int
-valid_env_name(const char *v)
+int
+cfg_valid_env_name(const char *v)
 {
 	size_t	i;
 
@@ -828,23 +576,6 @@ valid_env_name(const char *v)
 	return i > 0 && i <= CFG_MAX_ENV && !is_digit((unsigned char)v[0]);
 }
 
-static int
-kw_token_env(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	const char	*v = argv[0], *secret;
-
-	if (!valid_env_name(v))
-		return perr(p, "%s: '%.80s' is not a valid environment variable "
-		    "name", kw->name, v);
-	if ((secret = getenv(v)) == NULL)
-		return perr(p, "%s: environment variable '%s' is not set",
-		    kw->name, v);
-	if (!valid_secret(secret))
-		return perr(p, "%s: the value of '%s' must be 1 to %d printable "
-		    "characters without blanks", kw->name, v, CFG_MAX_SECRET);
-	return add_token(p, kw, secret, argc, argv + 1);
-}
 
 static int
 kw_log_level(struct parser *p, const struct keyword *kw, int argc,
@@ -855,7 +586,7 @@ kw_log_level(struct parser *p, const struct keyword *kw, int argc,
 	    strcmp(argv[0], "info") != 0 && strcmp(argv[0], "debug") != 0)
 		return perr(p, "%s: expected error, warn, info or debug, "
 		    "got '%.80s'", kw->name, argv[0]);
-	return set_string(p, &p->conf->log_level, argv[0]);
+	return cfg_set_string(p, &p->conf->log_level, argv[0]);
 }
 
 static int
@@ -878,7 +609,7 @@ kw_log_file(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
 {
 	if (strcmp(argv[0], "stderr") == 0 || strcmp(argv[0], "syslog") == 0)
-		return set_string(p, &p->conf->log_file, argv[0]);
+		return cfg_set_string(p, &p->conf->log_file, argv[0]);
 	(void)argc;
 	if (argv[0][0] != '/')
 		return perr(p, "%s: expected stderr, syslog or an absolute "
@@ -886,522 +617,72 @@ kw_log_file(struct parser *p, const struct keyword *kw, int argc,
 	if (strlen(argv[0]) >= CFG_MAX_PATH)
 		return perr(p, "%s: path longer than %d bytes", kw->name,
 		    CFG_MAX_PATH - 1);
-	return set_string(p, &p->conf->log_file, argv[0]);
+	return cfg_set_string(p, &p->conf->log_file, argv[0]);
 }
 
-/* A user or group name as useradd(8) takes it; existence is parleyd's. */
+/*
+ * tool-policy GLOB VERDICT: kept in file order, since the first rule whose
+ * glob matches a tool's SERVER__TOOL name decides for it.
+ */
 static int
-valid_account(const char *s)
+kw_tool_policy(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
 {
-	size_t n = strlen(s);
+	struct policy_rule	*r, *o;
+	enum policy_verdict	 v;
+	enum policy_risk	 risk = POLICY_LOW;
 
-	if (n == 0 || n > 32 || s[0] == '-')
+	(void)argc;
+	if (!cfg_is_word(argv[0], CFG_MAX_GLOB))
+		return perr(p, "%s: the pattern must be 1 to %d printable "
+		    "characters without blanks", kw->name, CFG_MAX_GLOB);
+	if (policy_verdict_parse(argv[1], &v, &risk) == -1)
+		return perr(p, "%s: '%.80s' must be one of low, medium, high, "
+		    "critical, allow or deny", kw->name, argv[1]);
+	/* A repeated pattern could never decide anything: a mistake. */
+	TAILQ_FOREACH(o, &p->conf->tool_policies, entry)
+		if (strcmp(o->glob, argv[0]) == 0)
+			return perr(p, "%s %.80s: duplicate pattern (first on "
+			    "line %u, which decides)", kw->name, argv[0],
+			    o->line);
+	if ((r = calloc(1, sizeof(*r))) == NULL ||
+	    (r->glob = strdup(argv[0])) == NULL) {
+		free(r);
+		return perr(p, "out of memory");
+	}
+	r->verdict = v;
+	r->risk = risk;
+	r->line = p->line;
+	TAILQ_INSERT_TAIL(&p->conf->tool_policies, r, entry);
+	return 0;
+}
+
+/* autonomy and max-autonomy: a level spelt as in the protocol. */
+static int
+kw_autonomy(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	enum policy_autonomy	a;
+
+	(void)argc;
+	if (policy_autonomy_parse(argv[0], &a) == -1)
+		return perr(p, "%s: expected FULL_AUTO, SUPERVISED, CAUTIOUS or "
+		    "MANUAL, got '%.80s'", kw->name, argv[0]);
+	memcpy(cfg_field(p, kw), &a, sizeof(a));
+	return 0;
+}
+
+static int
+kw_audit_log(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	if (strcmp(argv[0], "none") == 0)
 		return 0;
-	for (; *s; s++)
-		if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' &&
-		    *s != '.')
-			return 0;
-	return 1;
-}
-
-static int
-kw_account(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	(void)argc;
-	if (!valid_account(argv[0]))
-		return perr(p, "%s: '%.80s' is not a user or group name "
-		    "(1-32 of A-Z a-z 0-9 _ - .)", kw->name, argv[0]);
-	return set_string(p, (char **)(void *)((char *)p->conf + kw->off),
-	    argv[0]);
-}
-
-static int
-kw_control_socket(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	struct config *c = p->conf;
-	unsigned long mode;
-	char *end;
-	int i;
-
-	if (strcmp(argv[0], "none") != 0 && argv[0][0] != '/')
-		return perr(p, "%s: expected an absolute path or none, got "
+	if (argv[0][0] != '/')
+		return perr(p, "%s: expected none or an absolute path, got "
 		    "'%.80s'", kw->name, argv[0]);
-	/* sun_path holds 108 bytes with the NUL. */
-	if (strlen(argv[0]) > 107)
-		return perr(p, "%s: path longer than 107 bytes (the limit of "
-		    "a Unix socket address)", kw->name);
-	if (set_string(p, &c->control_socket, argv[0]) == -1)
-		return -1;
-	if ((argc - 1) % 2 != 0)
-		return perr(p, "usage: %s", kw->usage);
-	for (i = 1; i < argc; i += 2) {
-		if (strcmp(argv[i], "owner") == 0 ||
-		    strcmp(argv[i], "group") == 0) {
-			if (!valid_account(argv[i + 1]))
-				return perr(p, "%s: %s '%.80s' is not a user or "
-				    "group name", kw->name, argv[i],
-				    argv[i + 1]);
-			if (set_string(p, argv[i][0] == 'o' ?
-			    &c->control_owner : &c->control_group,
-			    argv[i + 1]) == -1)
-				return -1;
-		} else if (strcmp(argv[i], "mode") == 0) {
-			errno = 0;
-			mode = strtoul(argv[i + 1], &end, 8);
-			if (errno != 0 || *end != '\0' || end == argv[i + 1] ||
-			    mode > 0777 || (mode & 0600) != 0600)
-				return perr(p, "%s: mode '%.80s' must be octal, "
-				    "at most 0777, with owner read and write "
-				    "(0600)", kw->name, argv[i + 1]);
-			c->control_mode = (unsigned)mode;
-		} else
-			return perr(p, "%s: unknown option '%.80s' (expected "
-			    "owner, group or mode)", kw->name, argv[i]);
-	}
-	return 0;
+	return kw_path(p, kw, argc, argv);
 }
 
-static struct cfg_provider *
-provider_new(const char *name, unsigned line)
-{
-	struct cfg_provider	*pr;
-
-	if ((pr = calloc(1, sizeof(*pr))) == NULL)
-		return NULL;
-	snprintf(pr->name, sizeof(pr->name), "%s", name);
-	pr->chunk = 4;
-	pr->delay_ms = 20;
-	pr->timeout_ms = 60 * MS_S;
-	pr->idle_timeout_ms = 60 * MS_S;
-	pr->max_retries = 2;
-	pr->line = line;
-	return pr;
-}
-
-static int
-kw_provider(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	struct cfg_provider	*pr;
-
-	(void)argc;
-	if (!is_name(argv[0], sizeof(pr->name) - 1))
-		return perr(p, "%s: name must be 1 to %zu letters, digits, '.', "
-		    "'_' or '-', got '%.80s'", kw->name, sizeof(pr->name) - 1,
-		    argv[0]);
-	TAILQ_FOREACH(pr, &p->conf->providers, entry)
-		if (strcmp(pr->name, argv[0]) == 0)
-			return perr(p, "%s: duplicate provider '%s' (first on "
-			    "line %u)", kw->name, argv[0], pr->line);
-	if ((pr = provider_new(argv[0], p->line)) == NULL)
-		return perr(p, "out of memory");
-	TAILQ_INSERT_TAIL(&p->conf->providers, pr, entry);
-	p->block = pr;
-	memset(p->bseen, 0, sizeof(p->bseen));
-	return 0;
-}
-
-static int
-kw_ptype(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	(void)argc;
-	if (strcmp(argv[0], "openai") != 0 &&
-	    strcmp(argv[0], "anthropic") != 0 &&
-	    strcmp(argv[0], "script") != 0)
-		return perr(p, "%s: expected openai, anthropic or script, got "
-		    "'%.80s'", kw->name, argv[0]);
-	snprintf(p->block->type, sizeof(p->block->type), "%s", argv[0]);
-	return 0;
-}
-
-static int
-kw_preply(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	size_t	n = strlen(argv[0]);
-
-	(void)argc;
-	if (n == 0 || n > CFG_MAX_REPLY)
-		return perr(p, "%s: must be 1 to %d bytes long", kw->name,
-		    CFG_MAX_REPLY);
-	return set_string(p, &p->block->reply, argv[0]);
-}
-
-static int
-kw_pchunk(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	uint64_t	v;
-
-	(void)argc;
-	if (parse_uint(argv[0], &v) == -1 || v < kw->lo || v > kw->hi)
-		return perr(p, "%s: expected a number from %llu to %llu, "
-		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
-		    (unsigned long long)kw->hi, argv[0]);
-	p->block->chunk = (unsigned)v;
-	return 0;
-}
-
-static int
-kw_pdelay(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	char		lo[32], hi[32];
-	uint64_t	ms;
-
-	(void)argc;
-	if (parse_duration(argv[0], &ms) == -1 || ms < kw->lo || ms > kw->hi)
-		return perr(p, "%s: expected a duration from %s to %s (a number "
-		    "with ms, s, m, h or d), got '%.80s'", kw->name,
-		    fmt_duration(kw->lo, lo, sizeof(lo)),
-		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
-	p->block->delay_ms = (unsigned)ms;
-	return 0;
-}
-
-/*
- * A boolean for the benchmarks: chunks carry the send time, so a load
- * generator can measure provider -> client latency.
- */
-static int
-kw_pstamp(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	(void)argc;
-	if (strcmp(argv[0], "yes") == 0)
-		p->block->stamp = 1;
-	else if (strcmp(argv[0], "no") == 0)
-		p->block->stamp = 0;
-	else
-		return perr(p, "%s: expected yes or no, got '%.80s'", kw->name,
-		    argv[0]);
-	return 0;
-}
-
-/*
- * Where a generic handler stores into the provider block: the field at
- * kw->off, which the table pairs with the handler's type.
- */
-static void *
-pfield(struct parser *p, const struct keyword *kw)
-{
-	return (char *)p->block + kw->off;
-}
-
-static int
-kw_pnumber(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	uint64_t	v;
-	unsigned	u;
-
-	(void)argc;
-	if (parse_uint(argv[0], &v) == -1 || v < kw->lo || v > kw->hi)
-		return perr(p, "%s: expected a number from %llu to %llu, "
-		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
-		    (unsigned long long)kw->hi, argv[0]);
-	u = (unsigned)v;
-	memcpy(pfield(p, kw), &u, sizeof(u));
-	return 0;
-}
-
-static int
-kw_pdecimal(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	double	v;
-
-	(void)argc;
-	if (strlen(argv[0]) > 32 || parse_decimal(argv[0], &v) == -1 ||
-	    v < (double)kw->lo || v > (double)kw->hi)
-		return perr(p, "%s: expected a decimal number from %llu to %llu, "
-		    "got '%.80s'", kw->name, (unsigned long long)kw->lo,
-		    (unsigned long long)kw->hi, argv[0]);
-	memcpy(pfield(p, kw), &v, sizeof(v));
-	if (kw->off == P(temperature))
-		p->block->has_temperature = 1;
-	return 0;
-}
-
-static int
-kw_pduration(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	char		lo[32], hi[32];
-	uint64_t	ms;
-
-	(void)argc;
-	if (parse_duration(argv[0], &ms) == -1 || ms < kw->lo || ms > kw->hi)
-		return perr(p, "%s: expected a duration from %s to %s (a number "
-		    "with ms, s, m, h or d), got '%.80s'", kw->name,
-		    fmt_duration(kw->lo, lo, sizeof(lo)),
-		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
-	memcpy(pfield(p, kw), &ms, sizeof(ms));
-	return 0;
-}
-
-/*
- * Top level: how long an unused session stays in memory. In a provider
- * block: the longest gap between bytes of a model's stream.
- */
-static int
-kw_idle_timeout(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	struct keyword	pk;
-
-	if (p->block == NULL)
-		return kw_duration(p, kw, argc, argv);
-	pk = *kw;
-	pk.off = P(idle_timeout_ms);
-	pk.lo = PROV_TIMEOUT_LO;
-	pk.hi = PROV_TIMEOUT_HI;
-	return kw_pduration(p, &pk, argc, argv);
-}
-
-/*
- * A base URL as the vendors' SDKs take it; the workers append the API
- * path. Not echoed in errors: it may carry user:password.
- */
-static int
-kw_purl(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	const char	*u = argv[0], *host;
-	size_t		 n, i;
-	char		*s;
-
-	(void)argc;
-	n = strlen(u);
-	if (strncasecmp(u, "http://", 7) == 0)
-		host = u + 7;
-	else if (strncasecmp(u, "https://", 8) == 0)
-		host = u + 8;
-	else
-		return perr(p, "%s: must start with http:// or https://",
-		    kw->name);
-	if (n > CFG_MAX_URL)
-		return perr(p, "%s: longer than %d bytes", kw->name,
-		    CFG_MAX_URL);
-	for (i = 0; i < n; i++)
-		if ((unsigned char)u[i] <= ' ' || (unsigned char)u[i] >= 0x7f ||
-		    u[i] == '?' || u[i] == '#' || u[i] == '"' || u[i] == '\\')
-			return perr(p, "%s: must be printable ASCII without "
-			    "blanks, quotes, backslashes, '?' or '#'",
-			    kw->name);
-	/* A provider's is a base URL; an MCP server's, the endpoint itself. */
-	while (p->mblock == NULL && n > (size_t)(host - u) && u[n - 1] == '/')
-		n--;
-	if (n == (size_t)(host - u) || *host == '/')
-		return perr(p, "%s: missing host name", kw->name);
-	if ((s = strndup(u, n)) == NULL)
-		return perr(p, "out of memory");
-	if (p->mblock != NULL) {
-		free(p->mblock->url);
-		p->mblock->url = s;
-	} else {
-		free(p->block->url);
-		p->block->url = s;
-	}
-	return 0;
-}
-
-/* A provider's first-byte timeout, or an MCP server's per-call default. */
-static int
-kw_timeout(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	char		lo[32], hi[32];
-	uint64_t	ms;
-
-	if (p->mblock == NULL)
-		return kw_pduration(p, kw, argc, argv);
-	if (parse_duration(argv[0], &ms) == -1 || ms < kw->lo || ms > kw->hi)
-		return perr(p, "%s: expected a duration from %s to %s (a number "
-		    "with ms, s, m, h or d), got '%.80s'", kw->name,
-		    fmt_duration(kw->lo, lo, sizeof(lo)),
-		    fmt_duration(kw->hi, hi, sizeof(hi)), argv[0]);
-	p->mblock->timeout_ms = ms;
-	return 0;
-}
-
-/* MCP server names become tool-name prefixes: [A-Za-z0-9_-], no "__". */
-static int
-valid_mcp_name(const char *s)
-{
-	size_t	n;
-
-	for (n = 0; s[n] != '\0'; n++)
-		if (!is_alnum((unsigned char)s[n]) && s[n] != '_' &&
-		    s[n] != '-')
-			return 0;
-	return n > 0 && n <= 32 && strstr(s, "__") == NULL;
-}
-
-static int
-kw_mcp_server(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	struct cfg_mcp_server	*m;
-	unsigned		 n = 0;
-
-	(void)argc;
-	if (!valid_mcp_name(argv[0]))
-		return perr(p, "%s: name must be 1 to 32 letters, digits, '_' "
-		    "or '-' without \"__\", got '%.80s'", kw->name, argv[0]);
-	TAILQ_FOREACH(m, &p->conf->mcp_servers, entry) {
-		if (strcmp(m->name, argv[0]) == 0)
-			return perr(p, "%s: duplicate server '%s' (first on "
-			    "line %u)", kw->name, argv[0], m->line);
-		n++;
-	}
-	if (n >= CFG_MAX_MCP)
-		return perr(p, "%s: more than %d servers", kw->name,
-		    CFG_MAX_MCP);
-	if ((m = calloc(1, sizeof(*m))) == NULL)
-		return perr(p, "out of memory");
-	snprintf(m->name, sizeof(m->name), "%s", argv[0]);
-	m->timeout_ms = 0;	/* tool-timeout, unless the block sets one */
-	m->line = p->line;
-	TAILQ_INSERT_TAIL(&p->conf->mcp_servers, m, entry);
-	p->mblock = m;
-	memset(p->bseen, 0, sizeof(p->bseen));
-	return 0;
-}
-
-/*
- * "Name: value", added to every request to the server.  Not echoed: it
- * usually carries a credential.  The headers the transport itself sets
- * are refused, since a second copy would break the protocol.
- */
-static int
-kw_header(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	static const char *const reserved[] = { "content-length",
-	    "content-type", "transfer-encoding", "accept", "host",
-	    "mcp-session-id", "mcp-protocol-version", "connection" };
-	struct cfg_mcp_server	*m = p->mblock;
-	const char		*h = argv[0], *colon;
-	size_t			 nl, i;
-	char			*s;
-
-	(void)argc;
-	if (strlen(h) > CFG_MAX_HEADER)
-		return perr(p, "%s: longer than %d bytes", kw->name,
-		    CFG_MAX_HEADER);
-	if ((colon = strchr(h, ':')) == NULL || colon == h)
-		return perr(p, "%s: expected \"NAME: VALUE\"", kw->name);
-	nl = (size_t)(colon - h);
-	/* RFC 9110 token characters. */
-	for (i = 0; i < nl; i++)
-		if (!is_alnum((unsigned char)h[i]) &&
-		    strchr("!#$%&'*+-.^_`|~", h[i]) == NULL)
-			return perr(p, "%s: the name must be an HTTP token "
-			    "(letters, digits, '-', ...)", kw->name);
-	for (i = nl + 1; h[i] != '\0'; i++)
-		if ((unsigned char)h[i] < ' ' && h[i] != '\t')
-			return perr(p, "%s: control character in the value",
-			    kw->name);
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (strlen(reserved[i]) == nl &&
-		    strncasecmp(h, reserved[i], nl) == 0)
-			return perr(p, "%s: %.*s is set by parleyd itself",
-			    kw->name, (int)nl, h);
-	if (m->nheaders >= CFG_MCP_MAX_HEADERS)
-		return perr(p, "%s: more than %d headers", kw->name,
-		    CFG_MCP_MAX_HEADERS);
-	if ((s = strdup(h)) == NULL)
-		return perr(p, "out of memory");
-	m->headers[m->nheaders++] = s;
-	return 0;
-}
-
-static int
-mcp_block_close(struct parser *p)
-{
-	struct cfg_mcp_server	*m = p->mblock;
-
-	p->mblock = NULL;
-	if (m->url == NULL)
-		return perr_at(p, m->line, "mcp-server '%s': missing 'url'",
-		    m->name);
-	return 0;
-}
-
-static int
-kw_pkeyenv(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	(void)argc;
-	/* Only the name: workers read the value per request (key rotation). */
-	if (!valid_env_name(argv[0]))
-		return perr(p, "%s: '%.80s' is not a valid environment variable "
-		    "name", kw->name, argv[0]);
-	return set_string(p, &p->block->api_key_env, argv[0]);
-}
-
-static int
-kw_pmodel(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	size_t	n;
-
-	(void)argc;
-	for (n = 0; argv[0][n] != '\0'; n++)
-		if ((unsigned char)argv[0][n] <= ' ' ||
-		    (unsigned char)argv[0][n] >= 0x7f)
-			break;
-	if (n == 0 || n > CFG_MAX_MODEL || argv[0][n] != '\0')
-		return perr(p, "%s: must be 1 to %d printable characters "
-		    "without blanks", kw->name, CFG_MAX_MODEL);
-	return set_string(p, &p->block->model, argv[0]);
-}
-
-/*
- * Type-dependent checks and defaults, once the whole block is known (type
- * may come after the directives it governs).
- */
-static int
-block_close(struct parser *p)
-{
-	struct cfg_provider	*pr = p->block;
-	const struct keyword	*bad = NULL;
-	const char		*def;
-	unsigned		 badline = 0;
-	size_t			 i;
-	int			 script;
-
-	p->block = NULL;
-	if (pr->type[0] == '\0')
-		return perr_at(p, pr->line, "provider '%s': missing 'type'",
-		    pr->name);
-	script = strcmp(pr->type, "script") == 0;
-	for (i = 0; i < NKEYWORDS; i++) {
-		if (p->bseen[i] == 0 || (badline != 0 && p->bseen[i] > badline))
-			continue;
-		if ((script && (keywords[i].flags & KWF_HTTP)) ||
-		    (!script && (keywords[i].flags & KWF_SCRIPT))) {
-			bad = &keywords[i];
-			badline = p->bseen[i];
-		}
-	}
-	if (bad != NULL)
-		return perr_at(p, badline, "%s: not used by type %s (only by "
-		    "%s)", bad->name, pr->type, (bad->flags & KWF_SCRIPT) ?
-		    "script" : "openai and anthropic");
-	if (script) {
-		if (pr->reply == NULL)
-			return perr_at(p, pr->line, "provider '%s': a script "
-			    "provider needs a 'reply'", pr->name);
-		return 0;
-	}
-	if (pr->model == NULL)
-		return perr_at(p, pr->line, "provider '%s': model is required "
-		    "for type %s", pr->name, pr->type);
-	if (strcmp(pr->type, "anthropic") == 0) {
-		def = "https://api.anthropic.com";
-		/* The Messages API rejects a request without max_tokens. */
-		if (pr->max_tokens == 0)
-			pr->max_tokens = 1024;
-	} else
-		def = "https://api.openai.com/v1";
-	if (pr->url == NULL && (pr->url = strdup(def)) == NULL)
-		return perr_at(p, pr->line, "out of memory");
-	return 0;
-}
 
 /* Splits [s, s+len) into p->words; -1 with the error set on bad syntax. */
 static int
@@ -1486,6 +767,23 @@ keyword_find(const char *name, size_t *idx)
 	return NULL;
 }
 
+const struct keyword *
+cfg_block_first(struct parser *p, int flags, unsigned *line)
+{
+	const struct keyword	*first = NULL;
+	unsigned		 l = 0;
+	size_t			 i;
+
+	for (i = 0; i < NKEYWORDS; i++)
+		if (p->bseen[i] != 0 && (keywords[i].flags & flags) &&
+		    (l == 0 || p->bseen[i] < l)) {
+			first = &keywords[i];
+			l = p->bseen[i];
+		}
+	*line = l;
+	return first;
+}
+
 static int
 directive(struct parser *p)
 {
@@ -1500,10 +798,10 @@ directive(struct parser *p)
 		if (n > 1)
 			return perr(p, "unexpected words after '}'");
 		if (p->mblock != NULL)
-			return mcp_block_close(p);
+			return cfg_mcp_close(p);
 		if (p->block == NULL)
 			return perr(p, "unexpected '}' outside a block");
-		return block_close(p);
+		return cfg_provider_close(p);
 	}
 	if ((p->block != NULL || p->mblock != NULL) && n > 1 &&
 	    is_brace(p, n - 1, "}")) {
@@ -1548,7 +846,8 @@ directive(struct parser *p)
 	if (kw->fn(p, kw, argc, p->words + 1) == -1)
 		return -1;
 	if (closing)
-		return p->mblock != NULL ? mcp_block_close(p) : block_close(p);
+		return p->mblock != NULL ? cfg_mcp_close(p) :
+		    cfg_provider_close(p);
 	return 0;
 }
 
@@ -1583,6 +882,11 @@ config_init(struct config *c)
 	c->max_conn_per_addr = 1000;
 	c->max_turns = 10;
 	c->tool_timeout_ms = 30 * MS_S;
+	TAILQ_INIT(&c->tool_policies);
+	c->autonomy = POLICY_SUPERVISED;
+	c->max_autonomy = POLICY_FULL_AUTO;
+	c->approval_timeout_ms = 24 * MS_H;
+	c->client_tool_timeout_ms = 10 * MS_M;
 }
 
 /* Strings that have defaults are filled in last so a directive can own them. */
@@ -1615,11 +919,11 @@ config_fill(struct config *c)
 	if (c->log_level == NULL && (c->log_level = strdup("info")) == NULL)
 		return -1;
 	if (TAILQ_EMPTY(&c->listens) &&
-	    (listen_new(c, "127.0.0.1", 7777, 1, 0) == NULL ||
-	    listen_new(c, "::1", 7777, 1, 1) == NULL))
+	    (cfg_listen_new(c, "127.0.0.1", 7777, 1, 0) == NULL ||
+	    cfg_listen_new(c, "::1", 7777, 1, 1) == NULL))
 		return -1;
 	if (TAILQ_EMPTY(&c->providers)) {
-		if ((pr = provider_new("demo", 0)) == NULL)
+		if ((pr = cfg_provider_new("demo", 0)) == NULL)
 			return -1;
 		TAILQ_INSERT_TAIL(&c->providers, pr, entry);
 		snprintf(pr->type, sizeof(pr->type), "script");
@@ -1636,23 +940,39 @@ config_fill(struct config *c)
 static int
 config_check(struct parser *p)
 {
-	struct cfg_mcp_server *ms;
-
-	TAILQ_FOREACH(ms, &p->conf->mcp_servers, entry)
-		if (ms->timeout_ms == 0)
-			ms->timeout_ms = p->conf->tool_timeout_ms;
 	struct config		*c = p->conf;
+	struct cfg_mcp_server	*ms;
 	struct cfg_listen	*l;
+	size_t			 ai, mi;
 
+	TAILQ_FOREACH(ms, &c->mcp_servers, entry)
+		if (ms->timeout_ms == 0)
+			ms->timeout_ms = c->tool_timeout_ms;
 	if (config_provider(c, c->default_provider) == NULL)
-		return perr_at(p, p->default_provider_line,
+		return cfg_perr_at(p, p->default_provider_line,
 		    "default-provider: no provider named '%s'",
 		    c->default_provider);
+	if (policy_autonomy_cmp(c->autonomy, c->max_autonomy) > 0 &&
+	    keyword_find("autonomy", &ai) != NULL &&
+	    keyword_find("max-autonomy", &mi) != NULL) {
+		if (p->seen[ai] == 0)
+			return cfg_perr_at(p, p->seen[mi], "max-autonomy: %s "
+			    "is less autonomous than the default autonomy %s; "
+			    "add an autonomy line no more autonomous than %s",
+			    policy_autonomy_name(c->max_autonomy),
+			    policy_autonomy_name(c->autonomy),
+			    policy_autonomy_name(c->max_autonomy));
+		return cfg_perr_at(p, p->seen[ai], "autonomy: %s is more "
+		    "autonomous than max-autonomy %s (line %u); lower "
+		    "autonomy or raise max-autonomy",
+		    policy_autonomy_name(c->autonomy),
+		    policy_autonomy_name(c->max_autonomy), p->seen[mi]);
+	}
 	if (!TAILQ_EMPTY(&c->tokens))
 		return 0;
 	TAILQ_FOREACH(l, &c->listens, entry)
 		if (!l->loopback)
-			return perr_at(p, l->line, "listen %s%s%s:%s: a "
+			return cfg_perr_at(p, l->line, "listen %s%s%s:%s: a "
 			    "non-loopback listener needs at least one token; "
 			    "add `token SECRET role admin`",
 			    strchr(l->host, ':') ? "[" : "", l->host,
@@ -1711,12 +1031,12 @@ config_parse(const char *name, const char *text, size_t len, char *err,
 			goto done;
 	}
 	if (p->block != NULL) {
-		perr_at(p, p->block->line, "provider '%s': unterminated block "
-		    "(missing '}')", p->block->name);
+		cfg_perr_at(p, p->block->line, "provider '%s': unterminated "
+		    "block (missing '}')", p->block->name);
 		goto done;
 	}
 	if (p->mblock != NULL) {
-		perr_at(p, p->mblock->line, "mcp-server '%s': unterminated "
+		cfg_perr_at(p, p->mblock->line, "mcp-server '%s': unterminated "
 		    "block (missing '}')", p->mblock->name);
 		goto done;
 	}
@@ -1840,10 +1160,16 @@ config_free(struct config *c)
 	struct cfg_token	*t;
 	struct cfg_provider	*pr;
 	struct cfg_mcp_server	*m;
+	struct policy_rule	*r;
 	unsigned		 i;
 
 	if (c == NULL)
 		return;
+	while ((r = TAILQ_FIRST(&c->tool_policies)) != NULL) {
+		TAILQ_REMOVE(&c->tool_policies, r, entry);
+		free(r->glob);
+		free(r);
+	}
 	while ((m = TAILQ_FIRST(&c->mcp_servers)) != NULL) {
 		TAILQ_REMOVE(&c->mcp_servers, m, entry);
 		for (i = 0; i < m->nheaders; i++) {
@@ -1887,6 +1213,7 @@ config_free(struct config *c)
 	free(c->control_group);
 	free(c->user);
 	free(c->group);
+	free(c->audit_log);
 	free(c);
 }
 

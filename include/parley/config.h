@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parley/policy.h"
+
 #define CFG_DEFAULT_PATH	"/etc/parleyd/parleyd.conf"
 
 enum cfg_fsync { CFG_FSYNC_ALWAYS, CFG_FSYNC_BATCH, CFG_FSYNC_NO };
@@ -109,9 +111,19 @@ struct config {
 	size_t			 max_output_buffer;	/* default 256k */
 	unsigned		 max_sessions;		/* per worker, default 10000 */
 	unsigned		 max_connections;	/* per worker, default 20000 */
-	unsigned		 max_conn_per_addr;
+	unsigned		 max_conn_per_addr;	/* default 1000, 0 =
+							   unlimited */
 	unsigned		 max_turns;	/* model calls in one turn, default 10 */
-	uint64_t		 tool_timeout_ms;	/* one tool call, default 30s */	/* default 1000, 0 = unlimited */
+	uint64_t		 tool_timeout_ms;	/* one tool call, default 30s */
+	/* Tool approvals: see "TOOL APPROVALS" in parleyd.conf(5). */
+	struct policy_rules	 tool_policies;	/* tool-policy, in file order */
+	enum policy_autonomy	 autonomy;	/* a session's, default
+						   SUPERVISED */
+	enum policy_autonomy	 max_autonomy;	/* most autonomous a client
+						   may set, default FULL_AUTO */
+	uint64_t		 approval_timeout_ms;	/* default 24h */
+	uint64_t		 client_tool_timeout_ms; /* default 10m */
+	char			*audit_log;	/* JSON lines PATH, NULL = none */
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;
 	TAILQ_HEAD(, cfg_token)	 tokens;

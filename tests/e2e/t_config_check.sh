@@ -65,6 +65,8 @@ bad 2 'listen 127.0.0.1:1\nlisten 127.0.0.1:1\n'
 bad 1 'default-provider nosuch\n'
 bad 1 'log-level \"bad\\q\"\n'
 bad 1 'listen 0.0.0.0:7777\n'
+bad 1 'tool-policy "fs__*" severe\n'
+bad 2 'max-autonomy CAUTIOUS\nautonomy FULL_AUTO\n'
 # an unterminated block is reported (at the end or at the block's line)
 f=$TMPD/unterminated.conf
 printf 'provider p {\n    type script\n    reply "x"\n' >"$f"

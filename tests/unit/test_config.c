@@ -1,4 +1,4 @@
-/* Unit tests for the parleyd.conf parser (src/config.c). */
+/* Unit tests for the parleyd.conf parser (src/config*.c). */
 
 #include <check.h>
 #include <stdio.h>
@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "../../src/config.c"
+#include "../../src/config_access.c"
+#include "../../src/config_block.c"
 #include "check_main.h"
 
 static const char example[] =
@@ -118,6 +120,12 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(c->max_sessions, 10000);
 	ck_assert_uint_eq(c->max_connections, 20000);
 	ck_assert_uint_eq(c->max_conn_per_addr, 1000);
+	ck_assert(TAILQ_EMPTY(&c->tool_policies));
+	ck_assert_int_eq(c->autonomy, POLICY_SUPERVISED);
+	ck_assert_int_eq(c->max_autonomy, POLICY_FULL_AUTO);
+	ck_assert_uint_eq(c->approval_timeout_ms, 24ULL * 3600 * 1000);
+	ck_assert_uint_eq(c->client_tool_timeout_ms, 600000);
+	ck_assert_ptr_null(c->audit_log);
 	ck_assert_str_eq(c->log_level, "info");
 	ck_assert_ptr_null(c->pid_file);
 	ck_assert(TAILQ_EMPTY(&c->tokens));
@@ -749,7 +757,7 @@ START_TEST(test_decimal)
 
 	for (i = 0; i < sizeof(d) / sizeof(d[0]); i++) {
 		v = -1;
-		ck_assert_msg((parse_decimal(d[i].s, &v) == 0) == d[i].ok,
+		ck_assert_msg((cfg_parse_decimal(d[i].s, &v) == 0) == d[i].ok,
 		    "decimal '%s'", d[i].s);
 		if (!d[i].ok)
 			continue;
@@ -1087,6 +1095,128 @@ START_TEST(test_operations)
 }
 END_TEST
 
+/* Tool approvals: tool-policy, autonomy levels, their timeouts, audit-log. */
+START_TEST(test_approvals)
+{
+	static const struct {
+		const char		*glob;
+		enum policy_verdict	 verdict;
+		enum policy_risk	 risk;
+		unsigned		 line;
+	} want[] = {
+		{ "fs__*", POLICY_RULE_DENY, 0, 1 },
+		{ "*__delete_*", POLICY_RULE_RISK, POLICY_CRITICAL, 2 },
+		{ "web__search", POLICY_RULE_ALLOW, 0, 4 },
+		{ "*", POLICY_RULE_RISK, POLICY_LOW, 6 },
+	};
+	struct config			*c;
+	const struct policy_rule	*r;
+	struct policy_decision		 d;
+	size_t				 i;
+
+	c = parse("tool-policy fs__* deny\n"
+	    "tool-policy \"*__delete_*\" critical\n"
+	    "autonomy CAUTIOUS\n"
+	    "tool-policy web__search allow\n"
+	    "max-autonomy SUPERVISED\n"
+	    "tool-policy * low\n"
+	    "approval-timeout 2h\n"
+	    "client-tool-timeout 90s\n"
+	    "audit-log /var/log/parleyd/audit.jsonl\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_int_eq(c->autonomy, POLICY_CAUTIOUS);
+	ck_assert_int_eq(c->max_autonomy, POLICY_SUPERVISED);
+	ck_assert_uint_eq(c->approval_timeout_ms, 7200000);
+	ck_assert_uint_eq(c->client_tool_timeout_ms, 90000);
+	ck_assert_str_eq(c->audit_log, "/var/log/parleyd/audit.jsonl");
+	/* In file order, with their lines. */
+	i = 0;
+	TAILQ_FOREACH(r, &c->tool_policies, entry) {
+		ck_assert_uint_lt(i, sizeof(want) / sizeof(want[0]));
+		ck_assert_str_eq(r->glob, want[i].glob);
+		ck_assert_int_eq(r->verdict, want[i].verdict);
+		if (r->verdict == POLICY_RULE_RISK)
+			ck_assert_int_eq(r->risk, want[i].risk);
+		ck_assert_uint_eq(r->line, want[i].line);
+		i++;
+	}
+	ck_assert_uint_eq(i, sizeof(want) / sizeof(want[0]));
+	/* The list is what policy_decide takes. */
+	d = policy_decide(&c->tool_policies, "fs__delete_file", NULL,
+	    c->autonomy);
+	ck_assert_int_eq(d.action, POLICY_DENY);
+	ck_assert_uint_eq(d.rule->line, 1);
+	d = policy_decide(&c->tool_policies, "db__delete_row", NULL,
+	    POLICY_FULL_AUTO);
+	ck_assert_int_eq(d.action, POLICY_ASK);
+	config_free(c);
+
+	c = parse("audit-log none\nautonomy MANUAL\nmax-autonomy MANUAL\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_ptr_null(c->audit_log);
+	ck_assert_int_eq(c->autonomy, POLICY_MANUAL);
+	config_free(c);
+	/* A cap at the default level, or above it, is fine. */
+	c = parse("max-autonomy SUPERVISED\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	config_free(c);
+
+	expect_err("tool-policy fs__* severe\n", "x.conf:1: tool-policy: "
+	    "'severe' must be one of low, medium, high, critical, allow or "
+	    "deny");
+	expect_err("tool-policy fs__* HIGH\n", "x.conf:1: tool-policy: "
+	    "'HIGH' must be one of low, medium, high, critical, allow or "
+	    "deny");
+	expect_err("tool-policy fs__*\n", "x.conf:1: tool-policy: wrong "
+	    "number of arguments; usage: tool-policy GLOB "
+	    "low|medium|high|critical|allow|deny");
+	expect_err("tool-policy a b c\n", "x.conf:1: tool-policy: wrong "
+	    "number of arguments; usage: tool-policy GLOB "
+	    "low|medium|high|critical|allow|deny");
+	expect_err("tool-policy \"fs *\" deny\n", "x.conf:1: tool-policy: "
+	    "the pattern must be 1 to 256 printable characters without "
+	    "blanks");
+	expect_err("tool-policy \"\" deny\n", "x.conf:1: tool-policy: "
+	    "the pattern must be 1 to 256 printable characters without "
+	    "blanks");
+	expect_err("tool-policy fs__* deny\n\ntool-policy fs__* allow\n",
+	    "x.conf:3: tool-policy fs__*: duplicate pattern (first on line 1, "
+	    "which decides)");
+	expect_err("autonomy full_auto\n", "x.conf:1: autonomy: expected "
+	    "FULL_AUTO, SUPERVISED, CAUTIOUS or MANUAL, got 'full_auto'");
+	expect_err("max-autonomy NONE\n", "x.conf:1: max-autonomy: expected "
+	    "FULL_AUTO, SUPERVISED, CAUTIOUS or MANUAL, got 'NONE'");
+	expect_err("autonomy MANUAL\nautonomy MANUAL\n", "x.conf:2: "
+	    "autonomy: duplicate directive (first on line 1)");
+	/* More autonomous than the cap: both lines named, either order. */
+	expect_err("max-autonomy CAUTIOUS\nautonomy SUPERVISED\n",
+	    "x.conf:2: autonomy: SUPERVISED is more autonomous than "
+	    "max-autonomy CAUTIOUS (line 1); lower autonomy or raise "
+	    "max-autonomy");
+	expect_err("autonomy FULL_AUTO\n# c\nmax-autonomy MANUAL\n",
+	    "x.conf:1: autonomy: FULL_AUTO is more autonomous than "
+	    "max-autonomy MANUAL (line 3); lower autonomy or raise "
+	    "max-autonomy");
+	/* A cap below the default level names what to add. */
+	expect_err("\nmax-autonomy CAUTIOUS\n", "x.conf:2: max-autonomy: "
+	    "CAUTIOUS is less autonomous than the default autonomy "
+	    "SUPERVISED; add an autonomy line no more autonomous than "
+	    "CAUTIOUS");
+	expect_err("approval-timeout 500ms\n", "x.conf:1: approval-timeout: "
+	    "expected a duration from 1s to 30d (a number with ms, s, m, h "
+	    "or d), got '500ms'");
+	expect_err("client-tool-timeout 31d\n", "x.conf:1: "
+	    "client-tool-timeout: expected a duration from 100ms to 30d (a "
+	    "number with ms, s, m, h or d), got '31d'");
+	expect_err("audit-log audit.jsonl\n", "x.conf:1: audit-log: expected "
+	    "none or an absolute path, got 'audit.jsonl'");
+	expect_err("audit-log /a\naudit-log none\n", "x.conf:2: audit-log: "
+	    "duplicate directive (first on line 1)");
+	expect_err("provider p {\n tool-policy * low\n", "x.conf:2: "
+	    "tool-policy: not allowed inside a provider block");
+}
+END_TEST
+
 START_TEST(test_man_page)
 {
 	const char *const	*d = config_directives();
@@ -1307,6 +1437,7 @@ config_suite(void)
 	tcase_add_test(tc, test_tokens);
 	tcase_add_test(tc, test_robust);
 	tcase_add_test(tc, test_operations);
+	tcase_add_test(tc, test_approvals);
 	tcase_add_test(tc, test_man_page);
 	tcase_add_test(tc, test_example_file);
 	suite_add_tcase(s, tc);
