@@ -95,7 +95,7 @@ route_answer(struct conn *c, struct sess *s, const char *id,
 		b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "id", id);
 		if (r->seq)
-			cJSON_AddNumberToObject(b, "seq", (double)r->seq);
+			cJSON_AddNumberToObject(b, "eventSeq", (double)r->seq);
 		if (r->duplicate)
 			cJSON_AddBoolToObject(b, "duplicate", 1);
 		j = proto_reply("ack", s->id, b);
@@ -641,12 +641,13 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	memcpy(sid, path + 10, n);
 	sid[n] = '\0';
 	sub = path[10 + n] == '/' ? path + 10 + n + 1 : "";
-	if (strcmp(sub, "stream") == 0)
+	/* An EventSource may open before the page posts its first message. */
+	if (strcmp(sub, "stream") == 0 || strcmp(sub, "events") == 0)
 		*create = 1;
 	else if (strcmp(sub, "messages") == 0)
 		*create = !acts_on_session(r->body, r->body_len);
-	else if (*sub != '\0' && strcmp(sub, "events") != 0 &&
-	    strcmp(sub, "log") != 0 && strcmp(sub, "control") != 0)
+	else if (*sub != '\0' && strcmp(sub, "log") != 0 &&
+	    strcmp(sub, "control") != 0)
 		return 0;
 	return store_valid_id(sid);
 }

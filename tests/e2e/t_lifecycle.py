@@ -71,7 +71,7 @@ async def eviction_and_reload(d):
     check_contiguous(l, n + 1, "turn after reload")
     check(l[0]["type"] == "user_message", "first event after reload %s" % short(l[0]))
     ack = [e for e in ev if e.get("type") == "ack"]
-    check(ack and ack[0].get("seq") == n + 1, "ack after reload: %s" % ack)
+    check(ack and ack[0].get("eventSeq") == n + 1, "ack after reload: %s" % ack)
     check(turn_text(l, "m-%d" % (n + 1)) == REPLY, "turn after reload: wrong text")
     same_events(logged(ev), d.log_events(sid, n), "client vs log after reload")
 
@@ -129,7 +129,7 @@ async def two_chats_in_order(d):
     um = [e for e in l if e["type"] == "user_message"]
     check([u.get("message") for u in um] == ["first", "second"],
           "user_messages: %s" % [u.get("message") for u in um])
-    acks = {e["id"]: e["seq"] for e in ev if e.get("type") == "ack"}
+    acks = {e["id"]: e["eventSeq"] for e in ev if e.get("type") == "ack"}
     check(acks.get("q1") == um[0]["seq"] and acks.get("q2") == um[1]["seq"],
           "acks %s vs user_message seqs %s" % (acks, [u["seq"] for u in um]))
     dn = [e for e in l if is_done(e)]

@@ -105,7 +105,7 @@ async def part_ab():
         check(t1[0]["type"] == "user_message" and t1[0]["seq"] == 1,
               "a: first event %s" % short(t1[0]))
         check(tokens_text(t1) == MED, "a: text %r" % tokens_text(t1))
-        check(acks and acks[0]["id"] == "a-1" and acks[0].get("seq") == 1,
+        check(acks and acks[0]["id"] == "a-1" and acks[0].get("eventSeq") == 1,
               "a: owner's ack %s" % acks)
         check(c.owner_host(sid) == "h0", "a: owner %s, expected h0"
               % c.owner(sid))
@@ -138,8 +138,8 @@ async def part_ab():
         um = [e for e in t3 if e["type"] == "user_message"]
         check(len(um) == 1 and um[0].get("id") == "b-1",
               "b: user_messages %s" % um)
-        check("seq" not in acks[0] or acks[0]["seq"] == um[0]["seq"],
-              "b: ack seq %s, user_message seq %d" % (acks[0].get("seq"),
+        check("eventSeq" not in acks[0] or acks[0]["eventSeq"] == um[0]["seq"],
+              "b: ack eventSeq %s, user_message seq %d" % (acks[0].get("eventSeq"),
                                                     um[0]["seq"]))
         check(tokens_text(t3) == MED, "b: text %r" % tokens_text(t3))
         check(c.owner(sid) == owner0, "b: the owner changed from %s to %s: "

@@ -118,7 +118,7 @@ async def test():
         await ws_send(ctl, {"v": 1, "type": "resume_session",
                             "sessionId": sid, "id": "r-1"})
         ev = await ws_until(ctl, lambda e: e.get("type") == "ack")
-        check(ev[-1].get("seq") == cseq + 1, "resume ack %s" % ev[-1])
+        check(ev[-1].get("eventSeq") == cseq + 1, "resume ack %s" % ev[-1])
         evs = await wait_log(d, sid, lambda e: sum(map(is_done, e)) == 2,
                              "the queued turn did not run after resume")
         rs = states(evs)[-1]
@@ -130,18 +130,18 @@ async def test():
         await ws_send(ctl, {"v": 1, "type": "resume_session",
                             "sessionId": sid, "id": "r-2"})
         ev = await ws_until(ctl, lambda e: e.get("type") == "ack")
-        check("seq" not in ev[-1], "resume again %s" % ev[-1])
+        check("eventSeq" not in ev[-1] and "seq" not in ev[-1], "resume again %s" % ev[-1])
         # PROTOCOL.md's control "resume" (no lastSeq) is resume_session;
         # pause over the control channel works as over POST.
         await ws_send(ctl, {"v": 1, "type": "pause", "sessionId": sid,
                             "id": "p-2"})
         ev = await ws_until(ctl, lambda e: e.get("type") == "ack")
-        check(ev[-1].get("seq"), "control pause ack %s" % ev[-1])
+        check(ev[-1].get("eventSeq"), "control pause ack %s" % ev[-1])
         await ws_send(ctl, {"v": 1, "type": "resume", "sessionId": sid,
                             "id": "r-3"})
         ev = await ws_until(ctl, lambda e: e.get("type") == "ack" and
                             e.get("id") == "r-3")
-        check(ev[-1].get("seq"), "control resume ack %s" % ev[-1])
+        check(ev[-1].get("eventSeq"), "control resume ack %s" % ev[-1])
         await ctl.close()
         st, info = d.http_json("GET", "/sessions/%s" % sid)
         check(info["status"] != "paused", "still paused: %s" % info["status"])
@@ -160,7 +160,7 @@ async def test():
         await ws_send(ws, {"v": 1, "type": "pause", "sessionId": sid,
                            "id": "a-1"})
         ev = await ws_until(ws, lambda e: e.get("type") == "ack")
-        check(ev[-1].get("seq"), "admin pause on stream %s" % ev[-1])
+        check(ev[-1].get("eventSeq"), "admin pause on stream %s" % ev[-1])
         await ws.close()
         st, info = d.http_json("GET", "/sessions/%s" % sid)
         check(info["status"] == "paused", "stream pause: %s" % info["status"])

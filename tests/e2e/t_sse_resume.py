@@ -8,14 +8,23 @@ from parley import *
 LONG = "Server-sent events resume after Last-Event-ID. " * 10
 
 
-def curl_sse(d, path, headers=(), max_time=3):
-    """Run curl on an SSE URL for max_time s; returns (rc, [(id, event, data)])."""
+def curl_sse(d, path, headers=(), max_time=3, meanwhile=None):
+    """Run curl on an SSE URL for max_time s, calling meanwhile() once it
+    started; returns (rc, [(id, event, data)])."""
     cmd = ["curl", "-s", "-N", "-m", str(max_time), d.url(path, "http")]
     for h in headers:
         cmd += ["-H", h]
-    p = subprocess.run(cmd, capture_output=True, timeout=max_time + 10)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if meanwhile:
+            meanwhile()
+        out, _ = p.communicate(timeout=max_time + 10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
     evs, cur = [], {}
-    for ln in p.stdout.decode(errors="replace").split("\n"):
+    for ln in out.decode(errors="replace").split("\n"):
         ln = ln.rstrip("\r")
         if not ln:
             if "data" in cur:
@@ -32,8 +41,24 @@ def test():
                default="slow")
     with with_daemon(d):
         sid = "sse-1"
-        st, _, _ = d.http("GET", "/sessions/nope/events")
-        check(st == 404, "GET /events of an unknown session -> %d" % st)
+        # A page opens its EventSource before it posts: the session is
+        # created by the GET, and the turn posted after arrives on it.
+        def post_first():
+            deadline = time.time() + 10
+            while d.http("GET", "/sessions/pre-1")[0] != 200:
+                check(time.time() < deadline, "GET /events did not create "
+                      "the session")
+                time.sleep(0.05)
+            st, _, _ = d.http("POST", "/sessions/pre-1/messages",
+                              {"v": 1, "type": "chat", "message": "hi"})
+            check(st == 202, "POST after GET /events -> %d" % st)
+        _, evs = curl_sse(d, "/sessions/pre-1/events", max_time=6,
+                          meanwhile=post_first)
+        types = [e[2]["type"] for e in evs]
+        check(types[:2] == ["session_state", "user_message"] and
+              "done" in types, "EventSource opened first saw %s" % types)
+        check(evs[0][2]["status"] == "created" and evs[0][2]["lastSeq"] == 0,
+              "first session_state %s" % evs[0][2])
         env = dict(os.environ, NODE_PATH=os.path.join(E2E, "node_modules"))
         p = subprocess.run(["node", os.path.join(E2E, "js", "sse_resume.js"),
                             str(d.port), sid], capture_output=True, timeout=60, env=env)
