@@ -92,8 +92,9 @@ struct xfer {
 };
 
 struct stool {
-	char	*name, *full, *desc, *schema;
-	int	 read_only, destructive;
+	char			*name, *full, *desc, *schema;
+	int			 read_only, destructive;
+	struct policy_annotations ann;
 };
 
 struct mcp_srv {
@@ -621,6 +622,17 @@ json_true(const cJSON *o, const char *name, int dflt)
 	return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
 }
 
+/* A hint as the server sent it: unset when it sent none. */
+static enum policy_hint
+json_hint(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	if (!cJSON_IsBool(v))
+		return POLICY_HINT_UNSET;
+	return cJSON_IsTrue(v) ? POLICY_HINT_TRUE : POLICY_HINT_FALSE;
+}
+
 /* Adds one tools/list entry to srv->pend; -1 only when out of memory. */
 static int
 pend_add(struct mcp_srv *srv, const cJSON *t)
@@ -678,6 +690,10 @@ pend_add(struct mcp_srv *srv, const cJSON *t)
 	 * nothing for a read-only tool. */
 	st->destructive = st->read_only ? 0 :
 	    json_true(ann, "destructiveHint", 1);
+	st->ann.read_only = json_hint(ann, "readOnlyHint");
+	st->ann.destructive = json_hint(ann, "destructiveHint");
+	st->ann.idempotent = json_hint(ann, "idempotentHint");
+	st->ann.open_world = json_hint(ann, "openWorldHint");
 	if ((st->name = strdup(name->valuestring)) == NULL ||
 	    (st->desc = strdup(cJSON_IsString(desc) ? desc->valuestring :
 	    "")) == NULL)
@@ -1131,6 +1147,7 @@ mcp_tools(struct mcp_ctx *ctx, const struct mcp_tool **out)
 				v[n].schema_json = srv->tools[i].schema;
 				v[n].read_only = srv->tools[i].read_only;
 				v[n].destructive = srv->tools[i].destructive;
+				v[n].ann = srv->tools[i].ann;
 			}
 		free(ctx->view);
 		ctx->view = v;

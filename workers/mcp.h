@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parley/policy.h"
+
 struct event_base;
 struct config;
 
@@ -24,6 +26,7 @@ struct mcp_tool {
 	int		 read_only;	/* annotations.readOnlyHint */
 	int		 destructive;	/* annotations.destructiveHint (the
 					   spec's default is true) */
+	struct policy_annotations ann;	/* the hints as sent, for the risk */
 };
 
 struct mcp_ctx;

@@ -585,15 +585,21 @@ start_cb(evutil_socket_t fd, short ev, void *arg)
 	turn_next(arg);
 }
 
-/* Risk of a tool from its MCP annotations, for approvals to come. */
-static const char *
-tool_risk(const struct mcp_tool *mt)
+/*
+ * What the operator's tool-policy and the tool's annotations say of a call
+ * by this session (mt NULL: no server offers it; no hints, so high).
+ */
+static struct policy_decision
+tool_policy(struct sess *s, const char *name, const struct mcp_tool *mt)
 {
-	if (mt == NULL)
-		return "unknown";
-	if (mt->read_only)
-		return "low";
-	return mt->destructive ? "high" : "medium";
+	enum policy_autonomy a = s->wk->conf->autonomy;
+	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	    "autonomy"));
+
+	if (lv != NULL)
+		(void)policy_autonomy_parse(lv, &a);
+	return policy_decide(&s->wk->conf->tool_policies, name,
+	    mt ? &mt->ann : NULL, a);
 }
 
 static const struct mcp_tool *
@@ -719,8 +725,10 @@ tools_run(struct sess *s, cJSON *calls)
 {
 	struct turn *t = s->turn;
 	const struct mcp_tool *mt;
+	struct policy_decision pd;
 	struct tool_run *r;
 	struct logged_result lr;
+	char why[160];
 	const char *id, *name, *args, *text;
 	cJSON *c, *b, *a, *e;
 
@@ -769,8 +777,18 @@ tools_run(struct sess *s, cJSON *calls)
 		cJSON_AddStringToObject(b, "tool", name);
 		a = cJSON_Parse(args && *args ? args : "{}");
 		cJSON_AddItemToObject(b, "args", a ? a : cJSON_CreateObject());
-		cJSON_AddStringToObject(b, "risk", tool_risk(mt));
+		pd = tool_policy(s, name, mt);
+		cJSON_AddStringToObject(b, "risk", policy_risk_name(pd.risk));
 		sess_emit(s, "tool_start", b);
+		if (pd.action == POLICY_DENY) {
+			/* Never run; the model reads why. */
+			snprintf(why, sizeof(why), "denied by the operator's "
+			    "tool-policy (%s, line %u of the configuration): "
+			    "the tool was not run", pd.rule->glob,
+			    pd.rule->line);
+			tool_done(s, id, name, 0, 1, why, "TOOL_ERROR");
+			continue;
+		}
 		if ((r = calloc(1, sizeof(*r))) == NULL)
 			continue;
 		r->s = s;

@@ -7,7 +7,7 @@
 # events come out with the server's real answers, those answers reach the
 # model (its final text holds them), and the turn ends with done.  A call
 # of a tool the server lacks ends as a tool_result error, not a dead turn.
-import sys, os
+import sys, os, re
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
@@ -114,6 +114,37 @@ async def main():
                   "missing tool: tool_result %s" % r)
             check(len(of_type(ev, "done")) == 1, "missing tool: no done: %s"
                   % [short(e) for e in ev])
+
+        # The operator's tool-policy: a rule's risk wins over the
+        # annotations, and a denied tool is never called; the model reads
+        # why.
+        calls = [{"name": "everything__get-sum", "arguments": {"a": 1, "b": 1}},
+                 {"name": "everything__echo", "arguments": {"message": "no"}}]
+        d = Daemon(extra=mcp + "tool-policy everything__echo deny\n"
+                   "tool-policy everything__get-* critical\n",
+                   default="tooly",
+                   providers=provider_block("tooly", script_tool(calls),
+                                            chunk=16))
+        with with_daemon(d):
+            ev = await turn_with_tools(d, "mcp-policy")
+            s = tool_events(ev, "tool_start", "everything__get-sum")
+            check(s and s[0].get("risk") == "critical",
+                  "tool-policy critical: get-sum risk %r" %
+                  (s and s[0].get("risk")))
+            r = tool_events(ev, "tool_result", "everything__get-sum")
+            check(r and r[0].get("result") == "The sum of 1 and 1 is 2.",
+                  "get-sum under a risk rule: %s" % r)
+            r = tool_events(ev, "tool_result", "everything__echo")
+            check(r and isinstance(r[0].get("error"), dict) and
+                  "denied by the operator's tool-policy" in
+                  r[0]["error"].get("message", ""),
+                  "denied echo: tool_result %s" % r)
+            check(not re.search(r"tool everything__echo: call \S+ started",
+                                d.log_text()),
+                  "a denied tool was called: %s" % d.log_text()[-800:])
+            check("denied by the operator" in tokens_text(ev),
+                  "the model did not read the denial: %r" % tokens_text(ev))
+            check(len(of_type(ev, "done")) == 1, "policy turn: no done")
     finally:
         srv.stop()
 
