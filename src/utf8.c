@@ -104,3 +104,21 @@ utf8_valid(const unsigned char *buf, size_t len)
 		return 0;
 	return utf8_complete(&st);
 }
+
+/* Bytes of buf that end on a whole UTF-8 sequence. */
+size_t
+utf8_whole(const char *buf, size_t len)
+{
+	size_t i = len, need;
+	unsigned char b;
+
+	while (i > 0 && len - i < 4) {
+		b = (unsigned char)buf[i - 1];
+		if ((b & 0xc0) != 0x80) {
+			need = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+			return (len - (i - 1) >= need) ? len : i - 1;
+		}
+		i--;
+	}
+	return len;
+}

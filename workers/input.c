@@ -15,6 +15,7 @@
 #include "parley/proto.h"
 #include "parley/store.h"
 #include "parley/util.h"
+#include "approve.h"
 #include "follow.h"
 #include "input.h"
 #include "sess.h"
@@ -119,6 +120,82 @@ input_pause(struct sess *s, struct sess_client *c, int pause,
 		sess_check_idle(s);
 	else
 		turn_next(s);
+}
+
+/* A role's name, as an answer's "by" names who decided. */
+static const char *
+role_name(int role)
+{
+	return role == IPC_ROLE_ADMIN ? "admin" : role == IPC_ROLE_USER ?
+	    "user" : role == IPC_ROLE_AGENT ? "agent" : "observer";
+}
+
+/* tool_approve: the decision is logged, then the waiting call acts on it. */
+static void
+input_approve(struct sess *s, struct sess_client *c, int role,
+    struct proto_in *in, struct sess_result *r)
+{
+	const char *id = NULL, *decision = NULL, *logged = NULL;
+	int rc;
+
+	if (proto_str(in->root, "toolCallId", 1, 256, &id, r->msg,
+	    sizeof(r->msg)) == -1 || proto_str(in->root, "decision", 1, 16,
+	    &decision, r->msg, sizeof(r->msg)) == -1) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if ((rc = approve_answer(s, id, decision, role_name(role), &logged,
+	    r)) == -1)
+		return;
+	if (rc == 1)
+		turn_decided(s, id, logged);
+	sess_answer_durable(s, c, in->id, r->seq, rc == 1 ? ANSWER_NEW :
+	    ANSWER_DUP, r);
+}
+
+/* set_autonomy: within the operator's max-autonomy, logged. */
+static void
+input_autonomy(struct sess *s, struct sess_client *c, int role,
+    struct proto_in *in, struct sess_result *r)
+{
+	const struct config *conf = s->wk->conf;
+	enum policy_autonomy level;
+	const char *name = NULL;
+	cJSON *b;
+
+	if (proto_str(in->root, "level", 1, 16, &name, r->msg,
+	    sizeof(r->msg)) == -1) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if (policy_autonomy_parse(name, &level) == -1) {
+		sess_result_err(r, "BAD_REQUEST", 400, "%s", "field 'level' "
+		    "must be FULL_AUTO, SUPERVISED, CAUTIOUS or MANUAL");
+		return;
+	}
+	if (policy_autonomy_cmp(level, conf->max_autonomy) > 0) {
+		snprintf(r->msg, sizeof(r->msg), "the operator allows at most "
+		    "%s (max-autonomy in parleyd.conf)",
+		    policy_autonomy_name(conf->max_autonomy));
+		r->code = "FORBIDDEN";
+		r->http = 403;
+		return;
+	}
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "level", name);
+	cJSON_AddItemToObject(b, "previous", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
+	cJSON_AddStringToObject(b, "by", role_name(role));
+	if ((r->seq = sess_emit(s, "autonomy_changed", b)) == 0) {
+		sess_result_err(r, "OVERLOADED", 503, "%s", "the change could "
+		    "not be logged; it was not made, retry");
+		return;
+	}
+	proto_set(s->meta, "autonomy", cJSON_CreateString(name));
+	sess_meta_save(s);
+	sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
 }
 
 void
@@ -242,9 +319,22 @@ input_apply(struct sess *s, struct sess_client *c, int role,
 		input_pause(s, c, strcmp(in->type, "pause") == 0, in, r);
 		return;
 	}
+	if (strcmp(in->type, "tool_approve") == 0 ||
+	    strcmp(in->type, "set_autonomy") == 0) {
+		if (role != IPC_ROLE_USER && role != IPC_ROLE_ADMIN) {
+			sess_result_err(r, "FORBIDDEN", 403, "%s needs the user "
+			    "or admin role", in->type);
+			return;
+		}
+		if (strcmp(in->type, "tool_approve") == 0)
+			input_approve(s, c, role, in, r);
+		else
+			input_autonomy(s, c, role, in, r);
+		return;
+	}
 	{
 		static const char *later[] = { "agent_add", "agent_remove",
-		    "tool_approve", "set_autonomy", "mcp_tools", "mcp_result",
+		    "mcp_tools", "mcp_result",
 		    "kb_add", "kb_search", "kb_list", "kb_remove",
 		    "thought_share", "action_propose", "action_approve",
 		    "action_result", "directive" };

@@ -549,6 +549,37 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	    200 : 202, o);
 }
 
+/*
+ * A POST /sessions whose config.autonomy is no level, or more autonomous
+ * than the operator's max-autonomy, is answered 400 or 403 here: 1.
+ */
+static int
+autonomy_refused(struct conn *c, const cJSON *body)
+{
+	const struct config *conf = c->wk->conf;
+	const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(body,
+	    "config"), "autonomy");
+	enum policy_autonomy level;
+	char msg[160];
+
+	if (a == NULL)
+		return 0;
+	if (!cJSON_IsString(a) || policy_autonomy_parse(a->valuestring,
+	    &level) == -1) {
+		conn_http_error(c, 400, "BAD_REQUEST", "field 'config.autonomy' "
+		    "must be FULL_AUTO, SUPERVISED, CAUTIOUS or MANUAL");
+		return 1;
+	}
+	if (policy_autonomy_cmp(level, conf->max_autonomy) > 0) {
+		snprintf(msg, sizeof(msg), "field 'config.autonomy': the "
+		    "operator allows at most %s (max-autonomy in parleyd.conf)",
+		    policy_autonomy_name(conf->max_autonomy));
+		conn_http_error(c, 403, "FORBIDDEN", msg);
+		return 1;
+	}
+	return 0;
+}
+
 static void
 create_session(struct conn *c)
 {
@@ -568,6 +599,10 @@ create_session(struct conn *c)
 			    "object");
 			return;
 		}
+	}
+	if (autonomy_refused(c, body)) {
+		cJSON_Delete(body);
+		return;
 	}
 	s = sess_get(c->wk, sid, 1, &created, body, &err);
 	cJSON_Delete(body);

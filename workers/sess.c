@@ -24,6 +24,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
+#include "approve.h"
 #include "evt.h"
 #include "sess.h"
 #include "wk.h"
@@ -447,9 +448,10 @@ meta_new(struct sess *s, cJSON *body)
 	cfg = cJSON_GetObjectItem(body, "config");
 	cJSON_AddItemToObject(m, "config", cJSON_IsObject(cfg) ?
 	    cJSON_Duplicate(cfg, 1) : cJSON_CreateObject());
+	/* route.c checked a config.autonomy against the operator's levels. */
 	cfg = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "config"), "autonomy");
 	cJSON_AddStringToObject(m, "autonomy", cJSON_IsString(cfg) ?
-	    cfg->valuestring : "SUPERVISED");
+	    cfg->valuestring : policy_autonomy_name(s->wk->conf->autonomy));
 	if (cJSON_IsString(cJSON_GetObjectItem(body, "objective")))
 		cJSON_AddItemToObject(m, "objective", cJSON_Duplicate(
 		    cJSON_GetObjectItem(body, "objective"), 1));
@@ -751,16 +753,21 @@ cJSON *
 sess_state(struct sess *s)
 {
 	cJSON *o = cJSON_CreateObject(), *agents, *a;
+	cJSON *pending = approve_pending(s);
 
 	cJSON_AddStringToObject(o, "status", sess_status(s));
 	agents = cJSON_AddArrayToObject(o, "agents");
-	a = sess_agent_json(s, s->turn ? "thinking" : "idle");
+	a = sess_agent_json(s, cJSON_GetArraySize(pending) > 0 ?
+	    "waiting_approval" : s->turn ? "thinking" : "idle");
 	cJSON_AddItemToArray(agents, a);
 	cJSON_AddNumberToObject(o, "lastSeq", (double)sess_last_seq(s));
 	cJSON_AddItemToObject(o, "autonomy", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
 	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "config"), 1));
+	cJSON_AddItemToObject(o, "pendingApprovals", pending);
+	/* Client-side tools are not in this build: none ever waits. */
+	cJSON_AddArrayToObject(o, "pendingClientCalls");
 	return o;
 }
 

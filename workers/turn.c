@@ -19,7 +19,9 @@
 #include "parley/metrics.h"
 #include "parley/proto.h"
 #include "parley/store.h"
+#include "parley/utf8.h"
 #include "parley/util.h"
+#include "approve.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -52,23 +54,6 @@ loop_us(struct wk *wk)
 }
 
 
-/* Bytes of buf that end on a whole UTF-8 sequence. */
-static size_t
-utf8_whole(const char *buf, size_t len)
-{
-	size_t i = len, need;
-	unsigned char b;
-
-	while (i > 0 && len - i < 4) {
-		b = (unsigned char)buf[i - 1];
-		if ((b & 0xc0) != 0x80) {
-			need = b < 0x80 ? 1 : b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
-			return (len - (i - 1) >= need) ? len : i - 1;
-		}
-		i--;
-	}
-	return len;
-}
 
 static void
 turn_flush(struct sess *s)
@@ -224,10 +209,58 @@ struct tool_run {
 	char			*id;
 	char			*name;
 	uint64_t		 started_ms;
+	/* A call waiting for its approval (approve.c): */
+	int			 waiting;
+	char			*args;
+	enum policy_risk	 risk;
+	struct event		*timer;		/* approval-timeout */
 };
 
 static void	turn_model(struct sess *);
 static void	tools_run(struct sess *, cJSON *calls);
+static void	tool_start_log(struct sess *, const char *id, const char *name,
+		    const char *args, enum policy_risk);
+
+static void
+run_free(struct tool_run *r)
+{
+	if (r->timer != NULL)
+		event_free(r->timer);
+	free(r->id);
+	free(r->name);
+	free(r->args);
+	free(r);
+}
+
+/* Every call in flight waits for an answer: the turn is parked. */
+static int
+turn_parked(const struct turn *t)
+{
+	const struct tool_run *r;
+
+	if (TAILQ_EMPTY(&t->runs) || t->call != NULL)
+		return 0;
+	TAILQ_FOREACH(r, &t->runs, entry)
+		if (!r->waiting)
+			return 0;
+	return 1;
+}
+
+/* The turn ends: what waits for an answer is cancelled, in the log. */
+static void
+waits_close(struct sess *s)
+{
+	struct tool_run *r, *next;
+
+	for (r = TAILQ_FIRST(&s->turn->runs); r != NULL; r = next) {
+		next = TAILQ_NEXT(r, entry);
+		if (!r->waiting)
+			continue;
+		approve_close(s, r->id, "cancelled");
+		TAILQ_REMOVE(&s->turn->runs, r, entry);
+		run_free(r);
+	}
+}
 
 /* Stops and frees the running turn; meta still names it (see turn_free). */
 static void
@@ -242,10 +275,9 @@ turn_drop(struct sess *s)
 		llm_cancel(t->call);
 	while ((r = TAILQ_FIRST(&t->runs)) != NULL) {
 		TAILQ_REMOVE(&t->runs, r, entry);
-		mcp_cancel(r->mc);
-		free(r->id);
-		free(r->name);
-		free(r);
+		if (r->mc != NULL)
+			mcp_cancel(r->mc);
+		run_free(r);
 	}
 	cJSON_Delete(t->steps);
 	cJSON_Delete(t->calls);
@@ -314,6 +346,9 @@ turn_checkpoint(struct sess *s)
 	cJSON_AddNumberToObject(ts, "outputTokens", (double)t->out_tokens);
 	cJSON_AddNumberToObject(ts, "cost", t->cost);
 	cJSON_AddItemToObject(ts, "steps", cJSON_Duplicate(t->steps, 1));
+	/* Only answers are awaited: a new owner waits on, silently. */
+	if (turn_parked(t))
+		cJSON_AddBoolToObject(ts, "parked", 1);
 	proto_set(s->meta, "turn", ts);
 	sess_meta_save(s);
 }
@@ -384,6 +419,7 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 	cJSON *b, *e;
 	double turns;
 
+	waits_close(s);
 	turn_flush(s);
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
@@ -435,6 +471,7 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	struct llm_usage u;
 	cJSON *b;
 
+	waits_close(s);
 	turn_flush(s);
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "code", code);
@@ -662,7 +699,9 @@ tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
 	if (TAILQ_EMPTY(&t->runs) && !t->starting) {
 		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
 		turn_model(s);
-	}
+	} else if (!t->starting && turn_parked(t))
+		sess_emit(s, "agent_state", sess_agent_json(s,
+		    "waiting_approval"));
 }
 
 static void
@@ -674,13 +713,13 @@ tool_cb(void *arg, int is_error, const char *text, const char *code)
 	TAILQ_REMOVE(&s->turn->runs, r, entry);
 	tool_done(s, r->id, r->name, util_mono_ms() - r->started_ms,
 	    is_error, text, code);
-	free(r->id);
-	free(r->name);
-	free(r);
+	run_free(r);
 }
 
-/* Has the log a tool_result for this call (a worker died after it)? */
+/* Has the log an event of this type for this call (a worker died after
+ * it, or the turn waited and is resumed)? */
 struct logged_result {
+	const char	*type;		/* tool_result, audit_entry */
 	const char	*id;
 	uint64_t	 input_seq;	/* the turn, whatever its attempt */
 	unsigned	 step;
@@ -693,12 +732,12 @@ find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
 {
 	struct logged_result *lr = arg;
 	const char *tid, *mid;
-	char want[32];
+	char want[48];
 	size_t n;
 	cJSON *o;
 
-	if (strstr(json, "\"type\":\"tool_result\"") == NULL ||
-	    strstr(json, lr->id) == NULL)
+	snprintf(want, sizeof(want), "\"type\":\"%s\"", lr->type);
+	if (strstr(json, want) == NULL || strstr(json, lr->id) == NULL)
 		return 0;
 	o = cJSON_ParseWithLength(json, len);
 	tid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "toolCallId"));
@@ -715,10 +754,219 @@ find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	return 0;
 }
 
+/* The logged event of type for call id of the turn's step, or NULL. */
+static cJSON *
+step_logged(struct sess *s, const char *type, const char *id)
+{
+	struct turn *t = s->turn;
+	struct logged_result lr;
+
+	lr.type = type;
+	lr.id = id;
+	lr.input_seq = t->input_seq;
+	lr.step = t->model_calls;
+	lr.found = NULL;
+	sess_log_read(s, t->input_seq, 0, find_result, &lr);
+	return lr.found;
+}
+
+/* Takes a logged tool_result as the call's answer, without running it. */
+static void
+step_add_logged(struct turn *t, const char *id, const char *name,
+    const cJSON *found)
+{
+	const cJSON *e = cJSON_GetObjectItem(found, "error");
+	const char *text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
+	    "message")) : cJSON_GetStringValue(cJSON_GetObjectItem(found,
+	    "result"));
+	cJSON *b = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(b, "role", "tool");
+	cJSON_AddStringToObject(b, "toolCallId", id);
+	cJSON_AddStringToObject(b, "tool", name);
+	cJSON_AddStringToObject(b, "content", text ? text : "");
+	if (e != NULL)
+		cJSON_AddBoolToObject(b, "isError", 1);
+	cJSON_AddItemToArray(t->steps, b);
+}
+
+/* Logs tool_start and calls the tool (its answer comes to tool_cb). */
+static void
+call_start(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk)
+{
+	struct turn *t = s->turn;
+	const struct mcp_tool *mt = tool_find(s, name);
+	struct tool_run *r;
+
+	tool_start_log(s, id, name, args, risk);
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return;
+	r->s = s;
+	r->id = strdup(id);
+	r->name = strdup(name);
+	r->started_ms = util_mono_ms();
+	s->wk->metrics.tool_calls++;
+	log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
+	TAILQ_INSERT_TAIL(&t->runs, r, entry);
+	if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
+	    args && *args ? args : "{}", 0, tool_cb, r)) == NULL) {
+		TAILQ_REMOVE(&t->runs, r, entry);
+		tool_done(s, id, name, 0, 1, mt == NULL ? "no such tool: it "
+		    "is not offered by any connected MCP server" : "the tool "
+		    "call could not be started", "TOOL_ERROR");
+		run_free(r);
+	}
+}
+
+/* A call's tool_start fields (also its approval's and audit's). */
+static cJSON *
+call_json(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk)
+{
+	cJSON *b = cJSON_CreateObject(), *a;
+
+	cJSON_AddStringToObject(b, "agentId", s->agent_id);
+	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
+	cJSON_AddNumberToObject(b, "step", s->turn->model_calls);
+	cJSON_AddStringToObject(b, "toolCallId", id);
+	cJSON_AddStringToObject(b, "tool", name);
+	a = cJSON_Parse(args && *args ? args : "{}");
+	cJSON_AddItemToObject(b, "args", a ? a : cJSON_CreateObject());
+	cJSON_AddStringToObject(b, "risk", policy_risk_name(risk));
+	return b;
+}
+
+/* Logs a call's tool_start. */
+static void
+tool_start_log(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk)
+{
+	sess_emit(s, "tool_start", call_json(s, id, name, args, risk));
+}
+
+/* Logs the audit_entry of a call nobody was asked about. */
+static void
+call_audit(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk, const char *decision)
+{
+	cJSON *c = call_json(s, id, name, args, risk);
+
+	approve_audit(s, c, decision);
+	cJSON_Delete(c);
+}
+
+/* A call the operator's tool-policy denies: logged, never run. */
+static void
+call_start_denied(struct sess *s, const char *id, const char *name,
+    const char *args, struct policy_decision pd, char *why, size_t len)
+{
+	call_audit(s, id, name, args, pd.risk, "denied");
+	tool_start_log(s, id, name, args, pd.risk);
+	snprintf(why, len, "denied by the operator's tool-policy (%s, line %u "
+	    "of the configuration): the tool was not run", pd.rule->glob,
+	    pd.rule->line);
+	tool_done(s, id, name, 0, 1, why, "TOOL_ERROR");
+}
+
+/* Acts on a call's logged decision (approve.c): run it, or answer why not. */
+static void
+call_decided(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk, const char *decision)
+{
+	char why[160];
+
+	if (approve_runs(decision)) {
+		call_start(s, id, name, args, risk);
+		return;
+	}
+	snprintf(why, sizeof(why), "%s: the tool was not run",
+	    strcmp(decision, "timeout") == 0 ? "no one answered the approval "
+	    "request in time" : strcmp(decision, "cancelled") == 0 ?
+	    "the approval request was cancelled" : "the user declined this "
+	    "tool call");
+	tool_done(s, id, name, 0, 1, why, strcmp(decision, "timeout") == 0 ?
+	    "APPROVAL_TIMEOUT" : "TOOL_ERROR");
+}
+
+static void
+wait_timeout_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct tool_run *r = arg;
+	struct sess *s = r->s;
+
+	TAILQ_REMOVE(&s->turn->runs, r, entry);
+	approve_close(s, r->id, "timeout");
+	call_decided(s, r->id, r->name, r->args, r->risk, "timeout");
+	run_free(r);
+}
+
+/* Asks for approval of a call and waits, up to approval-timeout. */
+static void
+call_wait(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk)
+{
+	struct turn *t = s->turn;
+	struct tool_run *r;
+	struct timeval tv;
+	uint64_t asked, now = util_now_ms(), until;
+	cJSON *c;
+
+	c = call_json(s, id, name, args, risk);
+	asked = approve_request(s, c);
+	cJSON_Delete(c);
+	if ((r = calloc(1, sizeof(*r))) == NULL || asked == 0 ||
+	    (r->id = strdup(id)) == NULL || (r->name = strdup(name)) == NULL ||
+	    (r->args = strdup(args ? args : "")) == NULL ||
+	    (r->timer = evtimer_new(s->wk->base, wait_timeout_cb,
+	    r)) == NULL) {
+		if (r != NULL)
+			run_free(r);
+		tool_done(s, id, name, 0, 1, "the approval request could not "
+		    "be logged: the tool was not run", "TOOL_ERROR");
+		return;
+	}
+	r->s = s;
+	r->waiting = 1;
+	r->risk = risk;
+	until = asked + s->wk->conf->approval_timeout_ms;
+	util_tv(&tv, until > now ? until - now : 0);
+	evtimer_add(r->timer, &tv);
+	TAILQ_INSERT_TAIL(&t->runs, r, entry);
+}
+
+void
+turn_decided(struct sess *s, const char *id, const char *decision)
+{
+	struct turn *t = s->turn;
+	struct tool_run *r;
+
+	if (t == NULL)
+		return;		/* the resumed turn reads it from the log */
+	TAILQ_FOREACH(r, &t->runs, entry)
+		if (r->waiting && strcmp(r->id, id) == 0)
+			break;
+	if (r == NULL)
+		return;
+	TAILQ_REMOVE(&t->runs, r, entry);
+	if (approve_runs(decision))
+		sess_emit(s, "agent_state", sess_agent_json(s, "tool"));
+	t->starting = 1;
+	call_decided(s, r->id, r->name, r->args, r->risk, decision);
+	t->starting = 0;
+	run_free(r);
+	turn_checkpoint(s);
+	if (TAILQ_EMPTY(&t->runs)) {
+		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
+		turn_model(s);
+	}
+}
+
 /*
  * Runs a step's tool calls, all at once.  A call whose result the log
  * already holds is not run again; an unknown tool answers an error the
- * model can read.
+ * model can read; a call the policy asks about waits for its answer, or
+ * takes the one logged while the turn was away.
  */
 static void
 tools_run(struct sess *s, cJSON *calls)
@@ -726,11 +974,9 @@ tools_run(struct sess *s, cJSON *calls)
 	struct turn *t = s->turn;
 	const struct mcp_tool *mt;
 	struct policy_decision pd;
-	struct tool_run *r;
-	struct logged_result lr;
+	const char *id, *name, *args, *dec;
+	cJSON *c, *found;
 	char why[160];
-	const char *id, *name, *args, *text;
-	cJSON *c, *b, *a, *e;
 
 	if (s->broken)
 		return;	/* being let go: nothing more runs */
@@ -746,77 +992,48 @@ tools_run(struct sess *s, cJSON *calls)
 		/* Answered before a crash: in the checkpoint, or the log. */
 		if (step_answered(t, id))
 			continue;
-		lr.id = id;
-		lr.input_seq = t->input_seq;
-		lr.step = t->model_calls;
-		lr.found = NULL;
-		if (t->attempt > 0)
-			sess_log_read(s, t->input_seq, 0, find_result, &lr);
-		if (lr.found != NULL) {
-			e = cJSON_GetObjectItem(lr.found, "error");
-			text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
-			    "message")) : cJSON_GetStringValue(
-			    cJSON_GetObjectItem(lr.found, "result"));
-			b = cJSON_CreateObject();
-			cJSON_AddStringToObject(b, "role", "tool");
-			cJSON_AddStringToObject(b, "toolCallId", id);
-			cJSON_AddStringToObject(b, "tool", name);
-			cJSON_AddStringToObject(b, "content", text ? text : "");
-			if (e != NULL)
-				cJSON_AddBoolToObject(b, "isError", 1);
-			cJSON_AddItemToArray(t->steps, b);
-			cJSON_Delete(lr.found);
+		if ((t->attempt > 0 || t->resumed) &&
+		    (found = step_logged(s, "tool_result", id)) != NULL) {
+			step_add_logged(t, id, name, found);
+			cJSON_Delete(found);
 			continue;
 		}
-		mt = tool_find(s, name);
-		b = cJSON_CreateObject();
-		cJSON_AddStringToObject(b, "agentId", s->agent_id);
-		cJSON_AddStringToObject(b, "messageId", t->msgid);
-		cJSON_AddNumberToObject(b, "step", t->model_calls);
-		cJSON_AddStringToObject(b, "toolCallId", id);
-		cJSON_AddStringToObject(b, "tool", name);
-		a = cJSON_Parse(args && *args ? args : "{}");
-		cJSON_AddItemToObject(b, "args", a ? a : cJSON_CreateObject());
+		if ((mt = tool_find(s, name)) == NULL) {
+			/* Nothing to ask about: the model reads why. */
+			call_start(s, id, name, args, POLICY_HIGH);
+			continue;
+		}
 		pd = tool_policy(s, name, mt);
-		cJSON_AddStringToObject(b, "risk", policy_risk_name(pd.risk));
-		sess_emit(s, "tool_start", b);
 		if (pd.action == POLICY_DENY) {
 			/* Never run; the model reads why. */
-			snprintf(why, sizeof(why), "denied by the operator's "
-			    "tool-policy (%s, line %u of the configuration): "
-			    "the tool was not run", pd.rule->glob,
-			    pd.rule->line);
-			tool_done(s, id, name, 0, 1, why, "TOOL_ERROR");
+			call_start_denied(s, id, name, args, pd, why,
+			    sizeof(why));
 			continue;
 		}
-		if ((r = calloc(1, sizeof(*r))) == NULL)
+		if (pd.action == POLICY_RUN || approve_always(s, name)) {
+			call_audit(s, id, name, args, pd.risk,
+			    pd.action == POLICY_RUN ? "auto" : "always");
+			call_start(s, id, name, args, pd.risk);
 			continue;
-		r->s = s;
-		r->id = strdup(id);
-		r->name = strdup(name);
-		r->started_ms = util_mono_ms();
-		s->wk->metrics.tool_calls++;
-		log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
-		TAILQ_INSERT_TAIL(&t->runs, r, entry);
-		if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
-		    args && *args ? args : "{}", 0, tool_cb,
-		    r)) == NULL) {
-			TAILQ_REMOVE(&t->runs, r, entry);
-			tool_done(s, id, name, 0, 1, mt == NULL ? "no such "
-			    "tool: it is not offered by any connected MCP "
-			    "server" : "the tool call could not be started",
-			    "TOOL_ERROR");
-			free(r->id);
-			free(r->name);
-			free(r);
 		}
+		found = t->attempt > 0 || t->resumed ?
+		    step_logged(s, "audit_entry", id) : NULL;
+		dec = cJSON_GetStringValue(cJSON_GetObjectItem(found,
+		    "decision"));
+		if (dec != NULL)
+			call_decided(s, id, name, args, pd.risk, dec);
+		else
+			call_wait(s, id, name, args, pd.risk);
+		cJSON_Delete(found);
 	}
 	t->starting = 0;
 	turn_checkpoint(s);
 	if (TAILQ_EMPTY(&t->runs)) {
 		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
 		turn_model(s);
-	}
+	} else if (turn_parked(t))
+		sess_emit(s, "agent_state", sess_agent_json(s,
+		    "waiting_approval"));
 }
 
 struct fetch {
@@ -966,6 +1183,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 		return;
 	t->input_seq = input_seq;
 	t->attempt = attempt;
+	t->resumed = cJSON_IsTrue(cJSON_GetObjectItem(from, "parked"));
 	TAILQ_INIT(&t->runs);
 	if (attempt == 0)
 		snprintf(t->msgid, sizeof(t->msgid), "m-%llu",
@@ -990,7 +1208,8 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	memcpy(t->req, f.req, sizeof(t->req));
 	s->turn = t;
 	log_rinfo(t->req, s->id, "turn %s started for message seq %llu%s",
-	    t->msgid, (unsigned long long)input_seq, attempt > 0 ?
+	    t->msgid, (unsigned long long)input_seq, t->resumed ?
+	    " (waits on for its answers)" : attempt > 0 ?
 	    " (re-run after an interruption)" : "");
 	turn_checkpoint(s);
 	/* A step whose calls have not all answered resumes with them. */
@@ -1068,6 +1287,14 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	s->recover_ev = NULL;
 	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL || s->turn != NULL) {
 		turn_next(s);
+		return;
+	}
+	/* A turn that only waited for answers was not interrupted: it waits
+	 * on (and takes the answers logged meanwhile), as the same attempt. */
+	if (cJSON_IsTrue(cJSON_GetObjectItem(t, "parked"))) {
+		from = cJSON_Duplicate(t, 1);
+		turn_start(s, seq, attempt, from);
+		cJSON_Delete(from);
 		return;
 	}
 	b = cJSON_CreateObject();

@@ -35,6 +35,7 @@ struct turn {
 	int		 prov;		/* enum metrics_provider of the call */
 	uint64_t	 call_us;	/* the model call started (monotonic) */
 	int		 call_byte;	/* it has sent something back */
+	int		 resumed;	/* continued where it waited (parked) */
 };
 
 /* How a session's life cycle drives its turns (struct sess_agent). */
@@ -44,5 +45,10 @@ extern const struct sess_agent turn_agent;
 void	turn_next(struct sess *);
 /* Ends the running turn with a done event (after its last tokens). */
 void	turn_finish(struct sess *, int cancelled, int max_turns);
+/*
+ * A logged decision (approve.c) for call id: runs the waiting call or
+ * answers the model why not.  A turn not in memory finds it in the log.
+ */
+void	turn_decided(struct sess *, const char *id, const char *decision);
 
 #endif

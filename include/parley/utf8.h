@@ -25,5 +25,7 @@ void	utf8_init(struct utf8_state *);
 int	utf8_feed(struct utf8_state *, const unsigned char *buf, size_t len);
 /* 1 if not in the middle of a sequence (and not failed), else 0. */
 int	utf8_complete(const struct utf8_state *);
+/* Bytes of buf[0..len) that end on a whole UTF-8 sequence (for a cut). */
+size_t	utf8_whole(const char *buf, size_t len);
 
 #endif

@@ -42,8 +42,9 @@ async def main():
     srv = Everything()
     try:
         srv.check_loopback_only()
+        # Nothing is asked here (t_approvals.py asks).
         mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"
-               % srv.url())
+               "autonomy FULL_AUTO\n" % srv.url())
         calls = [{"name": "everything__get-sum", "arguments": {"a": 2, "b": 3}},
                  {"name": "everything__echo",
                   "arguments": {"message": "parley-mcp"}}]
@@ -121,15 +122,15 @@ async def main():
         calls = [{"name": "everything__get-sum", "arguments": {"a": 1, "b": 1}},
                  {"name": "everything__echo", "arguments": {"message": "no"}}]
         d = Daemon(extra=mcp + "tool-policy everything__echo deny\n"
-                   "tool-policy everything__get-* critical\n",
+                   "tool-policy everything__get-* medium\n",
                    default="tooly",
                    providers=provider_block("tooly", script_tool(calls),
                                             chunk=16))
         with with_daemon(d):
             ev = await turn_with_tools(d, "mcp-policy")
             s = tool_events(ev, "tool_start", "everything__get-sum")
-            check(s and s[0].get("risk") == "critical",
-                  "tool-policy critical: get-sum risk %r" %
+            check(s and s[0].get("risk") == "medium",
+                  "tool-policy medium: get-sum risk %r" %
                   (s and s[0].get("risk")))
             r = tool_events(ev, "tool_result", "everything__get-sum")
             check(r and r[0].get("result") == "The sum of 1 and 1 is 2.",
@@ -142,6 +143,10 @@ async def main():
             check(not re.search(r"tool everything__echo: call \S+ started",
                                 d.log_text()),
                   "a denied tool was called: %s" % d.log_text()[-800:])
+            au = [e for e in of_type(ev, "audit_entry")
+                  if e.get("tool") == "everything__echo"]
+            check(au and au[0].get("decision") == "denied",
+                  "denied echo's audit_entry: %s" % au)
             check("denied by the operator" in tokens_text(ev),
                   "the model did not read the denial: %r" % tokens_text(ev))
             check(len(of_type(ev, "done")) == 1, "policy turn: no done")

@@ -22,7 +22,8 @@ LONG_OP = "trigger-long-running-operation"   # checked against tools/list
 
 
 def conf(fport, mport):
-    return ("max-turns 2\ntool-timeout 1s\n"
+    # Nothing is asked here (t_approvals.py asks).
+    return ("max-turns 2\ntool-timeout 1s\nautonomy FULL_AUTO\n"
             "mcp-server everything {\n    url http://127.0.0.1:%d/mcp\n}\n"
             "mcp-server slow {\n    url http://127.0.0.1:%d/mcp\n"
             "    timeout 20s\n}\n" % (mport, mport),
