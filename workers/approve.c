@@ -150,7 +150,8 @@ decide(struct sess *s, int i, cJSON *w, const char *decision, const char *by)
 	/* Nothing changes unless the decision is in the log. */
 	if ((seq = audit_log(s, w, decision, by)) == 0)
 		return 0;
-	if (strcmp(decision, "always") == 0)
+	if (strcmp(decision, "always") == 0 && !approve_always(s,
+	    cJSON_GetStringValue(cJSON_GetObjectItem(w, "tool"))))
 		cJSON_AddItemToArray(meta_array(s, "alwaysAllow"),
 		    cJSON_Duplicate(cJSON_GetObjectItem(w, "tool"), 1));
 	ans = meta_array(s, "answered");
@@ -210,8 +211,41 @@ approve_close(struct sess *s, const char *id, const char *decision)
 	cJSON *w;
 	int i;
 
-	if ((i = waiting_find(s, id, &w)) >= 0)
-		decide(s, i, w, decision, "parleyd");
+	/* Not listed as pending again even if the log refused the close. */
+	if ((i = waiting_find(s, id, &w)) >= 0 &&
+	    decide(s, i, w, decision, "parleyd") == 0) {
+		cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
+		sess_meta_save(s);
+	}
+}
+
+void
+approve_settle(struct sess *s, const char *id)
+{
+	cJSON *w;
+	int i;
+
+	if ((i = waiting_find(s, id, &w)) >= 0) {
+		cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
+		sess_meta_save(s);
+	}
+}
+
+void
+approve_clear(struct sess *s)
+{
+	const char *id;
+	cJSON *w;
+
+	while ((w = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
+	    "waiting"), 0)) != NULL) {
+		if ((id = cJSON_GetStringValue(cJSON_GetObjectItem(w,
+		    "toolCallId"))) == NULL) {
+			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), 0);
+			continue;
+		}
+		approve_close(s, id, "cancelled");
+	}
 }
 
 int
@@ -219,11 +253,14 @@ approve_always(struct sess *s, const char *tool)
 {
 	cJSON *e;
 
+	if (tool == NULL)
+		return 0;
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "alwaysAllow"))
 		if (cJSON_IsString(e) && strcmp(e->valuestring, tool) == 0)
 			return 1;
 	return 0;
 }
+
 
 cJSON *
 approve_pending(struct sess *s)
@@ -238,5 +275,5 @@ int
 approve_runs(const char *decision)
 {
 	return strcmp(decision, "approved") == 0 ||
-	    strcmp(decision, "always") == 0;
+	    strcmp(decision, "always") == 0 || strcmp(decision, "auto") == 0;
 }

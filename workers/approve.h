@@ -43,11 +43,16 @@ void		 approve_audit(struct sess *, const cJSON *call,
 /* Ends a wait without a client's answer: "timeout" or "cancelled". */
 void		 approve_close(struct sess *, const char *id,
 		    const char *decision);
+/* A logged decision was acted on: call id waits no more (no event). */
+void		 approve_settle(struct sess *, const char *id);
+/* The turn is gone: every request still pending is closed "cancelled". */
+void		 approve_clear(struct sess *);
 /* 1 when the client chose "always" for this tool in this session. */
 int		 approve_always(struct sess *, const char *tool);
 /* The pending requests, for session_state (a new array). */
 cJSON		*approve_pending(struct sess *);
-/* Decision names: 1 for those that let the call run. */
+/* Decision names: 1 for those that let the call run (approved, always,
+ * auto). */
 int		 approve_runs(const char *decision);
 
 #endif

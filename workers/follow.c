@@ -180,7 +180,9 @@ follow_input(struct sess *s, struct sess_client *c, int role,
 	if (strcmp(in->type, "chat") != 0 && strcmp(in->type, "cancel") != 0 &&
 	    strcmp(in->type, "terminate") != 0 &&
 	    strcmp(in->type, "pause") != 0 &&
-	    strcmp(in->type, "resume_session") != 0) {
+	    strcmp(in->type, "resume_session") != 0 &&
+	    strcmp(in->type, "tool_approve") != 0 &&
+	    strcmp(in->type, "set_autonomy") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);
@@ -198,6 +200,13 @@ follow_input(struct sess *s, struct sess_client *c, int role,
 	    role != IPC_ROLE_ADMIN) {
 		sess_result_err(r, "FORBIDDEN", 403, "%s needs the admin role",
 		    in->type);
+		return;
+	}
+	if ((strcmp(in->type, "tool_approve") == 0 ||
+	    strcmp(in->type, "set_autonomy") == 0) &&
+	    role != IPC_ROLE_USER && role != IPC_ROLE_ADMIN) {
+		sess_result_err(r, "FORBIDDEN", 403, "%s needs the user or "
+		    "admin role", in->type);
 		return;
 	}
 	o = cJSON_CreateObject();

@@ -52,6 +52,7 @@ input_terminate(struct sess *s, const char *why)
 		s->recover_ev = NULL;
 		store_req_cancel(s->promote);	/* the turn's read-back */
 		s->promote = NULL;
+		approve_clear(s);
 		proto_set(s->meta, "turn", cJSON_CreateNull());
 	}
 	s->ended = 1;
@@ -149,7 +150,7 @@ input_approve(struct sess *s, struct sess_client *c, int role,
 	    r)) == -1)
 		return;
 	if (rc == 1)
-		turn_decided(s, id, logged);
+		turn_decided(s, id, logged, r->seq);
 	sess_answer_durable(s, c, in->id, r->seq, rc == 1 ? ANSWER_NEW :
 	    ANSWER_DUP, r);
 }

@@ -198,6 +198,7 @@ sess_store_durable(void *arg, struct store_sess *st, uint64_t seq)
 	if (seq > deliver_last(&s->feed))
 		deliver_set_last(&s->feed, seq);
 	acks_settle(s, 0);
+	s->wk->agent->durable(s, seq);
 	sess_idle_again(s);
 }
 

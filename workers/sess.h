@@ -196,6 +196,7 @@ struct sess_agent {
 	void	(*resume)(struct sess *);	/* owned here: go on */
 	void	(*flush)(struct sess *);	/* log what is coalesced */
 	void	(*drop)(struct sess *);		/* stop the turn, log nothing */
+	void	(*durable)(struct sess *, uint64_t seq); /* stored up to seq */
 };
 
 #endif

@@ -214,6 +214,9 @@ struct tool_run {
 	char			*args;
 	enum policy_risk	 risk;
 	struct event		*timer;		/* approval-timeout */
+	uint64_t		 start_at;	/* approved: starts once this
+						   seq (the decision) is stored */
+	const char		*decision;
 };
 
 static void	turn_model(struct sess *);
@@ -295,6 +298,7 @@ static void
 turn_free(struct sess *s)
 {
 	turn_drop(s);
+	approve_clear(s);
 	proto_set(s->meta, "turn", cJSON_CreateNull());
 }
 
@@ -935,19 +939,12 @@ call_wait(struct sess *s, const char *id, const char *name,
 	TAILQ_INSERT_TAIL(&t->runs, r, entry);
 }
 
-void
-turn_decided(struct sess *s, const char *id, const char *decision)
+/* The answered run r leaves the waiting and acts on its decision. */
+static void
+run_decided(struct sess *s, struct tool_run *r, const char *decision)
 {
 	struct turn *t = s->turn;
-	struct tool_run *r;
 
-	if (t == NULL)
-		return;		/* the resumed turn reads it from the log */
-	TAILQ_FOREACH(r, &t->runs, entry)
-		if (r->waiting && strcmp(r->id, id) == 0)
-			break;
-	if (r == NULL)
-		return;
 	TAILQ_REMOVE(&t->runs, r, entry);
 	if (approve_runs(decision))
 		sess_emit(s, "agent_state", sess_agent_json(s, "tool"));
@@ -959,6 +956,50 @@ turn_decided(struct sess *s, const char *id, const char *decision)
 	if (TAILQ_EMPTY(&t->runs)) {
 		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
 		turn_model(s);
+	}
+}
+
+void
+turn_decided(struct sess *s, const char *id, const char *decision,
+    uint64_t seq)
+{
+	struct turn *t = s->turn;
+	struct tool_run *r;
+
+	if (t == NULL)
+		return;		/* the resumed turn reads it from the log */
+	TAILQ_FOREACH(r, &t->runs, entry)
+		if (r->waiting && r->start_at == 0 && strcmp(r->id, id) == 0)
+			break;
+	if (r == NULL)
+		return;
+	/* The tool runs only once its approval is stored (Redis appends
+	 * in the background): a crash before must leave it unapproved. */
+	if (approve_runs(decision) && seq > store_durable_seq(s->st)) {
+		evtimer_del(r->timer);
+		r->start_at = seq;
+		r->decision = decision;
+		return;
+	}
+	run_decided(s, r, decision);
+}
+
+/* Decisions now stored: their tools start. */
+static void
+turn_durable(struct sess *s, uint64_t seq)
+{
+	struct tool_run *r, *next;
+
+	if (s->turn == NULL)
+		return;
+	for (r = TAILQ_FIRST(&s->turn->runs); r != NULL; r = next) {
+		next = TAILQ_NEXT(r, entry);
+		if (r->start_at != 0 && r->start_at <= seq) {
+			run_decided(s, r, r->decision);
+			if (s->turn == NULL)
+				return;
+			next = TAILQ_FIRST(&s->turn->runs);
+		}
 	}
 }
 
@@ -998,8 +1039,23 @@ tools_run(struct sess *s, cJSON *calls)
 			cJSON_Delete(found);
 			continue;
 		}
+		/* A decision logged while the turn was away comes first:
+		 * the policy may have changed since it was asked. */
+		found = t->attempt > 0 || t->resumed ?
+		    step_logged(s, "audit_entry", id) : NULL;
+		dec = cJSON_GetStringValue(cJSON_GetObjectItem(found,
+		    "decision"));
+		if (dec != NULL && strcmp(dec, "denied") != 0) {
+			approve_settle(s, id);
+			call_decided(s, id, name, args, tool_policy(s, name,
+			    tool_find(s, name)).risk, dec);
+			cJSON_Delete(found);
+			continue;
+		}
+		cJSON_Delete(found);
 		if ((mt = tool_find(s, name)) == NULL) {
 			/* Nothing to ask about: the model reads why. */
+			approve_close(s, id, "cancelled");
 			call_start(s, id, name, args, POLICY_HIGH);
 			continue;
 		}
@@ -1016,15 +1072,7 @@ tools_run(struct sess *s, cJSON *calls)
 			call_start(s, id, name, args, pd.risk);
 			continue;
 		}
-		found = t->attempt > 0 || t->resumed ?
-		    step_logged(s, "audit_entry", id) : NULL;
-		dec = cJSON_GetStringValue(cJSON_GetObjectItem(found,
-		    "decision"));
-		if (dec != NULL)
-			call_decided(s, id, name, args, pd.risk, dec);
-		else
-			call_wait(s, id, name, args, pd.risk);
-		cJSON_Delete(found);
+		call_wait(s, id, name, args, pd.risk);
 	}
 	t->starting = 0;
 	turn_checkpoint(s);
@@ -1308,6 +1356,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		cJSON_AddStringToObject(b, "message", msg);
 		cJSON_AddStringToObject(b, "severity", "fatal");
 		sess_emit(s, "error", b);
+		approve_clear(s);
 		proto_set(s->meta, "turn", cJSON_CreateNull());
 		proto_set(s->meta, "status",
 		    cJSON_CreateString("failed"));
@@ -1374,4 +1423,5 @@ const struct sess_agent turn_agent = {
 	.resume = turn_resume,
 	.flush = turn_flush,
 	.drop = turn_drop,
+	.durable = turn_durable,
 };

@@ -46,9 +46,11 @@ void	turn_next(struct sess *);
 /* Ends the running turn with a done event (after its last tokens). */
 void	turn_finish(struct sess *, int cancelled, int max_turns);
 /*
- * A logged decision (approve.c) for call id: runs the waiting call or
- * answers the model why not.  A turn not in memory finds it in the log.
+ * A logged decision (approve.c, at seq) for call id: runs the waiting call
+ * once seq is stored, or answers the model why not.  A turn not in memory
+ * finds it in the log.
  */
-void	turn_decided(struct sess *, const char *id, const char *decision);
+void	turn_decided(struct sess *, const char *id, const char *decision,
+	    uint64_t seq);
 
 #endif
