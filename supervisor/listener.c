@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -532,10 +533,16 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
 	char host[INET6_ADDRSTRLEN];
+	int one = 1;
 
 	if (getnameinfo(sa, (socklen_t)salen, host, sizeof(host), NULL, 0,
 	    NI_NUMERICHOST) != 0)
 		snprintf(host, sizeof(host), "?");
+	/* Events are small writes: with Nagle, the second of a burst waited
+	 * for the client's delayed ACK (40 ms from tool_approve to
+	 * tool_start).  The option goes with the socket to the worker. */
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
+		log_debug("TCP_NODELAY: %s", strerror(errno));
 	listener_take(arg, fd, 0, host);
 }
 
