@@ -2,9 +2,27 @@
 #ifndef PARLEY_CHECK_MAIN_H
 #define PARLEY_CHECK_MAIN_H
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <check.h>
+
+static int
+check_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+/* Removes a test's scratch directory and everything in it. */
+static inline void
+check_rmtree(const char *dir)
+{
+	nftw(dir, check_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 static inline int
 check_run(Suite *s)

@@ -130,15 +130,6 @@ fake_init(struct fake *f)
 	deliver_sub_init(&f->sub, &wk, &fops, "0000000000000001");
 }
 
-static int
-rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
 static void
 setup(void)
 {
@@ -167,7 +158,7 @@ teardown(void)
 	store_close(st);
 	event_free(wk.read_ev);
 	event_base_free(wk.base);
-	nftw(tdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	check_rmtree(tdir);
 }
 
 /* Durable events go live to subscribers level with the log, in order. */

@@ -29,19 +29,10 @@ setup(void)
 	ck_assert_ptr_nonnull(mkdtemp(tdir));
 }
 
-static int
-rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
 static void
 teardown(void)
 {
-	nftw(tdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	check_rmtree(tdir);
 }
 
 static struct store *

@@ -162,20 +162,11 @@ srv_kill(struct srv *r)
 	r->pid = 0;
 }
 
-static int
-rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
-{
-	(void)sb;
-	(void)flag;
-	(void)f;
-	return remove(p);
-}
-
 static void
 srv_stop(struct srv *r)
 {
 	srv_kill(r);
-	nftw(r->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	check_rmtree(r->dir);
 }
 
 /* A Sentinel watching master port m. */
