@@ -19,6 +19,7 @@
 #include "follow.h"
 #include "input.h"
 #include "sess.h"
+#include "tools.h"
 #include "turn.h"
 #include "wk.h"
 
@@ -150,7 +151,7 @@ input_approve(struct sess *s, struct sess_client *c, int role,
 	    r)) == -1)
 		return;
 	if (rc == 1)
-		turn_decided(s, id, logged, r->seq);
+		tools_decided(s, id, logged, r->seq);
 	sess_answer_durable(s, c, in->id, r->seq, rc == 1 ? ANSWER_NEW :
 	    ANSWER_DUP, r);
 }

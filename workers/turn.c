@@ -25,6 +25,7 @@
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
+#include "tools.h"
 #include "turn.h"
 #include "wk.h"
 
@@ -35,6 +36,7 @@
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
 		    const cJSON *from);
 static void	turn_flush(struct sess *);
+static void	turn_model(struct sess *);
 
 /*
  * The time the loop pass began (libevent's cached clock), in
@@ -198,90 +200,17 @@ history_add(struct sess *s, const char *role, const char *content)
 	history_add_item(s, m);
 }
 
-/* --- turns and the tool loop --- */
-
-#define MAX_TOOL_RESULT		(256 * 1024)	/* bytes of a result kept */
-
-struct tool_run {
-	TAILQ_ENTRY(tool_run)	 entry;
-	struct sess		*s;
-	struct mcp_call		*mc;
-	char			*id;
-	char			*name;
-	uint64_t		 started_ms;
-	/* A call waiting for its approval (approve.c): */
-	int			 waiting;
-	char			*args;
-	enum policy_risk	 risk;
-	struct event		*timer;		/* approval-timeout */
-	uint64_t		 start_at;	/* approved: starts once this
-						   seq (the decision) is stored */
-	const char		*decision;
-};
-
-static void	turn_model(struct sess *);
-static void	tools_run(struct sess *, cJSON *calls);
-static void	tool_start_log(struct sess *, const char *id, const char *name,
-		    const char *args, enum policy_risk);
-
-static void
-run_free(struct tool_run *r)
-{
-	if (r->timer != NULL)
-		event_free(r->timer);
-	free(r->id);
-	free(r->name);
-	free(r->args);
-	free(r);
-}
-
-/* Every call in flight waits for an answer: the turn is parked. */
-static int
-turn_parked(const struct turn *t)
-{
-	const struct tool_run *r;
-
-	if (TAILQ_EMPTY(&t->runs) || t->call != NULL)
-		return 0;
-	TAILQ_FOREACH(r, &t->runs, entry)
-		if (!r->waiting)
-			return 0;
-	return 1;
-}
-
-/* The turn ends: what waits for an answer is cancelled, in the log. */
-static void
-waits_close(struct sess *s)
-{
-	struct tool_run *r, *next;
-
-	for (r = TAILQ_FIRST(&s->turn->runs); r != NULL; r = next) {
-		next = TAILQ_NEXT(r, entry);
-		if (!r->waiting)
-			continue;
-		approve_close(s, r->id, "cancelled");
-		TAILQ_REMOVE(&s->turn->runs, r, entry);
-		run_free(r);
-	}
-}
-
 /* Stops and frees the running turn; meta still names it (see turn_free). */
 static void
 turn_drop(struct sess *s)
 {
 	struct turn *t = s->turn;
-	struct tool_run *r;
 
 	if (t == NULL)
 		return;
 	if (t->call != NULL)
 		llm_cancel(t->call);
-	while ((r = TAILQ_FIRST(&t->runs)) != NULL) {
-		TAILQ_REMOVE(&t->runs, r, entry);
-		if (r->mc != NULL)
-			mcp_cancel(r->mc);
-		run_free(r);
-	}
+	tools_drop(t);
 	cJSON_Delete(t->steps);
 	cJSON_Delete(t->calls);
 	free(t->reply);
@@ -351,34 +280,10 @@ turn_checkpoint(struct sess *s)
 	cJSON_AddNumberToObject(ts, "cost", t->cost);
 	cJSON_AddItemToObject(ts, "steps", cJSON_Duplicate(t->steps, 1));
 	/* Only answers are awaited: a new owner waits on, silently. */
-	if (turn_parked(t))
+	if (tools_parked(t))
 		cJSON_AddBoolToObject(ts, "parked", 1);
 	proto_set(s->meta, "turn", ts);
 	sess_meta_save(s);
-}
-
-/*
- * Has the current step (the tool messages after the last assistant message
- * with calls) an answer for call id?  Made-up ids repeat across steps.
- */
-static int
-step_answered(const struct turn *t, const char *id)
-{
-	const cJSON *e;
-	const char *tid;
-	int in_step = 0, found = 0;
-
-	cJSON_ArrayForEach(e, t->steps) {
-		if (cJSON_GetArraySize(cJSON_GetObjectItem(e, "calls")) > 0) {
-			in_step = 1;
-			found = 0;
-			continue;
-		}
-		tid = cJSON_GetStringValue(cJSON_GetObjectItem(e, "toolCallId"));
-		if (in_step && tid != NULL && strcmp(tid, id) == 0)
-			found = 1;
-	}
-	return found;
 }
 
 /*
@@ -401,7 +306,7 @@ steps_close(struct turn *t)
 	cJSON_ArrayForEach(c, cJSON_GetObjectItem(last, "calls")) {
 		id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
 		name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
-		if (id == NULL || step_answered(t, id))
+		if (id == NULL || tools_answered(t, id))
 			continue;
 		m = cJSON_CreateObject();
 		cJSON_AddStringToObject(m, "role", "tool");
@@ -423,7 +328,7 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 	cJSON *b, *e;
 	double turns;
 
-	waits_close(s);
+	tools_close_waits(s);
 	turn_flush(s);
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
@@ -475,7 +380,7 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	struct llm_usage u;
 	cJSON *b;
 
-	waits_close(s);
+	tools_close_waits(s);
 	turn_flush(s);
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "code", code);
@@ -554,7 +459,7 @@ on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
 	cJSON_AddItemToArray(t->steps, step);
 	t->step_from = t->reply_len;
 	turn_checkpoint(s);
-	tools_run(s, calls);
+	tools_step(s, calls);
 	cJSON_Delete(calls);
 }
 
@@ -624,464 +529,6 @@ static void
 start_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	turn_next(arg);
-}
-
-/*
- * What the operator's tool-policy and the tool's annotations say of a call
- * by this session (mt NULL: no server offers it; no hints, so high).
- */
-static struct policy_decision
-tool_policy(struct sess *s, const char *name, const struct mcp_tool *mt)
-{
-	enum policy_autonomy a = s->wk->conf->autonomy;
-	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
-	    "autonomy"));
-
-	if (lv != NULL)
-		(void)policy_autonomy_parse(lv, &a);
-	return policy_decide(&s->wk->conf->tool_policies, name,
-	    mt ? &mt->ann : NULL, a);
-}
-
-static const struct mcp_tool *
-tool_find(struct sess *s, const char *name)
-{
-	const struct mcp_tool *tools;
-	size_t i, n = s->wk->mcp ? mcp_tools(s->wk->mcp, &tools) : 0;
-
-	for (i = 0; i < n; i++)
-		if (strcmp(tools[i].full_name, name) == 0)
-			return &tools[i];
-	return NULL;
-}
-
-/* Logs a tool's result and keeps it for the model; runs the model on
- * once every call of the step has answered. */
-static void
-tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
-    int is_error, const char *text, const char *code)
-{
-	struct turn *t = s->turn;
-	cJSON *b, *m;
-	char *kept = NULL;
-
-	if (text == NULL)
-		text = "";
-	if (is_error)
-		s->wk->metrics.tool_errors++;
-	log_rinfo(t->req, s->id, "tool %s: call %s %s in %llu ms%s%s", name,
-	    id, is_error ? "failed" : "answered", (unsigned long long)ms,
-	    is_error ? ": " : "", is_error ? (code ? code : "TOOL_ERROR") : "");
-	if (strlen(text) > MAX_TOOL_RESULT &&
-	    (kept = strndup(text, utf8_whole(text, MAX_TOOL_RESULT))) != NULL)
-		text = kept;
-	b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "agentId", s->agent_id);
-	cJSON_AddStringToObject(b, "messageId", t->msgid);
-	cJSON_AddNumberToObject(b, "step", t->model_calls);
-	cJSON_AddStringToObject(b, "toolCallId", id);
-	cJSON_AddStringToObject(b, "tool", name);
-	cJSON_AddNumberToObject(b, "duration", (double)ms);
-	if (is_error) {
-		cJSON *e = cJSON_AddObjectToObject(b, "error");
-
-		cJSON_AddStringToObject(e, "code", code ? code : "TOOL_ERROR");
-		cJSON_AddStringToObject(e, "message", text);
-	} else
-		cJSON_AddStringToObject(b, "result", text);
-	sess_emit(s, "tool_result", b);
-	m = cJSON_CreateObject();
-	cJSON_AddStringToObject(m, "role", "tool");
-	cJSON_AddStringToObject(m, "toolCallId", id);
-	cJSON_AddStringToObject(m, "tool", name);
-	cJSON_AddStringToObject(m, "content", text);
-	if (is_error)
-		cJSON_AddBoolToObject(m, "isError", 1);
-	cJSON_AddItemToArray(t->steps, m);
-	free(kept);
-	turn_checkpoint(s);
-	if (TAILQ_EMPTY(&t->runs) && !t->starting) {
-		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
-		turn_model(s);
-	} else if (!t->starting && turn_parked(t))
-		sess_emit(s, "agent_state", sess_agent_json(s,
-		    "waiting_approval"));
-}
-
-static void
-tool_cb(void *arg, int is_error, const char *text, const char *code)
-{
-	struct tool_run *r = arg;
-	struct sess *s = r->s;
-
-	TAILQ_REMOVE(&s->turn->runs, r, entry);
-	tool_done(s, r->id, r->name, util_mono_ms() - r->started_ms,
-	    is_error, text, code);
-	run_free(r);
-}
-
-/* Has the log an event of this type for this call (a worker died after
- * it, or the turn waited and is resumed)? */
-struct logged_result {
-	const char	*type;		/* tool_result, audit_entry */
-	const char	*id;
-	uint64_t	 input_seq;	/* the turn, whatever its attempt */
-	unsigned	 step;
-	cJSON		*found;
-};
-
-static int
-find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
-    size_t len)
-{
-	struct logged_result *lr = arg;
-	const char *tid, *mid;
-	char want[48];
-	size_t n;
-	cJSON *o;
-
-	snprintf(want, sizeof(want), "\"type\":\"%s\"", lr->type);
-	if (strstr(json, want) == NULL || strstr(json, lr->id) == NULL)
-		return 0;
-	o = cJSON_ParseWithLength(json, len);
-	tid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "toolCallId"));
-	mid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "messageId"));
-	snprintf(want, sizeof(want), "m-%llu", (unsigned long long)lr->input_seq);
-	n = strlen(want);
-	if (tid != NULL && strcmp(tid, lr->id) == 0 && mid != NULL &&
-	    strncmp(mid, want, n) == 0 && (mid[n] == '\0' || mid[n] == '.') &&
-	    proto_count(o, "step") == lr->step) {
-		lr->found = o;
-		return 1;
-	}
-	cJSON_Delete(o);
-	return 0;
-}
-
-/* The logged event of type for call id of the turn's step, or NULL. */
-static cJSON *
-step_logged(struct sess *s, const char *type, const char *id)
-{
-	struct turn *t = s->turn;
-	struct logged_result lr;
-
-	lr.type = type;
-	lr.id = id;
-	lr.input_seq = t->input_seq;
-	lr.step = t->model_calls;
-	lr.found = NULL;
-	sess_log_read(s, t->input_seq, 0, find_result, &lr);
-	return lr.found;
-}
-
-/* Takes a logged tool_result as the call's answer, without running it. */
-static void
-step_add_logged(struct turn *t, const char *id, const char *name,
-    const cJSON *found)
-{
-	const cJSON *e = cJSON_GetObjectItem(found, "error");
-	const char *text = e ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
-	    "message")) : cJSON_GetStringValue(cJSON_GetObjectItem(found,
-	    "result"));
-	cJSON *b = cJSON_CreateObject();
-
-	cJSON_AddStringToObject(b, "role", "tool");
-	cJSON_AddStringToObject(b, "toolCallId", id);
-	cJSON_AddStringToObject(b, "tool", name);
-	cJSON_AddStringToObject(b, "content", text ? text : "");
-	if (e != NULL)
-		cJSON_AddBoolToObject(b, "isError", 1);
-	cJSON_AddItemToArray(t->steps, b);
-}
-
-/* Logs tool_start and calls the tool (its answer comes to tool_cb). */
-static void
-call_start(struct sess *s, const char *id, const char *name,
-    const char *args, enum policy_risk risk)
-{
-	struct turn *t = s->turn;
-	const struct mcp_tool *mt = tool_find(s, name);
-	struct tool_run *r;
-
-	tool_start_log(s, id, name, args, risk);
-	if ((r = calloc(1, sizeof(*r))) == NULL)
-		return;
-	r->s = s;
-	r->id = strdup(id);
-	r->name = strdup(name);
-	r->started_ms = util_mono_ms();
-	s->wk->metrics.tool_calls++;
-	log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
-	TAILQ_INSERT_TAIL(&t->runs, r, entry);
-	if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
-	    args && *args ? args : "{}", 0, tool_cb, r)) == NULL) {
-		TAILQ_REMOVE(&t->runs, r, entry);
-		tool_done(s, id, name, 0, 1, mt == NULL ? "no such tool: it "
-		    "is not offered by any connected MCP server" : "the tool "
-		    "call could not be started", "TOOL_ERROR");
-		run_free(r);
-	}
-}
-
-/* A call's tool_start fields (also its approval's and audit's). */
-static cJSON *
-call_json(struct sess *s, const char *id, const char *name,
-    const char *args, enum policy_risk risk)
-{
-	cJSON *b = cJSON_CreateObject(), *a;
-
-	cJSON_AddStringToObject(b, "agentId", s->agent_id);
-	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
-	cJSON_AddNumberToObject(b, "step", s->turn->model_calls);
-	cJSON_AddStringToObject(b, "toolCallId", id);
-	cJSON_AddStringToObject(b, "tool", name);
-	a = cJSON_Parse(args && *args ? args : "{}");
-	cJSON_AddItemToObject(b, "args", a ? a : cJSON_CreateObject());
-	cJSON_AddStringToObject(b, "risk", policy_risk_name(risk));
-	return b;
-}
-
-/* Logs a call's tool_start. */
-static void
-tool_start_log(struct sess *s, const char *id, const char *name,
-    const char *args, enum policy_risk risk)
-{
-	sess_emit(s, "tool_start", call_json(s, id, name, args, risk));
-}
-
-/* Logs the audit_entry of a call nobody was asked about. */
-static void
-call_audit(struct sess *s, const char *id, const char *name,
-    const char *args, enum policy_risk risk, const char *decision)
-{
-	cJSON *c = call_json(s, id, name, args, risk);
-
-	approve_audit(s, c, decision);
-	cJSON_Delete(c);
-}
-
-/* A call the operator's tool-policy denies: logged, never run. */
-static void
-call_start_denied(struct sess *s, const char *id, const char *name,
-    const char *args, struct policy_decision pd, char *why, size_t len)
-{
-	call_audit(s, id, name, args, pd.risk, "denied");
-	tool_start_log(s, id, name, args, pd.risk);
-	snprintf(why, len, "denied by the operator's tool-policy (%s, line %u "
-	    "of the configuration): the tool was not run", pd.rule->glob,
-	    pd.rule->line);
-	tool_done(s, id, name, 0, 1, why, "TOOL_ERROR");
-}
-
-/* Acts on a call's logged decision (approve.c): run it, or answer why not. */
-static void
-call_decided(struct sess *s, const char *id, const char *name,
-    const char *args, enum policy_risk risk, const char *decision)
-{
-	char why[160];
-
-	if (approve_runs(decision)) {
-		call_start(s, id, name, args, risk);
-		return;
-	}
-	snprintf(why, sizeof(why), "%s: the tool was not run",
-	    strcmp(decision, "timeout") == 0 ? "no one answered the approval "
-	    "request in time" : strcmp(decision, "cancelled") == 0 ?
-	    "the approval request was cancelled" : "the user declined this "
-	    "tool call");
-	tool_done(s, id, name, 0, 1, why, strcmp(decision, "timeout") == 0 ?
-	    "APPROVAL_TIMEOUT" : "TOOL_ERROR");
-}
-
-static void
-wait_timeout_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct tool_run *r = arg;
-	struct sess *s = r->s;
-
-	TAILQ_REMOVE(&s->turn->runs, r, entry);
-	approve_close(s, r->id, "timeout");
-	call_decided(s, r->id, r->name, r->args, r->risk, "timeout");
-	run_free(r);
-}
-
-/* Asks for approval of a call and waits, up to approval-timeout. */
-static void
-call_wait(struct sess *s, const char *id, const char *name,
-    const char *args, enum policy_risk risk)
-{
-	struct turn *t = s->turn;
-	struct tool_run *r;
-	struct timeval tv;
-	uint64_t asked, now = util_now_ms(), until;
-	cJSON *c;
-
-	c = call_json(s, id, name, args, risk);
-	asked = approve_request(s, c);
-	cJSON_Delete(c);
-	if ((r = calloc(1, sizeof(*r))) == NULL || asked == 0 ||
-	    (r->id = strdup(id)) == NULL || (r->name = strdup(name)) == NULL ||
-	    (r->args = strdup(args ? args : "")) == NULL ||
-	    (r->timer = evtimer_new(s->wk->base, wait_timeout_cb,
-	    r)) == NULL) {
-		if (r != NULL)
-			run_free(r);
-		tool_done(s, id, name, 0, 1, "the approval request could not "
-		    "be logged: the tool was not run", "TOOL_ERROR");
-		return;
-	}
-	r->s = s;
-	r->waiting = 1;
-	r->risk = risk;
-	until = asked + s->wk->conf->approval_timeout_ms;
-	util_tv(&tv, until > now ? until - now : 0);
-	evtimer_add(r->timer, &tv);
-	TAILQ_INSERT_TAIL(&t->runs, r, entry);
-}
-
-/* The answered run r leaves the waiting and acts on its decision. */
-static void
-run_decided(struct sess *s, struct tool_run *r, const char *decision)
-{
-	struct turn *t = s->turn;
-
-	TAILQ_REMOVE(&t->runs, r, entry);
-	if (approve_runs(decision))
-		sess_emit(s, "agent_state", sess_agent_json(s, "tool"));
-	t->starting = 1;
-	call_decided(s, r->id, r->name, r->args, r->risk, decision);
-	t->starting = 0;
-	run_free(r);
-	turn_checkpoint(s);
-	if (TAILQ_EMPTY(&t->runs)) {
-		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
-		turn_model(s);
-	}
-}
-
-void
-turn_decided(struct sess *s, const char *id, const char *decision,
-    uint64_t seq)
-{
-	struct turn *t = s->turn;
-	struct tool_run *r;
-
-	if (t == NULL)
-		return;		/* the resumed turn reads it from the log */
-	TAILQ_FOREACH(r, &t->runs, entry)
-		if (r->waiting && r->start_at == 0 && strcmp(r->id, id) == 0)
-			break;
-	if (r == NULL)
-		return;
-	/* The tool runs only once its approval is stored (Redis appends
-	 * in the background): a crash before must leave it unapproved. */
-	if (approve_runs(decision) && seq > store_durable_seq(s->st)) {
-		evtimer_del(r->timer);
-		r->start_at = seq;
-		r->decision = decision;
-		return;
-	}
-	run_decided(s, r, decision);
-}
-
-/* Decisions now stored: their tools start. */
-static void
-turn_durable(struct sess *s, uint64_t seq)
-{
-	struct tool_run *r, *next;
-
-	if (s->turn == NULL)
-		return;
-	for (r = TAILQ_FIRST(&s->turn->runs); r != NULL; r = next) {
-		next = TAILQ_NEXT(r, entry);
-		if (r->start_at != 0 && r->start_at <= seq) {
-			run_decided(s, r, r->decision);
-			if (s->turn == NULL)
-				return;
-			next = TAILQ_FIRST(&s->turn->runs);
-		}
-	}
-}
-
-/*
- * Runs a step's tool calls, all at once.  A call whose result the log
- * already holds is not run again; an unknown tool answers an error the
- * model can read; a call the policy asks about waits for its answer, or
- * takes the one logged while the turn was away.
- */
-static void
-tools_run(struct sess *s, cJSON *calls)
-{
-	struct turn *t = s->turn;
-	const struct mcp_tool *mt;
-	struct policy_decision pd;
-	const char *id, *name, *args, *dec;
-	cJSON *c, *found;
-	char why[160];
-
-	if (s->broken)
-		return;	/* being let go: nothing more runs */
-
-	sess_emit(s, "agent_state", sess_agent_json(s, "tool"));
-	t->starting = 1;
-	cJSON_ArrayForEach(c, calls) {
-		id = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
-		name = cJSON_GetStringValue(cJSON_GetObjectItem(c, "name"));
-		args = cJSON_GetStringValue(cJSON_GetObjectItem(c, "args"));
-		if (id == NULL || name == NULL)
-			continue;
-		/* Answered before a crash: in the checkpoint, or the log. */
-		if (step_answered(t, id))
-			continue;
-		if ((t->attempt > 0 || t->resumed) &&
-		    (found = step_logged(s, "tool_result", id)) != NULL) {
-			step_add_logged(t, id, name, found);
-			cJSON_Delete(found);
-			continue;
-		}
-		/* A decision logged while the turn was away comes first:
-		 * the policy may have changed since it was asked. */
-		found = t->attempt > 0 || t->resumed ?
-		    step_logged(s, "audit_entry", id) : NULL;
-		dec = cJSON_GetStringValue(cJSON_GetObjectItem(found,
-		    "decision"));
-		if (dec != NULL && strcmp(dec, "denied") != 0) {
-			approve_settle(s, id);
-			call_decided(s, id, name, args, tool_policy(s, name,
-			    tool_find(s, name)).risk, dec);
-			cJSON_Delete(found);
-			continue;
-		}
-		cJSON_Delete(found);
-		if ((mt = tool_find(s, name)) == NULL) {
-			/* Nothing to ask about: the model reads why. */
-			approve_close(s, id, "cancelled");
-			call_start(s, id, name, args, POLICY_HIGH);
-			continue;
-		}
-		pd = tool_policy(s, name, mt);
-		if (pd.action == POLICY_DENY) {
-			/* Never run; the model reads why. */
-			call_start_denied(s, id, name, args, pd, why,
-			    sizeof(why));
-			continue;
-		}
-		if (pd.action == POLICY_RUN || approve_always(s, name)) {
-			call_audit(s, id, name, args, pd.risk,
-			    pd.action == POLICY_RUN ? "auto" : "always");
-			call_start(s, id, name, args, pd.risk);
-			continue;
-		}
-		call_wait(s, id, name, args, pd.risk);
-	}
-	t->starting = 0;
-	turn_checkpoint(s);
-	if (TAILQ_EMPTY(&t->runs)) {
-		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
-		turn_model(s);
-	} else if (turn_parked(t))
-		sess_emit(s, "agent_state", sess_agent_json(s,
-		    "waiting_approval"));
 }
 
 struct fetch {
@@ -1211,6 +658,17 @@ turn_model(struct sess *s)
 	}
 }
 
+/* The step's calls moved on (tools.c): keep it; all answered, go on. */
+static void
+turn_stepped(struct sess *s, int answered)
+{
+	turn_checkpoint(s);
+	if (answered) {
+		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
+		turn_model(s);
+	}
+}
+
 /*
  * Starts (or, after a crash, continues) the turn answering the message
  * logged at input_seq.  from is the turn's checkpoint from meta, or NULL.
@@ -1232,6 +690,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	t->input_seq = input_seq;
 	t->attempt = attempt;
 	t->resumed = cJSON_IsTrue(cJSON_GetObjectItem(from, "parked"));
+	t->stepped = turn_stepped;
 	TAILQ_INIT(&t->runs);
 	if (attempt == 0)
 		snprintf(t->msgid, sizeof(t->msgid), "m-%llu",
@@ -1268,7 +727,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 	if (calls != NULL) {
 		/* The last step's calls: those answered are skipped. */
 		calls = cJSON_Duplicate(calls, 1);
-		tools_run(s, calls);
+		tools_step(s, calls);
 		cJSON_Delete(calls);
 		return;
 	}
@@ -1423,5 +882,5 @@ const struct sess_agent turn_agent = {
 	.resume = turn_resume,
 	.flush = turn_flush,
 	.drop = turn_drop,
-	.durable = turn_durable,
+	.durable = tools_durable,
 };

@@ -1,4 +1,4 @@
-/* Turns and the tool loop of a session's agent. */
+/* Turns of a session's agent: the model's steps (their calls: tools.h). */
 #ifndef PARLEY_WORKERS_TURN_H
 #define PARLEY_WORKERS_TURN_H
 
@@ -36,6 +36,8 @@ struct turn {
 	uint64_t	 call_us;	/* the model call started (monotonic) */
 	int		 call_byte;	/* it has sent something back */
 	int		 resumed;	/* continued where it waited (parked) */
+	/* tools.c: the step's calls moved on; answered: all of them. */
+	void		(*stepped)(struct sess *, int answered);
 };
 
 /* How a session's life cycle drives its turns (struct sess_agent). */
@@ -45,12 +47,5 @@ extern const struct sess_agent turn_agent;
 void	turn_next(struct sess *);
 /* Ends the running turn with a done event (after its last tokens). */
 void	turn_finish(struct sess *, int cancelled, int max_turns);
-/*
- * A logged decision (approve.c, at seq) for call id: runs the waiting call
- * once seq is stored, or answers the model why not.  A turn not in memory
- * finds it in the log.
- */
-void	turn_decided(struct sess *, const char *id, const char *decision,
-	    uint64_t seq);
 
 #endif
