@@ -1,8 +1,11 @@
 /*
- * Tool approvals: the request and its answer are events of the session's
- * log; meta keeps what is pending so that session_state can list it and a
- * new owner can wait on.  Nothing here runs or stops a tool: turn.c does,
- * on what these functions return.
+ * Requests that wait for someone: a tool approval (tool_approve_request,
+ * answered by an audit_entry) and a client-side tool call (mcp_call,
+ * answered by its tool_result).  The request and its answer are events
+ * of the session's log; meta keeps what is pending ("kind" "call" for a
+ * client's call) so that session_state can list it and a new owner can
+ * wait on.  Nothing here runs or stops a tool: tools.c does, on what
+ * these functions return.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +21,9 @@
 
 #define MAX_ANSWERED	64	/* ids of answered calls kept for duplicates */
 #define SUMMARY_ARGS	96	/* bytes of the arguments in a summary */
+
+static uint64_t	result_log(struct sess *, int, cJSON *, int is_error,
+		    const char *text, const char *code, cJSON **logged);
 
 /* The array meta keeps under key, made when absent. */
 static cJSON *
@@ -49,6 +55,65 @@ waiting_find(struct sess *s, const char *id, cJSON **w)
 		}
 		i++;
 	}
+	return -1;
+}
+
+static int
+is_call(const cJSON *w)
+{
+	const char *k = cJSON_GetStringValue(cJSON_GetObjectItem(w, "kind"));
+
+	return k != NULL && strcmp(k, "call") == 0;
+}
+
+/* Remembers id as answered (for duplicates) and forgets waiting entry i. */
+static void
+answered(struct sess *s, int i, const char *id)
+{
+	cJSON *ans = meta_array(s, "answered");
+
+	if (id != NULL)
+		cJSON_AddItemToArray(ans, cJSON_CreateString(id));
+	while (cJSON_GetArraySize(ans) > MAX_ANSWERED)
+		cJSON_DeleteItemFromArray(ans, 0);
+	cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
+	sess_meta_save(s);
+}
+
+/* 1 when id was answered lately. */
+static int
+was_answered(struct sess *s, const char *id)
+{
+	cJSON *e;
+
+	cJSON_ArrayForEach(e, meta_array(s, "answered"))
+		if (cJSON_IsString(e) && strcmp(e->valuestring, id) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * The waiting entry an answer is for: its index (w set), or -1 with r
+ * saying why there is none: a repeat of an answer (duplicate, 0 to the
+ * caller) or nothing of this kind (calls: client calls) waits (NOT_FOUND).
+ */
+static int
+answer_find(struct sess *s, const char *id, int calls, cJSON **w,
+    struct sess_result *r)
+{
+	int i = waiting_find(s, id, w);
+
+	if (i >= 0 && is_call(*w) == calls)
+		return i;
+	if (i < 0 && was_answered(s, id)) {
+		r->duplicate = 1;
+		r->http = 200;
+		return -1;
+	}
+	sess_result_err(r, "NOT_FOUND", 404, "no %s is pending for this "
+	    "toolCallId; session_state lists the pending ones (%s)", calls ?
+	    "client tool call" : "approval", calls ? "pendingClientCalls" :
+	    "pendingApprovals");
 	return -1;
 }
 
@@ -144,7 +209,6 @@ approve_audit(struct sess *s, const cJSON *call, const char *decision)
 static uint64_t
 decide(struct sess *s, int i, cJSON *w, const char *decision, const char *by)
 {
-	cJSON *ans;
 	uint64_t seq;
 
 	/* Nothing changes unless the decision is in the log. */
@@ -154,13 +218,8 @@ decide(struct sess *s, int i, cJSON *w, const char *decision, const char *by)
 	    cJSON_GetStringValue(cJSON_GetObjectItem(w, "tool"))))
 		cJSON_AddItemToArray(meta_array(s, "alwaysAllow"),
 		    cJSON_Duplicate(cJSON_GetObjectItem(w, "tool"), 1));
-	ans = meta_array(s, "answered");
-	cJSON_AddItemToArray(ans, cJSON_Duplicate(cJSON_GetObjectItem(w,
-	    "toolCallId"), 1));
-	while (cJSON_GetArraySize(ans) > MAX_ANSWERED)
-		cJSON_DeleteItemFromArray(ans, 0);
-	cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
-	sess_meta_save(s);
+	answered(s, i, cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "toolCallId")));
 	return seq;
 }
 
@@ -171,7 +230,7 @@ approve_answer(struct sess *s, const char *id, const char *decision,
 	static const char *words[][2] = { { "approve", "approved" },
 	    { "reject", "rejected" }, { "always", "always" } };
 	const char *logged = NULL;
-	cJSON *w, *e;
+	cJSON *w;
 	size_t k;
 	int i;
 
@@ -183,19 +242,8 @@ approve_answer(struct sess *s, const char *id, const char *decision,
 		    "must be approve, reject or always");
 		return -1;
 	}
-	if ((i = waiting_find(s, id, &w)) < 0) {
-		cJSON_ArrayForEach(e, meta_array(s, "answered"))
-			if (cJSON_IsString(e) && strcmp(e->valuestring,
-			    id) == 0) {
-				r->duplicate = 1;
-				r->http = 200;
-				return 0;
-			}
-		sess_result_err(r, "NOT_FOUND", 404, "%s", "no approval is "
-		    "pending for this toolCallId; session_state lists the "
-		    "pending ones (pendingApprovals)");
-		return -1;
-	}
+	if ((i = answer_find(s, id, 0, &w, r)) < 0)
+		return r->duplicate ? 0 : -1;
 	if ((r->seq = decide(s, i, w, logged, by)) == 0) {
 		sess_result_err(r, "OVERLOADED", 503, "%s", "the decision could "
 		    "not be logged; retry");
@@ -211,9 +259,19 @@ approve_close(struct sess *s, const char *id, const char *decision)
 	cJSON *w;
 	int i;
 
+	if ((i = waiting_find(s, id, &w)) >= 0 && is_call(w)) {
+		if (result_log(s, i, w, 1, strcmp(decision, "timeout") == 0 ?
+		    "no client answered the call in time (client-tool-timeout)"
+		    : "the call was cancelled before a client answered it",
+		    strcmp(decision, "timeout") == 0 ? "TOOL_TIMEOUT" :
+		    "TOOL_ERROR", NULL) == 0) {
+			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
+			sess_meta_save(s);
+		}
+		return;
+	}
 	/* Not listed as pending again even if the log refused the close. */
-	if ((i = waiting_find(s, id, &w)) >= 0 &&
-	    decide(s, i, w, decision, "parleyd") == 0) {
+	if (i >= 0 && decide(s, i, w, decision, "parleyd") == 0) {
 		cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
 		sess_meta_save(s);
 	}
@@ -225,7 +283,7 @@ approve_settle(struct sess *s, const char *id)
 	cJSON *w;
 	int i;
 
-	if ((i = waiting_find(s, id, &w)) >= 0) {
+	if ((i = waiting_find(s, id, &w)) >= 0 && !is_call(w)) {
 		cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
 		sess_meta_save(s);
 	}
@@ -263,12 +321,136 @@ approve_always(struct sess *s, const char *tool)
 
 
 cJSON *
-approve_pending(struct sess *s)
+approve_pending(struct sess *s, int calls)
 {
-	cJSON *a = cJSON_Duplicate(cJSON_GetObjectItem(s->meta, "waiting"),
-	    1);
+	cJSON *a = cJSON_CreateArray(), *w, *c;
 
-	return cJSON_IsArray(a) ? a : (cJSON_Delete(a), cJSON_CreateArray());
+	cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting")) {
+		if (is_call(w) != calls)
+			continue;
+		c = cJSON_Duplicate(w, 1);
+		cJSON_DeleteItemFromObject(c, "kind");
+		cJSON_DeleteItemFromObject(c, "fullName");
+		cJSON_AddItemToArray(a, c);
+	}
+	return a;
+}
+
+int
+approve_waits(struct sess *s, const char *id)
+{
+	cJSON *w;
+
+	return waiting_find(s, id, &w) >= 0;
+}
+
+cJSON *
+approve_result_body(const char *agent, const char *msgid, double step,
+    const char *id, const char *tool, uint64_t ms, int is_error,
+    const char *text, const char *code)
+{
+	cJSON *b = cJSON_CreateObject(), *e;
+
+	cJSON_AddStringToObject(b, "agentId", agent ? agent : "");
+	cJSON_AddStringToObject(b, "messageId", msgid ? msgid : "");
+	cJSON_AddNumberToObject(b, "step", step);
+	cJSON_AddStringToObject(b, "toolCallId", id);
+	cJSON_AddStringToObject(b, "tool", tool ? tool : "");
+	cJSON_AddNumberToObject(b, "duration", (double)ms);
+	if (is_error) {
+		e = cJSON_AddObjectToObject(b, "error");
+		cJSON_AddStringToObject(e, "code", code ? code : "TOOL_ERROR");
+		cJSON_AddStringToObject(e, "message", text);
+	} else
+		cJSON_AddStringToObject(b, "result", text);
+	return b;
+}
+
+/*
+ * Logs the tool_result that answers client call w (index i) and forgets
+ * it; *logged (when not NULL) gets a copy of the body.  The seq, or 0.
+ */
+static uint64_t
+result_log(struct sess *s, int i, cJSON *w, int is_error, const char *text,
+    const char *code, cJSON **logged)
+{
+	uint64_t now = util_now_ms(), ts = (uint64_t)proto_count(w, "ts");
+	cJSON *b;
+	uint64_t seq;
+
+	b = approve_result_body(cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "agentId")), cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "messageId")), proto_count(w, "step"), cJSON_GetStringValue(
+	    cJSON_GetObjectItem(w, "toolCallId")), cJSON_GetStringValue(
+	    cJSON_GetObjectItem(w, "fullName")), now > ts ? now - ts : 0,
+	    is_error, text, code);
+	if (logged != NULL)
+		*logged = cJSON_Duplicate(b, 1);
+	if ((seq = sess_emit(s, "tool_result", b)) == 0) {
+		if (logged != NULL) {
+			cJSON_Delete(*logged);
+			*logged = NULL;
+		}
+		return 0;
+	}
+	answered(s, i, cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "toolCallId")));
+	return seq;
+}
+
+uint64_t
+approve_call(struct sess *s, const cJSON *call, const char *server,
+    const char *name)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(call,
+	    "toolCallId"));
+	static const char *copy[] = { "agentId", "messageId", "step",
+	    "toolCallId", "args", "risk" };
+	cJSON *b, *w;
+	uint64_t now = util_now_ms();
+	size_t k;
+
+	if (id == NULL)
+		return 0;
+	if (waiting_find(s, id, &w) >= 0)
+		return (uint64_t)proto_count(w, "ts");
+	b = cJSON_CreateObject();
+	for (k = 0; k < sizeof(copy) / sizeof(copy[0]); k++)
+		cJSON_AddItemToObject(b, copy[k], cJSON_Duplicate(
+		    cJSON_GetObjectItem(call, copy[k]), 1));
+	cJSON_AddStringToObject(b, "server", server);
+	cJSON_AddStringToObject(b, "tool", name);
+	w = cJSON_Duplicate(b, 1);
+	if (sess_emit(s, "mcp_call", b) == 0) {
+		cJSON_Delete(w);
+		return 0;
+	}
+	cJSON_AddStringToObject(w, "kind", "call");
+	cJSON_AddItemToObject(w, "fullName", cJSON_Duplicate(
+	    cJSON_GetObjectItem(call, "tool"), 1));
+	cJSON_AddNumberToObject(w, "ts", (double)now);
+	cJSON_AddItemToArray(meta_array(s, "waiting"), w);
+	sess_meta_save(s);
+	return now;
+}
+
+int
+approve_result(struct sess *s, const char *id, int is_error,
+    const char *text, const char *code, cJSON **logged,
+    struct sess_result *r)
+{
+	cJSON *w;
+	int i;
+
+	if ((i = answer_find(s, id, 1, &w, r)) < 0)
+		return r->duplicate ? 0 : -1;
+	if ((r->seq = result_log(s, i, w, is_error, text, code,
+	    logged)) == 0) {
+		sess_result_err(r, "OVERLOADED", 503, "%s", "the result could "
+		    "not be logged; retry");
+		return -1;
+	}
+	return 1;
 }
 
 int

@@ -1,10 +1,12 @@
 /*
- * Tool approvals: a logged request (tool_approve_request) awaiting a
- * logged answer (audit_entry with the decision).  The session's meta holds
- * what is pending ("waiting"), the ids answered lately ("answered") and the
- * tools approved for the rest of the session ("alwaysAllow"), checkpoints
- * of what the log says, so a new owner finds them.  The turn (turn.c) asks
- * and acts on answers; client messages (input.c) answer.
+ * Requests that wait for someone, on one mechanism: a logged request
+ * awaiting a logged answer.  A tool approval is a tool_approve_request
+ * answered by an audit_entry with the decision; a client-side tool call
+ * is an mcp_call answered by its tool_result.  The session's meta holds
+ * what is pending ("waiting"), the ids answered lately ("answered") and
+ * the tools approved for the rest of the session ("alwaysAllow"),
+ * checkpoints of what the log says, so a new owner finds them.  tools.c
+ * asks and acts on answers; client messages (input.c) answer.
  */
 #ifndef PARLEY_WORKERS_APPROVE_H
 #define PARLEY_WORKERS_APPROVE_H
@@ -40,7 +42,10 @@ int		 approve_answer(struct sess *, const char *id,
  */
 void		 approve_audit(struct sess *, const cJSON *call,
 		    const char *decision);
-/* Ends a wait without a client's answer: "timeout" or "cancelled". */
+/*
+ * Ends a wait without a client's answer: "timeout" or "cancelled" (a
+ * client call's is logged as its tool_result, an error).
+ */
 void		 approve_close(struct sess *, const char *id,
 		    const char *decision);
 /* A logged decision was acted on: call id waits no more (no event). */
@@ -49,8 +54,34 @@ void		 approve_settle(struct sess *, const char *id);
 void		 approve_clear(struct sess *);
 /* 1 when the client chose "always" for this tool in this session. */
 int		 approve_always(struct sess *, const char *tool);
-/* The pending requests, for session_state (a new array). */
-cJSON		*approve_pending(struct sess *);
+/*
+ * The pending requests, for session_state (a new array): approvals, or
+ * (calls) client tool calls.
+ */
+cJSON		*approve_pending(struct sess *, int calls);
+/* 1 while call id waits for an answer of either kind. */
+int		 approve_waits(struct sess *, const char *id);
+/*
+ * Asks a client to run call (the fields of its tool_start) as tool name
+ * of server: logs mcp_call unless meta already waits for it.  Returns
+ * the request's time in ms since the epoch (its timeout counts from it),
+ * 0 when it could not be logged.
+ */
+uint64_t	 approve_call(struct sess *, const cJSON *call,
+		    const char *server, const char *name);
+/*
+ * A client's answer to call id: logs its tool_result (text; is_error with
+ * code).  Returns 1 when logged (*logged: a copy of the body, the
+ * caller's), 0 when it was answered before (r says duplicate) and -1 with
+ * r's error set.
+ */
+int		 approve_result(struct sess *, const char *id, int is_error,
+		    const char *text, const char *code, cJSON **logged,
+		    struct sess_result *);
+/* A tool_result event's body (a new object). */
+cJSON		*approve_result_body(const char *agent, const char *msgid,
+		    double step, const char *id, const char *tool, uint64_t ms,
+		    int is_error, const char *text, const char *code);
 /* Decision names: 1 for those that let the call run (approved, always,
  * auto). */
 int		 approve_runs(const char *decision);

@@ -182,7 +182,9 @@ follow_input(struct sess *s, struct sess_client *c, int role,
 	    strcmp(in->type, "pause") != 0 &&
 	    strcmp(in->type, "resume_session") != 0 &&
 	    strcmp(in->type, "tool_approve") != 0 &&
-	    strcmp(in->type, "set_autonomy") != 0) {
+	    strcmp(in->type, "set_autonomy") != 0 &&
+	    strcmp(in->type, "mcp_tools") != 0 &&
+	    strcmp(in->type, "mcp_result") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);

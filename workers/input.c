@@ -14,8 +14,10 @@
 #include "parley/log.h"
 #include "parley/proto.h"
 #include "parley/store.h"
+#include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
+#include "ctool.h"
 #include "follow.h"
 #include "input.h"
 #include "sess.h"
@@ -24,6 +26,7 @@
 #include "wk.h"
 
 #define MAX_QUEUE	64	/* accepted messages waiting for their turn */
+#define MAX_RESULT	(256 * 1024)	/* bytes of a client's result kept */
 
 static int
 input_terminate(struct sess *s, const char *why)
@@ -152,6 +155,46 @@ input_approve(struct sess *s, struct sess_client *c, int role,
 		return;
 	if (rc == 1)
 		tools_decided(s, id, logged, r->seq);
+	sess_answer_durable(s, c, in->id, r->seq, rc == 1 ? ANSWER_NEW :
+	    ANSWER_DUP, r);
+}
+
+/* mcp_tools: the session's client tools change, logged. */
+static void
+input_tools(struct sess *s, struct sess_client *c, int role,
+    struct proto_in *in, struct sess_result *r)
+{
+	if ((r->seq = ctool_register(s, in->root, role_name(role), r)) == 0)
+		return;
+	sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
+}
+
+/* mcp_result: a client's answer to an mcp_call, logged once, then taken. */
+static void
+input_result(struct sess *s, struct sess_client *c, struct proto_in *in,
+    struct sess_result *r)
+{
+	const char *id = NULL;
+	cJSON *logged = NULL;
+	char *text;
+	int is_error = 0, rc;
+
+	if (proto_str(in->root, "toolCallId", 1, 256, &id, r->msg,
+	    sizeof(r->msg)) == -1 || (text = ctool_result_text(in->root,
+	    &is_error, r->msg, sizeof(r->msg))) == NULL) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if (strlen(text) > MAX_RESULT)
+		text[utf8_whole(text, MAX_RESULT)] = '\0';
+	rc = approve_result(s, id, is_error, text, "TOOL_ERROR", &logged, r);
+	free(text);
+	if (rc == -1)
+		return;
+	if (rc == 1)
+		tools_result(s, id, logged);
+	cJSON_Delete(logged);
 	sess_answer_durable(s, c, in->id, r->seq, rc == 1 ? ANSWER_NEW :
 	    ANSWER_DUP, r);
 }
@@ -334,9 +377,21 @@ input_apply(struct sess *s, struct sess_client *c, int role,
 			input_autonomy(s, c, role, in, r);
 		return;
 	}
+	if (strcmp(in->type, "mcp_tools") == 0 ||
+	    strcmp(in->type, "mcp_result") == 0) {
+		if (role == IPC_ROLE_OBSERVER) {
+			sess_result_err(r, "FORBIDDEN", 403, "observers cannot "
+			    "send %s", in->type);
+			return;
+		}
+		if (strcmp(in->type, "mcp_tools") == 0)
+			input_tools(s, c, role, in, r);
+		else
+			input_result(s, c, in, r);
+		return;
+	}
 	{
 		static const char *later[] = { "agent_add", "agent_remove",
-		    "mcp_tools", "mcp_result",
 		    "kb_add", "kb_search", "kb_list", "kb_remove",
 		    "thought_share", "action_propose", "action_approve",
 		    "action_result", "directive" };

@@ -633,6 +633,15 @@ json_hint(const cJSON *o, const char *name)
 	return cJSON_IsTrue(v) ? POLICY_HINT_TRUE : POLICY_HINT_FALSE;
 }
 
+void
+mcp_annotations(const cJSON *ann, struct policy_annotations *out)
+{
+	out->read_only = json_hint(ann, "readOnlyHint");
+	out->destructive = json_hint(ann, "destructiveHint");
+	out->idempotent = json_hint(ann, "idempotentHint");
+	out->open_world = json_hint(ann, "openWorldHint");
+}
+
 /* Adds one tools/list entry to srv->pend; -1 only when out of memory. */
 static int
 pend_add(struct mcp_srv *srv, const cJSON *t)
@@ -690,10 +699,7 @@ pend_add(struct mcp_srv *srv, const cJSON *t)
 	 * nothing for a read-only tool. */
 	st->destructive = st->read_only ? 0 :
 	    json_true(ann, "destructiveHint", 1);
-	st->ann.read_only = json_hint(ann, "readOnlyHint");
-	st->ann.destructive = json_hint(ann, "destructiveHint");
-	st->ann.idempotent = json_hint(ann, "idempotentHint");
-	st->ann.open_world = json_hint(ann, "openWorldHint");
+	mcp_annotations(ann, &st->ann);
 	if ((st->name = strdup(name->valuestring)) == NULL ||
 	    (st->desc = strdup(cJSON_IsString(desc) ? desc->valuestring :
 	    "")) == NULL)
@@ -1117,6 +1123,18 @@ mcp_ctx_free(struct mcp_ctx *ctx)
 	curlev_free(ctx->cv);
 	free(ctx->view);
 	free(ctx);
+}
+
+const struct mcp_tool *
+mcp_tool_find(struct mcp_ctx *ctx, const char *full_name)
+{
+	const struct mcp_tool *tools;
+	size_t i, n = mcp_tools(ctx, &tools);
+
+	for (i = 0; i < n; i++)
+		if (strcmp(tools[i].full_name, full_name) == 0)
+			return &tools[i];
+	return NULL;
 }
 
 size_t

@@ -13,6 +13,7 @@
 
 #include "parley/policy.h"
 
+struct cJSON;
 struct event_base;
 struct config;
 
@@ -44,6 +45,11 @@ void		 mcp_ctx_free(struct mcp_ctx *);
  * array is owned by ctx and valid until the next event-loop turn.
  */
 size_t		 mcp_tools(struct mcp_ctx *, const struct mcp_tool **out);
+/* The tool named full_name (SERVER__TOOL) right now, or NULL (ctx too). */
+const struct mcp_tool *mcp_tool_find(struct mcp_ctx *, const char *full_name);
+/* A tool's "annotations" object (NULL: none) as policy weighs it. */
+void		 mcp_annotations(const struct cJSON *ann,
+		    struct policy_annotations *);
 /* 1 once every server's first initialize has succeeded or failed. */
 int		 mcp_settled(struct mcp_ctx *);
 

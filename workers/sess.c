@@ -10,6 +10,7 @@
 #include <sys/time.h>
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 #include <stdlib.h>
@@ -24,7 +25,6 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
-#include "approve.h"
 #include "evt.h"
 #include "sess.h"
 #include "wk.h"
@@ -754,21 +754,19 @@ cJSON *
 sess_state(struct sess *s)
 {
 	cJSON *o = cJSON_CreateObject(), *agents, *a;
-	cJSON *pending = approve_pending(s);
 
 	cJSON_AddStringToObject(o, "status", sess_status(s));
 	agents = cJSON_AddArrayToObject(o, "agents");
-	a = sess_agent_json(s, cJSON_GetArraySize(pending) > 0 ?
-	    "waiting_approval" : s->turn ? "thinking" : "idle");
-	cJSON_AddItemToArray(agents, a);
 	cJSON_AddNumberToObject(o, "lastSeq", (double)sess_last_seq(s));
 	cJSON_AddItemToObject(o, "autonomy", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
 	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "config"), 1));
-	cJSON_AddItemToObject(o, "pendingApprovals", pending);
-	/* Client-side tools are not in this build: none ever waits. */
-	cJSON_AddArrayToObject(o, "pendingClientCalls");
+	s->wk->agent->waiting(s, o);
+	a = sess_agent_json(s, cJSON_GetArraySize(
+	    cJSON_GetObjectItem(o, "pendingApprovals")) > 0 ?
+	    "waiting_approval" : s->turn ? "thinking" : "idle");
+	cJSON_AddItemToArray(agents, a);
 	return o;
 }
 
@@ -938,11 +936,15 @@ sess_store_failed(void *arg, struct store_sess *st, int err)
 /* Fills r with an error: code, HTTP status, message (fmt with one %s). */
 void
 sess_result_err(struct sess_result *r, const char *code, int http,
-    const char *fmt, const char *arg)
+    const char *fmt, ...)
 {
+	va_list ap;
+
 	r->code = code;
 	r->http = http;
-	snprintf(r->msg, sizeof(r->msg), fmt, arg);
+	va_start(ap, fmt);
+	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	va_end(ap);
 }
 
 /* --- answers that wait for the store --- */

@@ -171,9 +171,10 @@ void		 sess_check_idle(struct sess *);
 void		 sess_idle_again(struct sess *);
 /* This process owns the session now: continue what its meta says. */
 void		 sess_own(struct sess *);
-/* Fills r with an error: code, HTTP status, message (fmt with one %s). */
+/* Fills r with an error: code, HTTP status, message (printf's fmt). */
 void		 sess_result_err(struct sess_result *, const char *code,
-		    int http, const char *fmt, const char *arg);
+		    int http, const char *fmt, ...)
+		    __attribute__((__format__(__printf__, 4, 5)));
 /* The client ids accepted (at most once): seq of id's message, if any. */
 int		 sess_id_find(struct sess *, const char *id, uint64_t *seq);
 void		 sess_id_add(struct sess *, const char *id, uint64_t seq);
@@ -197,6 +198,8 @@ struct sess_agent {
 	void	(*flush)(struct sess *);	/* log what is coalesced */
 	void	(*drop)(struct sess *);		/* stop the turn, log nothing */
 	void	(*durable)(struct sess *, uint64_t seq); /* stored up to seq */
+	/* adds pendingApprovals and pendingClientCalls to a session_state */
+	void	(*waiting)(struct sess *, cJSON *state);
 };
 
 #endif

@@ -21,6 +21,7 @@
 #include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
+#include "ctool.h"
 #include "mcp.h"
 #include "sess.h"
 #include "tools.h"
@@ -36,18 +37,22 @@ struct tool_run {
 	char			*id;
 	char			*name;
 	uint64_t		 started_ms;
-	/* A call waiting for its approval (approve.c): */
-	int			 waiting;
 	char			*args;
+	uint64_t		 call_at;	/* runs once this seq (its
+						   tool_start) is stored */
+	/* A call waiting for an answer (approve.c): an approval, or the
+	 * result of a client's tool (client). */
+	int			 waiting;
+	int			 client;
 	enum policy_risk	 risk;
-	struct event		*timer;		/* approval-timeout */
-	uint64_t		 start_at;	/* approved: starts once this
-						   seq (the decision) is stored */
-	const char		*decision;
+	struct event		*timer;		/* approval-timeout,
+						   client-tool-timeout */
 };
 
-static void	tool_start_log(struct sess *, const char *id, const char *name,
-		    const char *args, enum policy_risk);
+static uint64_t	tool_start_log(struct sess *, const char *id,
+		    const char *name, const char *args, enum policy_risk);
+static void	step_add_logged(struct turn *, const char *id,
+		    const char *name, const cJSON *found);
 
 static void
 run_free(struct tool_run *r)
@@ -121,33 +126,39 @@ tools_answered(const struct turn *t, const char *id)
 	return found;
 }
 
+
 /*
  * What the operator's tool-policy and the tool's annotations say of a call
- * by this session (mt NULL: no server offers it; no hints, so high).
+ * by this session (a tool nobody offers has no hints, so high).
  */
 static struct policy_decision
-tool_policy(struct sess *s, const char *name, const struct mcp_tool *mt)
+tool_policy(struct sess *s, const char *name)
 {
 	enum policy_autonomy a = s->wk->conf->autonomy;
 	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
 	    "autonomy"));
+	const struct mcp_tool *mt = mcp_tool_find(s->wk->mcp, name);
+	const cJSON *ct = mt == NULL ? ctool_find(s, name) : NULL;
+	struct policy_annotations ann;
 
 	if (lv != NULL)
 		(void)policy_autonomy_parse(lv, &a);
+	if (ct != NULL)
+		mcp_annotations(cJSON_GetObjectItem(ct, "annotations"), &ann);
 	return policy_decide(&s->wk->conf->tool_policies, name,
-	    mt ? &mt->ann : NULL, a);
+	    mt ? &mt->ann : ct ? &ann : NULL, a);
 }
 
-static const struct mcp_tool *
-tool_find(struct sess *s, const char *name)
+/* 1 when a call in flight waits for a person's approval. */
+static int
+approval_waits(const struct turn *t)
 {
-	const struct mcp_tool *tools;
-	size_t i, n = s->wk->mcp ? mcp_tools(s->wk->mcp, &tools) : 0;
+	const struct tool_run *r;
 
-	for (i = 0; i < n; i++)
-		if (strcmp(tools[i].full_name, name) == 0)
-			return &tools[i];
-	return NULL;
+	TAILQ_FOREACH(r, &t->runs, entry)
+		if (r->waiting && !r->client)
+			return 1;
+	return 0;
 }
 
 /*
@@ -162,7 +173,8 @@ step_changed(struct sess *s, int say_waiting)
 	int answered = TAILQ_EMPTY(&t->runs) && !t->starting;
 
 	t->stepped(s, answered);
-	if (!answered && say_waiting && !t->starting && tools_parked(t))
+	if (!answered && say_waiting && !t->starting && tools_parked(t) &&
+	    approval_waits(t))
 		sess_emit(s, "agent_state", sess_agent_json(s,
 		    "waiting_approval"));
 }
@@ -173,7 +185,7 @@ tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
     int is_error, const char *text, const char *code)
 {
 	struct turn *t = s->turn;
-	cJSON *b, *m;
+	cJSON *b;
 	char *kept = NULL;
 
 	if (text == NULL)
@@ -186,29 +198,10 @@ tool_done(struct sess *s, const char *id, const char *name, uint64_t ms,
 	if (strlen(text) > MAX_TOOL_RESULT &&
 	    (kept = strndup(text, utf8_whole(text, MAX_TOOL_RESULT))) != NULL)
 		text = kept;
-	b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "agentId", s->agent_id);
-	cJSON_AddStringToObject(b, "messageId", t->msgid);
-	cJSON_AddNumberToObject(b, "step", t->model_calls);
-	cJSON_AddStringToObject(b, "toolCallId", id);
-	cJSON_AddStringToObject(b, "tool", name);
-	cJSON_AddNumberToObject(b, "duration", (double)ms);
-	if (is_error) {
-		cJSON *e = cJSON_AddObjectToObject(b, "error");
-
-		cJSON_AddStringToObject(e, "code", code ? code : "TOOL_ERROR");
-		cJSON_AddStringToObject(e, "message", text);
-	} else
-		cJSON_AddStringToObject(b, "result", text);
+	b = approve_result_body(s->agent_id, t->msgid, t->model_calls, id,
+	    name, ms, is_error, text, code);
+	step_add_logged(t, id, name, b);
 	sess_emit(s, "tool_result", b);
-	m = cJSON_CreateObject();
-	cJSON_AddStringToObject(m, "role", "tool");
-	cJSON_AddStringToObject(m, "toolCallId", id);
-	cJSON_AddStringToObject(m, "tool", name);
-	cJSON_AddStringToObject(m, "content", text);
-	if (is_error)
-		cJSON_AddBoolToObject(m, "isError", 1);
-	cJSON_AddItemToArray(t->steps, m);
 	free(kept);
 	step_changed(s, 1);
 }
@@ -299,33 +292,79 @@ step_add_logged(struct turn *t, const char *id, const char *name,
 	cJSON_AddItemToArray(t->steps, b);
 }
 
-/* Logs tool_start and calls the tool (its answer comes to tool_cb). */
+/* Calls run r's tool over MCP (its tool_start is stored). */
+static void
+run_start(struct sess *s, struct tool_run *r)
+{
+	r->call_at = 0;
+	r->started_ms = util_mono_ms();
+	if ((r->mc = mcp_call(s->wk->mcp, r->name, *r->args ? r->args : "{}",
+	    0, tool_cb, r)) == NULL) {
+		TAILQ_REMOVE(&s->turn->runs, r, entry);
+		tool_done(s, r->id, r->name, 0, 1, "the tool call could not be "
+		    "started", "TOOL_ERROR");
+		run_free(r);
+	}
+}
+
+/* A run of call id, in the turn's list; NULL when out of memory. */
+static struct tool_run *
+run_new(struct sess *s, const char *id, const char *name, const char *args,
+    enum policy_risk risk)
+{
+	struct tool_run *r;
+
+	if ((r = calloc(1, sizeof(*r))) == NULL ||
+	    (r->id = strdup(id)) == NULL || (r->name = strdup(name)) == NULL ||
+	    (r->args = strdup(args ? args : "")) == NULL) {
+		if (r != NULL)
+			run_free(r);
+		return NULL;
+	}
+	r->s = s;
+	r->risk = risk;
+	r->started_ms = util_mono_ms();
+	TAILQ_INSERT_TAIL(&s->turn->runs, r, entry);
+	return r;
+}
+
+static void	client_start(struct sess *, const char *id, const char *name,
+		    const char *args, enum policy_risk, const cJSON *tool);
+
+/*
+ * Logs tool_start and calls the tool (its answer comes to tool_cb) once
+ * the tool_start is stored: a worker that dies before leaves a call that
+ * never ran, and one that dies after leaves it in the log (see
+ * tools_step).  A client's tool is asked of the clients instead.
+ */
 static void
 call_start(struct sess *s, const char *id, const char *name,
     const char *args, enum policy_risk risk)
 {
 	struct turn *t = s->turn;
-	const struct mcp_tool *mt = tool_find(s, name);
+	const struct mcp_tool *mt = mcp_tool_find(s->wk->mcp, name);
+	const cJSON *ct = mt == NULL ? ctool_find(s, name) : NULL;
 	struct tool_run *r;
+	uint64_t seq;
 
-	tool_start_log(s, id, name, args, risk);
-	if ((r = calloc(1, sizeof(*r))) == NULL)
+	if (ct != NULL) {
+		client_start(s, id, name, args, risk, ct);
 		return;
-	r->s = s;
-	r->id = strdup(id);
-	r->name = strdup(name);
-	r->started_ms = util_mono_ms();
-	s->wk->metrics.tool_calls++;
-	log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
-	TAILQ_INSERT_TAIL(&t->runs, r, entry);
-	if (mt == NULL || (r->mc = mcp_call(s->wk->mcp, name,
-	    args && *args ? args : "{}", 0, tool_cb, r)) == NULL) {
-		TAILQ_REMOVE(&t->runs, r, entry);
-		tool_done(s, id, name, 0, 1, mt == NULL ? "no such tool: it "
-		    "is not offered by any connected MCP server" : "the tool "
-		    "call could not be started", "TOOL_ERROR");
-		run_free(r);
 	}
+	seq = tool_start_log(s, id, name, args, risk);
+	s->wk->metrics.tool_calls++;
+	if (mt == NULL || seq == 0 ||
+	    (r = run_new(s, id, name, args, risk)) == NULL) {
+		tool_done(s, id, name, 0, 1, mt == NULL ? "no such tool: it "
+		    "is not offered by any connected MCP server or client" :
+		    "the tool call could not be started", "TOOL_ERROR");
+		return;
+	}
+	log_rinfo(t->req, s->id, "tool %s: call %s started", name, id);
+	if (seq > store_durable_seq(s->st))
+		r->call_at = seq;	/* tools_durable starts it */
+	else
+		run_start(s, r);
 }
 
 /* A call's tool_start fields (also its approval's and audit's). */
@@ -346,12 +385,12 @@ call_json(struct sess *s, const char *id, const char *name,
 	return b;
 }
 
-/* Logs a call's tool_start. */
-static void
+/* Logs a call's tool_start; its seq, 0 when it could not be. */
+static uint64_t
 tool_start_log(struct sess *s, const char *id, const char *name,
     const char *args, enum policy_risk risk)
 {
-	sess_emit(s, "tool_start", call_json(s, id, name, args, risk));
+	return sess_emit(s, "tool_start", call_json(s, id, name, args, risk));
 }
 
 /* Logs the audit_entry of a call nobody was asked about. */
@@ -398,16 +437,84 @@ call_decided(struct sess *s, const char *id, const char *name,
 	    "APPROVAL_TIMEOUT" : "TOOL_ERROR");
 }
 
+/* Client run r has its answer, logged: the step takes it. */
+static void
+run_answered(struct sess *s, struct tool_run *r, const cJSON *logged)
+{
+	TAILQ_REMOVE(&s->turn->runs, r, entry);
+	log_rinfo(s->turn->req, s->id, "tool %s: call %s %s by a client "
+	    "after %llu ms", r->name, r->id, cJSON_GetObjectItem(logged,
+	    "error") ? "failed" : "answered", (unsigned long long)(
+	    util_mono_ms() - r->started_ms));
+	if (cJSON_GetObjectItem(logged, "error") != NULL)
+		s->wk->metrics.tool_errors++;
+	step_add_logged(s->turn, r->id, r->name, logged);
+	run_free(r);
+	step_changed(s, 1);
+}
+
 static void
 wait_timeout_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct tool_run *r = arg;
 	struct sess *s = r->s;
+	struct sess_result res;
+	cJSON *logged = NULL;
 
+	if (r->client) {
+		memset(&res, 0, sizeof(res));
+		if (approve_result(s, r->id, 1, "no client answered the call "
+		    "in time (client-tool-timeout): the tool may not have run",
+		    "TOOL_TIMEOUT", &logged, &res) == 1) {
+			run_answered(s, r, logged);
+			cJSON_Delete(logged);
+			return;
+		}
+		/* Not logged: the step must still go on. */
+		TAILQ_REMOVE(&s->turn->runs, r, entry);
+		approve_settle(s, r->id);
+		tool_done(s, r->id, r->name, util_mono_ms() - r->started_ms, 1,
+		    "no client answered the call in time", "TOOL_TIMEOUT");
+		run_free(r);
+		return;
+	}
 	TAILQ_REMOVE(&s->turn->runs, r, entry);
 	approve_close(s, r->id, "timeout");
 	call_decided(s, r->id, r->name, r->args, r->risk, "timeout");
 	run_free(r);
+}
+
+/*
+ * Waits for the answer to call id asked at asked (ms since the epoch;
+ * 0: it could not be asked), up to timeout_ms from then.  -1 when it
+ * cannot wait: the model is answered why.
+ */
+static int
+wait_add(struct sess *s, const char *id, const char *name, const char *args,
+    enum policy_risk risk, uint64_t asked, uint64_t timeout_ms, int client)
+{
+	struct tool_run *r = NULL;
+	struct timeval tv;
+	uint64_t now = util_now_ms(), until = asked + timeout_ms;
+
+	if (asked == 0 || (r = run_new(s, id, name, args, risk)) == NULL ||
+	    (r->timer = evtimer_new(s->wk->base, wait_timeout_cb,
+	    r)) == NULL) {
+		if (r != NULL) {
+			TAILQ_REMOVE(&s->turn->runs, r, entry);
+			run_free(r);
+		}
+		tool_done(s, id, name, 0, 1, client ? "the call could not be "
+		    "logged for the client: the tool was not run" : "the "
+		    "approval request could not be logged: the tool was not "
+		    "run", "TOOL_ERROR");
+		return -1;
+	}
+	r->waiting = 1;
+	r->client = client;
+	util_tv(&tv, until > now ? until - now : 0);
+	evtimer_add(r->timer, &tv);
+	return 0;
 }
 
 /* Asks for approval of a call and waits, up to approval-timeout. */
@@ -415,33 +522,52 @@ static void
 call_wait(struct sess *s, const char *id, const char *name,
     const char *args, enum policy_risk risk)
 {
-	struct turn *t = s->turn;
-	struct tool_run *r;
-	struct timeval tv;
-	uint64_t asked, now = util_now_ms(), until;
-	cJSON *c;
+	cJSON *c = call_json(s, id, name, args, risk);
+	uint64_t asked = approve_request(s, c);
 
-	c = call_json(s, id, name, args, risk);
-	asked = approve_request(s, c);
 	cJSON_Delete(c);
-	if ((r = calloc(1, sizeof(*r))) == NULL || asked == 0 ||
-	    (r->id = strdup(id)) == NULL || (r->name = strdup(name)) == NULL ||
-	    (r->args = strdup(args ? args : "")) == NULL ||
-	    (r->timer = evtimer_new(s->wk->base, wait_timeout_cb,
-	    r)) == NULL) {
-		if (r != NULL)
-			run_free(r);
-		tool_done(s, id, name, 0, 1, "the approval request could not "
-		    "be logged: the tool was not run", "TOOL_ERROR");
-		return;
-	}
-	r->s = s;
-	r->waiting = 1;
-	r->risk = risk;
-	until = asked + s->wk->conf->approval_timeout_ms;
-	util_tv(&tv, until > now ? until - now : 0);
-	evtimer_add(r->timer, &tv);
-	TAILQ_INSERT_TAIL(&t->runs, r, entry);
+	(void)wait_add(s, id, name, args, risk, asked,
+	    s->wk->conf->approval_timeout_ms, 0);
+}
+
+/*
+ * Logs tool_start and asks the clients to run their tool (mcp_call);
+ * waits for the result up to client-tool-timeout.  A call asked before
+ * (a resumed turn) is waited for again, not asked twice.
+ */
+static void
+client_start(struct sess *s, const char *id, const char *name,
+    const char *args, enum policy_risk risk, const cJSON *tool)
+{
+	cJSON *c;
+	uint64_t asked;
+
+	if (!approve_waits(s, id))
+		tool_start_log(s, id, name, args, risk);
+	s->wk->metrics.tool_calls++;
+	c = call_json(s, id, name, args, risk);
+	asked = approve_call(s, c, cJSON_GetStringValue(cJSON_GetObjectItem(
+	    tool, "server")), cJSON_GetStringValue(cJSON_GetObjectItem(tool,
+	    "name")));
+	cJSON_Delete(c);
+	if (wait_add(s, id, name, args, risk, asked,
+	    s->wk->conf->client_tool_timeout_ms, 1) == 0)
+		log_rinfo(s->turn->req, s->id, "tool %s: call %s asked of the "
+		    "clients", name, id);
+}
+
+void
+tools_result(struct sess *s, const char *id, const cJSON *logged)
+{
+	struct tool_run *r;
+
+	if (s->turn == NULL)
+		return;		/* the resumed turn reads it from the log */
+	TAILQ_FOREACH(r, &s->turn->runs, entry)
+		if (r->client && strcmp(r->id, id) == 0) {
+			run_answered(s, r, logged);
+			return;
+		}
 }
 
 /* The answered run r leaves the waiting and acts on its decision. */
@@ -469,20 +595,13 @@ tools_decided(struct sess *s, const char *id, const char *decision,
 
 	if (t == NULL)
 		return;		/* the resumed turn reads it from the log */
+	/* The tool runs once its tool_start, logged after the decision, is
+	 * stored (call_start): a crash before leaves it not run. */
 	TAILQ_FOREACH(r, &t->runs, entry)
-		if (r->waiting && r->start_at == 0 && strcmp(r->id, id) == 0)
+		if (r->waiting && !r->client && strcmp(r->id, id) == 0)
 			break;
-	if (r == NULL)
-		return;
-	/* The tool runs only once its approval is stored (Redis appends
-	 * in the background): a crash before must leave it unapproved. */
-	if (approve_runs(decision) && seq > store_durable_seq(s->st)) {
-		evtimer_del(r->timer);
-		r->start_at = seq;
-		r->decision = decision;
-		return;
-	}
-	run_decided(s, r, decision);
+	if (r != NULL)
+		run_decided(s, r, decision);
 }
 
 void
@@ -494,8 +613,8 @@ tools_durable(struct sess *s, uint64_t seq)
 		return;
 	for (r = TAILQ_FIRST(&s->turn->runs); r != NULL; r = next) {
 		next = TAILQ_NEXT(r, entry);
-		if (r->start_at != 0 && r->start_at <= seq) {
-			run_decided(s, r, r->decision);
+		if (r->call_at != 0 && r->call_at <= seq) {
+			run_start(s, r);
 			if (s->turn == NULL)
 				return;
 			next = TAILQ_FIRST(&s->turn->runs);
@@ -533,6 +652,24 @@ tools_step(struct sess *s, cJSON *calls)
 			cJSON_Delete(found);
 			continue;
 		}
+		/* Started by a worker that died before its result: a tool
+		 * with effects is not run twice (a client's tool is the
+		 * client's to run, and is waited for again). */
+		if (t->attempt > 0 && ctool_find(s, name) == NULL &&
+		    (found = step_logged(s, "tool_start", id)) != NULL) {
+			cJSON_Delete(found);
+			mt = mcp_tool_find(s->wk->mcp, name);
+			if (mt == NULL || !mt->read_only) {
+				approve_settle(s, id);
+				tool_done(s, id, name, 0, 1, "interrupted: the "
+				    "worker running this call stopped before its "
+				    "result was logged; a tool that may have "
+				    "effects is not run twice, so it was not run "
+				    "again (check its effect before calling it "
+				    "again)", "TOOL_ERROR");
+				continue;
+			}
+		}
 		/* A decision logged while the turn was away comes first:
 		 * the policy may have changed since it was asked. */
 		found = t->attempt > 0 || t->resumed ?
@@ -541,19 +678,20 @@ tools_step(struct sess *s, cJSON *calls)
 		    "decision"));
 		if (dec != NULL && strcmp(dec, "denied") != 0) {
 			approve_settle(s, id);
-			call_decided(s, id, name, args, tool_policy(s, name,
-			    tool_find(s, name)).risk, dec);
+			call_decided(s, id, name, args, tool_policy(s,
+			    name).risk, dec);
 			cJSON_Delete(found);
 			continue;
 		}
 		cJSON_Delete(found);
-		if ((mt = tool_find(s, name)) == NULL) {
+		if (mcp_tool_find(s->wk->mcp, name) == NULL &&
+		    ctool_find(s, name) == NULL) {
 			/* Nothing to ask about: the model reads why. */
 			approve_close(s, id, "cancelled");
 			call_start(s, id, name, args, POLICY_HIGH);
 			continue;
 		}
-		pd = tool_policy(s, name, mt);
+		pd = tool_policy(s, name);
 		if (pd.action == POLICY_DENY) {
 			/* Never run; the model reads why. */
 			call_start_denied(s, id, name, args, pd, why,

@@ -29,7 +29,12 @@ void	tools_step(struct sess *, cJSON *calls);
  */
 void	tools_decided(struct sess *, const char *id, const char *decision,
 	    uint64_t seq);
-/* The log is stored up to seq: approved calls waiting for it start. */
+/*
+ * A client's logged answer (the tool_result body) to its call id: the
+ * step takes it.  A turn not in memory finds it in the log.
+ */
+void	tools_result(struct sess *, const char *id, const cJSON *logged);
+/* The log is stored up to seq: calls whose tool_start it holds start. */
 void	tools_durable(struct sess *, uint64_t seq);
 /* 1 when every call in flight waits for an answer (the turn is parked). */
 int	tools_parked(const struct turn *);

@@ -22,6 +22,7 @@
 #include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
+#include "ctool.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -594,6 +595,15 @@ msg_from(const cJSON *e, struct llm_msg *m, struct llm_tool_call **calls)
 	return 0;
 }
 
+/* 1 when an MCP server of the operator's offers tool name. */
+static int
+mcp_taken(void *arg, const char *name)
+{
+	struct sess *s = arg;
+
+	return mcp_tool_find(s->wk->mcp, name) != NULL;
+}
+
 /* Asks the model for the next step: history, the user's input, the steps. */
 static void
 turn_model(struct sess *s)
@@ -607,7 +617,7 @@ turn_model(struct sess *s)
 	struct llm_tool_def *defs = NULL;
 	struct llm_tool_call **store;
 	struct llm_msg *msgs;
-	size_t n = 0, i, ntools, cap;
+	size_t n = 0, i, ntools, nclient, cap;
 
 	if (s->broken)
 		return;	/* being let go: nothing more runs */
@@ -617,12 +627,17 @@ turn_model(struct sess *s)
 	msgs = calloc(cap, sizeof(*msgs));
 	store = calloc(cap, sizeof(*store));
 	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
-	if (ntools > 0 && (defs = calloc(ntools, sizeof(*defs))) != NULL)
+	nclient = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	    "clientTools"));
+	if (ntools + nclient > 0 &&
+	    (defs = calloc(ntools + nclient, sizeof(*defs))) != NULL) {
 		for (i = 0; i < ntools; i++) {
 			defs[i].name = mt[i].full_name;
 			defs[i].description = mt[i].description;
 			defs[i].schema_json = mt[i].schema_json;
 		}
+		ntools += ctool_defs(s, defs + ntools, nclient, mcp_taken, s);
+	}
 	if (msgs != NULL && store != NULL) {
 		cJSON_ArrayForEach(e, h)
 			if (msg_from(e, &msgs[n], &store[n]) == 0)
@@ -877,10 +892,20 @@ turn_resume(struct sess *s)
 		turn_next(s);
 }
 
+/* What waits for someone, for session_state. */
+static void
+turn_waiting(struct sess *s, cJSON *state)
+{
+	cJSON_AddItemToObject(state, "pendingApprovals", approve_pending(s, 0));
+	cJSON_AddItemToObject(state, "pendingClientCalls",
+	    approve_pending(s, 1));
+}
+
 const struct sess_agent turn_agent = {
 	.init = turn_init,
 	.resume = turn_resume,
 	.flush = turn_flush,
 	.drop = turn_drop,
 	.durable = tools_durable,
+	.waiting = turn_waiting,
 };

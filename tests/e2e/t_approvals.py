@@ -80,14 +80,8 @@ async def ask(d, sid, ev, message="echo please"):
     return ws, of_type(ev, "tool_approve_request")[-1]
 
 
-def err_code(js):
-    return ((js or {}).get("error") or {}).get("code")
-
-
 def post(d, sid, body, token=ADMIN):
-    body = dict(body, v=1, sessionId=sid)
-    return d.http_json("POST", "/sessions/%s/messages" % sid, body,
-                       headers={"Authorization": "Bearer " + token})
+    return post_message(d, sid, body, token)
 
 
 def answer(d, sid, call, decision, token=ADMIN):
@@ -272,18 +266,7 @@ async def part_f(d):
     call = req["toolCallId"]
     last = max(e["seq"] for e in ev if "seq" in e)
     await ws.close()
-    old = d.workers_pids()
-    for p in old:
-        os.kill(p, signal.SIGKILL)
-    deadline = time.time() + 30
-    while True:
-        new = d.workers_pids()
-        if len(new) >= len(old) and not set(new) & set(old):
-            st, _, _ = d.http("GET", "/health/ready")
-            if st == 200:
-                break
-        check(time.time() < deadline, "workers not back after SIGKILL")
-        await asyncio.sleep(0.1)
+    await kill_workers(d)
     ev2 = []
     ws, st = await open_stream(d, sid, last)
     pend = st.get("pendingApprovals") or []

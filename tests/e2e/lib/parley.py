@@ -821,6 +821,34 @@ async def chat_turn(d, sid, message, timeout=40, on_event=None):
         await ws.close()
 
 
+def err_code(js):
+    """The code of an {"error":{"code",...}} answer, or None."""
+    return ((js or {}).get("error") or {}).get("code")
+
+
+def post_message(d, sid, body, token):
+    """POST /sessions/SID/messages of body (v and sessionId added)."""
+    body = dict(body, v=1, sessionId=sid)
+    return d.http_json("POST", "/sessions/%s/messages" % sid, body,
+                       headers={"Authorization": "Bearer " + token})
+
+
+async def kill_workers(d):
+    """SIGKILLs every worker of d; returns once new ones are ready."""
+    old = d.workers_pids()
+    for p in old:
+        os.kill(p, signal.SIGKILL)
+    deadline = time.time() + 30
+    while True:
+        new = d.workers_pids()
+        if len(new) >= len(old) and not set(new) & set(old):
+            st, _, _ = d.http("GET", "/health/ready")
+            if st == 200:
+                return
+        check(time.time() < deadline, "workers not back after SIGKILL")
+        await asyncio.sleep(0.1)
+
+
 def of_type(events, t):
     return [e for e in events if e.get("type") == t]
 
@@ -1080,18 +1108,18 @@ SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
 class Everything:
     """server-everything on a free loopback port (lib/loopback.cjs)."""
 
-    def __init__(self):
-        if not os.path.exists(SERVER_JS):
-            raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
+    def __init__(self, script=SERVER_JS, args=("streamableHttp",), env=None):
+        if not os.path.exists(script):
+            raise Fail("%s is missing: run npm ci in tests/e2e" % script)
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="parley-mcp-",
                                                suffix=".log", dir="/tmp",
                                                delete=False)
-        env = dict(os.environ, PORT=str(self.port))
+        env = dict(os.environ, PORT=str(self.port), **(env or {}))
         env.pop("ASAN_OPTIONS", None)
         self.proc = subprocess.Popen(
             ["node", "--require", os.path.join(HERE, "loopback.cjs"),
-             SERVER_JS, "streamableHttp"],
+             script] + list(args),
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, close_fds=True)
         try:
@@ -1181,3 +1209,22 @@ class Everything:
     def stop(self):
         stop_proc(self.proc, 10)
         os.unlink(self.log.name)
+
+
+class EffectServer(Everything):
+    """lib/effect_mcp.mjs, an MCP server (the MCP SDK's) whose one tool,
+    append, has an effect: count() says how often it ran."""
+
+    def __init__(self):
+        fd, self.file = tempfile.mkstemp(prefix="parley-effect-", dir="/tmp")
+        os.close(fd)
+        super().__init__(os.path.join(HERE, "effect_mcp.mjs"), (),
+                         {"EFFECT_FILE": self.file})
+
+    def count(self):
+        with open(self.file) as f:
+            return len(f.read().splitlines())
+
+    def stop(self):
+        super().stop()
+        os.unlink(self.file)

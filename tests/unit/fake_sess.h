@@ -1,0 +1,101 @@
+/*
+ * A session as approve.c and ctool.c see it, without a store: what they
+ * log is kept in an array of events, meta saves are counted, and a test
+ * can make the log refuse the next append.
+ */
+#ifndef PARLEY_FAKE_SESS_H
+#define PARLEY_FAKE_SESS_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "../../workers/sess.h"
+
+struct fake_sess {
+	struct sess	 s;
+	cJSON		*log;		/* [{"seq":N,"type":T,...body}] */
+	uint64_t	 seq;
+	int		 saves;
+	int		 refuse;	/* the next appends fail */
+};
+
+static struct fake_sess fs;
+
+uint64_t
+sess_emit(struct sess *s, const char *type, cJSON *body)
+{
+	(void)s;
+	if (fs.refuse) {
+		cJSON_Delete(body);
+		return 0;
+	}
+	cJSON_AddNumberToObject(body, "seq", (double)++fs.seq);
+	cJSON_AddStringToObject(body, "type", type);
+	cJSON_AddItemToArray(fs.log, body);
+	return fs.seq;
+}
+
+void
+sess_meta_save(struct sess *s)
+{
+	(void)s;
+	fs.saves++;
+}
+
+void
+sess_result_err(struct sess_result *r, const char *code, int http,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	r->code = code;
+	r->http = http;
+	va_start(ap, fmt);
+	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	va_end(ap);
+}
+
+static void
+fake_sess_init(struct wk *wk)
+{
+	memset(&fs, 0, sizeof(fs));
+	fs.s.wk = wk;
+	fs.s.meta = cJSON_CreateObject();
+	fs.log = cJSON_CreateArray();
+	snprintf(fs.s.agent_id, sizeof(fs.s.agent_id), "agent-1");
+}
+
+static void
+fake_sess_free(void)
+{
+	cJSON_Delete(fs.s.meta);
+	cJSON_Delete(fs.log);
+}
+
+/* The n-th logged event of type (0 first), or NULL. */
+static cJSON *
+fake_logged(const char *type, int n)
+{
+	cJSON *e;
+
+	cJSON_ArrayForEach(e, fs.log)
+		if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
+		    "type")), type) == 0 && n-- == 0)
+			return e;
+	return NULL;
+}
+
+static int
+fake_count(const char *type)
+{
+	int n = 0;
+
+	while (fake_logged(type, n) != NULL)
+		n++;
+	return n;
+}
+
+#endif
