@@ -655,7 +655,8 @@ tools_step(struct sess *s, cJSON *calls)
 		/* Started by a worker that died before its result: a tool
 		 * with effects is not run twice (a client's tool is the
 		 * client's to run, and is waited for again). */
-		if (t->attempt > 0 && ctool_find(s, name) == NULL &&
+		if ((t->attempt > 0 || t->resumed) &&
+		    ctool_find(s, name) == NULL &&
 		    (found = step_logged(s, "tool_start", id)) != NULL) {
 			cJSON_Delete(found);
 			mt = mcp_tool_find(s->wk->mcp, name);

@@ -265,9 +265,13 @@ usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 	}
 }
 
-/* The turn's state in meta: enough for another worker to continue it. */
+/*
+ * The turn's state in meta: enough for another worker to continue it, or
+ * (end: its end event and final reply) to finish it.  Tool results are
+ * not in it: the log has them (tools_step reads them back).
+ */
 static void
-turn_checkpoint(struct sess *s)
+turn_checkpoint_end(struct sess *s, cJSON *end)
 {
 	struct turn *t = s->turn;
 	cJSON *ts = cJSON_CreateObject();
@@ -281,10 +285,67 @@ turn_checkpoint(struct sess *s)
 	cJSON_AddNumberToObject(ts, "cost", t->cost);
 	cJSON_AddItemToObject(ts, "steps", cJSON_Duplicate(t->steps, 1));
 	/* Only answers are awaited: a new owner waits on, silently. */
-	if (tools_parked(t))
+	t->parked = tools_parked(t);
+	if (t->parked)
 		cJSON_AddBoolToObject(ts, "parked", 1);
+	if (end != NULL)
+		cJSON_AddItemToObject(ts, "end", end);
 	proto_set(s->meta, "turn", ts);
 	sess_meta_save(s);
+}
+
+static void
+turn_checkpoint(struct sess *s)
+{
+	turn_checkpoint_end(s, NULL);
+}
+
+/*
+ * What ends a turn, once its end is logged (or found logged): the
+ * exchange joins the history at once (reply NULL: the turn failed, only
+ * the user's input does), the turn is forgotten, the agent is idle.
+ */
+static void
+end_apply(struct sess *s, const char *input, const cJSON *steps,
+    const char *reply)
+{
+	const cJSON *e;
+	double turns;
+
+	history_add(s, "user", input ? input : "");
+	if (reply != NULL) {
+		cJSON_ArrayForEach(e, steps)
+			history_add_item(s, cJSON_Duplicate(e, 1));
+		history_add(s, "assistant", reply);
+		turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta,
+		    "turns"));
+		proto_set(s->meta, "turns",
+		    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
+	}
+	turn_free(s);
+	sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
+	sess_meta_save(s);
+}
+
+/*
+ * Ends the turn with its type event (done, or error) and body, in two
+ * steps: meta records the end before the event is logged, so a worker
+ * that dies between them finishes the turn (turn_end_logged) instead of
+ * running it again, and spending again.
+ */
+static void
+turn_end(struct sess *s, const char *type, cJSON *body, const char *reply)
+{
+	struct turn *t = s->turn;
+	cJSON *end = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(end, "type", type);
+	cJSON_AddItemToObject(end, "body", cJSON_Duplicate(body, 1));
+	if (reply != NULL)
+		cJSON_AddStringToObject(end, "reply", reply);
+	turn_checkpoint_end(s, end);
+	sess_emit(s, type, body);
+	end_apply(s, t->input, t->steps, reply);
 }
 
 /*
@@ -326,8 +387,7 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 {
 	struct turn *t = s->turn;
 	struct llm_usage u;
-	cJSON *b, *e;
-	double turns;
+	cJSON *b;
 
 	tools_close_waits(s);
 	turn_flush(s);
@@ -354,24 +414,12 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 		cJSON_AddBoolToObject(b, "cancelled", 1);
 	if (max_turns)
 		cJSON_AddBoolToObject(b, "maxTurnsReached", 1);
-	sess_emit(s, "done", b);
 	log_rinfo(t->req, s->id, "turn %s %s: %u model calls, %llu input and "
 	    "%llu output tokens, cost %.6f", t->msgid, cancelled ? "cancelled" :
 	    "finished", t->model_calls, (unsigned long long)u.input_tokens,
 	    (unsigned long long)u.output_tokens, u.cost);
-	/* The whole exchange joins the history at once, so a re-run after a
-	 * crash (which starts from meta saved before this) adds it once. */
-	history_add(s, "user", t->input ? t->input : "");
 	steps_close(t);
-	cJSON_ArrayForEach(e, t->steps)
-		history_add_item(s, cJSON_Duplicate(e, 1));
-	history_add(s, "assistant", t->reply ? t->reply + t->step_from : "");
-	turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns"));
-	proto_set(s->meta, "turns",
-	    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
-	turn_free(s);
-	sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
-	sess_meta_save(s);
+	turn_end(s, "done", b, t->reply ? t->reply + t->step_from : "");
 }
 
 /* Ends the turn with an error event (no done: the model did not finish). */
@@ -389,7 +437,6 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	cJSON_AddStringToObject(b, "severity", "recoverable");
 	cJSON_AddStringToObject(b, "agentId", s->agent_id);
 	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
-	sess_emit(s, "error", b);
 	log_rinfo(s->turn->req, s->id, "turn %s failed: %s: %s",
 	    s->turn->msgid, code, message);
 	/* Model calls that finished before the failure were spent. */
@@ -397,10 +444,7 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	u.output_tokens = s->turn->out_tokens;
 	u.cost = s->turn->cost;
 	usage_add(s, &u, NULL);
-	history_add(s, "user", s->turn->input ? s->turn->input : "");
-	turn_free(s);
-	sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
-	sess_meta_save(s);
+	turn_end(s, "error", b, NULL);
 }
 
 static void
@@ -673,11 +717,16 @@ turn_model(struct sess *s)
 	}
 }
 
-/* The step's calls moved on (tools.c): keep it; all answered, go on. */
+/*
+ * The step's calls moved on (tools.c): all answered, the model goes on.
+ * A result costs no checkpoint (the log holds it); whether only answers
+ * are awaited (parked) does, when it changes.
+ */
 static void
 turn_stepped(struct sess *s, int answered)
 {
-	turn_checkpoint(s);
+	if (!answered && tools_parked(s->turn) != s->turn->parked)
+		turn_checkpoint(s);
 	if (answered) {
 		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
 		turn_model(s);
@@ -782,6 +831,80 @@ turn_next(struct sess *s)
 	sess_check_idle(s);
 }
 
+/* Is this the end event (type, messageId) of the turn? */
+struct end_find {
+	const char	*type;
+	const char	*mid;
+	int		 found;
+};
+
+static int
+find_end(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct end_find *ef = arg;
+	char want[48];
+	cJSON *o;
+
+	snprintf(want, sizeof(want), "\"type\":\"%s\"", ef->type);
+	if (strstr(json, want) == NULL || strstr(json, ef->mid) == NULL)
+		return 0;
+	o = cJSON_ParseWithLength(json, len);
+	ef->found = strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o,
+	    "messageId")) ? cJSON_GetStringValue(cJSON_GetObjectItem(o,
+	    "messageId")) : "", ef->mid) == 0;
+	cJSON_Delete(o);
+	return ef->found;
+}
+
+/*
+ * A turn whose end meta records (turn_end) but whose worker stopped
+ * before it was all done: its end event is logged unless the log has it,
+ * and the rest is done.  It is never run again.
+ */
+static void
+turn_end_logged(struct sess *s, const cJSON *t, uint64_t seq,
+    const char *mid)
+{
+	const cJSON *end = cJSON_GetObjectItem(t, "end");
+	const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(end,
+	    "type"));
+	char *reply = NULL, *m = strdup(mid);
+	struct fetch f = { NULL, "" };
+	struct end_find ef;
+	cJSON *steps, *body;
+	int n;
+
+	if (type == NULL || (strcmp(type, "done") != 0 &&
+	    strcmp(type, "error") != 0))
+		type = "error";
+	ef.type = type;
+	ef.mid = mid;
+	ef.found = 0;
+	if ((n = sess_log_read(s, seq, 0, find_end, &ef)) < 0)
+		log_warnx("session %s: cannot read the log to see whether turn "
+		    "%s's end was logged; logging it", s->id, mid);
+	body = cJSON_Duplicate(cJSON_GetObjectItem(end, "body"), 1);
+	if (!ef.found)
+		sess_emit(s, type, body ? body : cJSON_CreateObject());
+	else
+		cJSON_Delete(body);
+	if (cJSON_IsString(cJSON_GetObjectItem(end, "reply")))
+		reply = strdup(cJSON_GetObjectItem(end, "reply")->valuestring);
+	steps = cJSON_Duplicate(cJSON_GetObjectItem(t, "steps"), 1);
+	(void)sess_log_read(s, seq - 1, 1, fetch_message, &f);
+	log_rinfo(f.req, s->id, "turn %s had ended (%s%s) when its worker "
+	    "stopped; it is not run again", m ? m : "?", type, ef.found ?
+	    ", logged" : ", now logged");
+	/* t is meta's: end_apply replaces it. */
+	end_apply(s, f.text, steps, strcmp(type, "done") == 0 ?
+	    (reply ? reply : "") : NULL);
+	cJSON_Delete(steps);
+	free(reply);
+	free(f.text);
+	free(m);
+	turn_next(s);
+}
+
 /*
  * A session whose meta says a turn was running when its worker stopped:
  * say so, then continue it from its checkpoint (or report it failed after
@@ -809,6 +932,10 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	s->recover_ev = NULL;
 	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL || s->turn != NULL) {
 		turn_next(s);
+		return;
+	}
+	if (cJSON_IsObject(cJSON_GetObjectItem(t, "end"))) {
+		turn_end_logged(s, t, seq, mid);
 		return;
 	}
 	/* A turn that only waited for answers was not interrupted: it waits

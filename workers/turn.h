@@ -36,6 +36,7 @@ struct turn {
 	uint64_t	 call_us;	/* the model call started (monotonic) */
 	int		 call_byte;	/* it has sent something back */
 	int		 resumed;	/* continued where it waited (parked) */
+	int		 parked;	/* as its last checkpoint says */
 	/* tools.c: the step's calls moved on; answered: all of them. */
 	void		(*stepped)(struct sess *, int answered);
 };
