@@ -1078,9 +1078,10 @@ SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
 
 
 class Everything:
-    """server-everything on a free loopback port (lib/loopback.cjs)."""
+    """server-everything on a free loopback port (lib/loopback.cjs); with
+    script, that MCP server of tests/e2e/js instead (it reads PORT)."""
 
-    def __init__(self):
+    def __init__(self, script=None):
         if not os.path.exists(SERVER_JS):
             raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
         self.port = free_port()
@@ -1089,9 +1090,10 @@ class Everything:
                                                delete=False)
         env = dict(os.environ, PORT=str(self.port))
         env.pop("ASAN_OPTIONS", None)
+        args = ([SERVER_JS, "streamableHttp"] if script is None else
+                [os.path.join(E2E, "js", script)])
         self.proc = subprocess.Popen(
-            ["node", "--require", os.path.join(HERE, "loopback.cjs"),
-             SERVER_JS, "streamableHttp"],
+            ["node", "--require", os.path.join(HERE, "loopback.cjs")] + args,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, close_fds=True)
         try:
