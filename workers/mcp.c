@@ -2,8 +2,15 @@
  * MCP client, Streamable HTTP transport (protocol revisions 2025-06-18 and
  * 2025-03-26): every JSON-RPC message is its own POST to the server's
  * endpoint; a request is answered with application/json or with a
- * text/event-stream carrying the response (and maybe notifications or
- * requests of the server's, which are ignored), a notification with 202.
+ * text/event-stream carrying the response and maybe notifications and
+ * requests of the server's, a notification with 202.
+ *
+ * The server's requests in any event stream we read are answered the way
+ * ours are sent, each response its own POST (the server says 202) that
+ * nobody waits for: ping with an empty result, elicitation/create by the
+ * call's caller or with "decline", anything else with "method not found",
+ * so that a tool never waits out its timeout for an answer that cannot
+ * come.  Notifications are ignored.
  *
  * Per server: initialize (no session yet) -> notifications/initialized ->
  * tools/list (following nextCursor) -> ready.  The Mcp-Session-Id of the
@@ -47,7 +54,19 @@
 #define MCP_MAX_ERRMSG		1024
 #define MCP_BACKOFF_FIRST	1000		/* ms */
 #define MCP_BACKOFF_CAP		60000		/* ms */
-#define MCP_NOTIFY_TIMEOUT	5000		/* ms, fire-and-forget */
+#define MCP_NOTIFY_TIMEOUT	5000		/* ms, fire-and-forget: our
+						   notifications and answers */
+#define MCP_MAX_ASKS		16		/* server requests queued or
+						   being answered, per ctx */
+#define MCP_MAX_ELICITS		4		/* questions open per call */
+#define MCP_MAX_ELICIT_TEXT	(64 * 1024)	/* message, schema, content */
+#define MCP_MAX_RPC_ID		128		/* a server's string id */
+#define MCP_ELICIT_MARGIN	5000		/* ms: an open question is
+						   declined this long (or a
+						   quarter of the time left,
+						   if less) before its call
+						   times out, so the tool
+						   can finish */
 #define MCP_CONNECT_TIMEOUT	10000		/* ms */
 #define MCP_EMPTY_SCHEMA	"{\"type\":\"object\"}"
 
@@ -56,7 +75,8 @@ enum xfer_kind {
 	X_INITIALIZED,		/* notifications/initialized */
 	X_LIST,			/* tools/list */
 	X_CALL,			/* tools/call */
-	X_NOTIFY		/* notifications/cancelled, nobody waits */
+	X_NOTIFY,		/* notifications/cancelled, nobody waits */
+	X_ANSWER		/* our response to a server's request, the same */
 };
 
 enum srv_state {
@@ -71,7 +91,7 @@ struct mcp_call;
 /* One HTTP request/response. */
 struct xfer {
 	struct mcp_ctx		*ctx;
-	struct mcp_srv		*srv;		/* NULL for X_NOTIFY */
+	struct mcp_srv		*srv;		/* NULL: X_NOTIFY, X_ANSWER */
 	struct mcp_call		*call;		/* X_CALL */
 	enum xfer_kind		 kind;
 	TAILQ_ENTRY(xfer)	 entry;
@@ -83,6 +103,7 @@ struct xfer {
 	unsigned		 gen;		/* srv->gen when sent */
 	int			 is_sse;
 	int			 too_big;
+	int			 dropped;	/* a request unanswered */
 	struct sse_parser	*sse;
 	char			*resp;		/* JSON body */
 	size_t			 rlen, rcap;
@@ -117,6 +138,31 @@ struct mcp_srv {
 	TAILQ_HEAD(, mcp_call)		 waiting;	/* for a session */
 };
 
+/*
+ * A request of the server's, read inside libcurl where nothing may be
+ * started, kept until mcp_after answers it.
+ */
+struct ask {
+	TAILQ_ENTRY(ask)	 entry;		/* ctx->asks */
+	struct mcp_srv		*srv;
+	struct mcp_call		*call;		/* whose stream it came in */
+	unsigned		 gen;		/* srv->gen then */
+	char			 sid[MCP_MAX_SID + 1];	/* "" none */
+	cJSON			*msg;
+};
+
+/* An elicitation/create waiting for the caller's answer. */
+struct mcp_elicit {
+	struct mcp_call		*call;
+	TAILQ_ENTRY(mcp_elicit)	 entry;		/* call->elicits */
+	cJSON			*id;		/* the server's request id */
+	unsigned		 gen;
+	char			 sid[MCP_MAX_SID + 1];
+	struct event		*ev;		/* the bound */
+	uint64_t		 wait_ms;
+	int			 expired;	/* declined at the bound */
+};
+
 struct mcp_call {
 	struct mcp_ctx		*ctx;
 	struct mcp_srv		*srv;		/* NULL: unknown tool */
@@ -130,6 +176,11 @@ struct mcp_call {
 	struct event		*ev;		/* timeout, or early failure */
 	struct xfer		*x;
 	long			 rpc_id;	/* of the last send, 0 none */
+	uint64_t		 deadline_ms;	/* when ev times it out */
+	mcp_elicit_cb		 ecb;
+	void			*earg;
+	TAILQ_HEAD(, mcp_elicit) elicits;
+	unsigned		 nelicits;
 	int			 retried;
 	int			 failed;	/* fail_* set, ev fires now */
 	int			 fail_err;
@@ -144,6 +195,9 @@ struct mcp_ctx {
 	TAILQ_HEAD(, mcp_srv)	 srvs;
 	TAILQ_HEAD(, mcp_call)	 calls;
 	TAILQ_HEAD(, xfer)	 xfers;
+	TAILQ_HEAD(, ask)	 asks;
+	unsigned		 nasks;		/* queued */
+	unsigned		 nanswers;	/* X_ANSWER in flight */
 	struct mcp_tool		*view;		/* what mcp_tools returns */
 	size_t			 nview;
 	int			 dirty;		/* view needs a rebuild */
@@ -152,6 +206,7 @@ struct mcp_ctx {
 static void	xfer_done(struct xfer *, CURLcode);
 static void	srv_start(struct mcp_srv *);
 static void	call_send(struct mcp_call *);
+static void	asks_run(struct mcp_ctx *);
 
 /* --- libcurl's multi interface on libevent (curlev.c) --- */
 
@@ -159,6 +214,13 @@ static void
 mcp_done(void *owner, CURLcode rc)
 {
 	xfer_done(owner, rc);
+}
+
+/* libcurl has returned: the server's requests may be answered now. */
+static void
+mcp_after(void *arg)
+{
+	asks_run(arg);
 }
 
 /* --- transfers --- */
@@ -175,6 +237,8 @@ xfer_free(struct xfer *x)
 	cJSON_Delete(x->msg);
 	free(x->resp);
 	free(x->body);
+	if (x->kind == X_ANSWER)
+		x->ctx->nanswers--;
 	TAILQ_REMOVE(&x->ctx->xfers, x, entry);
 	free(x);
 }
@@ -196,6 +260,48 @@ take_response(struct xfer *x, cJSON *msg)
 	return 1;
 }
 
+/*
+ * Keeps msg for mcp_after when it is a request of the server's (a method
+ * and an id we can echo); 1 when it took msg.  Runs inside libcurl.
+ */
+static int
+ask_queue(struct xfer *x, cJSON *msg)
+{
+	struct mcp_ctx	*ctx = x->ctx;
+	const cJSON	*m, *id;
+	struct ask	*a;
+
+	m = cJSON_GetObjectItemCaseSensitive(msg, "method");
+	id = cJSON_GetObjectItemCaseSensitive(msg, "id");
+	if (!cJSON_IsString(m) || !(cJSON_IsNumber(id) ||
+	    (cJSON_IsString(id) && strlen(id->valuestring) <= MCP_MAX_RPC_ID)))
+		return 0;
+	if (ctx == NULL || x->srv == NULL)
+		return 0;
+	/* Answers are not free: a server that floods us gets silence. */
+	if (ctx->nasks + ctx->nanswers >= MCP_MAX_ASKS) {
+		if (!x->dropped)
+			log_warnx("mcp server %s: more than %d requests of "
+			    "the server's at once, %.64s and any more in this "
+			    "stream not answered", x->srv->cfg->name,
+			    MCP_MAX_ASKS, m->valuestring);
+		x->dropped = 1;
+		return 0;
+	}
+	if ((a = calloc(1, sizeof(*a))) == NULL)
+		return 0;
+	a->srv = x->srv;
+	a->call = x->kind == X_CALL ? x->call : NULL;
+	a->gen = x->gen;
+	/* During initialize the session is only in this answer's header. */
+	snprintf(a->sid, sizeof(a->sid), "%s", x->kind == X_INIT ? x->sid :
+	    x->srv->sid != NULL ? x->srv->sid : "");
+	a->msg = msg;
+	TAILQ_INSERT_TAIL(&ctx->asks, a, entry);
+	ctx->nasks++;
+	return 1;
+}
+
 /* One SSE event: a JSON-RPC message; non-zero stops at our response. */
 static int
 sse_cb(void *arg, const char *type, const char *data, size_t len)
@@ -209,7 +315,8 @@ sse_cb(void *arg, const char *type, const char *data, size_t len)
 		return 0;
 	if (take_response(x, msg))
 		return 1;
-	cJSON_Delete(msg);
+	if (!ask_queue(x, msg))
+		cJSON_Delete(msg);
 	return 0;
 }
 
@@ -301,11 +408,12 @@ add_header(struct xfer *x, const char *fmt, const char *val)
 
 /*
  * Starts a POST of the JSON-RPC message body (taken over, freed here on
- * failure) to srv; id 0 for a notification.  NULL when out of memory.
+ * failure) to srv in the session sid (NULL: none); id 0 for a
+ * notification.  NULL when out of memory.
  */
 static struct xfer *
 xfer_start(struct mcp_ctx *ctx, struct mcp_srv *srv, enum xfer_kind kind,
-    long id, char *body, long timeout_ms)
+    long id, char *body, long timeout_ms, const char *sid)
 {
 	const struct cfg_mcp_server	*cfg = srv->cfg;
 	struct curl_slist		*l;
@@ -317,8 +425,10 @@ xfer_start(struct mcp_ctx *ctx, struct mcp_srv *srv, enum xfer_kind kind,
 		return NULL;
 	}
 	x->ctx = ctx;
-	x->srv = kind == X_NOTIFY ? NULL : srv;
+	x->srv = kind == X_NOTIFY || kind == X_ANSWER ? NULL : srv;
 	x->kind = kind;
+	if (kind == X_ANSWER)
+		ctx->nanswers++;
 	x->id = id;
 	x->body = body;
 	x->gen = srv->gen;
@@ -328,12 +438,12 @@ xfer_start(struct mcp_ctx *ctx, struct mcp_srv *srv, enum xfer_kind kind,
 	    "text/event-stream") == -1 ||
 	    add_header(x, "%s", "Expect:") == -1)
 		goto fail;
+	if (sid != NULL) {
+		if (add_header(x, "Mcp-Session-Id: %s", sid) == -1)
+			goto fail;
+		x->sent_sid = 1;
+	}
 	if (kind != X_INIT) {
-		if (srv->sid != NULL) {
-			if (add_header(x, "Mcp-Session-Id: %s", srv->sid) == -1)
-				goto fail;
-			x->sent_sid = 1;
-		}
 		if (srv->version != NULL && add_header(x,
 		    "MCP-Protocol-Version: %s", srv->version) == -1)
 			goto fail;
@@ -544,7 +654,7 @@ srv_step(struct mcp_srv *srv, enum xfer_kind kind, const char *method,
 	long		 id = kind == X_INITIALIZED ? 0 : ++ctx->next_id;
 
 	srv->x = xfer_start(ctx, srv, kind, id, rpc_body(id, method, params),
-	    (long)srv->cfg->timeout_ms);
+	    (long)srv->cfg->timeout_ms, kind == X_INIT ? NULL : srv->sid);
 	if (srv->x == NULL)
 		srv_fail(srv, "out of memory");
 }
@@ -552,7 +662,7 @@ srv_step(struct mcp_srv *srv, enum xfer_kind kind, const char *method,
 static void
 srv_start(struct mcp_srv *srv)
 {
-	cJSON	*p, *ci;
+	cJSON	*p, *caps, *ci;
 
 	evtimer_del(srv->retry);
 	if (srv->x != NULL) {
@@ -568,9 +678,12 @@ srv_start(struct mcp_srv *srv)
 		srv_fail(srv, "out of memory");
 		return;
 	}
+	/* elicitation: we answer, the caller's way or with "decline";
+	 * servers offer tools that ask only to clients that say so. */
 	if (cJSON_AddStringToObject(p, "protocolVersion",
 	    MCP_PROTO_LATEST) == NULL ||
-	    cJSON_AddObjectToObject(p, "capabilities") == NULL ||
+	    (caps = cJSON_AddObjectToObject(p, "capabilities")) == NULL ||
+	    cJSON_AddObjectToObject(caps, "elicitation") == NULL ||
 	    (ci = cJSON_AddObjectToObject(p, "clientInfo")) == NULL ||
 	    cJSON_AddStringToObject(ci, "name", "parleyd") == NULL ||
 	    cJSON_AddStringToObject(ci, "version", "1.0") == NULL) {
@@ -813,17 +926,239 @@ srv_step_done(struct xfer *x, CURLcode rc)
 	srv_ready(srv);
 }
 
+/* --- the server's requests --- */
+
+/*
+ * POSTs our response to the server's request id in session sid ("" none):
+ * result, or when it is NULL the error code and message.  Nobody waits
+ * for it.  0, or -1 when the session is gone or out of memory.  Takes
+ * result.
+ */
+static int
+answer_send(struct mcp_srv *srv, unsigned gen, const char *sid,
+    const cJSON *id, cJSON *result, int code, const char *message)
+{
+	cJSON	*o, *e, *idc = NULL;
+	char	*body = NULL;
+
+	/* A new session does not know the old one's requests. */
+	if (srv->gen != gen || (o = cJSON_CreateObject()) == NULL) {
+		cJSON_Delete(result);
+		return -1;
+	}
+	if (cJSON_AddStringToObject(o, "jsonrpc", "2.0") != NULL &&
+	    (idc = cJSON_Duplicate(id, 0)) != NULL &&
+	    cJSON_AddItemToObject(o, "id", idc)) {
+		idc = NULL;
+		if (result != NULL) {
+			if (cJSON_AddItemToObject(o, "result", result))
+				body = cJSON_PrintUnformatted(o);
+			else
+				cJSON_Delete(result);
+		} else if ((e = cJSON_AddObjectToObject(o, "error")) != NULL &&
+		    cJSON_AddNumberToObject(e, "code", code) != NULL &&
+		    cJSON_AddStringToObject(e, "message", message) != NULL)
+			body = cJSON_PrintUnformatted(o);
+	} else
+		cJSON_Delete(result);
+	cJSON_Delete(idc);
+	cJSON_Delete(o);
+	if (xfer_start(srv->ctx, srv, X_ANSWER, 0, body, MCP_NOTIFY_TIMEOUT,
+	    sid[0] != '\0' ? sid : NULL) == NULL)
+		return -1;
+	return 0;
+}
+
+/* {"action":action[,"content":content]}; takes content. */
+static int
+elicit_send(struct mcp_elicit *e, const char *action, cJSON *content)
+{
+	cJSON	*r;
+
+	if ((r = cJSON_CreateObject()) == NULL ||
+	    cJSON_AddStringToObject(r, "action", action) == NULL) {
+		cJSON_Delete(r);
+		cJSON_Delete(content);
+		return -1;
+	}
+	if (content != NULL && !cJSON_AddItemToObject(r, "content", content)) {
+		cJSON_Delete(r);
+		cJSON_Delete(content);
+		return -1;
+	}
+	return answer_send(e->call->srv, e->gen, e->sid, e->id, r, 0, NULL);
+}
+
+static void
+elicit_free(struct mcp_elicit *e)
+{
+	TAILQ_REMOVE(&e->call->elicits, e, entry);
+	e->call->nelicits--;
+	if (e->ev != NULL)
+		event_free(e->ev);
+	cJSON_Delete(e->id);
+	free(e);
+}
+
+/* Nobody answered in time: decline, so the tool can still finish. */
+static void
+elicit_ev(evutil_socket_t fd, short what, void *arg)
+{
+	struct mcp_elicit	*e = arg;
+
+	(void)fd;
+	(void)what;
+	e->expired = 1;
+	log_info("mcp server %s: tool %.64s: its question was not answered "
+	    "in %llu ms, declined", e->call->srv->cfg->name, e->call->tool,
+	    (unsigned long long)e->wait_ms);
+	elicit_send(e, "decline", NULL);
+}
+
+/* Answers the ask with {"action":"decline"} and says why. */
+static void
+ask_decline(struct ask *a, const char *why)
+{
+	cJSON	*r;
+
+	log_info("mcp server %s: a question of %s%.64s declined: %s",
+	    a->srv->cfg->name, a->call != NULL ? "tool " : "the server",
+	    a->call != NULL ? a->call->tool : "", why);
+	if ((r = cJSON_CreateObject()) == NULL ||
+	    cJSON_AddStringToObject(r, "action", "decline") == NULL) {
+		cJSON_Delete(r);
+		return;
+	}
+	answer_send(a->srv, a->gen, a->sid,
+	    cJSON_GetObjectItemCaseSensitive(a->msg, "id"), r, 0, NULL);
+}
+
+/* elicitation/create: to the call's caller, or declined. */
+static void
+elicit_start(struct ask *a)
+{
+	struct mcp_call		*c = a->call;
+	struct mcp_elicit	*e;
+	const cJSON		*p, *msg, *schema;
+	struct timeval		 tv;
+	uint64_t		 now, left;
+	char			*sj;
+
+	p = cJSON_GetObjectItemCaseSensitive(a->msg, "params");
+	msg = cJSON_GetObjectItemCaseSensitive(p, "message");
+	schema = cJSON_GetObjectItemCaseSensitive(p, "requestedSchema");
+	if (!cJSON_IsString(msg) || !cJSON_IsObject(schema)) {
+		answer_send(a->srv, a->gen, a->sid,
+		    cJSON_GetObjectItemCaseSensitive(a->msg, "id"), NULL,
+		    -32602, "Invalid params: elicitation/create needs a "
+		    "message and a requestedSchema object");
+		return;
+	}
+	if (c == NULL || c->ecb == NULL) {
+		ask_decline(a, "nobody to ask");
+		return;
+	}
+	now = util_mono_ms();
+	if (c->nelicits >= MCP_MAX_ELICITS || now >= c->deadline_ms) {
+		ask_decline(a, c->nelicits >= MCP_MAX_ELICITS ?
+		    "too many open at once" : "no time left");
+		return;
+	}
+	if (strlen(msg->valuestring) > MCP_MAX_ELICIT_TEXT) {
+		ask_decline(a, "its message is too long");
+		return;
+	}
+	if ((sj = cJSON_PrintUnformatted(schema)) == NULL ||
+	    strlen(sj) > MCP_MAX_ELICIT_TEXT) {
+		free(sj);
+		ask_decline(a, "its schema is too long");
+		return;
+	}
+	if ((e = calloc(1, sizeof(*e))) == NULL ||
+	    (e->id = cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a->msg,
+	    "id"), 0)) == NULL ||
+	    (e->ev = evtimer_new(c->ctx->base, elicit_ev, e)) == NULL) {
+		if (e != NULL) {
+			cJSON_Delete(e->id);
+			free(e);
+		}
+		free(sj);
+		ask_decline(a, "out of memory");
+		return;
+	}
+	e->call = c;
+	e->gen = a->gen;
+	memcpy(e->sid, a->sid, sizeof(e->sid));
+	TAILQ_INSERT_TAIL(&c->elicits, e, entry);
+	c->nelicits++;
+	/* Leave the tool a little of the call's time to use the answer. */
+	left = c->deadline_ms - now;
+	e->wait_ms = left - (left / 4 < MCP_ELICIT_MARGIN ? left / 4 :
+	    MCP_ELICIT_MARGIN);
+	util_tv(&tv, e->wait_ms);
+	evtimer_add(e->ev, &tv);
+	/* e may be answered or freed by the time this returns. */
+	c->ecb(c->earg, msg->valuestring, sj, e);
+	free(sj);
+}
+
+static void
+ask_handle(struct ask *a)
+{
+	const char	*m;
+	const cJSON	*id;
+	cJSON		*r;
+	char		 why[128];
+
+	m = cJSON_GetObjectItemCaseSensitive(a->msg, "method")->valuestring;
+	id = cJSON_GetObjectItemCaseSensitive(a->msg, "id");
+	if (strcmp(m, "ping") == 0) {
+		if ((r = cJSON_CreateObject()) != NULL)
+			answer_send(a->srv, a->gen, a->sid, id, r, 0, NULL);
+	} else if (strcmp(m, "elicitation/create") == 0)
+		elicit_start(a);
+	else {
+		log_info("mcp server %s: it asked for %.64s, which parleyd "
+		    "does not offer", a->srv->cfg->name, m);
+		snprintf(why, sizeof(why), "Method not found: %.64s", m);
+		answer_send(a->srv, a->gen, a->sid, id, NULL, -32601, why);
+	}
+}
+
+static void
+asks_run(struct mcp_ctx *ctx)
+{
+	struct ask	*a;
+
+	while ((a = TAILQ_FIRST(&ctx->asks)) != NULL) {
+		TAILQ_REMOVE(&ctx->asks, a, entry);
+		ctx->nasks--;
+		ask_handle(a);
+		cJSON_Delete(a->msg);
+		free(a);
+	}
+}
+
 /* --- calls --- */
 
 static void
 call_free(struct mcp_call *c)
 {
+	struct mcp_elicit	*e;
+	struct ask		*a;
+
 	if (c->x != NULL)
 		xfer_free(c->x);
 	if (c->waiting)
 		TAILQ_REMOVE(&c->srv->waiting, c, wentry);
 	if (c->ev != NULL)
 		event_free(c->ev);
+	while ((e = TAILQ_FIRST(&c->elicits)) != NULL)
+		elicit_free(e);
+	/* Its questions not yet handled go on without it. */
+	TAILQ_FOREACH(a, &c->ctx->asks, entry)
+		if (a->call == c)
+			a->call = NULL;
 	TAILQ_REMOVE(&c->ctx->calls, c, entry);
 	free(c->fail_text);
 	free(c->tool);
@@ -882,7 +1217,8 @@ call_notify_cancel(struct mcp_call *c, const char *reason)
 		return;
 	}
 	xfer_start(c->ctx, c->srv, X_NOTIFY, 0,
-	    rpc_body(0, "notifications/cancelled", p), MCP_NOTIFY_TIMEOUT);
+	    rpc_body(0, "notifications/cancelled", p), MCP_NOTIFY_TIMEOUT,
+	    c->srv->sid);
 }
 
 static void
@@ -924,7 +1260,7 @@ call_send(struct mcp_call *c)
 	}
 	c->rpc_id = ++ctx->next_id;
 	if ((c->x = xfer_start(ctx, c->srv, X_CALL, c->rpc_id,
-	    rpc_body(c->rpc_id, "tools/call", p), 0)) == NULL) {
+	    rpc_body(c->rpc_id, "tools/call", p), 0, c->srv->sid)) == NULL) {
 		call_fail(c, "TOOL_ERROR", "out of memory");
 		return;
 	}
@@ -1053,6 +1389,7 @@ xfer_done(struct xfer *x, CURLcode rc)
 		call_done(x, rc);
 		break;
 	case X_NOTIFY:
+	case X_ANSWER:
 		xfer_free(x);
 		break;
 	}
@@ -1073,7 +1410,8 @@ mcp_ctx_new(struct event_base *base, const struct config *conf)
 	TAILQ_INIT(&ctx->srvs);
 	TAILQ_INIT(&ctx->calls);
 	TAILQ_INIT(&ctx->xfers);
-	if ((ctx->cv = curlev_new(base, mcp_done, NULL, ctx)) == NULL) {
+	TAILQ_INIT(&ctx->asks);
+	if ((ctx->cv = curlev_new(base, mcp_done, mcp_after, ctx)) == NULL) {
 		mcp_ctx_free(ctx);
 		return NULL;
 	}
@@ -1104,11 +1442,17 @@ mcp_ctx_free(struct mcp_ctx *ctx)
 	struct mcp_srv	*srv;
 	struct mcp_call	*c;
 	struct xfer	*x;
+	struct ask	*a;
 
 	if (ctx == NULL)
 		return;
 	while ((c = TAILQ_FIRST(&ctx->calls)) != NULL)
 		call_free(c);
+	while ((a = TAILQ_FIRST(&ctx->asks)) != NULL) {
+		TAILQ_REMOVE(&ctx->asks, a, entry);
+		cJSON_Delete(a->msg);
+		free(a);
+	}
 	while ((x = TAILQ_FIRST(&ctx->xfers)) != NULL)
 		xfer_free(x);
 	while ((srv = TAILQ_FIRST(&ctx->srvs)) != NULL) {
@@ -1192,6 +1536,7 @@ mcp_call(struct mcp_ctx *ctx, const char *full, const char *args_json,
 	c->ctx = ctx;
 	c->cb = cb;
 	c->arg = arg;
+	TAILQ_INIT(&c->elicits);
 	TAILQ_INSERT_TAIL(&ctx->calls, c, entry);
 	if ((c->ev = evtimer_new(ctx->base, call_ev, c)) == NULL) {
 		call_free(c);
@@ -1225,7 +1570,10 @@ mcp_call(struct mcp_ctx *ctx, const char *full, const char *args_json,
 		return c;
 	}
 	cJSON_Delete(a);
-	util_tv(&tv, timeout_ms ? timeout_ms : found->cfg->timeout_ms);
+	if (timeout_ms == 0)
+		timeout_ms = found->cfg->timeout_ms;
+	c->deadline_ms = util_mono_ms() + timeout_ms;
+	util_tv(&tv, timeout_ms);
 	evtimer_add(c->ev, &tv);
 	if (found->state == S_READY)
 		call_send(c);
@@ -1245,6 +1593,43 @@ mcp_cancel(struct mcp_call *c)
 	if (c->x != NULL && !c->failed)
 		call_notify_cancel(c, "cancelled");
 	call_free(c);
+}
+
+void
+mcp_call_on_elicit(struct mcp_call *c, mcp_elicit_cb cb, void *arg)
+{
+	c->ecb = cb;
+	c->earg = arg;
+}
+
+int
+mcp_elicit_answer(struct mcp_elicit *e, const char *action,
+    const char *content_json)
+{
+	cJSON	*content = NULL;
+	int	 rv;
+
+	if (e == NULL || action == NULL)
+		return -1;
+	if (strcmp(action, "accept") == 0) {
+		if (content_json == NULL ||
+		    strlen(content_json) > MCP_MAX_ELICIT_TEXT ||
+		    (content = cJSON_Parse(content_json)) == NULL ||
+		    !cJSON_IsObject(content)) {
+			cJSON_Delete(content);
+			return -1;
+		}
+	} else if ((strcmp(action, "decline") != 0 &&
+	    strcmp(action, "cancel") != 0) || content_json != NULL)
+		return -1;
+	if (e->expired) {
+		cJSON_Delete(content);
+		elicit_free(e);
+		return 1;
+	}
+	rv = elicit_send(e, action, content);
+	elicit_free(e);
+	return rv == 0 ? 0 : 1;
 }
 
 int

@@ -74,4 +74,43 @@ struct mcp_call	*mcp_call(struct mcp_ctx *, const char *full_name,
 /* No callback after this; aborts the HTTP transfer. */
 void		 mcp_cancel(struct mcp_call *);
 
+/*
+ * Requests of the server's: a ping is answered at once, elicitation/create
+ * as below, anything else with JSON-RPC error -32601 at once.
+ *
+ * elicitation/create during a call: the server asks the user something.
+ * Without an elicit callback on the call it is declined at once.  With
+ * one, the callback gets the question and a handle; message and
+ * schema_json (the requestedSchema, a flat JSON object schema) are valid
+ * during the callback only.  The handle is the caller's to answer, from
+ * inside the callback or later, and stays valid until whichever comes
+ * first: mcp_elicit_answer (which frees it) or the end of the call (its
+ * result callback, mcp_cancel, mcp_ctx_free), which frees it silently;
+ * so a caller drops every handle of a call when the call ends (a worker
+ * that dies takes its calls and their handles with it).  The callback
+ * may answer or mcp_cancel the call before it returns, not free the
+ * ctx; it never runs inside mcp_call.  When no
+ * answer has come before a bound (the call's time left, less a margin
+ * for the tool to finish) the server is told "decline" and a later
+ * mcp_elicit_answer says it was too late.  A call may have a few
+ * questions open at once; more are declined.
+ */
+struct mcp_elicit;
+typedef void	(*mcp_elicit_cb)(void *arg, const char *message,
+		    const char *schema_json, struct mcp_elicit *);
+
+/* Sets (or with NULL clears) c's elicit callback, right after mcp_call. */
+void		 mcp_call_on_elicit(struct mcp_call *c, mcp_elicit_cb,
+		    void *arg);
+/*
+ * Answers e: action "accept" with content_json (a JSON object, the
+ * user's values for the schema's fields), or "decline" or "cancel" with
+ * NULL.  0: sent, e freed.  1: too late (already declined at the bound,
+ * or the server's session is gone) or out of memory, e freed all the
+ * same.  -1: action or content_json not valid, nothing sent, e still
+ * valid.
+ */
+int		 mcp_elicit_answer(struct mcp_elicit *e, const char *action,
+		    const char *content_json);
+
 #endif

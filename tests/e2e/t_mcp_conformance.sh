@@ -9,8 +9,9 @@
 #   initialize  - initialize handshake: protocolVersion, clientInfo
 #   tools_call  - tools/list, then tools/call add_numbers {a:2,b:3}
 # Not run:
-#   elicitation-sep1034-client-defaults - needs the elicitation capability
-#       (answering the server's elicitation/create); Parley declares none.
+#   elicitation-sep1034-client-defaults - wants elicitation/create
+#       accepted with the schema's defaults; Parley declares the
+#       capability but declines, having nobody to ask (t_mcp_ask.py).
 #   sse-retry - SEP-1699 (revision 2025-11-25): after the server closes a
 #       tools/call SSE stream before the response, reconnect with GET and
 #       Last-Event-ID after `retry` ms.  Parley speaks 2025-06-18, where the

@@ -36,6 +36,7 @@ struct fake {
 	int			 expire;	/* next call: forget the session */
 	/* what happened */
 	int			 ninit;
+	char			 caps[128];	/* initialize's */
 	int			 nreq;
 	char			 method[MAXREQ][64];
 	char			 sid[MAXREQ][64];	/* "" when none */
@@ -48,6 +49,15 @@ struct fake {
 	struct evhttp_request	*open_req;	/* echo_open's stream */
 	struct event		*open_ev;
 	int			 open_closed;
+	/* the client's answers to our requests */
+	int			 nans;
+	char			 ans[MAXREQ][512];
+	char			 ans_sid[MAXREQ][64];
+	char			 ans_ver[MAXREQ][32];
+	struct evhttp_request	*ask_req;	/* ask's stream */
+	long			 ask_call_id;
+	int			 ask_wait_id;	/* ends it when answered */
+	int			 ask_hold;	/* ...unless set */
 };
 
 static void
@@ -71,6 +81,16 @@ copy_hdr(struct evhttp_request *req, const char *name, char *out, size_t len)
 	snprintf(out, len, "%s", v != NULL ? v : "");
 }
 
+/* A held stream's client hung up: libevent detached the unfinished
+ * request and left it to us. */
+static void
+held_drop(struct evhttp_request **req)
+{
+	if (*req != NULL)
+		evhttp_request_free(*req);
+	*req = NULL;
+}
+
 /* The client hung up on the open stream (it should). */
 static void
 open_closed(struct evhttp_connection *conn, void *arg)
@@ -78,10 +98,7 @@ open_closed(struct evhttp_connection *conn, void *arg)
 	struct fake *f = arg;
 
 	(void)conn;
-	/* libevent detached the unfinished request and left it to us. */
-	if (f->open_req != NULL)
-		evhttp_request_free(f->open_req);
-	f->open_req = NULL;
+	held_drop(&f->open_req);
 	f->open_closed = 1;
 	evtimer_del(f->open_ev);
 }
@@ -99,6 +116,83 @@ open_end(evutil_socket_t fd, short what, void *arg)
 		evhttp_send_reply_end(f->open_req);
 		f->open_req = NULL;
 	}
+}
+
+/* The client hung up on ask's stream. */
+static void
+ask_closed(struct evhttp_connection *conn, void *arg)
+{
+	struct fake *f = arg;
+
+	(void)conn;
+	held_drop(&f->ask_req);
+}
+
+/* Ends ask's stream with the answer it waited for as the tool's text. */
+static void
+ask_finish(struct fake *f, const char *answer)
+{
+	struct evbuffer	*b = evbuffer_new();
+	cJSON		*o = cJSON_CreateObject(), *r, *c, *t;
+	char		*s;
+
+	cJSON_AddStringToObject(o, "jsonrpc", "2.0");
+	cJSON_AddNumberToObject(o, "id", (double)f->ask_call_id);
+	r = cJSON_AddObjectToObject(o, "result");
+	c = cJSON_AddArrayToObject(r, "content");
+	t = cJSON_CreateObject();
+	cJSON_AddStringToObject(t, "type", "text");
+	cJSON_AddStringToObject(t, "text", answer);
+	cJSON_AddItemToArray(c, t);
+	s = cJSON_PrintUnformatted(o);
+	evbuffer_add_printf(b, "data: %s\n\n", s);
+	evhttp_connection_set_closecb(evhttp_request_get_connection(f->ask_req),
+	    NULL, NULL);
+	evhttp_send_reply_chunk(f->ask_req, b);
+	evhttp_send_reply_end(f->ask_req);
+	f->ask_req = NULL;
+	evbuffer_free(b);
+	free(s);
+	cJSON_Delete(o);
+}
+
+/*
+ * ask {method, params, count, hold}: an event stream with a ping, then
+ * count (default 1) requests method with params, ids 500 on; the
+ * client's answer to the last ends the call with that answer as text,
+ * unless hold.
+ */
+static void
+fake_ask(struct fake *f, struct evhttp_request *req, long id,
+    const cJSON *args)
+{
+	const cJSON	*m = cJSON_GetObjectItem(args, "method");
+	const cJSON	*cnt = cJSON_GetObjectItem(args, "count");
+	struct evbuffer	*b = evbuffer_new();
+	char		*ps = NULL;
+	int		 i, count = cJSON_IsNumber(cnt) ? cnt->valueint : 1;
+
+	if (cJSON_GetObjectItem(args, "params") != NULL)
+		ps = cJSON_PrintUnformatted(cJSON_GetObjectItem(args,
+		    "params"));
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", "text/event-stream");
+	evhttp_send_reply_start(req, 200, "OK");
+	evbuffer_add_printf(b, "data: {\"jsonrpc\":\"2.0\",\"id\":\"p-%ld\","
+	    "\"method\":\"ping\"}\n\n", id);
+	for (i = 0; i < count; i++)
+		evbuffer_add_printf(b, "data: {\"jsonrpc\":\"2.0\",\"id\":%d,"
+		    "\"method\":\"%s\"%s%s}\n\n", 500 + i, m->valuestring,
+		    ps != NULL ? ",\"params\":" : "", ps != NULL ? ps : "");
+	evhttp_send_reply_chunk(req, b);
+	evbuffer_free(b);
+	free(ps);
+	f->ask_req = req;
+	f->ask_call_id = id;
+	f->ask_wait_id = 500 + count - 1;
+	f->ask_hold = cJSON_IsTrue(cJSON_GetObjectItem(args, "hold"));
+	evhttp_connection_set_closecb(evhttp_request_get_connection(req),
+	    ask_closed, f);
 }
 
 static void
@@ -169,6 +263,8 @@ fake_call(struct fake *f, struct evhttp_request *req, long id,
 		reply_json(req, 200, buf);
 	} else if (strcmp(n, "http500") == 0) {
 		reply_json(req, 500, "oops");
+	} else if (strcmp(n, "ask") == 0) {
+		fake_ask(f, req, id, args);
 	} else if (strcmp(n, "slow") == 0) {
 		/* Never answered; evhttp_free cleans it up. */
 	} else {
@@ -211,6 +307,13 @@ fake_cb(struct evhttp_request *req, void *arg)
 
 	if (strcmp(method, "initialize") == 0) {
 		f->ninit++;
+		{
+			char *c = cJSON_PrintUnformatted(cJSON_GetObjectItem(
+			    params, "capabilities"));
+
+			snprintf(f->caps, sizeof(f->caps), "%s", c ? c : "");
+			free(c);
+		}
 		if (f->fail_inits > 0) {
 			f->fail_inits--;
 			reply_json(req, 500, "{}");
@@ -234,6 +337,23 @@ fake_cb(struct evhttp_request *req, void *arg)
 	if (strcmp(sid, f->cur_sid) != 0) {
 		reply_json(req, 404, "{\"jsonrpc\":\"2.0\",\"error\":{\"code\":"
 		    "-32001,\"message\":\"Session not found\"},\"id\":null}");
+		goto out;
+	}
+	if (m == NULL && id != NULL) {
+		/* The client's answer to one of our requests. */
+		char *t = cJSON_PrintUnformatted(msg);
+
+		k = f->nans < MAXREQ ? f->nans++ : MAXREQ - 1;
+		snprintf(f->ans[k], sizeof(f->ans[k]), "%s", t);
+		copy_hdr(req, "Mcp-Session-Id", f->ans_sid[k],
+		    sizeof(f->ans_sid[k]));
+		copy_hdr(req, "MCP-Protocol-Version", f->ans_ver[k],
+		    sizeof(f->ans_ver[k]));
+		evhttp_send_reply(req, 202, "Accepted", NULL);
+		if (f->ask_req != NULL && !f->ask_hold && cJSON_IsNumber(id) &&
+		    id->valueint == f->ask_wait_id)
+			ask_finish(f, t);
+		free(t);
 		goto out;
 	}
 	if (id == NULL) {
@@ -262,6 +382,7 @@ fake_cb(struct evhttp_request *req, void *arg)
 			    "{\"name\":\"slow\"},{\"name\":\"weird.name/x\"},"
 			    "{\"name\":\"structured\"},{\"name\":\"nope\"},"
 			    "{\"name\":\"wrongid\"},{\"name\":\"http500\"},"
+			    "{\"name\":\"ask\"},"
 			    "{\"name\":\"add\"},"
 			    "{\"name\":\"a_very_long_tool_name_that_does_not_fit_"
 			    "in_sixty_four_characters_at_all\"}]}}",
@@ -372,6 +493,10 @@ static void
 fx_free(struct fixture *fx)
 {
 	mcp_ctx_free(fx->ctx);
+	/* evhttp_free calls it, then frees the request itself. */
+	if (fx->fake.ask_req != NULL)
+		evhttp_connection_set_closecb(evhttp_request_get_connection(
+		    fx->fake.ask_req), NULL, NULL);
 	evhttp_free(fx->fake.http);
 	event_free(fx->fake.open_ev);
 	event_free(fx->tick);
@@ -447,7 +572,7 @@ START_TEST(test_list)
 	ck_assert_uint_eq(mcp_tools(fx.ctx, &t), 0);
 	n = wait_tools(&fx, &t, 5000);
 	/* Both pages; nameless, duplicate and too long tools skipped. */
-	ck_assert_uint_eq(n, 10);
+	ck_assert_uint_eq(n, 11);
 	a = find_tool(t, n, "fake__add");
 	ck_assert_ptr_nonnull(a);
 	ck_assert_str_eq(a->server, "fake");
@@ -478,6 +603,8 @@ START_TEST(test_list)
 	ck_assert_str_eq(fx.fake.method[1], "notifications/initialized");
 	ck_assert_str_eq(fx.fake.method[2], "tools/list");
 	ck_assert_str_eq(fx.fake.method[3], "tools/list");
+	/* We answer elicitation/create, so we say so. */
+	ck_assert_str_eq(fx.fake.caps, "{\"elicitation\":{}}");
 	for (i = 0; i < 4; i++) {
 		ck_assert_str_eq(fx.fake.auth[i], "Bearer t0k");
 		ck_assert_str_eq(fx.fake.accept[i],
@@ -872,6 +999,263 @@ START_TEST(test_headers)
 }
 END_TEST
 
+/* --- the server's requests --- */
+
+/* Index of the first answer containing s, or -1. */
+static int
+find_ans(struct fixture *fx, const char *s)
+{
+	int i;
+
+	for (i = 0; i < fx->fake.nans; i++)
+		if (strstr(fx->fake.ans[i], s) != NULL)
+			return i;
+	return -1;
+}
+
+/* Runs the loop until an answer contains s or ms pass; its index. */
+static int
+wait_ans(struct fixture *fx, const char *s, uint64_t ms)
+{
+	uint64_t	end = util_mono_ms() + ms;
+	int		i;
+
+	while ((i = find_ans(fx, s)) == -1 && util_mono_ms() < end)
+		event_base_loop(fx->base, EVLOOP_ONCE);
+	return i;
+}
+
+struct asked {
+	int			 n;
+	char			 message[128];
+	char			 schema[256];
+	struct mcp_elicit	*e[8];
+	const char		*now;	/* answer inside the callback */
+	int			 now_rv;
+};
+
+static void
+elicit_cb(void *arg, const char *message, const char *schema_json,
+    struct mcp_elicit *e)
+{
+	struct asked *q = arg;
+
+	snprintf(q->message, sizeof(q->message), "%s", message);
+	snprintf(q->schema, sizeof(q->schema), "%s", schema_json);
+	if (q->n < 8)
+		q->e[q->n] = e;
+	q->n++;
+	if (q->now != NULL)
+		q->now_rv = mcp_elicit_answer(e, q->now, NULL);
+}
+
+#define ELICIT_ARGS(extra)						\
+	"{\"method\":\"elicitation/create\",\"params\":{\"message\":"	\
+	"\"Your name?\",\"requestedSchema\":{\"type\":\"object\","	\
+	"\"properties\":{\"name\":{\"type\":\"string\"}}}}" extra "}"
+
+/* Starts ask with args and the elicit callback on q (NULL: none). */
+static struct mcp_call *
+ask_call(struct fixture *fx, const char *args, uint64_t timeout_ms,
+    struct result *r, struct asked *q)
+{
+	struct mcp_call *c;
+
+	memset(r, 0, sizeof(*r));
+	c = mcp_call(fx->ctx, "fake__ask", args, timeout_ms, result_cb, r);
+	ck_assert_ptr_nonnull(c);
+	if (q != NULL)
+		mcp_call_on_elicit(c, elicit_cb, q);
+	return c;
+}
+
+START_TEST(test_asks)
+{
+	struct fixture		 fx;
+	const struct mcp_tool	*t;
+	struct result		 r;
+	uint64_t		 t0;
+	int			 i;
+
+	fx_init(&fx, NULL, 0, NULL);
+	ck_assert_uint_gt(wait_tools(&fx, &t, 5000), 0);
+
+	/* echo's ping, in the stream before the result, answered. */
+	call_wait(&fx, "fake__echo", NULL, 0, &r);
+	ck_assert_int_eq(r.is_error, 0);
+	ck_assert(run_until(&fx, &fx.fake.nans, 2000));
+	ck_assert_ptr_nonnull(strstr(fx.fake.ans[0], "\"result\":{}"));
+	ck_assert_str_eq(fx.fake.ans_sid[0], "sess-1");
+	ck_assert_str_eq(fx.fake.ans_ver[0], "2025-06-18");
+
+	/* Sampling: "method not found" at once, so the tool fails at once
+	 * rather than at its timeout; its ping (a string id) answered. */
+	fx.fake.nans = 0;
+	t0 = util_mono_ms();
+	call_wait(&fx, "fake__ask", "{\"method\":\"sampling/createMessage\","
+	    "\"params\":{\"messages\":[],\"maxTokens\":5}}", 0, &r);
+	ck_assert_uint_lt(util_mono_ms() - t0, 2000);
+	ck_assert_int_eq(r.is_error, 0);
+	ck_assert_str_eq(r.text, "{\"jsonrpc\":\"2.0\",\"id\":500,\"error\":"
+	    "{\"code\":-32601,\"message\":\"Method not found: "
+	    "sampling/createMessage\"}}");
+	i = wait_ans(&fx, "\"id\":\"p-", 2000);
+	ck_assert_int_ge(i, 0);
+	ck_assert_ptr_nonnull(strstr(fx.fake.ans[i], "\"result\":{}"));
+	ck_assert_str_eq(fx.fake.ans_sid[i], "sess-1");
+
+	/* Elicitation without a callback: declined at once. */
+	call_wait(&fx, "fake__ask", ELICIT_ARGS(""), 0, &r);
+	ck_assert_str_eq(r.text, "{\"jsonrpc\":\"2.0\",\"id\":500,\"result\":"
+	    "{\"action\":\"decline\"}}");
+	/* Without its schema: invalid params. */
+	call_wait(&fx, "fake__ask", "{\"method\":\"elicitation/create\","
+	    "\"params\":{\"message\":\"x\"}}", 0, &r);
+	ck_assert_ptr_nonnull(strstr(r.text, "\"code\":-32602"));
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(test_elicit)
+{
+	struct fixture		 fx;
+	const struct mcp_tool	*t;
+	struct result		 r;
+	struct asked		 q;
+	struct mcp_call		*c;
+	uint64_t		 t0;
+
+	fx_init(&fx, NULL, 0, NULL);
+	ck_assert_uint_gt(wait_tools(&fx, &t, 5000), 0);
+
+	/* To the caller, who answers later; bad answers change nothing. */
+	memset(&q, 0, sizeof(q));
+	ask_call(&fx, ELICIT_ARGS(""), 0, &r, &q);
+	ck_assert(run_until(&fx, &q.n, 2000));
+	ck_assert_str_eq(q.message, "Your name?");
+	ck_assert_str_eq(q.schema, "{\"type\":\"object\",\"properties\":"
+	    "{\"name\":{\"type\":\"string\"}}}");
+	run_for(&fx, 50);
+	ck_assert_int_eq(r.done, 0);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "maybe", NULL), -1);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], NULL, NULL), -1);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "accept", NULL), -1);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "accept", "[1]"), -1);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "accept", "{\"a\":"), -1);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "decline", "{}"), -1);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "accept",
+	    "{\"name\":\"Ada\"}"), 0);
+	ck_assert(run_until(&fx, &r.done, 2000));
+	ck_assert_int_eq(r.is_error, 0);
+	ck_assert_str_eq(r.text, "{\"jsonrpc\":\"2.0\",\"id\":500,\"result\":"
+	    "{\"action\":\"accept\",\"content\":{\"name\":\"Ada\"}}}");
+	ck_assert_int_eq(q.n, 1);
+
+	/* Answered from inside the callback. */
+	memset(&q, 0, sizeof(q));
+	q.now = "cancel";
+	ask_call(&fx, ELICIT_ARGS(""), 0, &r, &q);
+	ck_assert(run_until(&fx, &r.done, 2000));
+	ck_assert_int_eq(q.now_rv, 0);
+	ck_assert_ptr_nonnull(strstr(r.text, "{\"action\":\"cancel\"}"));
+
+	/* Nobody answers: declined at the bound (a quarter of 400 ms
+	 * before the call's end), and the tool finishes in time. */
+	memset(&q, 0, sizeof(q));
+	t0 = util_mono_ms();
+	ask_call(&fx, ELICIT_ARGS(""), 400, &r, &q);
+	ck_assert(run_until(&fx, &r.done, 2000));
+	ck_assert_uint_ge(util_mono_ms() - t0, 250);
+	ck_assert_int_eq(r.is_error, 0);
+	ck_assert_str_eq(r.code, "(null)");
+	ck_assert_ptr_nonnull(strstr(r.text, "{\"action\":\"decline\"}"));
+
+	/* Declined at the bound while the call goes on: the caller's late
+	 * answer is refused, then the call times out. */
+	memset(&q, 0, sizeof(q));
+	fx.fake.nans = 0;
+	ask_call(&fx, ELICIT_ARGS(",\"hold\":true"), 400, &r, &q);
+	ck_assert(run_until(&fx, &q.n, 2000));
+	ck_assert_int_ge(wait_ans(&fx, "{\"action\":\"decline\"}", 390), 0);
+	ck_assert_int_eq(r.done, 0);
+	ck_assert_int_eq(mcp_elicit_answer(q.e[0], "accept",
+	    "{\"name\":\"late\"}"), 1);
+	ck_assert(run_until(&fx, &r.done, 2000));
+	ck_assert_str_eq(r.code, "TOOL_TIMEOUT");
+
+	/* A few open at once; the rest declined at once.  The answer to
+	 * the last ends the call, which frees the open ones. */
+	memset(&q, 0, sizeof(q));
+	fx.fake.nans = 0;
+	ask_call(&fx, ELICIT_ARGS(",\"count\":6"), 0, &r, &q);
+	ck_assert(run_until(&fx, &r.done, 2000));
+	ck_assert_int_eq(q.n, MCP_MAX_ELICITS);
+	ck_assert_ptr_nonnull(strstr(r.text, "\"id\":505,\"result\":"
+	    "{\"action\":\"decline\"}"));
+	ck_assert_int_ge(wait_ans(&fx, "\"id\":504,\"result\":"
+	    "{\"action\":\"decline\"}", 2000), 0);
+
+	/* Cancelled, or the context freed, with a question open. */
+	memset(&q, 0, sizeof(q));
+	c = ask_call(&fx, ELICIT_ARGS(",\"hold\":true"), 0, &r, &q);
+	ck_assert(run_until(&fx, &q.n, 2000));
+	mcp_cancel(c);
+	run_for(&fx, 50);
+	ck_assert_int_eq(r.done, 0);
+	memset(&q, 0, sizeof(q));
+	ask_call(&fx, ELICIT_ARGS(",\"hold\":true"), 0, &r, &q);
+	ck_assert(run_until(&fx, &q.n, 2000));
+	fx_free(&fx);
+	ck_assert_int_eq(r.done, 0);
+}
+END_TEST
+
+START_TEST(test_asks_bounded)
+{
+	struct fixture		 fx;
+	const struct mcp_tool	*t;
+	struct xfer		*x;
+	char			 ev[256];
+	uint64_t		 end;
+	int			 i;
+
+	fx_init(&fx, NULL, 0, NULL);
+	ck_assert_uint_gt(wait_tools(&fx, &t, 5000), 0);
+	/* A flood of pings in one stream: only so many are kept... */
+	x = bare_xfer(1, 1);
+	x->ctx = fx.ctx;
+	x->srv = TAILQ_FIRST(&fx.ctx->srvs);
+	x->kind = X_LIST;
+	x->gen = x->srv->gen;
+	for (i = 0; i < 3 * MCP_MAX_ASKS; i++) {
+		snprintf(ev, sizeof(ev), "data: {\"jsonrpc\":\"2.0\",\"id\":%d,"
+		    "\"method\":\"ping\"}\n\n", 1000 + i);
+		ck_assert_uint_eq(write_cb(ev, 1, strlen(ev), x), strlen(ev));
+	}
+	ck_assert_uint_eq(fx.ctx->nasks, MCP_MAX_ASKS);
+	/* ...and answered; while those are in flight, no more. */
+	asks_run(fx.ctx);
+	ck_assert_uint_eq(fx.ctx->nasks, 0);
+	ck_assert_uint_eq(fx.ctx->nanswers, MCP_MAX_ASKS);
+	ck_assert_uint_eq(write_cb(ev, 1, strlen(ev), x), strlen(ev));
+	ck_assert_uint_eq(fx.ctx->nasks, 0);
+	end = util_mono_ms() + 3000;
+	while (fx.ctx->nanswers > 0 && util_mono_ms() < end)
+		event_base_loop(fx.base, EVLOOP_ONCE);
+	ck_assert_uint_eq(fx.ctx->nanswers, 0);
+	ck_assert_int_eq(fx.fake.nans, MCP_MAX_ASKS);
+	/* Notifications, responses and odd ids are no requests to answer. */
+	snprintf(ev, sizeof(ev), "data: {\"jsonrpc\":\"2.0\",\"method\":"
+	    "\"ping\"}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":9,"
+	    "\"result\":{}}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":[1],"
+	    "\"method\":\"ping\"}\n\n");
+	ck_assert_uint_eq(write_cb(ev, 1, strlen(ev), x), strlen(ev));
+	ck_assert_uint_eq(fx.ctx->nasks, 0);
+	bare_free(x);
+	fx_free(&fx);
+}
+END_TEST
+
 START_TEST(test_full_name)
 {
 	char *s;
@@ -903,6 +1287,9 @@ mcp_suite(void)
 	tcase_add_test(tc, test_json_body);
 	tcase_add_test(tc, test_headers);
 	tcase_add_test(tc, test_full_name);
+	tcase_add_test(tc, test_asks);
+	tcase_add_test(tc, test_elicit);
+	tcase_add_test(tc, test_asks_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

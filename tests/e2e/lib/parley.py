@@ -1106,20 +1106,22 @@ SERVER_JS = os.path.join(E2E, "node_modules", "@modelcontextprotocol",
 
 
 class Everything:
-    """server-everything on a free loopback port (lib/loopback.cjs)."""
+    """server-everything on a free loopback port (lib/loopback.cjs); with
+    script, that MCP server of tests/e2e/js instead (it reads PORT)."""
 
-    def __init__(self, script=SERVER_JS, args=("streamableHttp",), env=None):
-        if not os.path.exists(script):
-            raise Fail("%s is missing: run npm ci in tests/e2e" % script)
+    def __init__(self, script=None, env=None):
+        if not os.path.exists(SERVER_JS):
+            raise Fail("%s is missing: run npm ci in tests/e2e" % SERVER_JS)
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix="parley-mcp-",
                                                suffix=".log", dir="/tmp",
                                                delete=False)
         env = dict(os.environ, PORT=str(self.port), **(env or {}))
         env.pop("ASAN_OPTIONS", None)
+        args = ([SERVER_JS, "streamableHttp"] if script is None else
+                [os.path.join(E2E, "js", script)])
         self.proc = subprocess.Popen(
-            ["node", "--require", os.path.join(HERE, "loopback.cjs"),
-             script] + list(args),
+            ["node", "--require", os.path.join(HERE, "loopback.cjs")] + args,
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
             env=env, close_fds=True)
         try:
@@ -1212,14 +1214,13 @@ class Everything:
 
 
 class EffectServer(Everything):
-    """lib/effect_mcp.mjs, an MCP server (the MCP SDK's) whose one tool,
+    """js/effect_mcp.mjs, an MCP server (the MCP SDK's) whose one tool,
     append, has an effect: count() says how often it ran."""
 
     def __init__(self):
         fd, self.file = tempfile.mkstemp(prefix="parley-effect-", dir="/tmp")
         os.close(fd)
-        super().__init__(os.path.join(HERE, "effect_mcp.mjs"), (),
-                         {"EFFECT_FILE": self.file})
+        super().__init__("effect_mcp.mjs", {"EFFECT_FILE": self.file})
 
     def count(self):
         with open(self.file) as f:
