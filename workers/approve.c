@@ -24,6 +24,8 @@
 
 static uint64_t	result_log(struct sess *, int, cJSON *, int is_error,
 		    const char *text, const char *code, cJSON **logged);
+static uint64_t	elicit_log(struct sess *, int, cJSON *, const char *action,
+		    const cJSON *content, const char *by);
 
 /* The array meta keeps under key, made when absent. */
 static cJSON *
@@ -38,7 +40,10 @@ meta_array(struct sess *s, const char *key)
 	return a;
 }
 
-/* Index of call id in meta's waiting list, or -1. */
+/*
+ * Index of request id in meta's waiting list, or -1: a call's
+ * toolCallId, or a question's elicitationId.
+ */
 static int
 waiting_find(struct sess *s, const char *id, cJSON **w)
 {
@@ -47,7 +52,11 @@ waiting_find(struct sess *s, const char *id, cJSON **w)
 
 	cJSON_ArrayForEach(e, a) {
 		const char *tid = cJSON_GetStringValue(cJSON_GetObjectItem(e,
-		    "toolCallId"));
+		    "elicitationId"));
+
+		if (tid == NULL)
+			tid = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+			    "toolCallId"));
 
 		if (tid != NULL && strcmp(tid, id) == 0) {
 			*w = e;
@@ -58,12 +67,29 @@ waiting_find(struct sess *s, const char *id, cJSON **w)
 	return -1;
 }
 
-static int
-is_call(const cJSON *w)
+/* A waiting entry's kind: an approval, a client's call, a question. */
+enum wait_kind {
+	WAIT_APPROVAL,
+	WAIT_CALL,
+	WAIT_ELICIT
+};
+
+static enum wait_kind
+kind_of(const cJSON *w)
 {
 	const char *k = cJSON_GetStringValue(cJSON_GetObjectItem(w, "kind"));
 
-	return k != NULL && strcmp(k, "call") == 0;
+	if (k != NULL && strcmp(k, "call") == 0)
+		return WAIT_CALL;
+	if (k != NULL && strcmp(k, "elicit") == 0)
+		return WAIT_ELICIT;
+	return WAIT_APPROVAL;
+}
+
+static int
+is_call(const cJSON *w)
+{
+	return kind_of(w) == WAIT_CALL;
 }
 
 /* Remembers id as answered (for duplicates) and forgets waiting entry i. */
@@ -98,23 +124,53 @@ was_answered(struct sess *s, const char *id)
  * caller) or nothing of this kind (calls: client calls) waits (NOT_FOUND).
  */
 static int
-answer_find(struct sess *s, const char *id, int calls, cJSON **w,
+answer_find(struct sess *s, const char *id, enum wait_kind kind, cJSON **w,
     struct sess_result *r)
 {
+	static const char *what[][3] = {
+		{ "approval", "toolCallId", "pendingApprovals" },
+		{ "client tool call", "toolCallId", "pendingClientCalls" },
+		{ "question", "elicitationId", "pendingElicitations" } };
 	int i = waiting_find(s, id, w);
 
-	if (i >= 0 && is_call(*w) == calls)
+	if (i >= 0 && kind_of(*w) == kind)
 		return i;
 	if (i < 0 && was_answered(s, id)) {
 		r->duplicate = 1;
 		r->http = 200;
 		return -1;
 	}
-	sess_result_err(r, "NOT_FOUND", 404, "no %s is pending for this "
-	    "toolCallId; session_state lists the pending ones (%s)", calls ?
-	    "client tool call" : "approval", calls ? "pendingClientCalls" :
-	    "pendingApprovals");
+	sess_result_err(r, "NOT_FOUND", 404, "no %s is pending for this %s; "
+	    "session_state lists the pending ones (%s)", what[kind][0],
+	    what[kind][1], what[kind][2]);
 	return -1;
+}
+
+/*
+ * Logs request b (consumed) as an event of type and waits for its answer:
+ * meta's waiting list gets a copy, of kind (NULL: an approval), with the
+ * tool's full name (client calls) and the time asked, which it returns
+ * (ms since the epoch); 0 when it could not be logged.
+ */
+static uint64_t
+ask(struct sess *s, const char *type, cJSON *b, const char *kind,
+    const cJSON *full)
+{
+	cJSON *w = cJSON_Duplicate(b, 1);
+	uint64_t now = util_now_ms();
+
+	if (sess_emit(s, type, b) == 0) {
+		cJSON_Delete(w);
+		return 0;
+	}
+	if (kind != NULL)
+		cJSON_AddStringToObject(w, "kind", kind);
+	if (full != NULL)
+		cJSON_AddItemToObject(w, "fullName", cJSON_Duplicate(full, 1));
+	cJSON_AddNumberToObject(w, "ts", (double)now);
+	cJSON_AddItemToArray(meta_array(s, "waiting"), w);
+	sess_meta_save(s);
+	return now;
 }
 
 /* "tool(arguments…)", a line a person can decide on. */
@@ -152,22 +208,13 @@ approve_request(struct sess *s, const cJSON *call)
 	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(call,
 	    "toolCallId"));
 	cJSON *b, *w;
-	uint64_t now = util_now_ms();
 
 	if (id == NULL)
 		return 0;
 	if (waiting_find(s, id, &w) >= 0)
 		return (uint64_t)proto_count(w, "ts");
 	b = call_fields(call);
-	w = cJSON_Duplicate(b, 1);
-	if (sess_emit(s, "tool_approve_request", b) == 0) {
-		cJSON_Delete(w);
-		return 0;
-	}
-	cJSON_AddNumberToObject(w, "ts", (double)now);
-	cJSON_AddItemToArray(meta_array(s, "waiting"), w);
-	sess_meta_save(s);
-	return now;
+	return ask(s, "tool_approve_request", b, NULL, NULL);
 }
 
 /* Logs the audit_entry of call w (its fields as call_fields makes them). */
@@ -223,6 +270,18 @@ decide(struct sess *s, int i, cJSON *w, const char *decision, const char *by)
 	return seq;
 }
 
+/* An answer's outcome: logged at seq (1), or not (-1, r says so). */
+static int
+answer_logged(struct sess_result *r, uint64_t seq)
+{
+	if ((r->seq = seq) == 0) {
+		sess_result_err(r, "OVERLOADED", 503, "%s", "the answer could "
+		    "not be logged; nothing changed, retry");
+		return -1;
+	}
+	return 1;
+}
+
 int
 approve_answer(struct sess *s, const char *id, const char *decision,
     const char *by, const char **logged_out, struct sess_result *r)
@@ -242,15 +301,10 @@ approve_answer(struct sess *s, const char *id, const char *decision,
 		    "must be approve, reject or always");
 		return -1;
 	}
-	if ((i = answer_find(s, id, 0, &w, r)) < 0)
+	if ((i = answer_find(s, id, WAIT_APPROVAL, &w, r)) < 0)
 		return r->duplicate ? 0 : -1;
-	if ((r->seq = decide(s, i, w, logged, by)) == 0) {
-		sess_result_err(r, "OVERLOADED", 503, "%s", "the decision could "
-		    "not be logged; retry");
-		return -1;
-	}
 	*logged_out = logged;
-	return 1;
+	return answer_logged(r, decide(s, i, w, logged, by));
 }
 
 void
@@ -259,7 +313,14 @@ approve_close(struct sess *s, const char *id, const char *decision)
 	cJSON *w;
 	int i;
 
-	if ((i = waiting_find(s, id, &w)) >= 0 && is_call(w)) {
+	if ((i = waiting_find(s, id, &w)) >= 0 && kind_of(w) == WAIT_ELICIT) {
+		if (elicit_log(s, i, w, "cancel", NULL, "parleyd") == 0) {
+			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
+			sess_meta_save(s);
+		}
+		return;
+	}
+	if (i >= 0 && is_call(w)) {
 		if (result_log(s, i, w, 1, strcmp(decision, "timeout") == 0 ?
 		    "no client answered the call in time (client-tool-timeout)"
 		    : "the call was cancelled before a client answered it",
@@ -283,7 +344,8 @@ approve_settle(struct sess *s, const char *id)
 	cJSON *w;
 	int i;
 
-	if ((i = waiting_find(s, id, &w)) >= 0 && !is_call(w)) {
+	if ((i = waiting_find(s, id, &w)) >= 0 &&
+	    kind_of(w) == WAIT_APPROVAL) {
 		cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
 		sess_meta_save(s);
 	}
@@ -321,12 +383,12 @@ approve_always(struct sess *s, const char *tool)
 
 
 cJSON *
-approve_pending(struct sess *s, int calls)
+approve_pending(struct sess *s, int kind)
 {
 	cJSON *a = cJSON_CreateArray(), *w, *c;
 
 	cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting")) {
-		if (is_call(w) != calls)
+		if ((int)kind_of(w) != kind)
 			continue;
 		c = cJSON_Duplicate(w, 1);
 		cJSON_DeleteItemFromObject(c, "kind");
@@ -407,7 +469,6 @@ approve_call(struct sess *s, const cJSON *call, const char *server,
 	static const char *copy[] = { "agentId", "messageId", "step",
 	    "toolCallId", "args", "risk" };
 	cJSON *b, *w;
-	uint64_t now = util_now_ms();
 	size_t k;
 
 	if (id == NULL)
@@ -420,18 +481,7 @@ approve_call(struct sess *s, const cJSON *call, const char *server,
 		    cJSON_GetObjectItem(call, copy[k]), 1));
 	cJSON_AddStringToObject(b, "server", server);
 	cJSON_AddStringToObject(b, "tool", name);
-	w = cJSON_Duplicate(b, 1);
-	if (sess_emit(s, "mcp_call", b) == 0) {
-		cJSON_Delete(w);
-		return 0;
-	}
-	cJSON_AddStringToObject(w, "kind", "call");
-	cJSON_AddItemToObject(w, "fullName", cJSON_Duplicate(
-	    cJSON_GetObjectItem(call, "tool"), 1));
-	cJSON_AddNumberToObject(w, "ts", (double)now);
-	cJSON_AddItemToArray(meta_array(s, "waiting"), w);
-	sess_meta_save(s);
-	return now;
+	return ask(s, "mcp_call", b, "call", cJSON_GetObjectItem(call, "tool"));
 }
 
 int
@@ -442,15 +492,10 @@ approve_result(struct sess *s, const char *id, int is_error,
 	cJSON *w;
 	int i;
 
-	if ((i = answer_find(s, id, 1, &w, r)) < 0)
+	if ((i = answer_find(s, id, WAIT_CALL, &w, r)) < 0)
 		return r->duplicate ? 0 : -1;
-	if ((r->seq = result_log(s, i, w, is_error, text, code,
-	    logged)) == 0) {
-		sess_result_err(r, "OVERLOADED", 503, "%s", "the result could "
-		    "not be logged; retry");
-		return -1;
-	}
-	return 1;
+	return answer_logged(r, result_log(s, i, w, is_error, text, code,
+	    logged));
 }
 
 int
@@ -458,4 +503,96 @@ approve_runs(const char *decision)
 {
 	return strcmp(decision, "approved") == 0 ||
 	    strcmp(decision, "always") == 0 || strcmp(decision, "auto") == 0;
+}
+
+uint64_t
+approve_elicit(struct sess *s, const cJSON *call, const char *eid,
+    const char *message, const char *schema_json)
+{
+	static const char *copy[] = { "agentId", "messageId", "step",
+	    "toolCallId", "tool" };
+	cJSON *b, *w, *sc;
+	size_t k;
+
+	if (waiting_find(s, eid, &w) >= 0)
+		return (uint64_t)proto_count(w, "ts");
+	b = cJSON_CreateObject();
+	for (k = 0; k < sizeof(copy) / sizeof(copy[0]); k++)
+		cJSON_AddItemToObject(b, copy[k], cJSON_Duplicate(
+		    cJSON_GetObjectItem(call, copy[k]), 1));
+	cJSON_AddStringToObject(b, "elicitationId", eid);
+	cJSON_AddStringToObject(b, "message", message ? message : "");
+	sc = schema_json ? cJSON_Parse(schema_json) : NULL;
+	cJSON_AddItemToObject(b, "requestedSchema", sc ? sc :
+	    cJSON_CreateObject());
+	return ask(s, "elicitation_request", b, "elicit", NULL);
+}
+
+/* Logs the elicitation_result that answers question w (index i). */
+static uint64_t
+elicit_log(struct sess *s, int i, cJSON *w, const char *action,
+    const cJSON *content, const char *by)
+{
+	static const char *copy[] = { "agentId", "messageId", "toolCallId",
+	    "tool", "elicitationId" };
+	cJSON *b = cJSON_CreateObject();
+	uint64_t seq;
+	size_t k;
+
+	for (k = 0; k < sizeof(copy) / sizeof(copy[0]); k++)
+		cJSON_AddItemToObject(b, copy[k], cJSON_Duplicate(
+		    cJSON_GetObjectItem(w, copy[k]), 1));
+	cJSON_AddStringToObject(b, "action", action);
+	if (content != NULL)
+		cJSON_AddItemToObject(b, "content", cJSON_Duplicate(content, 1));
+	cJSON_AddStringToObject(b, "by", by);
+	if ((seq = sess_emit(s, "elicitation_result", b)) == 0)
+		return 0;
+	answered(s, i, cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "elicitationId")));
+	return seq;
+}
+
+int
+approve_elicit_answer(struct sess *s, const char *eid, const char *action,
+    const cJSON *content, const char *by, struct sess_result *r)
+{
+	cJSON *w;
+	int i;
+
+	if (strcmp(action, "accept") != 0 && strcmp(action, "decline") != 0 &&
+	    strcmp(action, "cancel") != 0) {
+		sess_result_err(r, "BAD_REQUEST", 400, "%s", "field 'action' "
+		    "must be accept, decline or cancel");
+		return -1;
+	}
+	if ((strcmp(action, "accept") == 0) != cJSON_IsObject(content)) {
+		sess_result_err(r, "BAD_REQUEST", 400, "%s", "field 'content' "
+		    "(an object of the requested fields) goes with accept, "
+		    "and only with accept");
+		return -1;
+	}
+	if ((i = answer_find(s, eid, WAIT_ELICIT, &w, r)) < 0)
+		return r->duplicate ? 0 : -1;
+	return answer_logged(r, elicit_log(s, i, w, action, content, by));
+}
+
+void
+approve_clear_elicits(struct sess *s)
+{
+	const char *id;
+	cJSON *w;
+	int again = 1;
+
+	while (again) {
+		again = 0;
+		cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting"))
+			if (kind_of(w) == WAIT_ELICIT && (id =
+			    cJSON_GetStringValue(cJSON_GetObjectItem(w,
+			    "elicitationId"))) != NULL) {
+				approve_close(s, id, "cancelled");
+				again = 1;
+				break;
+			}
+	}
 }

@@ -2,11 +2,13 @@
  * Requests that wait for someone, on one mechanism: a logged request
  * awaiting a logged answer.  A tool approval is a tool_approve_request
  * answered by an audit_entry with the decision; a client-side tool call
- * is an mcp_call answered by its tool_result.  The session's meta holds
- * what is pending ("waiting"), the ids answered lately ("answered") and
- * the tools approved for the rest of the session ("alwaysAllow"),
- * checkpoints of what the log says, so a new owner finds them.  tools.c
- * asks and acts on answers; client messages (input.c) answer.
+ * is an mcp_call answered by its tool_result; an MCP server's question to
+ * the user is an elicitation_request answered by an elicitation_result.
+ * The session's meta holds what is pending ("waiting"), the ids answered
+ * lately ("answered") and the tools approved for the rest of the session
+ * ("alwaysAllow"), checkpoints of what the log says, so a new owner finds
+ * them.  tools.c asks and acts on answers; client messages (input.c)
+ * answer.
  */
 #ifndef PARLEY_WORKERS_APPROVE_H
 #define PARLEY_WORKERS_APPROVE_H
@@ -54,11 +56,12 @@ void		 approve_settle(struct sess *, const char *id);
 void		 approve_clear(struct sess *);
 /* 1 when the client chose "always" for this tool in this session. */
 int		 approve_always(struct sess *, const char *tool);
-/*
- * The pending requests, for session_state (a new array): approvals, or
- * (calls) client tool calls.
- */
-cJSON		*approve_pending(struct sess *, int calls);
+/* The kinds of request, for approve_pending. */
+#define APPROVE_APPROVALS	0
+#define APPROVE_CALLS		1
+#define APPROVE_ELICITS		2
+/* The pending requests of a kind, for session_state (a new array). */
+cJSON		*approve_pending(struct sess *, int kind);
 /* 1 while call id waits for an answer of either kind. */
 int		 approve_waits(struct sess *, const char *id);
 /*
@@ -85,5 +88,25 @@ cJSON		*approve_result_body(const char *agent, const char *msgid,
 /* Decision names: 1 for those that let the call run (approved, always,
  * auto). */
 int		 approve_runs(const char *decision);
+/*
+ * An MCP server asks the user a question (elicitation/create) during call
+ * (the fields of its tool_start): logs elicitation_request, id eid, unless
+ * meta already waits for it.  Returns the time it was asked (ms since the
+ * epoch), 0 when it could not be logged.
+ */
+uint64_t	 approve_elicit(struct sess *, const cJSON *call,
+		    const char *eid, const char *message,
+		    const char *schema_json);
+/*
+ * A client's answer to question eid: action accept (with content, an
+ * object), decline or cancel, logged as elicitation_result.  Returns 1
+ * when logged, 0 when answered before (r says duplicate), -1 with r's
+ * error set.
+ */
+int		 approve_elicit_answer(struct sess *, const char *eid,
+		    const char *action, const cJSON *content, const char *by,
+		    struct sess_result *);
+/* Every question still pending is closed (its call is gone). */
+void		 approve_clear_elicits(struct sess *);
 
 #endif

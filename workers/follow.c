@@ -184,7 +184,8 @@ follow_input(struct sess *s, struct sess_client *c, int role,
 	    strcmp(in->type, "tool_approve") != 0 &&
 	    strcmp(in->type, "set_autonomy") != 0 &&
 	    strcmp(in->type, "mcp_tools") != 0 &&
-	    strcmp(in->type, "mcp_result") != 0) {
+	    strcmp(in->type, "mcp_result") != 0 &&
+	    strcmp(in->type, "elicitation_answer") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);
@@ -205,7 +206,8 @@ follow_input(struct sess *s, struct sess_client *c, int role,
 		return;
 	}
 	if ((strcmp(in->type, "tool_approve") == 0 ||
-	    strcmp(in->type, "set_autonomy") == 0) &&
+	    strcmp(in->type, "set_autonomy") == 0 ||
+	    strcmp(in->type, "elicitation_answer") == 0) &&
 	    role != IPC_ROLE_USER && role != IPC_ROLE_ADMIN) {
 		sess_result_err(r, "FORBIDDEN", 403, "%s needs the user or "
 		    "admin role", in->type);

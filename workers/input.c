@@ -199,6 +199,32 @@ input_result(struct sess *s, struct sess_client *c, struct proto_in *in,
 	    ANSWER_DUP, r);
 }
 
+/* elicitation_answer: the user's answer to an MCP server's question. */
+static void
+input_elicit(struct sess *s, struct sess_client *c, int role,
+    struct proto_in *in, struct sess_result *r)
+{
+	const char *id = NULL, *action = NULL;
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(in->root,
+	    "content");
+	int rc;
+
+	if (proto_str(in->root, "elicitationId", 1, 300, &id, r->msg,
+	    sizeof(r->msg)) == -1 || proto_str(in->root, "action", 1, 16,
+	    &action, r->msg, sizeof(r->msg)) == -1) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if ((rc = approve_elicit_answer(s, id, action, content,
+	    role_name(role), r)) == -1)
+		return;
+	if (rc == 1)
+		tools_elicited(s, id, action, content);
+	sess_answer_durable(s, c, in->id, r->seq, rc == 1 ? ANSWER_NEW :
+	    ANSWER_DUP, r);
+}
+
 /* set_autonomy: within the operator's max-autonomy, logged. */
 static void
 input_autonomy(struct sess *s, struct sess_client *c, int role,
@@ -365,7 +391,8 @@ input_apply(struct sess *s, struct sess_client *c, int role,
 		return;
 	}
 	if (strcmp(in->type, "tool_approve") == 0 ||
-	    strcmp(in->type, "set_autonomy") == 0) {
+	    strcmp(in->type, "set_autonomy") == 0 ||
+	    strcmp(in->type, "elicitation_answer") == 0) {
 		if (role != IPC_ROLE_USER && role != IPC_ROLE_ADMIN) {
 			sess_result_err(r, "FORBIDDEN", 403, "%s needs the user "
 			    "or admin role", in->type);
@@ -373,6 +400,8 @@ input_apply(struct sess *s, struct sess_client *c, int role,
 		}
 		if (strcmp(in->type, "tool_approve") == 0)
 			input_approve(s, c, role, in, r);
+		else if (strcmp(in->type, "elicitation_answer") == 0)
+			input_elicit(s, c, role, in, r);
 		else
 			input_autonomy(s, c, role, in, r);
 		return;

@@ -29,6 +29,14 @@
 #include "wk.h"
 
 #define MAX_TOOL_RESULT		(256 * 1024)	/* bytes of a result kept */
+#define MAX_ASKED		4	/* a call's questions open at once (MCP
+					   elicitation), as mcp.c allows */
+
+/* A question an MCP server asks the user during a call. */
+struct asked {
+	char			*id;		/* elicitationId */
+	struct mcp_elicit	*h;
+};
 
 struct tool_run {
 	TAILQ_ENTRY(tool_run)	 entry;
@@ -47,6 +55,8 @@ struct tool_run {
 	enum policy_risk	 risk;
 	struct event		*timer;		/* approval-timeout,
 						   client-tool-timeout */
+	struct asked		 asked[MAX_ASKED];
+	unsigned		 nasked;	/* questions so far */
 };
 
 static uint64_t	tool_start_log(struct sess *, const char *id,
@@ -57,8 +67,12 @@ static void	step_add_logged(struct turn *, const char *id,
 static void
 run_free(struct tool_run *r)
 {
+	size_t i;
+
 	if (r->timer != NULL)
 		event_free(r->timer);
+	for (i = 0; i < MAX_ASKED; i++)
+		free(r->asked[i].id);
 	free(r->id);
 	free(r->name);
 	free(r->args);
@@ -211,8 +225,14 @@ tool_cb(void *arg, int is_error, const char *text, const char *code)
 {
 	struct tool_run *r = arg;
 	struct sess *s = r->s;
+	size_t i;
 
 	TAILQ_REMOVE(&s->turn->runs, r, entry);
+	/* Questions nobody answered end with the call (mcp.c has declined
+	 * them to the server by now). */
+	for (i = 0; i < MAX_ASKED; i++)
+		if (r->asked[i].id != NULL)
+			approve_close(s, r->asked[i].id, "cancelled");
 	tool_done(s, r->id, r->name, util_mono_ms() - r->started_ms,
 	    is_error, text, code);
 	run_free(r);
@@ -292,6 +312,78 @@ step_add_logged(struct turn *t, const char *id, const char *name,
 	cJSON_AddItemToArray(t->steps, b);
 }
 
+static cJSON	*call_json(struct sess *, const char *id, const char *name,
+		    const char *args, enum policy_risk);
+
+/*
+ * An MCP server asks the user something during run r's call
+ * (elicitation/create): the question is logged for the session's clients
+ * (elicitation_request) and h kept until one answers (tools_elicited) or
+ * the call ends.  Declined at once when it cannot be logged.
+ */
+static void
+tool_elicit(void *arg, const char *message, const char *schema_json,
+    struct mcp_elicit *h)
+{
+	struct tool_run *r = arg;
+	struct sess *s = r->s;
+	struct asked *q = NULL;
+	char *eid = NULL;
+	cJSON *c;
+	size_t i;
+
+	for (i = 0; i < MAX_ASKED && q == NULL; i++)
+		if (r->asked[i].h == NULL)
+			q = &r->asked[i];
+	if (q == NULL || asprintf(&eid, "%s.q%u", r->id, ++r->nasked) == -1) {
+		(void)mcp_elicit_answer(h, "decline", NULL);
+		return;
+	}
+	c = call_json(s, r->id, r->name, r->args, r->risk);
+	if (approve_elicit(s, c, eid, message, schema_json) == 0) {
+		(void)mcp_elicit_answer(h, "decline", NULL);
+		free(eid);
+	} else {
+		free(q->id);
+		q->id = eid;
+		q->h = h;
+		log_rinfo(s->turn->req, s->id, "tool %s: call %s asks the user "
+		    "(%s)", r->name, r->id, eid);
+	}
+	cJSON_Delete(c);
+}
+
+void
+tools_elicited(struct sess *s, const char *eid, const char *action,
+    const cJSON *content)
+{
+	struct tool_run *r;
+	char *json;
+	size_t i;
+	int rc;
+
+	if (s->turn == NULL)
+		return;
+	TAILQ_FOREACH(r, &s->turn->runs, entry)
+		for (i = 0; i < MAX_ASKED; i++) {
+			if (r->asked[i].h == NULL ||
+			    strcmp(r->asked[i].id, eid) != 0)
+				continue;
+			json = content ? cJSON_PrintUnformatted(content) : NULL;
+			if ((rc = mcp_elicit_answer(r->asked[i].h, action,
+			    json)) == -1)
+				rc = mcp_elicit_answer(r->asked[i].h, "decline",
+				    NULL);
+			free(json);
+			r->asked[i].h = NULL;
+			log_rinfo(s->turn->req, s->id, "tool %s: call %s: the "
+			    "user's answer to %s (%s)%s", r->name, r->id, eid,
+			    action, rc == 1 ? " came too late: the server was "
+			    "told decline" : " is passed on");
+			return;
+		}
+}
+
 /* Calls run r's tool over MCP (its tool_start is stored). */
 static void
 run_start(struct sess *s, struct tool_run *r)
@@ -304,7 +396,9 @@ run_start(struct sess *s, struct tool_run *r)
 		tool_done(s, r->id, r->name, 0, 1, "the tool call could not be "
 		    "started", "TOOL_ERROR");
 		run_free(r);
+		return;
 	}
+	mcp_call_on_elicit(r->mc, tool_elicit, r);
 }
 
 /* A run of call id, in the turn's list; NULL when out of memory. */

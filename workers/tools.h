@@ -34,6 +34,12 @@ void	tools_decided(struct sess *, const char *id, const char *decision,
  * step takes it.  A turn not in memory finds it in the log.
  */
 void	tools_result(struct sess *, const char *id, const cJSON *logged);
+/*
+ * A client's logged answer (action, content: an object for accept) to an
+ * MCP server's question eid: passed on to the server while its call runs.
+ */
+void	tools_elicited(struct sess *, const char *eid, const char *action,
+	    const cJSON *content);
 /* The log is stored up to seq: calls whose tool_start it holds start. */
 void	tools_durable(struct sess *, uint64_t seq);
 /* 1 when every call in flight waits for an answer (the turn is parked). */

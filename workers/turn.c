@@ -930,6 +930,8 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	event_free(s->recover_ev);
 	s->recover_ev = NULL;
+	/* A question asked during a call died with the call. */
+	approve_clear_elicits(s);
 	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL || s->turn != NULL) {
 		turn_next(s);
 		return;
@@ -1023,9 +1025,12 @@ turn_resume(struct sess *s)
 static void
 turn_waiting(struct sess *s, cJSON *state)
 {
-	cJSON_AddItemToObject(state, "pendingApprovals", approve_pending(s, 0));
+	cJSON_AddItemToObject(state, "pendingApprovals", approve_pending(s,
+	    APPROVE_APPROVALS));
 	cJSON_AddItemToObject(state, "pendingClientCalls",
-	    approve_pending(s, 1));
+	    approve_pending(s, APPROVE_CALLS));
+	cJSON_AddItemToObject(state, "pendingElicitations",
+	    approve_pending(s, APPROVE_ELICITS));
 }
 
 const struct sess_agent turn_agent = {

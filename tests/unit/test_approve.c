@@ -242,6 +242,61 @@ START_TEST(client_call_closed)
 }
 END_TEST
 
+START_TEST(elicit_once)
+{
+	struct sess_result r;
+	cJSON *c = call("c5", "everything__ask"), *content, *q, *res;
+
+	ck_assert_uint_gt(approve_elicit(&fs.s, c, "c5.q1", "Your name?",
+	    "{\"type\":\"object\"}"), 0);
+	ck_assert_uint_gt(approve_elicit(&fs.s, c, "c5.q1", "Your name?",
+	    NULL), 0);
+	ck_assert_int_eq(fake_count("elicitation_request"), 1);
+	q = fake_logged("elicitation_request", 0);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(q,
+	    "toolCallId")), "c5");
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(q, "requestedSchema"));
+	ck_assert_int_eq(npending(APPROVE_ELICITS), 1);
+	/* Found by its own id only: the call's id is no question's. */
+	ck_assert(!approve_waits(&fs.s, "c5"));
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_elicit_answer(&fs.s, "c5.q1", "accept", NULL,
+	    "user", &r), -1);
+	ck_assert_str_eq(r.code, "BAD_REQUEST");
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_elicit_answer(&fs.s, "c5.q1", "maybe", NULL,
+	    "user", &r), -1);
+	content = cJSON_Parse("{\"name\":\"Ada\"}");
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_elicit_answer(&fs.s, "c5.q1", "decline",
+	    content, "user", &r), -1);
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_elicit_answer(&fs.s, "c5.q1", "accept",
+	    content, "user", &r), 1);
+	res = fake_logged("elicitation_result", 0);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
+	    cJSON_GetObjectItem(res, "content"), "name")), "Ada");
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_elicit_answer(&fs.s, "c5.q1", "cancel", NULL,
+	    "user", &r), 0);
+	ck_assert(r.duplicate);
+	ck_assert_int_eq(npending(APPROVE_ELICITS), 0);
+	/* A question left when its call is gone is closed, by parleyd. */
+	approve_elicit(&fs.s, c, "c5.q2", "Again?", NULL);
+	approve_request(&fs.s, c);
+	approve_clear_elicits(&fs.s);
+	ck_assert_int_eq(npending(APPROVE_ELICITS), 0);
+	ck_assert_int_eq(npending(APPROVE_APPROVALS), 1);
+	res = fake_logged("elicitation_result", 1);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(res,
+	    "by")), "parleyd");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(res,
+	    "action")), "cancel");
+	cJSON_Delete(content);
+	cJSON_Delete(c);
+}
+END_TEST
+
 START_TEST(result_body)
 {
 	cJSON *b = approve_result_body("a", "m-1", 2, "id", "t", 15, 1, "why",
@@ -288,6 +343,7 @@ main(void)
 	tcase_add_test(tc, close_and_clear);
 	tcase_add_test(tc, client_call_once);
 	tcase_add_test(tc, client_call_closed);
+	tcase_add_test(tc, elicit_once);
 	tcase_add_test(tc, result_body);
 	tcase_add_test(tc, summary_cut_whole);
 	suite_add_tcase(s, tc);
