@@ -16,6 +16,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "approve.h"
+#include "auditlog.h"
 #include "follow.h"
 #include "input.h"
 #include "sess.h"
@@ -194,6 +195,7 @@ input_autonomy(struct sess *s, struct sess_client *c, int role,
 		    "not be logged; it was not made, retry");
 		return;
 	}
+	auditlog_event(s, r->seq);
 	proto_set(s->meta, "autonomy", cJSON_CreateString(name));
 	sess_meta_save(s);
 	sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
