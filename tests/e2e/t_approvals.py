@@ -21,7 +21,7 @@
 #     not asked again, the approval runs echo exactly once, one done;
 #  g. approval-timeout: the call is answered APPROVAL_TIMEOUT;
 #  h. PROTOCOL.md's example client completes a turn that needs approval.
-import sys, os, signal
+import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
@@ -272,18 +272,7 @@ async def part_f(d):
     call = req["toolCallId"]
     last = max(e["seq"] for e in ev if "seq" in e)
     await ws.close()
-    old = d.workers_pids()
-    for p in old:
-        os.kill(p, signal.SIGKILL)
-    deadline = time.time() + 30
-    while True:
-        new = d.workers_pids()
-        if len(new) >= len(old) and not set(new) & set(old):
-            st, _, _ = d.http("GET", "/health/ready")
-            if st == 200:
-                break
-        check(time.time() < deadline, "workers not back after SIGKILL")
-        await asyncio.sleep(0.1)
+    d.kill_workers()
     ev2 = []
     ws, st = await open_stream(d, sid, last)
     pend = st.get("pendingApprovals") or []
