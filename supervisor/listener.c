@@ -276,6 +276,43 @@ authenticate(struct sup *sup, const struct http_request *req, char *scope,
 	return role;
 }
 
+/*
+ * GET /api/audit?sessionId=ID: into sid, the session whose worker answers
+ * it, as for /sessions/ID.  An audit trail is for the operator (admin)
+ * and for those the session was given to (a token scoped to it).
+ * -1 once answered with an error.
+ */
+static int
+audit_session(struct pending *p, int role, const char *scope, char *sid,
+    size_t sidlen)
+{
+	const struct http_request *req = &p->hp.req;
+	int rc;
+
+	if (strcmp(req->method, "GET") != 0) {
+		pending_error(p, 405, "BAD_REQUEST",
+		    "use GET /api/audit?sessionId=ID");
+		return -1;
+	}
+	rc = http_query_param(req->query, "sessionId", sid, sidlen);
+	if (rc == -1 || (rc == 0 && sid[0] == '\0')) {
+		pending_error(p, 400, "BAD_REQUEST", "parameter 'sessionId' is "
+		    "missing: GET /api/audit?sessionId=ID");
+		return -1;
+	}
+	if (rc != 0 || !store_valid_id(sid)) {
+		pending_error(p, 400, "BAD_REQUEST", "parameter 'sessionId' "
+		    "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
+		return -1;
+	}
+	if (role != IPC_ROLE_ADMIN && strcmp(scope, sid) != 0) {
+		pending_error(p, 403, "FORBIDDEN", "the audit trail needs the "
+		    "admin role or a token scoped to this session");
+		return -1;
+	}
+	return 0;
+}
+
 static void
 pending_dispatch(struct pending *p)
 {
@@ -366,6 +403,11 @@ pending_dispatch(struct pending *p)
 			return;
 		}
 		w = pool_route(sup, sid, 1);
+	} else if (strcmp(path, "/api/audit") == 0) {
+		if (audit_session(p, role, ic.scope, sid, sizeof(sid)) == -1)
+			return;
+		/* Draining: sessions this host holds still reach it. */
+		w = pool_route(sup, sid, !sup->draining);
 	} else if (strncmp(path, "/sessions/", 10) == 0) {
 		rest = strchr(path + 10, '/');
 		idlen = rest ? (size_t)(rest - (path + 10)) : strlen(path + 10);

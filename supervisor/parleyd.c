@@ -307,6 +307,27 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 }
 
 /*
+ * The workers append to audit-log as `user`: the file is made here, while
+ * root may still create it, and (own) given to that user as the log file
+ * is.  -1 with errno when it cannot be opened.
+ */
+static int
+audit_log_make(const char *path, int own, uid_t uid, gid_t gid)
+{
+	int fd;
+
+	if (path == NULL)
+		return 0;
+	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
+	    O_NOFOLLOW, 0640)) == -1)
+		return -1;
+	if (own && fchown(fd, uid, gid) == -1)
+		log_warn("audit-log %s: chown", path);
+	close(fd);
+	return 0;
+}
+
+/*
  * Started as root with `user`: hand state-dir (and what is under it), the
  * log file and the control socket to that user, then become it for good.
  * Returns -1 with err set.
@@ -363,6 +384,8 @@ drop_privileges(struct sup *sup, char *err, size_t errlen)
 	}
 	if (log_chown(pw->pw_uid, gid) == -1)
 		log_warn("log-file %s: chown", conf->log_file);
+	if (audit_log_make(conf->audit_log, 1, pw->pw_uid, gid) == -1)
+		log_warn("audit-log %s", conf->audit_log);
 	if (setgroups(1, &gid) == -1 || setresgid(gid, gid, gid) == -1 ||
 	    setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) == -1) {
 		snprintf(err, errlen, "cannot switch to user %s: %s",
@@ -452,6 +475,9 @@ main(int argc, char *argv[])
 	log_setformat(sup.conf->log_json ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT);
 	if (sup.conf->log_file != NULL && log_target(sup.conf->log_file) == -1)
 		fatal("log-file %s", sup.conf->log_file);
+	/* A worker that cannot open it would lose entries: say so now. */
+	if (audit_log_make(sup.conf->audit_log, 0, 0, 0) == -1)
+		fatal("audit-log %s", sup.conf->audit_log);
 	if (sup.conf->path == NULL)
 		log_info("no configuration file at %s: using built-in "
 		    "defaults, state in %s", path, sup.conf->state_dir);

@@ -36,13 +36,8 @@
 #include "parley/ctl.h"
 #include "parley/sse.h"
 #include "parley/util.h"
-
-/* Exit statuses, documented in parleyctl(8). */
-#define EXIT_ERR	1	/* the daemon answered an error */
-#define EXIT_USAGE	2
-#define EXIT_NOTFOUND	3	/* no such session */
-#define EXIT_UNAVAIL	69	/* EX_UNAVAILABLE: the daemon is out of reach */
-#define EXIT_TEMPFAIL	75	/* EX_TEMPFAIL: drain did not end in time */
+#include "ctl_audit.h"
+#include "parleyctl.h"
 
 #define CONNECT_MS	5000	/* connect(2) retries while the backlog is full */
 #define ANSWER_MS	30000	/* a whole answer, head and body */
@@ -53,26 +48,6 @@
 #define MAX_ANSWER	(64u << 20)
 #define MAX_EVENT	(16u << 20)	/* one SSE event */
 #define LOG_PAGE	500
-
-struct buf {
-	char		*p;
-	size_t		 len;
-	size_t		 cap;
-};
-
-/* One request and the answer being read. */
-struct hc {
-	int		 fd;
-	int		 status;
-	int		 chunked;
-	long long	 clen;		/* -1: the body ends at EOF */
-	uint64_t	 got;		/* body bytes decoded so far */
-	enum { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER } cstate;
-	uint64_t	 cleft;		/* bytes left in the current chunk */
-	int		 done;		/* the body is complete */
-	struct buf	 raw;		/* read, not yet decoded */
-	struct buf	 body;		/* decoded, not yet consumed */
-};
 
 enum { HC_OK, HC_CONNECT, HC_IO };
 
@@ -89,13 +64,6 @@ struct follow {
 	void		(*on_event)(void *, cJSON *, const char *data,
 			    size_t len, uint64_t seq);
 	void		*arg;
-};
-
-struct table {
-	size_t		 ncol;
-	size_t		 n;		/* cells */
-	size_t		 cap;
-	char		**cell;
 };
 
 struct line {
@@ -138,12 +106,11 @@ struct cmd {
 };
 
 static const char	*sockpath;
-static int		 jflag;
+int			 jflag;
 static char		 hc_err[512];
 static volatile sig_atomic_t interrupted;
 
 static int	usage(void);
-static int	usage_of(const char *);
 
 /* --- small helpers --- */
 
@@ -203,7 +170,7 @@ catch_sigint(void)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
-static void
+void
 flush_stdout(void)
 {
 	if (fflush(stdout) == EOF || ferror(stdout))
@@ -211,7 +178,7 @@ flush_stdout(void)
 }
 
 /* Percent-encodes a session id for a path: it may hold any byte. */
-static char *
+char *
 path_enc(const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -234,7 +201,7 @@ path_enc(const char *s)
 	return out;
 }
 
-static char *
+char *
 xprintf(const char *fmt, ...)
 {
 	va_list ap;
@@ -301,7 +268,7 @@ parse_dur(const char *s)
 	return (long long)(n * mul);
 }
 
-static int
+int
 parse_seq(const char *s, uint64_t *out)
 {
 	char *end;
@@ -311,6 +278,15 @@ parse_seq(const char *s, uint64_t *out)
 	errno = 0;
 	*out = strtoull(s, &end, 10);
 	return errno != 0 || *end != '\0' ? -1 : 0;
+}
+
+int
+opt_seq(const char *name, const char *arg, uint64_t *out)
+{
+	if (parse_seq(arg, out) == 0)
+		return 0;
+	warnx("bad --%s %s: a seq is a whole number", name, arg);
+	return -1;
 }
 
 /* Numbers as the daemon sent them: whole ones without a fraction. */
@@ -332,13 +308,13 @@ fmt_num(const cJSON *v)
 	return out[i];
 }
 
-static const cJSON *
+const cJSON *
 jget(const cJSON *o, const char *k)
 {
 	return cJSON_GetObjectItemCaseSensitive(o, k);
 }
 
-static const char *
+const char *
 jstr(const cJSON *o, const char *k)
 {
 	const char *s = cJSON_GetStringValue(jget(o, k));
@@ -346,7 +322,7 @@ jstr(const cJSON *o, const char *k)
 	return s != NULL ? s : "-";
 }
 
-static const char *
+const char *
 jnum(const cJSON *o, const char *k)
 {
 	return fmt_num(jget(o, k));
@@ -373,14 +349,14 @@ jseq(const cJSON *o)
 
 /* --- tables --- */
 
-static void
+void
 tbl_init(struct table *t, size_t ncol)
 {
 	memset(t, 0, sizeof(*t));
 	t->ncol = ncol;
 }
 
-static void
+void
 tbl_add(struct table *t, const char *s)
 {
 	if (t->n == t->cap) {
@@ -396,7 +372,7 @@ tbl_add(struct table *t, const char *s)
 }
 
 /* Columns padded to their widest cell, two spaces apart. */
-static void
+void
 tbl_print(struct table *t)
 {
 	size_t *w, i, c;
@@ -499,7 +475,7 @@ ctl_connect(void)
 	return fd;
 }
 
-static void
+void
 hc_close(struct hc *h)
 {
 	if (h->fd != -1)
@@ -794,7 +770,7 @@ unavailable(void)
  * One request and its whole answer: the status, the body in h->body.
  * Exits when the daemon cannot be reached or does not answer.
  */
-static int
+int
 request(struct hc *h, const char *method, const char *path,
     const char *body)
 {
@@ -808,7 +784,7 @@ request(struct hc *h, const char *method, const char *path,
 	return h->status;
 }
 
-static cJSON *
+cJSON *
 answer_json(struct hc *h)
 {
 	return cJSON_ParseWithLength(h->body.p ? h->body.p : "", h->body.len);
@@ -1119,7 +1095,7 @@ session_path(const char *sid, const char *sub)
 	return p;
 }
 
-static int
+int
 session_missing(struct hc *h, const char *sid)
 {
 	char *what = xprintf("session %s", sid);
@@ -1131,25 +1107,32 @@ session_missing(struct hc *h, const char *sid)
 	return rc;
 }
 
+int
+session_get(struct hc *h, char *path, const char *sid)
+{
+	int rc;
+
+	request(h, "GET", path, NULL);
+	free(path);
+	if (h->status == 200)
+		return 0;
+	rc = session_missing(h, sid);
+	hc_close(h);
+	return rc;
+}
+
 static int
 cmd_show(int argc, char **argv)
 {
 	struct hc h;
 	const cJSON *e;
 	cJSON *o;
-	char *path;
-	int i, w = 0;
+	int i, rc, w = 0;
 
 	if ((i = cmd_args(argc, argv, "session show", 1)) < 0)
 		return EXIT_USAGE;
-	path = session_path(argv[i], "");
-	request(&h, "GET", path, NULL);
-	free(path);
-	if (h.status != 200) {
-		i = session_missing(&h, argv[i]);
-		hc_close(&h);
-		return i;
-	}
+	if ((rc = session_get(&h, session_path(argv[i], ""), argv[i])) != 0)
+		return rc;
 	if (jflag)
 		print_raw(&h);
 	else if ((o = answer_json(&h)) == NULL)
@@ -1252,20 +1235,13 @@ pause_resume(int argc, char **argv, const char *cmd, const char *type,
 {
 	struct hc h;
 	cJSON *ev;
-	char *path;
 	int i, rc, handed;
 
 	if ((i = cmd_args(argc, argv, cmd, 1)) < 0)
 		return EXIT_USAGE;
 	/* POST .../messages would create a session that does not exist. */
-	path = session_path(argv[i], "");
-	request(&h, "GET", path, NULL);
-	free(path);
-	if (h.status != 200) {
-		rc = session_missing(&h, argv[i]);
-		hc_close(&h);
+	if ((rc = session_get(&h, session_path(argv[i], ""), argv[i])) != 0)
 		return rc;
-	}
 	hc_close(&h);
 	ev = client_event(type, argv[i]);
 	rc = post_event(argv[i], ev, &handed);
@@ -1533,11 +1509,8 @@ cmd_log(int argc, char **argv)
 	while ((ch = getopt_long(argc, argv, "f", lo, NULL)) != -1)
 		switch (ch) {
 		case 'F':
-			if (parse_seq(optarg, &last) == -1) {
-				warnx("bad --from %s: a seq is a whole number",
-				    optarg);
+			if (opt_seq("from", optarg, &last) == -1)
 				return EXIT_USAGE;
-			}
 			break;
 		case 'f':
 			follow = 1;
@@ -1553,13 +1526,8 @@ cmd_log(int argc, char **argv)
 		    LOG_PAGE);
 		path = session_path(sid, sub);
 		free(sub);
-		request(&h, "GET", path, NULL);
-		free(path);
-		if (h.status != 200) {
-			rc = session_missing(&h, sid);
-			hc_close(&h);
+		if ((rc = session_get(&h, path, sid)) != 0)
 			return rc;
-		}
 		if (print_page(h.body.p, h.body.len, &last, &n) == -1)
 			errx(EXIT_ERR, "session %s: the log page is not a "
 			    "JSON array of events", sid);
@@ -2175,6 +2143,7 @@ static const struct cmd cmds[] = {
 	{ "session kill", "id", cmd_kill },
 	{ "session pause", "id", cmd_pause },
 	{ "session resume", "id", cmd_resume },
+	{ "audit", "[--after seq] [--limit number] [--json] id", cmd_audit },
 	{ "chat", "id", cmd_chat },
 	{ "reload", "[--json]", cmd_reload },
 	{ "drain", "[--quiet] [--timeout duration]", cmd_drain },
@@ -2204,7 +2173,7 @@ usage(void)
 	return EXIT_USAGE;
 }
 
-static int
+int
 usage_of(const char *name)
 {
 	size_t i;

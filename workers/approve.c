@@ -17,6 +17,7 @@
 #include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
+#include "auditlog.h"
 #include "sess.h"
 
 #define MAX_ANSWERED	64	/* ids of answered calls kept for duplicates */
@@ -237,7 +238,7 @@ audit_log(struct sess *s, const cJSON *w, const char *decision,
 	cJSON_AddStringToObject(b, "timestamp", ts);
 	if (cJSON_IsNumber(cJSON_GetObjectItem(w, "ts")))
 		cJSON_AddNumberToObject(b, "askedAt", proto_count(w, "ts"));
-	return sess_emit(s, "audit_entry", b);
+	return auditlog_event(s, sess_emit(s, "audit_entry", b));
 }
 
 void

@@ -34,10 +34,16 @@ struct conn_handler {
 		    const struct sess_result *);
 };
 
-/* A GET .../log answer being read from the log. */
+/* A GET .../log or /api/audit answer being read from the log. */
 struct conn_page {
 	struct evbuffer	*out;
 	int		 n;
+	int		 audit;		/* only the audit trail's events */
+	int		 want;		/* audit: entries at most */
+	int		 more;		/* audit: stopped before the end */
+	uint64_t	 next;		/* audit: read up to this seq */
+	uint64_t	 end;		/* audit: the log's end at the start */
+	size_t		 scanned;	/* audit: bytes read */
 };
 
 struct conn {

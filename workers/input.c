@@ -17,6 +17,7 @@
 #include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
+#include "auditlog.h"
 #include "ctool.h"
 #include "follow.h"
 #include "input.h"
@@ -264,6 +265,7 @@ input_autonomy(struct sess *s, struct sess_client *c, int role,
 		    "not be logged; it was not made, retry");
 		return;
 	}
+	auditlog_event(s, r->seq);
 	proto_set(s->meta, "autonomy", cJSON_CreateString(name));
 	sess_meta_save(s);
 	sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);

@@ -19,6 +19,7 @@
 #include "parley/proto.h"
 #include "parley/store.h"
 #include "parley/util.h"
+#include "auditlog.h"
 #include "conn.h"
 #include "deliver.h"
 #include "input.h"
@@ -380,6 +381,8 @@ session_error(struct conn *c, const char *err, const char *sid)
 }
 
 #define PAGE_BYTES	(4u * 1024 * 1024)	/* a page stops past this */
+#define AUDIT_SCAN	10000		/* events one audit page reads */
+#define AUDIT_SCAN_BYTES (16u * 1024 * 1024)	/* and their bytes */
 
 static int
 page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
@@ -387,11 +390,27 @@ page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 	struct conn *c = arg;
 	struct conn_page *p = c->page;
 
+	if (p->audit) {
+		/* The trail is a few events among many: the read is bounded
+		 * by what it reads, the page by what it keeps. */
+		if (!auditlog_type(json, len)) {
+			p->next = seq;
+			p->scanned += len;
+			return p->scanned >= AUDIT_SCAN_BYTES;
+		}
+		if (p->n == p->want) {
+			p->more = 1;
+			return 1;
+		}
+		p->next = seq;
+		p->scanned += len;
+	}
 	if (p->n++ > 0)
 		evbuffer_add(p->out, ",", 1);
 	evbuffer_add(p->out, json, len);
 	/* Large events make a short page; the client pages on with after. */
-	return evbuffer_get_length(p->out) >= PAGE_BYTES;
+	return evbuffer_get_length(p->out) >= PAGE_BYTES ||
+	    (p->audit && p->scanned >= AUDIT_SCAN_BYTES);
 }
 
 static void
@@ -409,7 +428,15 @@ page_done(void *arg, ssize_t n)
 		conn_http_error(c, 500, "INTERNAL",
 		    "the log could not be read");
 	} else {
-		evbuffer_add(p->out, "]", 1);
+		/* More only past what this read got to: a read that got
+		 * nothing would be asked again forever. */
+		if (p->audit)
+			evbuffer_add_printf(p->out, "],\"next\":%llu,"
+			    "\"more\":%s}", (unsigned long long)p->next,
+			    p->more || (n > 0 && p->next < p->end) ? "true" :
+			    "false");
+		else
+			evbuffer_add(p->out, "]", 1);
 		len = evbuffer_get_length(p->out);
 		body = (char *)evbuffer_pullup(p->out, -1);
 		conn_respond(c, 200, body, len, NULL);
@@ -423,27 +450,60 @@ page_done(void *arg, ssize_t n)
 		conn_settle(c);
 }
 
-static void
-get_log(struct conn *c, struct sess *s)
+/*
+ * A page of the log for c, from its ?after=N (default 0) and ?limit=L
+ * (1 to 1000, default 100); NULL once answered with an error.
+ */
+static struct conn_page *
+page_new(struct conn *c, uint64_t *after, uint64_t *limit)
 {
 	const struct http_request *r = &c->hp.req;
 	struct conn_page *p;
-	uint64_t after = 0, limit = 100;
 
-	if (query_u64(r, "after", &after) == -1 ||
-	    query_u64(r, "limit", &limit) == -1 || limit == 0 || limit > 1000) {
+	*after = 0;
+	*limit = 100;
+	if (query_u64(r, "after", after) == -1 ||
+	    query_u64(r, "limit", limit) == -1 || *limit == 0 ||
+	    *limit > 1000) {
 		conn_http_error(c, 400, "BAD_REQUEST",
 		    "after must be a seq (a whole "
 		    "number) and limit a whole number from 1 to 1000");
-		return;
+		return NULL;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL ||
 	    (p->out = evbuffer_new()) == NULL) {
 		free(p);
 		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
-		return;
+		return NULL;
 	}
-	evbuffer_add(p->out, "[", 1);
+	return p;
+}
+
+/*
+ * GET /sessions/ID/log: a JSON array of the events after seq N, at most L.
+ * audit, GET /api/audit?sessionId=ID: of those, only the audit_entry and
+ * autonomy_changed events, with where to go on (the supervisor checked
+ * the role and the scope).
+ */
+static void
+get_page(struct conn *c, struct sess *s, int audit)
+{
+	struct conn_page *p;
+	uint64_t after, limit;
+
+	if ((p = page_new(c, &after, &limit)) == NULL)
+		return;
+	if (audit) {
+		p->audit = 1;
+		p->want = (int)limit;
+		p->next = after;
+		p->end = deliver_last(&s->feed);
+		limit = AUDIT_SCAN;
+		/* A session id needs no escaping (store_valid_id). */
+		evbuffer_add_printf(p->out, "{\"sessionId\":\"%s\","
+		    "\"entries\":[", s->id);
+	} else
+		evbuffer_add(p->out, "[", 1);
 	c->page = p;
 	/* page_done may answer inside the call: the caller settles. */
 	deliver_read(&c->sub, &s->feed, after, (size_t)limit, page_cb,
@@ -661,6 +721,11 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	size_t n;
 
 	*create = 0;
+	/* The supervisor routed it by ?sessionId=, which it checked. */
+	if (strcmp(path, "/api/audit") == 0) {
+		snprintf(sid, sidlen, "%s", c->ic.session);
+		return store_valid_id(sid);
+	}
 	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
 		if (c->ic.role == IPC_ROLE_OBSERVER || !c->ic.session[0])
 			return 0;
@@ -749,6 +814,33 @@ delete_session(struct conn *c, struct sess *s)
 		post_reply(c, s, &res);
 }
 
+/*
+ * A request about session sid reached a worker that is leaving and does
+ * not hold it: 1 once handed back to the supervisor, which finds the new
+ * owner, or answered.
+ */
+static int
+route_leaving(struct conn *c, const char *sid, const unsigned char *raw,
+    size_t rawlen)
+{
+	if ((!c->wk->draining && !c->wk->terminating) ||
+	    sess_find(c->wk, sid) != NULL)
+		return 0;
+	if (raw != NULL && c->wk->draining) {
+		int fd = dup(bufferevent_getfd(c->bev));
+		struct ipc_conn ic = c->ic;
+
+		snprintf(ic.session, sizeof(ic.session), "%s", sid);
+		ic.flags = IPC_CONN_F_NOT_HELD;
+		if (fd != -1)
+			wk_reroute(c->wk, fd, &ic, raw, rawlen);
+		c->closing = c->close_sent = c->freeing = 1;
+		return 1;
+	}
+	conn_http_error(c, 503, "OVERLOADED", "worker restarting; retry");
+	return 1;
+}
+
 static void
 route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 {
@@ -775,6 +867,18 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			create_session(c);
 		return;
 	}
+	if (strcmp(path, "/api/audit") == 0) {
+		if (route_leaving(c, c->ic.session, raw, rawlen))
+			return;
+		if (strcmp(r->method, "GET") != 0)
+			conn_http_error(c, 405, "BAD_REQUEST", "use GET");
+		else if ((s = sess_get(c->wk, c->ic.session, 0, NULL, NULL,
+		    &err)) == NULL)
+			session_error(c, err, c->ic.session);
+		else
+			get_page(c, s, 1);
+		return;
+	}
 	if (strncmp(path, "/sessions/", 10) != 0) {
 		conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
 		return;
@@ -788,24 +892,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 	sid[n] = '\0';
 	if (path[10 + n] == '/')
 		sub = path + 10 + n + 1;
-	if ((c->wk->draining || c->wk->terminating) &&
-	    sess_find(c->wk, sid) == NULL) {
-		/* This worker is leaving: the supervisor finds the new owner. */
-		if (raw != NULL && c->wk->draining) {
-			int fd = dup(bufferevent_getfd(c->bev));
-			struct ipc_conn ic = c->ic;
-
-			snprintf(ic.session, sizeof(ic.session), "%s", sid);
-			ic.flags = IPC_CONN_F_NOT_HELD;
-			if (fd != -1)
-				wk_reroute(c->wk, fd, &ic, raw, rawlen);
-			c->closing = c->close_sent = c->freeing = 1;
-			return;
-		}
-		conn_http_error(c, 503, "OVERLOADED",
-		    "worker restarting; retry");
+	if (route_leaving(c, sid, raw, rawlen))
 		return;
-	}
 	if (sub == NULL) {
 		if (strcmp(r->method, "GET") == 0) {
 			if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)))
@@ -888,7 +976,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL)
 			session_error(c, err, sid);
 		else
-			get_log(c, s);
+			get_page(c, s, 0);
 		return;
 	}
 	if (strcmp(sub, "control") == 0) {

@@ -22,6 +22,7 @@
 #include "parley/util.h"
 #include "parley/worker.h"
 #include "parley/ws.h"
+#include "auditlog.h"
 #include "conn.h"
 #include "deliver.h"
 #include "follow.h"
@@ -70,6 +71,7 @@ wk_exit(struct wk *wk, int code)
 	event_free(wk->exit_ev);
 	event_free(wk->sigterm_ev);
 	event_base_free(wk->base);
+	auditlog_close();
 	config_free(wk->conf);
 	free(wk);
 	exit(code);
@@ -245,6 +247,8 @@ wk_log(const struct ipc_log *l)
 	}
 	if (l->reopen && log_reopen() == -1)
 		log_warn("reopening the log file");
+	if (l->reopen)
+		auditlog_reopen();
 	return 0;
 }
 
@@ -463,6 +467,9 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	}
 	if ((wk->chan = ipc_chan_new(wk->base, ipc_fd, wk_msg, wk)) == NULL)
 		fatalx("ipc channel");
+	/* The supervisor made it ours; a failure is logged and costs the
+	 * file its entries, not the sessions their work. */
+	auditlog_open(conf->audit_log);
 	if ((wk->llm = llm_ctx_new(wk->base)) == NULL ||
 	    (wk->mcp = mcp_ctx_new(wk->base, conf)) == NULL)
 		fatalx("llm or mcp context: out of memory");

@@ -21,7 +21,7 @@
 #     not asked again, the approval runs echo exactly once, one done;
 #  g. approval-timeout: the call is answered APPROVAL_TIMEOUT;
 #  h. PROTOCOL.md's example client completes a turn that needs approval.
-import sys, os, signal
+import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
@@ -266,7 +266,7 @@ async def part_f(d):
     call = req["toolCallId"]
     last = max(e["seq"] for e in ev if "seq" in e)
     await ws.close()
-    await kill_workers(d)
+    d.kill_workers()
     ev2 = []
     ws, st = await open_stream(d, sid, last)
     pend = st.get("pendingApprovals") or []

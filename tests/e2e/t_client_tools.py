@@ -177,7 +177,7 @@ async def part_c(d):
     ws, call = await asked(d, sid, ev)
     first = min(e["seq"] for e in ev if "seq" in e)
     await ws.close()
-    await kill_workers(d)
+    d.kill_workers()
     ev2 = []
     ws, st = await open_stream(d, sid, first - 1)
     pend = st.get("pendingClientCalls") or []
@@ -289,7 +289,7 @@ async def kill_while_running(d, sid, ws, ev):
     await until(ws, "tool_start", lambda e: e.get("type") == "tool_start", ev)
     await ws.close()
     await asyncio.sleep(0.5)
-    await kill_workers(d)
+    d.kill_workers()
     ws, _ = await open_stream(d, sid, 0)
     await until(ws, "done", is_done, [], timeout=60)
     await ws.close()

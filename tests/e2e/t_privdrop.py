@@ -8,7 +8,8 @@
 # another uid is refused: by the socket's mode, and, on a socket of mode
 # 0666, by parleyd's SO_PEERCRED check, while nobody itself and a member
 # of nogroup are let in.  A reload that needs a port below 1024 fails and
-# the running configuration stays.
+# the running configuration stays.  The audit-log, in a directory of
+# root's, is made before the drop and given to nobody.
 import sys, os, signal, stat, pwd, grp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -111,6 +112,9 @@ def nogroup():
 async def dropped(gname, gid):
     d = Daemon(extra="user nobody\ngroup %s\n" % gname, workers=2)
     open_tmp(d)
+    audit = os.path.join(d.tmp, "audit.jsonl")
+    d.extra += "audit-log %s\n" % audit
+    d.write_conf()
     nobody = pwd.getpwnam("nobody").pw_uid
     with with_daemon(d):
         pids = [d.proc.pid] + d.workers_pids()
@@ -143,6 +147,21 @@ async def dropped(gname, gid):
                 p = os.path.join(root, n)
                 check(os.lstat(p).st_uid == nobody, "%s owned by uid %d, "
                       "want nobody" % (p, os.lstat(p).st_uid))
+
+        # The audit-log, in a directory of root's: made before the drop
+        # and given to nobody, as whom the workers append to it.
+        s, js = d.http_json("POST", "/sessions/pd-1/messages", {
+            "v": 1, "type": "set_autonomy", "level": "MANUAL"})
+        check(s == 202, "set_autonomy -> %s %s" % (s, js))
+        au = os.stat(audit)
+        check(au.st_uid == nobody and au.st_gid == gid and
+              stat.S_IMODE(au.st_mode) == 0o640, "audit-log %d:%d mode %o, "
+              "want %d:%d 640" % (au.st_uid, au.st_gid,
+                                  stat.S_IMODE(au.st_mode), nobody, gid))
+        with open(audit) as f:
+            lines = [json.loads(ln) for ln in f]
+        check([(e["type"], e["level"]) for e in lines] ==
+              [("autonomy_changed", "MANUAL")], "audit-log %s" % lines)
 
         rc, out, err = d.ctl("status", check_rc=0)
         # Refused by the socket's mode 0660 before parleyd sees it.

@@ -207,6 +207,22 @@ class Daemon:
     def signal(self, sig):
         self.proc.send_signal(sig)
 
+    def kill_workers(self, timeout=30):
+        """SIGKILL every worker; returns once as many new ones are up and
+        /health says every worker is ready."""
+        old = self.workers_pids()
+        for p in old:
+            os.kill(p, signal.SIGKILL)
+        deadline = time.time() + timeout
+        while True:
+            new = self.workers_pids()
+            if len(new) >= len(old) and not set(new) & set(old):
+                st, _, _ = self.http("GET", "/health")
+                if st == 200:
+                    return
+            check(time.time() < deadline, "workers not back after SIGKILL")
+            time.sleep(0.1)
+
     def stop(self):
         """SIGTERM, wait, SIGKILL after 10 s; returns the exit status."""
         if self.proc is None or self.proc.poll() is not None:
@@ -831,22 +847,6 @@ def post_message(d, sid, body, token):
     body = dict(body, v=1, sessionId=sid)
     return d.http_json("POST", "/sessions/%s/messages" % sid, body,
                        headers={"Authorization": "Bearer " + token})
-
-
-async def kill_workers(d):
-    """SIGKILLs every worker of d; returns once new ones are ready."""
-    old = d.workers_pids()
-    for p in old:
-        os.kill(p, signal.SIGKILL)
-    deadline = time.time() + 30
-    while True:
-        new = d.workers_pids()
-        if len(new) >= len(old) and not set(new) & set(old):
-            st, _, _ = d.http("GET", "/health/ready")
-            if st == 200:
-                return
-        check(time.time() < deadline, "workers not back after SIGKILL")
-        await asyncio.sleep(0.1)
 
 
 def of_type(events, t):
