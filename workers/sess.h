@@ -198,7 +198,10 @@ struct sess_agent {
 	void	(*flush)(struct sess *);	/* log what is coalesced */
 	void	(*drop)(struct sess *);		/* stop the turn, log nothing */
 	void	(*durable)(struct sess *, uint64_t seq); /* stored up to seq */
-	/* adds pendingApprovals and pendingClientCalls to a session_state */
+	/* 1 while its turn works here; a turn that only waits for answers
+	 * does not, and may leave memory (its meta says where it waits) */
+	int	(*busy)(const struct sess *);
+	/* adds the pending requests' lists to a session_state */
 	void	(*waiting)(struct sess *, cJSON *state);
 };
 

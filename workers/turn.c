@@ -725,8 +725,10 @@ turn_model(struct sess *s)
 static void
 turn_stepped(struct sess *s, int answered)
 {
-	if (!answered && tools_parked(s->turn) != s->turn->parked)
+	if (!answered && tools_parked(s->turn) != s->turn->parked) {
 		turn_checkpoint(s);
+		sess_check_idle(s);
+	}
 	if (answered) {
 		sess_emit(s, "agent_state", sess_agent_json(s, "thinking"));
 		turn_model(s);
@@ -1021,6 +1023,17 @@ turn_resume(struct sess *s)
 		turn_next(s);
 }
 
+/*
+ * A turn works here unless it only waits for answers (parked): then its
+ * session may leave memory, and the answer, or a client, brings it back
+ * (turn_resume waits on, and a timeout that passed meanwhile fires).
+ */
+static int
+turn_busy(const struct sess *s)
+{
+	return s->turn != NULL && !tools_parked(s->turn);
+}
+
 /* What waits for someone, for session_state. */
 static void
 turn_waiting(struct sess *s, cJSON *state)
@@ -1040,4 +1053,5 @@ const struct sess_agent turn_agent = {
 	.drop = turn_drop,
 	.durable = tools_durable,
 	.waiting = turn_waiting,
+	.busy = turn_busy,
 };

@@ -39,12 +39,12 @@ CALLS = [{"name": SUM, "arguments": {"a": 2, "b": 3}},
          {"name": ECHO, "arguments": {"message": "approved-echo"}}]
 
 
-def daemon(mcp, extra=""):
+def daemon(mcp, extra="", **kw):
     tokens = ("token %s role user\ntoken %s role observer\n"
               "token %s role agent\n" % (USER, OBS, AGENT))
     return Daemon(extra=mcp + tokens + extra, default="tooly", token=ADMIN,
                   providers=provider_block("tooly", script_tool(CALLS),
-                                           chunk=16))
+                                           chunk=16), **kw)
 
 
 async def until(ws, what, pred, into, timeout=30):
@@ -308,6 +308,53 @@ async def part_g(mcp):
         check(au and au[0]["decision"] == "timeout", "audit %s" % au)
 
 
+async def part_i(mcp):
+    """Waiting sessions leave memory under idle-timeout; an answer, or a
+    client, brings one back: approved, the tool runs once; past its
+    approval-timeout, it is answered timeout on its return."""
+    d = daemon(mcp, "approval-timeout 3s\n", idle_timeout="1s")
+    with with_daemon(d):
+        await wait_mcp(d, "ap-i-warm")
+        ev, ev2 = [], []
+        ws, req = await ask(d, "ap-i", ev)
+        await ws.close()
+        ws, req2 = await ask(d, "ap-i2", ev2)
+        await ws.close()
+        asked = time.time()
+        deadline = time.time() + 15
+        while True:
+            st, js = d.http_json("GET", "/api/info", headers={
+                "Authorization": "Bearer " + ADMIN})
+            if js.get("activeSessions") == 0:
+                break
+            check(time.time() < deadline, "waiting sessions stay in "
+                  "memory: %s" % js)
+            await asyncio.sleep(0.2)
+        check(time.time() - asked < 2.5, "left memory only after %.1f s"
+              % (time.time() - asked))
+        s, js = answer(d, "ap-i", req["toolCallId"], "approve")
+        check(s == 202, "approve of a session out of memory -> %s %s"
+              % (s, js))
+        await asyncio.sleep(max(0, 3.5 - (time.time() - asked)))
+        for sid, want in (("ap-i", None), ("ap-i2", "APPROVAL_TIMEOUT")):
+            ws, _ = await open_stream(d, sid, 0)
+            await until(ws, "done of %s" % sid, is_done, [])
+            await ws.close()
+            log = d.log_events(sid)
+            res = [e for e in log if e["type"] == "tool_result" and
+                   e.get("tool") == ECHO]
+            got = (res[0].get("error") or {}).get("code") if res else "-"
+            check(len(res) == 1 and got == want, "%s: echo results %s"
+                  % (sid, res))
+            starts = [e for e in log if e["type"] == "tool_start" and
+                      e.get("tool") == ECHO]
+            check(len(starts) == (1 if want is None else 0),
+                  "%s: echo started %d times" % (sid, len(starts)))
+            check(sum(map(is_done, log)) == 1 and not [
+                e for e in log if e["type"] == "error"],
+                "%s: %s" % (sid, [short(e) for e in log]))
+
+
 def part_h(d):
     src = open(os.path.join(E2E, "js", "protocol_example.js")).read()
     env = dict(os.environ, NODE_PATH=os.path.join(E2E, "node_modules"))
@@ -340,6 +387,8 @@ async def main():
             part_h(d)
         print("-- part_g", flush=True)
         await part_g(mcp.replace("max-autonomy SUPERVISED\n", ""))
+        print("-- part_i", flush=True)
+        await part_i(mcp.replace("max-autonomy SUPERVISED\n", ""))
     finally:
         srv.stop()
 
