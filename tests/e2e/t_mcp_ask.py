@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # MCP servers that ask: requests a server sends the client in the middle
 # of a tools/call, inside that call's event stream, answered by parleyd
-# (workers/mcp.c) with a POST of its own rather than left to time out.
+# (workers/mcp_ask.c) with a POST of its own rather than left to time out.
 #   - server-everything's trigger-elicitation-request (offered only to a
 #     client that declares the elicitation capability, as parleyd does):
 #     elicitation/create, declined at once since the turn asks nobody yet,
