@@ -1,5 +1,5 @@
 /*
- * mcp_probe: drives Parley's MCP client (workers/mcp.c on a libevent loop,
+ * mcp_probe: drives Parley's MCP client (workers/mcp*.c on a libevent loop,
  * exactly as a worker does) against one server, for conformance tests:
  *
  *	mcp_probe [-t SECONDS] [-c TOOL [-a ARGS_JSON] [-e SUBSTRING]] URL
@@ -10,11 +10,13 @@
  * SUBSTRING.  Exits 0 on success, 1 with a "mcp_probe: FAIL ..." line
  * otherwise.  URL comes last because the conformance runner appends it.
  *
- * It includes mcp.c rather than linking it, like the unit tests do, to see
+ * It includes mcp*.c rather than linking them, like the unit tests do, to see
  * whether the server reached the ready state: the public API only says
  * "settled", which a failed initialize also is.
  */
 #include "../workers/mcp.c"
+#include "../workers/mcp_xfer.c"
+#include "../workers/mcp_ask.c"
 
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 /*
  * A libcurl multi handle driven by a libevent loop through
  * curl_multi_socket_action (one event per socket, one timer), so no
- * transfer ever blocks the loop.  Shared by llm_http.c and mcp.c.
+ * transfer ever blocks the loop.  Shared by llm_http.c and mcp*.c.
  *
  * Each finished transfer is handed to the done callback after
  * curl_multi_socket_action has returned, so that callback may remove,

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # MCP servers that ask: requests a server sends the client in the middle
 # of a tools/call, inside that call's event stream, answered by parleyd
-# (workers/mcp.c) with a POST of its own rather than left to time out.
+# (workers/mcp_ask.c) with a POST of its own rather than left to time out.
 #   - js/mcp_ask_server.mjs (the MCP TypeScript SDK): ping-client sends a
 #     ping, answered with an empty result; sample and list-roots send
 #     sampling/createMessage and roots/list, answered "method not found"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The MCP project's conformance suite (@modelcontextprotocol/conformance,
 # client mode) against Parley's MCP client, driven by tests/mcp_probe (the
-# client of workers/mcp.c on a libevent loop, as a worker runs it).  The
+# client of workers/mcp*.c on a libevent loop, as a worker runs it).  The
 # runner starts a scenario server, runs the probe with the server's URL and
 # checks what the server saw.
 #

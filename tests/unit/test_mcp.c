@@ -1,5 +1,5 @@
 /*
- * Unit tests for the MCP client (workers/mcp.c), against a fake MCP server
+ * Unit tests for the MCP client (workers/mcp*.c), against a fake MCP server
  * of our own on libevent's evhttp, in-process and on the same event loop,
  * bound to 127.0.0.1 on a free port.
  */
@@ -19,6 +19,8 @@
 #include <event2/listener.h>
 
 #include "../../workers/mcp.c"
+#include "../../workers/mcp_xfer.c"
+#include "../../workers/mcp_ask.c"
 #include "check_main.h"
 
 #define MAXREQ	64
@@ -1234,7 +1236,7 @@ START_TEST(test_asks_bounded)
 	}
 	ck_assert_uint_eq(fx.ctx->nasks, MCP_MAX_ASKS);
 	/* ...and answered; while those are in flight, no more. */
-	asks_run(fx.ctx);
+	ask_run(fx.ctx);
 	ck_assert_uint_eq(fx.ctx->nasks, 0);
 	ck_assert_uint_eq(fx.ctx->nanswers, MCP_MAX_ASKS);
 	ck_assert_uint_eq(write_cb(ev, 1, strlen(ev), x), strlen(ev));
