@@ -597,3 +597,11 @@ approve_clear_elicits(struct sess *s)
 			}
 	}
 }
+
+int
+approve_known(struct sess *s, const char *id)
+{
+	cJSON *w;
+
+	return waiting_find(s, id, &w) >= 0 || was_answered(s, id);
+}

@@ -106,6 +106,8 @@ uint64_t	 approve_elicit(struct sess *, const cJSON *call,
 int		 approve_elicit_answer(struct sess *, const char *eid,
 		    const char *action, const cJSON *content, const char *by,
 		    struct sess_result *);
+/* 1 when call id waits for an answer or was answered lately. */
+int		 approve_known(struct sess *, const char *id);
 /* Every question still pending is closed (its call is gone). */
 void		 approve_clear_elicits(struct sess *);
 

@@ -447,15 +447,46 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	turn_end(s, "error", b, NULL);
 }
 
+/* 1 when list (steps, or a step's calls) names call id. */
+static int
+calls_name(const cJSON *list, const char *id)
+{
+	const cJSON *e, *c;
+	const char *x;
+
+	cJSON_ArrayForEach(e, list) {
+		x = cJSON_GetStringValue(cJSON_GetObjectItem(e, "id"));
+		if (x != NULL && strcmp(x, id) == 0)
+			return 1;
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(e, "calls")) {
+			x = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
+			if (x != NULL && strcmp(x, id) == 0)
+				return 1;
+		}
+	}
+	return 0;
+}
+
 static void
 on_tool_call(void *arg, const char *id, const char *name, const char *args)
 {
 	struct sess *s = arg;
+	struct turn *t = s->turn;
+	char uniq[128];
 	cJSON *c;
 
-	if (s->turn == NULL)
+	if (t == NULL)
 		return;
 	call_byte(s);
+	/* Ids the provider made up (or a server that numbers from 1 each
+	 * time) repeat across steps and turns; answers go by id, so a repeat
+	 * gets a name of its own, as the model APIs allow ids to be. */
+	if (calls_name(t->steps, id) || calls_name(t->calls, id) ||
+	    approve_known(s, id)) {
+		snprintf(uniq, sizeof(uniq), "%.64s_%llu_%u", id,
+		    (unsigned long long)t->input_seq, t->model_calls);
+		id = uniq;
+	}
 	c = cJSON_CreateObject();
 	cJSON_AddStringToObject(c, "id", id);
 	cJSON_AddStringToObject(c, "name", name);

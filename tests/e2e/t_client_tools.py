@@ -169,6 +169,28 @@ async def part_b(d):
     log = d.log_events(sid)
     check(len([e for e in log if e["type"] == "tool_result"]) == 1,
           "the second answer changed the log")
+    # The model numbers its calls from 1 each turn: the next turn's call
+    # gets an id of its own, so a late answer to the first one is a
+    # duplicate and not taken as this one's.
+    ev = []
+    await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid,
+                       "message": "read it again"})
+    call2 = await until(ws, "second mcp_call", lambda e: e.get("type") ==
+                        "mcp_call", ev)
+    check(call2["toolCallId"] != call["toolCallId"],
+          "the second turn's call reuses id %s" % call["toolCallId"])
+    s, js = post(d, sid, {"type": "mcp_result",
+                          "toolCallId": call["toolCallId"], "result": "late"})
+    check(s == 200 and js.get("duplicate") is True,
+          "a late answer to the first call -> %s %s" % (s, js))
+    s, js = post(d, sid, {"type": "mcp_result",
+                          "toolCallId": call2["toolCallId"],
+                          "result": "second"})
+    check(s == 202, "answer to the second call -> %s %s" % (s, js))
+    await until(ws, "second done", is_done, ev)
+    res = [e for e in of_type(ev, "tool_result") if e.get("tool") == READ]
+    check(len(res) == 1 and res[0]["result"] == "second",
+          "second turn's result %s" % res)
     await ws.close()
 
 
