@@ -201,6 +201,20 @@ proto_set(cJSON *o, const char *key, cJSON *item)
 		cJSON_AddItemToObject(o, key, item);
 }
 
+/* 1 when array holds the string s (NULL: never). */
+int
+proto_holds(const cJSON *array, const char *s)
+{
+	const cJSON *e;
+
+	if (s == NULL)
+		return 0;
+	cJSON_ArrayForEach(e, array)
+		if (cJSON_IsString(e) && strcmp(e->valuestring, s) == 0)
+			return 1;
+	return 0;
+}
+
 cJSON *
 proto_head(const char *type, const char *sid)
 {

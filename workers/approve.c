@@ -23,6 +23,8 @@
 #define MAX_ANSWERED	64	/* ids of answered calls kept for duplicates */
 #define SUMMARY_ARGS	96	/* bytes of the arguments in a summary */
 
+static uint64_t	wait_keep(struct sess *, cJSON *, const char *kind,
+		    const cJSON *full, uint64_t ts);
 static uint64_t	result_log(struct sess *, int, cJSON *, int is_error,
 		    const char *text, const char *code, cJSON **logged);
 static uint64_t	elicit_log(struct sess *, int, cJSON *, const char *action,
@@ -111,12 +113,7 @@ answered(struct sess *s, int i, const char *id)
 static int
 was_answered(struct sess *s, const char *id)
 {
-	cJSON *e;
-
-	cJSON_ArrayForEach(e, meta_array(s, "answered"))
-		if (cJSON_IsString(e) && strcmp(e->valuestring, id) == 0)
-			return 1;
-	return 0;
+	return proto_holds(meta_array(s, "answered"), id);
 }
 
 /*
@@ -164,14 +161,22 @@ ask(struct sess *s, const char *type, cJSON *b, const char *kind,
 		cJSON_Delete(w);
 		return 0;
 	}
+	return wait_keep(s, w, kind, full, now);
+}
+
+/* Meta's waiting list takes w (consumed), asked at ts; returns ts. */
+static uint64_t
+wait_keep(struct sess *s, cJSON *w, const char *kind, const cJSON *full,
+    uint64_t ts)
+{
 	if (kind != NULL)
 		cJSON_AddStringToObject(w, "kind", kind);
 	if (full != NULL)
 		cJSON_AddItemToObject(w, "fullName", cJSON_Duplicate(full, 1));
-	cJSON_AddNumberToObject(w, "ts", (double)now);
+	cJSON_AddNumberToObject(w, "ts", (double)ts);
 	cJSON_AddItemToArray(meta_array(s, "waiting"), w);
 	sess_meta_save(s);
-	return now;
+	return ts;
 }
 
 /* "tool(arguments…)", a line a person can decide on. */
@@ -372,14 +377,7 @@ approve_clear(struct sess *s)
 int
 approve_always(struct sess *s, const char *tool)
 {
-	cJSON *e;
-
-	if (tool == NULL)
-		return 0;
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "alwaysAllow"))
-		if (cJSON_IsString(e) && strcmp(e->valuestring, tool) == 0)
-			return 1;
-	return 0;
+	return proto_holds(cJSON_GetObjectItem(s->meta, "alwaysAllow"), tool);
 }
 
 
@@ -598,10 +596,60 @@ approve_clear_elicits(struct sess *s)
 	}
 }
 
-int
-approve_known(struct sess *s, const char *id)
+/* A logged request's body, without the envelope every event has. */
+static cJSON *
+request_body(const cJSON *logged)
 {
-	cJSON *w;
+	static const char *envelope[] = { "v", "type", "seq", "ts",
+	    "sessionId" };
+	cJSON *w = cJSON_Duplicate(logged, 1);
+	size_t k;
 
-	return waiting_find(s, id, &w) >= 0 || was_answered(s, id);
+	for (k = 0; k < sizeof(envelope) / sizeof(envelope[0]); k++)
+		cJSON_DeleteItemFromObject(w, envelope[k]);
+	return w;
+}
+
+uint64_t
+approve_adopt(struct sess *s, const cJSON *logged, int calls,
+    const char *full, uint64_t ts)
+{
+	cJSON *f = full ? cJSON_CreateString(full) : NULL;
+	uint64_t at;
+
+	at = wait_keep(s, request_body(logged), calls ? "call" : NULL, f, ts);
+	cJSON_Delete(f);
+	return at;
+}
+
+void
+approve_follow(struct sess *s, const char *type, const cJSON *ev,
+    uint64_t ts)
+{
+	static const struct {
+		const char	*ask, *answer, *id, *kind;
+		enum wait_kind	 k;
+	} kinds[] = {
+		{ "tool_approve_request", "audit_entry", "toolCallId", NULL,
+		    WAIT_APPROVAL },
+		{ "mcp_call", "tool_result", "toolCallId", "call", WAIT_CALL },
+		{ "elicitation_request", "elicitation_result",
+		    "elicitationId", "elicit", WAIT_ELICIT } };
+	const char *id;
+	cJSON *w;
+	size_t k;
+	int i;
+
+	for (k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		id = cJSON_GetStringValue(cJSON_GetObjectItem(ev, kinds[k].id));
+		if (id == NULL)
+			continue;
+		i = waiting_find(s, id, &w);
+		if (strcmp(type, kinds[k].ask) == 0 && i < 0)
+			(void)wait_keep(s, request_body(ev), kinds[k].kind,
+			    NULL, ts);
+		else if (strcmp(type, kinds[k].answer) == 0 && i >= 0 &&
+		    kind_of(w) == kinds[k].k)
+			answered(s, i, id);
+	}
 }

@@ -106,8 +106,20 @@ uint64_t	 approve_elicit(struct sess *, const cJSON *call,
 int		 approve_elicit_answer(struct sess *, const char *eid,
 		    const char *action, const cJSON *content, const char *by,
 		    struct sess_result *);
-/* 1 when call id waits for an answer or was answered lately. */
-int		 approve_known(struct sess *, const char *id);
+/*
+ * A request found logged (logged: its event, asked at ts) that meta does
+ * not list (its worker died between the two): waited for again, without
+ * asking twice.  calls: a client's call (full: the tool's full name).
+ * Returns ts.
+ */
+uint64_t	 approve_adopt(struct sess *, const cJSON *logged, int calls,
+		    const char *full, uint64_t ts);
+/*
+ * On a follower: the owner logged event ev (of type, at ts); what is
+ * pending follows the log, so session_state lists what the owner's does.
+ */
+void		 approve_follow(struct sess *, const char *type,
+		    const cJSON *ev, uint64_t ts);
 /* Every question still pending is closed (its call is gone). */
 void		 approve_clear_elicits(struct sess *);
 

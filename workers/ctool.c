@@ -49,18 +49,6 @@ is_config_server(struct sess *s, const char *name)
 	return 0;
 }
 
-/* 1 when list (of strings) holds name. */
-static int
-names_hold(const cJSON *list, const char *name)
-{
-	const cJSON *e;
-
-	cJSON_ArrayForEach(e, list)
-		if (cJSON_IsString(e) && strcmp(e->valuestring, name) == 0)
-			return 1;
-	return 0;
-}
-
 /* The entry of list named full_name, or NULL. */
 static const cJSON *
 ctool_find_in(const cJSON *list, const char *full_name)
@@ -155,7 +143,7 @@ entry_make(struct sess *s, const cJSON *t, int i, cJSON *servers,
 		cJSON_AddItemToObject(e, "annotations", cJSON_Duplicate(ann, 1));
 	cJSON_AddStringToObject(e, "schemaJson", txt);
 	free(txt);
-	if (!names_hold(servers, server))
+	if (!proto_holds(servers, server))
 		cJSON_AddItemToArray(servers, cJSON_CreateString(server));
 	return e;
 }
@@ -192,7 +180,7 @@ ctool_register(struct sess *s, const cJSON *msg, const char *by,
 			    "digits, '_' and '-')");
 			return 0;
 		}
-		if (!names_hold(servers, t->valuestring))
+		if (!proto_holds(servers, t->valuestring))
 			cJSON_AddItemToArray(servers, cJSON_CreateString(
 			    t->valuestring));
 	}
@@ -215,7 +203,7 @@ ctool_register(struct sess *s, const cJSON *msg, const char *by,
 		    "server"));
 
 		if (srv != NULL && cJSON_GetArraySize(tools) + (sv ? 1 : 0) >
-		    0 && !names_hold(servers, srv))
+		    0 && !proto_holds(servers, srv))
 			cJSON_AddItemToArray(list, cJSON_Duplicate(t, 1));
 	}
 	cJSON_Delete(servers);

@@ -12,6 +12,7 @@
 #include "parley/proto.h"
 #include "parley/store.h"
 #include "parley/util.h"
+#include "approve.h"
 #include "follow.h"
 #include "sess.h"
 #include "wk.h"
@@ -25,19 +26,22 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	struct sess *s = arg;
 	struct evt *e;
 
-	(void)ts;
 	if (seq != deliver_last(&s->feed) + 1)
 		return 1;
 	if ((e = evt_new(seq, json, len)) == NULL)
 		return 1;
-	if (strcmp(e->type, "session_state") == 0) {
+	/* The owner's meta was read when following began: what it says of
+	 * a pause and of pending requests follows the log from there. */
+	if (strcmp(e->type, "session_state") == 0 ||
+	    strstr(e->type, "request") != NULL || strstr(e->type,
+	    "result") != NULL || strcmp(e->type, "mcp_call") == 0 ||
+	    strcmp(e->type, "audit_entry") == 0) {
 		cJSON *o = cJSON_ParseWithLength(json, len), *p;
 
-		/* The owner paused or resumed it: report it as the owner
-		 * does (the owner's meta was read when following began). */
 		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
 			proto_set(s->meta, "paused",
 			    cJSON_CreateBool(cJSON_IsTrue(p)));
+		approve_follow(s, e->type, o, ts);
 		cJSON_Delete(o);
 	}
 	deliver_fan_out(&s->feed, e);

@@ -157,6 +157,9 @@ tool_policy(struct sess *s, const char *name)
 
 	if (lv != NULL)
 		(void)policy_autonomy_parse(lv, &a);
+	/* A cap lowered by a reload holds for sessions set before it. */
+	if (policy_autonomy_cmp(a, s->wk->conf->max_autonomy) > 0)
+		a = s->wk->conf->max_autonomy;
 	if (ct != NULL)
 		mcp_annotations(cJSON_GetObjectItem(ct, "annotations"), &ann);
 	return policy_decide(&s->wk->conf->tool_policies, name,
@@ -269,6 +272,8 @@ find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	if (tid != NULL && strcmp(tid, lr->id) == 0 && mid != NULL &&
 	    strncmp(mid, want, n) == 0 && (mid[n] == '\0' || mid[n] == '.') &&
 	    proto_count(o, "step") == lr->step) {
+		/* When it was logged, for a request waited for again. */
+		cJSON_AddNumberToObject(o, "loggedMs", (double)ts);
 		lr->found = o;
 		return 1;
 	}
@@ -611,13 +616,39 @@ wait_add(struct sess *s, const char *id, const char *name, const char *args,
 	return 0;
 }
 
+/*
+ * A request of type for call id that a continued turn finds logged but
+ * meta does not list (the worker died between the two) is waited for
+ * again rather than asked twice.
+ */
+static void
+wait_adopt(struct sess *s, const char *type, const char *id, int calls,
+    const char *full)
+{
+	cJSON *found;
+	uint64_t ts;
+
+	if ((s->turn->attempt == 0 && !s->turn->resumed) ||
+	    approve_waits(s, id) ||
+	    (found = step_logged(s, type, id)) == NULL)
+		return;
+	ts = (uint64_t)proto_count(found, "loggedMs");
+	cJSON_DeleteItemFromObject(found, "loggedMs");
+	(void)approve_adopt(s, found, calls, full, ts);
+	cJSON_Delete(found);
+}
+
 /* Asks for approval of a call and waits, up to approval-timeout. */
 static void
 call_wait(struct sess *s, const char *id, const char *name,
     const char *args, enum policy_risk risk)
 {
-	cJSON *c = call_json(s, id, name, args, risk);
-	uint64_t asked = approve_request(s, c);
+	cJSON *c;
+	uint64_t asked;
+
+	wait_adopt(s, "tool_approve_request", id, 0, NULL);
+	c = call_json(s, id, name, args, risk);
+	asked = approve_request(s, c);
 
 	cJSON_Delete(c);
 	(void)wait_add(s, id, name, args, risk, asked,
@@ -636,6 +667,7 @@ client_start(struct sess *s, const char *id, const char *name,
 	cJSON *c;
 	uint64_t asked;
 
+	wait_adopt(s, "mcp_call", id, 1, name);
 	if (!approve_waits(s, id))
 		tool_start_log(s, id, name, args, risk);
 	s->wk->metrics.tool_calls++;

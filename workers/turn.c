@@ -33,6 +33,7 @@
 #define MAX_ATTEMPTS	3	/* runs of one turn before it is reported failed */
 #define MAX_HISTORY	200	/* messages kept as conversation history */
 #define MAX_HISTORY_BYTES (1024 * 1024)	/* and their text, so meta stays small */
+#define MAX_CALL_IDS	256	/* ids of the last calls, to keep ids unique */
 
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
 		    const cJSON *from);
@@ -447,22 +448,17 @@ turn_fail(struct sess *s, const char *code, const char *message)
 	turn_end(s, "error", b, NULL);
 }
 
-/* 1 when list (steps, or a step's calls) names call id. */
+/* 1 when list (a step's calls) names call id. */
 static int
 calls_name(const cJSON *list, const char *id)
 {
-	const cJSON *e, *c;
+	const cJSON *e;
 	const char *x;
 
 	cJSON_ArrayForEach(e, list) {
 		x = cJSON_GetStringValue(cJSON_GetObjectItem(e, "id"));
 		if (x != NULL && strcmp(x, id) == 0)
 			return 1;
-		cJSON_ArrayForEach(c, cJSON_GetObjectItem(e, "calls")) {
-			x = cJSON_GetStringValue(cJSON_GetObjectItem(c, "id"));
-			if (x != NULL && strcmp(x, id) == 0)
-				return 1;
-		}
 	}
 	return 0;
 }
@@ -473,20 +469,28 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 	struct sess *s = arg;
 	struct turn *t = s->turn;
 	char uniq[128];
-	cJSON *c;
+	cJSON *c, *seen;
 
 	if (t == NULL)
 		return;
 	call_byte(s);
 	/* Ids the provider made up (or a server that numbers from 1 each
-	 * time) repeat across steps and turns; answers go by id, so a repeat
-	 * gets a name of its own, as the model APIs allow ids to be. */
-	if (calls_name(t->steps, id) || calls_name(t->calls, id) ||
-	    approve_known(s, id)) {
+	 * time) repeat across steps and turns; clients and answers go by id,
+	 * so a repeat gets a name of its own, as the model APIs allow ids to
+	 * be.  meta keeps the ids of the session's last calls. */
+	seen = cJSON_GetObjectItem(s->meta, "callIds");
+	if (!cJSON_IsArray(seen)) {
+		seen = cJSON_CreateArray();
+		proto_set(s->meta, "callIds", seen);
+	}
+	if (calls_name(t->calls, id) || proto_holds(seen, id)) {
 		snprintf(uniq, sizeof(uniq), "%.64s_%llu_%u", id,
 		    (unsigned long long)t->input_seq, t->model_calls);
 		id = uniq;
 	}
+	cJSON_AddItemToArray(seen, cJSON_CreateString(id));
+	while (cJSON_GetArraySize(seen) > MAX_CALL_IDS)
+		cJSON_DeleteItemFromArray(seen, 0);
 	c = cJSON_CreateObject();
 	cJSON_AddStringToObject(c, "id", id);
 	cJSON_AddStringToObject(c, "name", name);

@@ -49,5 +49,7 @@ cJSON	*proto_head(const char *type, const char *sid);
 double	proto_count(const cJSON *, const char *key);
 /* Sets key to item (consumed), whether or not key was there. */
 void	proto_set(cJSON *, const char *key, cJSON *item);
+/* 1 when the array holds the string (NULL: never). */
+int	proto_holds(const cJSON *array, const char *);
 
 #endif

@@ -2,8 +2,10 @@
 # Tool approvals across hosts sharing Redis (two parleyd on 127.0.0.1, the
 # cluster harness without namespaces), server-everything as the MCP server,
 # echo made high by a tool-policy rule:
-#  a. the request waits on host 0, which owns the session; the approval is
-#     posted to host 1, which forwards it to the owner: echo runs once;
+#  a. the request waits on host 0, which owns the session; host 1, which
+#     followed the session from before, lists it in session_state; the
+#     approval is posted to host 1, which forwards it to the owner: echo
+#     runs once, and host 1 lists nothing pending;
 #  b. the request waits on host 0, host 0 dies; a client on host 1 finds
 #     the request in session_state (host 1 takes the session over after
 #     the lease), is not asked again, approves: echo runs once, one done.
@@ -91,11 +93,32 @@ async def main():
 
             print("-- a: approved through the other host", flush=True)
             sid, ev = "apm-a", []
+            # host 1 follows the session from before the request: what it
+            # lists as pending follows the owner's log
+            h0.http_json("POST", "/sessions", {"sessionId": sid})
+            fw = await ws_connect(h1.url("/sessions/%s/stream" % sid))
+            await ws_recv(fw)
             ws, req = await pending(h0, sid, ev)
+            await ws_until(fw, lambda e: e.get("type") ==
+                           "tool_approve_request", 30)
+            f2 = await ws_connect(h1.url("/sessions/%s/stream" % sid))
+            st = await ws_recv(f2)
+            await f2.close()
+            pend = st.get("pendingApprovals") or []
+            check(len(pend) == 1 and pend[0]["toolCallId"] ==
+                  req["toolCallId"], "a: the follower lists %s" % pend)
             st, js = approve(h1, sid, req["toolCallId"])
             check(st == 202, "approve through host 1 -> %s %s" % (st, js))
             log = wait_log(c, sid, lambda l: sum(map(is_done, l)) == 1,
                            "a: no done")
+            await ws_until(fw, is_done, 30)
+            f2 = await ws_connect(h1.url("/sessions/%s/stream" % sid))
+            st = await ws_recv(f2)
+            await f2.close()
+            check(st.get("pendingApprovals") == [],
+                  "a: after the answer the follower lists %s" %
+                  st.get("pendingApprovals"))
+            await fw.close()
             await ws.close()
             once(log, req["toolCallId"], "a")
 

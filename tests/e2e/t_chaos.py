@@ -13,6 +13,13 @@
 # end (all hosts up, every turn ended) each client's view of its session
 # must be the log read from Redis (XRANGE parley:{ID}:log) event for event,
 # every chat a host accepted must be logged exactly once, and no chat twice.
+# Every turn calls a client-side tool (ide__write, high risk, so asked
+# about); one session has it registered (mcp_tools), the others answer the
+# model "no such tool".  In that session each call waits for an approval
+# and then for the client's mcp_result, both given (and repeated) by the
+# "answer" action through random hosts while hosts and workers die: each
+# call must be asked once, decided once, asked of the client once and
+# answered once.
 # A violation prints the last actions and, next to the log, what the client
 # saw around it and from which host and connection.
 #
@@ -33,6 +40,11 @@ N_HOSTS = 3
 N_SESSIONS = 4
 N_CLIENTS = 6
 MAX_PENDING = 6             # accepted chats not yet logged, per session
+TOOL = "ide__write"
+# Every turn asks for TOOL, then streams REPLY.
+TOOL_REPLY = "@tool " + json.dumps({"calls": [{"name": TOOL, "arguments":
+                                               {"n": 1}}], "then": REPLY},
+                                   separators=(",", ":"))
 
 
 class Client:
@@ -128,7 +140,8 @@ class Chaos:
         self.violations = []
         self.stats = dict(chats=0, ws_chats=0, refused=0, unknown=0,
                           worker_kills=0, host_kills=0, cuts=0, drops=0,
-                          idle=0)
+                          idle=0, answers=0)
+        self.asking = self.sessions[0]   # has TOOL registered
         self.local = isinstance(c, LocalCluster)
         self.trace = collections.deque(maxlen=60)   # the last actions
         self.t0 = time.time()
@@ -192,6 +205,66 @@ class Chaos:
             self.stats["unknown"] += 1
         else:
             raise Fail("POST chat on h%d -> %s %r" % (d.index, st, data[:200]))
+
+    async def post(self, sid, body):
+        """POSTs body to sid through a random host; the status, or None."""
+        if not self.up_hosts():
+            return None
+        d = random.choice(self.up_hosts())
+        try:
+            st, _, _ = await asyncio.to_thread(
+                d.http, "POST", "/sessions/%s/messages" % sid,
+                dict(body, v=1), None, 5)
+        except Exception:
+            st = None
+        self.note("%s %s via h%d -> %s" % (body["type"],
+                                          body.get("toolCallId"), d.index,
+                                          st))
+        return st
+
+    async def answer(self):
+        """Approves the asking session's pending requests and answers its
+        pending client calls, as read from the log (perhaps again: a
+        repeat must change nothing)."""
+        if not self.up_hosts():
+            return
+        try:
+            log = self.c.log_events(self.asking)
+        except TRANSIENT:
+            return              # --local: its one host is down
+        done = lambda t: {e.get("toolCallId") for e in log if e["type"] == t}
+        for cid in done("tool_approve_request") - done("audit_entry"):
+            st = await self.post(self.asking, {
+                "type": "tool_approve", "toolCallId": cid,
+                "decision": "approve"})
+            self.stats["answers"] += st in (200, 202)
+        for cid in done("mcp_call") - done("tool_result"):
+            st = await self.post(self.asking, {
+                "type": "mcp_result", "toolCallId": cid,
+                "result": "written " + cid})
+            self.stats["answers"] += st in (200, 202)
+
+    def check_asked(self, rnd, log):
+        """Each call of the asking session: asked once, decided once, and
+        if started, asked of the client once and answered once."""
+        calls = collections.defaultdict(collections.Counter)
+        for e in log:
+            if e.get("toolCallId") and e["type"] in (
+                    "tool_approve_request", "audit_entry", "tool_start",
+                    "mcp_call", "tool_result"):
+                calls[e["toolCallId"]][e["type"]] += 1
+        for cid, n in list(calls.items()):
+            if not n["tool_approve_request"] and not n["mcp_call"]:
+                del calls[cid]  # the init turn's, before TOOL was there
+                continue
+            # A turn reported failed (interrupted three times) closes its
+            # requests "cancelled": then nothing follows the audit_entry.
+            ok = (all(k == 1 for k in n.values()) and
+                  n["tool_approve_request"] == n["audit_entry"] == 1 and
+                  n["tool_start"] == n["mcp_call"] == n["tool_result"])
+            check(ok, "checkpoint %d: call %s of %s: %s" %
+                  (rnd, cid, self.asking, dict(n)))
+        return len(calls)
 
     def acked(self, sid, e):
         mid = e.get("id")
@@ -292,6 +365,8 @@ class Chaos:
             self.kill_host(rnd)
         elif x < 0.82:
             self.cut_host(rnd)
+        elif x < 0.92:
+            await self.answer()
         await asyncio.sleep(random.uniform(0.03, 0.12))
 
     # checks
@@ -332,10 +407,16 @@ class Chaos:
             self.check_violations()
             if not why:
                 break
+            await self.answer()
             if time.time() > deadline:
+                print("the asking session's log ends: %s" % [
+                    (e["seq"], e["type"], e.get("toolCallId") or
+                     e.get("messageId") or e.get("status"))
+                    for e in logs[self.asking][-25:]], flush=True)
                 raise Fail("checkpoint after round %d: not quiet after %ds: "
                            "%s" % (rnd, timeout, "; ".join(why[:6])))
             await asyncio.sleep(0.2)
+        self.stats["calls"] = self.check_asked(rnd, logs[self.asking])
         for sid, log in logs.items():
             check_contiguous(log, 1, "checkpoint %d: Redis log of %s"
                              % (rnd, sid))
@@ -392,6 +473,10 @@ class Chaos:
         # create the sessions, then start the clients
         for i, sid in enumerate(self.sessions):
             await turn(self.c.hosts[i % N_HOSTS], sid, 0, "init", patience=30)
+        while await self.post(self.asking, {
+                "type": "mcp_tools", "id": "tools",
+                "tools": [{"server": "ide", "name": "write"}]}) != 202:
+            await asyncio.sleep(0.2)
         for cl in self.clients:
             cl.task = asyncio.ensure_future(cl.run())
         t0 = time.time()
@@ -469,7 +554,8 @@ async def local_main():
     seed = A.seed or random.randrange(1, 1 << 30)
     random.seed(seed)
     print("chaos --local: %d rounds, seed %d" % (A.rounds, seed), flush=True)
-    d = Daemon(providers=provider_block("fast", REPLY, chunk=8, delay="2ms"))
+    d = Daemon(providers=provider_block("fast", TOOL_REPLY, chunk=8,
+                                        delay="2ms"))
     with with_daemon(d):
         await Chaos(LocalCluster(d), A.rounds, max(1, A.checkpoint)).run()
 
@@ -486,7 +572,7 @@ async def main():
     print("chaos: %d rounds, seed %d (CHAOS_SEED=%d to repeat)"
           % (A.rounds, seed, seed), flush=True)
     with Cluster(N_HOSTS, lease="2s", workers=2,
-                 providers=script_provider("fast", REPLY, chunk=8,
+                 providers=script_provider("fast", TOOL_REPLY, chunk=8,
                                            delay="2ms"),
                  default="fast") as c:
         await Chaos(c, A.rounds, max(1, A.checkpoint)).run()

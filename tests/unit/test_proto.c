@@ -501,6 +501,20 @@ START_TEST(reply_roundtrip)
 }
 END_TEST
 
+START_TEST(holds)
+{
+	cJSON *a = cJSON_Parse("[\"a\",1,\"bc\",null]");
+
+	ck_assert(proto_holds(a, "a"));
+	ck_assert(proto_holds(a, "bc"));
+	ck_assert(!proto_holds(a, "b"));
+	ck_assert(!proto_holds(a, "1"));
+	ck_assert(!proto_holds(a, NULL));
+	ck_assert(!proto_holds(NULL, "a"));
+	cJSON_Delete(a);
+}
+END_TEST
+
 START_TEST(error_roundtrip)
 {
 	cJSON *x, *o;
@@ -577,6 +591,7 @@ proto_suite(void)
 	tc = tcase_create("encode");
 	tcase_add_test(tc, reply_roundtrip);
 	tcase_add_test(tc, error_roundtrip);
+	tcase_add_test(tc, holds);
 	suite_add_tcase(s, tc);
 	return s;
 }
