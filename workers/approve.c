@@ -13,12 +13,15 @@
 
 #include <cjson/cJSON.h>
 
+#include "parley/config.h"
 #include "parley/proto.h"
 #include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
 #include "auditlog.h"
+#include "mcp.h"
 #include "sess.h"
+#include "wk.h"
 
 #define MAX_ANSWERED	64	/* ids of answered calls kept for duplicates */
 #define SUMMARY_ARGS	96	/* bytes of the arguments in a summary */
@@ -47,6 +50,16 @@ meta_array(struct sess *s, const char *key)
  * Index of request id in meta's waiting list, or -1: a call's
  * toolCallId, or a question's elicitationId.
  */
+static const char *
+wait_id(const cJSON *w)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "elicitationId"));
+
+	return id != NULL ? id : cJSON_GetStringValue(cJSON_GetObjectItem(w,
+	    "toolCallId"));
+}
+
 static int
 waiting_find(struct sess *s, const char *id, cJSON **w)
 {
@@ -54,12 +67,7 @@ waiting_find(struct sess *s, const char *id, cJSON **w)
 	int i = 0;
 
 	cJSON_ArrayForEach(e, a) {
-		const char *tid = cJSON_GetStringValue(cJSON_GetObjectItem(e,
-		    "elicitationId"));
-
-		if (tid == NULL)
-			tid = cJSON_GetStringValue(cJSON_GetObjectItem(e,
-			    "toolCallId"));
+		const char *tid = wait_id(e);
 
 		if (tid != NULL && strcmp(tid, id) == 0) {
 			*w = e;
@@ -130,7 +138,23 @@ answer_find(struct sess *s, const char *id, enum wait_kind kind, cJSON **w,
 		{ "client tool call", "toolCallId", "pendingClientCalls" },
 		{ "question", "elicitationId", "pendingElicitations" } };
 	int i = waiting_find(s, id, w);
+	uint64_t limit = kind == WAIT_APPROVAL ?
+	    s->wk->conf->approval_timeout_ms : kind == WAIT_CALL ?
+	    s->wk->conf->client_tool_timeout_ms : 0;
+	char at[32];
 
+	/* Past its timeout while its session was out of memory: it is
+	 * closed now, and the late answer changes nothing. */
+	if (i >= 0 && kind_of(*w) == kind && limit > 0 &&
+	    (uint64_t)proto_count(*w, "ts") + limit <= util_now_ms()) {
+		util_iso8601(at, (uint64_t)proto_count(*w, "ts") + limit);
+		approve_close(s, id, "timeout");
+		sess_result_err(r, "NOT_FOUND", 404, "this request expired at "
+		    "%s (%s) and was answered timeout; the answer was not "
+		    "applied", at, kind == WAIT_APPROVAL ? "approval-timeout" :
+		    "client-tool-timeout");
+		return -1;
+	}
 	if (i >= 0 && kind_of(*w) == kind)
 		return i;
 	if (i < 0 && was_answered(s, id)) {
@@ -365,12 +389,14 @@ approve_clear(struct sess *s)
 
 	while ((w = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
 	    "waiting"), 0)) != NULL) {
-		if ((id = cJSON_GetStringValue(cJSON_GetObjectItem(w,
-		    "toolCallId"))) == NULL) {
+		if ((id = wait_id(w)) != NULL)
+			approve_close(s, id, "cancelled");
+		/* Closed, or not closable: either way it waits no more. */
+		if (cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "waiting"),
+		    0) == w) {
 			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), 0);
-			continue;
+			sess_meta_save(s);
 		}
-		approve_close(s, id, "cancelled");
 	}
 }
 
@@ -557,6 +583,8 @@ approve_elicit_answer(struct sess *s, const char *eid, const char *action,
     const cJSON *content, const char *by, struct sess_result *r)
 {
 	cJSON *w;
+	char *txt;
+	size_t n;
 	int i;
 
 	if (strcmp(action, "accept") != 0 && strcmp(action, "decline") != 0 &&
@@ -570,6 +598,16 @@ approve_elicit_answer(struct sess *s, const char *eid, const char *action,
 		    "(an object of the requested fields) goes with accept, "
 		    "and only with accept");
 		return -1;
+	}
+	if (content != NULL && (txt = cJSON_PrintUnformatted(content)) != NULL) {
+		n = strlen(txt);
+		free(txt);
+		if (n > MCP_MAX_ELICIT_TEXT) {
+			sess_result_err(r, "BAD_REQUEST", 400, "field 'content' "
+			    "is %zu bytes of JSON; at most %d are passed on to "
+			    "an MCP server", n, MCP_MAX_ELICIT_TEXT);
+			return -1;
+		}
 	}
 	if ((i = answer_find(s, eid, WAIT_ELICIT, &w, r)) < 0)
 		return r->duplicate ? 0 : -1;
@@ -652,4 +690,14 @@ approve_follow(struct sess *s, const char *type, const cJSON *ev,
 		    kind_of(w) == kinds[k].k)
 			answered(s, i, id);
 	}
+}
+
+void
+approve_answered(struct sess *s, const char *id)
+{
+	cJSON *w;
+	int i;
+
+	if ((i = waiting_find(s, id, &w)) >= 0)
+		answered(s, i, id);
 }

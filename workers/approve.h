@@ -52,6 +52,8 @@ void		 approve_close(struct sess *, const char *id,
 		    const char *decision);
 /* A logged decision was acted on: call id waits no more (no event). */
 void		 approve_settle(struct sess *, const char *id);
+/* Call id's answer is in the log: it waits no more, of any kind. */
+void		 approve_answered(struct sess *, const char *id);
 /* The turn is gone: every request still pending is closed "cancelled". */
 void		 approve_clear(struct sess *);
 /* 1 when the client chose "always" for this tool in this session. */

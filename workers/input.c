@@ -356,6 +356,17 @@ input_apply(struct sess *s, struct sess_client *c, int role,
 			    "cannot cancel turns");
 			return;
 		}
+		if (s->turn == NULL && cJSON_IsObject(cJSON_GetObjectItem(
+		    s->meta, "turn")) && (s->recover_ev != NULL ||
+		    s->promote != NULL)) {
+			/* Its turn is being read back (the session was out
+			 * of memory): cancelled as soon as it is. */
+			s->cancel_due = 1;
+			r->seq = store_last_seq(s->st);
+			sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW,
+			    r);
+			return;
+		}
 		if (s->turn == NULL) {
 			r->http = 200;
 			return;

@@ -96,6 +96,8 @@ void		 mcp_cancel(struct mcp_call *);
  * questions open at once; more are declined.
  */
 struct mcp_elicit;
+/* Bytes of a question's message, schema or answer's content, at most. */
+#define MCP_MAX_ELICIT_TEXT	(64 * 1024)
 typedef void	(*mcp_elicit_cb)(void *arg, const char *message,
 		    const char *schema_json, struct mcp_elicit *);
 

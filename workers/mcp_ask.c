@@ -28,7 +28,6 @@
 #include "mcp_int.h"
 
 #define MCP_MAX_ELICITS		4		/* questions open per call */
-#define MCP_MAX_ELICIT_TEXT	(64 * 1024)	/* message, schema, content */
 #define MCP_ELICIT_MARGIN	5000		/* ms: an open question is
 						   declined this long (or a
 						   quarter of the time left,

@@ -77,6 +77,8 @@ struct sess {
 	uint64_t		 flushed_us;	/* last token event (loop_us) */
 	struct event		*idle_ev;
 	struct event		*recover_ev;
+	int			 cancel_due;	/* a cancel came while the
+						   turn was being read back */
 	struct event		*start_ev;	/* a turn waits for MCP start-up */
 	struct sess_id {
 		char		*id;

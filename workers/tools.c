@@ -340,7 +340,9 @@ tool_elicit(void *arg, const char *message, const char *schema_json,
 	for (i = 0; i < MAX_ASKED && q == NULL; i++)
 		if (r->asked[i].h == NULL)
 			q = &r->asked[i];
-	if (q == NULL || asprintf(&eid, "%s.q%u", r->id, ++r->nasked) == -1) {
+	/* The attempt too: a re-run's questions are new ones. */
+	if (q == NULL || asprintf(&eid, "%s.q%u.%u", r->id, s->turn->attempt,
+	    ++r->nasked) == -1) {
 		(void)mcp_elicit_answer(h, "decline", NULL);
 		return;
 	}
@@ -387,6 +389,26 @@ tools_elicited(struct sess *s, const char *eid, const char *action,
 			    "told decline" : " is passed on");
 			return;
 		}
+}
+
+/*
+ * Call id waits for a client whose tool is no longer registered: it is
+ * answered with an error the model reads (logged once, as its result).
+ * 1 when it was.
+ */
+static int
+client_gone(struct sess *s, const char *id, const char *name)
+{
+	struct sess_result res;
+	cJSON *logged = NULL;
+
+	memset(&res, 0, sizeof(res));
+	if (approve_result(s, id, 1, "the client withdrew this tool before "
+	    "it answered the call", "TOOL_ERROR", &logged, &res) != 1)
+		return 0;
+	step_add_logged(s->turn, id, name, logged);
+	cJSON_Delete(logged);
+	return 1;
 }
 
 /* Calls run r's tool over MCP (its tool_start is stored). */
@@ -774,10 +796,17 @@ tools_step(struct sess *s, cJSON *calls)
 			continue;
 		if ((t->attempt > 0 || t->resumed) &&
 		    (found = step_logged(s, "tool_result", id)) != NULL) {
+			/* Whatever waited for it (a client's call) is over. */
+			approve_answered(s, id);
 			step_add_logged(t, id, name, found);
 			cJSON_Delete(found);
 			continue;
 		}
+		/* A client's call whose tool was withdrawn meanwhile. */
+		if ((t->attempt > 0 || t->resumed) &&
+		    ctool_find(s, name) == NULL && approve_waits(s, id) &&
+		    client_gone(s, id, name))
+			continue;
 		/* Started by a worker that died before its result: a tool
 		 * with effects is not run twice (a client's tool is the
 		 * client's to run, and is waited for again). */

@@ -229,8 +229,10 @@ static void
 turn_free(struct sess *s)
 {
 	turn_drop(s);
-	approve_clear(s);
+	/* Before what approve_clear saves: a meta with the turn's history
+	 * must not still name the turn, or its end would be applied twice. */
 	proto_set(s->meta, "turn", cJSON_CreateNull());
+	approve_clear(s);
 }
 
 static void
@@ -468,8 +470,10 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 {
 	struct sess *s = arg;
 	struct turn *t = s->turn;
+	const char *base = id;
 	char uniq[128];
 	cJSON *c, *seen;
+	unsigned n;
 
 	if (t == NULL)
 		return;
@@ -483,9 +487,10 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 		seen = cJSON_CreateArray();
 		proto_set(s->meta, "callIds", seen);
 	}
-	if (calls_name(t->calls, id) || proto_holds(seen, id)) {
-		snprintf(uniq, sizeof(uniq), "%.64s_%llu_%u", id,
-		    (unsigned long long)t->input_seq, t->model_calls);
+	for (n = 1; calls_name(t->calls, id) || proto_holds(seen, id); n++) {
+		snprintf(uniq, sizeof(uniq), "%.64s_%llu_%u%s%.0u", base,
+		    (unsigned long long)t->input_seq, t->model_calls,
+		    n > 1 ? "_" : "", n > 1 ? n : 0);
 		id = uniq;
 	}
 	cJSON_AddItemToArray(seen, cJSON_CreateString(id));
@@ -942,6 +947,19 @@ turn_end_logged(struct sess *s, const cJSON *t, uint64_t seq,
 	turn_next(s);
 }
 
+/* A cancel that came while the turn was read back ends it now. */
+static void
+cancel_due(struct sess *s)
+{
+	if (!s->cancel_due)
+		return;
+	s->cancel_due = 0;
+	if (s->turn != NULL) {
+		turn_finish(s, 1, 0);
+		turn_next(s);
+	}
+}
+
 /*
  * A session whose meta says a turn was running when its worker stopped:
  * say so, then continue it from its checkpoint (or report it failed after
@@ -983,6 +1001,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		from = cJSON_Duplicate(t, 1);
 		turn_start(s, seq, attempt, from);
 		cJSON_Delete(from);
+		cancel_due(s);
 		return;
 	}
 	b = cJSON_CreateObject();
@@ -1014,6 +1033,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	from = cJSON_Duplicate(t, 1);
 	turn_start(s, seq, attempt + 1, from);
 	cJSON_Delete(from);
+	cancel_due(s);
 }
 
 static void

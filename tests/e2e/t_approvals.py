@@ -310,15 +310,18 @@ async def part_g(mcp):
 
 async def part_i(mcp):
     """Waiting sessions leave memory under idle-timeout; an answer, or a
-    client, brings one back: approved, the tool runs once; past its
-    approval-timeout, it is answered timeout on its return."""
+    client, brings one back: approved, the tool runs once; cancelled, the
+    turn ends cancelled; past its approval-timeout, a late answer is
+    refused and the call answered timeout."""
     d = daemon(mcp, "approval-timeout 3s\n", idle_timeout="1s")
     with with_daemon(d):
         await wait_mcp(d, "ap-i-warm")
-        ev, ev2 = [], []
+        ev, ev2, ev3 = [], [], []
         ws, req = await ask(d, "ap-i", ev)
         await ws.close()
         ws, req2 = await ask(d, "ap-i2", ev2)
+        await ws.close()
+        ws, req3 = await ask(d, "ap-i3", ev3)
         await ws.close()
         asked = time.time()
         deadline = time.time() + 15
@@ -335,8 +338,17 @@ async def part_i(mcp):
         s, js = answer(d, "ap-i", req["toolCallId"], "approve")
         check(s == 202, "approve of a session out of memory -> %s %s"
               % (s, js))
+        s, js = post(d, "ap-i3", {"type": "cancel"})
+        check(s == 202, "cancel of a session out of memory -> %s %s"
+              % (s, js))
         await asyncio.sleep(max(0, 3.5 - (time.time() - asked)))
-        for sid, want in (("ap-i", None), ("ap-i2", "APPROVAL_TIMEOUT")):
+        # past approval-timeout, out of memory: the late answer is refused
+        # and the request answered timeout
+        s, js = answer(d, "ap-i2", req2["toolCallId"], "approve")
+        check(s == 404 and "expired" in js["error"]["message"],
+              "approve past the timeout -> %s %s" % (s, js))
+        for sid, want in (("ap-i", None), ("ap-i2", "APPROVAL_TIMEOUT"),
+                          ("ap-i3", "CANCELLED")):
             ws, _ = await open_stream(d, sid, 0)
             await until(ws, "done of %s" % sid, is_done, [])
             await ws.close()
@@ -344,12 +356,22 @@ async def part_i(mcp):
             res = [e for e in log if e["type"] == "tool_result" and
                    e.get("tool") == ECHO]
             got = (res[0].get("error") or {}).get("code") if res else "-"
-            check(len(res) == 1 and got == want, "%s: echo results %s"
-                  % (sid, res))
+            # a cancelled turn's waiting call gets no tool_result
+            check((len(res) == 1 and got == want) or (not res and want ==
+                  "CANCELLED"), "%s: echo results %s" % (sid, res))
             starts = [e for e in log if e["type"] == "tool_start" and
                       e.get("tool") == ECHO]
             check(len(starts) == (1 if want is None else 0),
                   "%s: echo started %d times" % (sid, len(starts)))
+            au = [e["decision"] for e in log if e["type"] == "audit_entry"
+                  and e.get("tool") == ECHO]
+            check(au == [{None: "approved", "APPROVAL_TIMEOUT": "timeout",
+                          "CANCELLED": "cancelled"}[want]],
+                  "%s: echo's audit %s" % (sid, au))
+            if want == "CANCELLED":
+                dn = [e for e in log if is_done(e)]
+                check(dn and dn[0].get("cancelled") is True,
+                      "%s: done %s" % (sid, dn))
             check(sum(map(is_done, log)) == 1 and not [
                 e for e in log if e["type"] == "error"],
                 "%s: %s" % (sid, [short(e) for e in log]))

@@ -16,7 +16,8 @@
 # reports the content), decline over POST .../messages; an observer is
 # FORBIDDEN, an unknown question NOT_FOUND, a second answer a duplicate;
 # unanswered, parleyd declines it to the server before the call's
-# timeout and logs it closed.
+# timeout and logs it closed; content over 64 KiB is refused; a cancel
+# while a question is open ends the turn and closes the question.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -186,6 +187,23 @@ async def elicitation(every):
         got = of_type(ev, "elicitation_result")
         check(len(got) == 1 and got[0]["by"] == "parleyd" and
               got[0]["action"] == "cancel", "closed: %s" % got)
+        # a cancel while the question is open ends the turn and closes it
+        ev = []
+        ws, q = await ask(d, "el-4", ev)
+        big = {"name": "x" * (70 * 1024)}
+        s, js = answer(d, "el-4", q["elicitationId"], "accept", big)
+        check(s == 400, "content over 64 KiB -> %s %s" % (s, js))
+        s, js = post_message(d, "el-4", {"type": "cancel"}, "adm")
+        check(s == 202, "cancel -> %s %s" % (s, js))
+        await ws_until(ws, is_done, 20, into=ev)
+        await ws.close()
+        check(of_type(ev, "done")[0].get("cancelled") is True,
+              "done %s" % of_type(ev, "done"))
+        got = [e for e in d.log_events("el-4") if e["type"] ==
+               "elicitation_result"]
+        check(len(got) == 1 and got[0]["by"] == "parleyd", "closed: %s" % got)
+        st, _, _ = d.http("GET", "/health")
+        check(st == 200, "the worker is stuck: /health %s" % st)
 
 
 run_test("mcp_ask", main)

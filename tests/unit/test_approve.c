@@ -12,6 +12,7 @@
 #include "check_main.h"
 #include "fake_sess.h"
 
+static struct config conf;
 static struct wk wk;
 static int copied;	/* audit entries handed to the audit-log file */
 
@@ -28,6 +29,10 @@ auditlog_event(struct sess *s, uint64_t seq)
 static void
 setup(void)
 {
+	memset(&conf, 0, sizeof(conf));
+	conf.approval_timeout_ms = 60000;
+	conf.client_tool_timeout_ms = 60000;
+	wk.conf = &conf;
 	fake_sess_init(&wk);
 	copied = 0;
 }
@@ -255,6 +260,35 @@ START_TEST(client_call_closed)
 }
 END_TEST
 
+START_TEST(expired_answer)
+{
+	struct sess_result r;
+	const char *logged = NULL;
+	cJSON *c = call("c7", "fs__write"), *w, *au;
+
+	approve_request(&fs.s, c);
+	/* Asked two minutes ago, timeout one: its session was away. */
+	w = cJSON_GetArrayItem(cJSON_GetObjectItem(fs.s.meta, "waiting"), 0);
+	proto_set(w, "ts", cJSON_CreateNumber((double)(util_now_ms() -
+	    120000)));
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_answer(&fs.s, "c7", "approve", "user",
+	    &logged, &r), -1);
+	ck_assert_str_eq(r.code, "NOT_FOUND");
+	ck_assert_ptr_nonnull(strstr(r.msg, "expired"));
+	au = fake_logged("audit_entry", 0);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(au,
+	    "decision")), "timeout");
+	ck_assert_int_eq(npending(APPROVE_APPROVALS), 0);
+	/* Then it is an answered request: a duplicate. */
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(approve_answer(&fs.s, "c7", "approve", "user",
+	    &logged, &r), 0);
+	ck_assert(r.duplicate);
+	cJSON_Delete(c);
+}
+END_TEST
+
 START_TEST(elicit_once)
 {
 	struct sess_result r;
@@ -305,6 +339,12 @@ START_TEST(elicit_once)
 	    "by")), "parleyd");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(res,
 	    "action")), "cancel");
+	/* The turn's end closes an open question too (and returns). */
+	approve_elicit(&fs.s, c, "c5.q3", "Last?", NULL);
+	approve_clear(&fs.s);
+	ck_assert_int_eq(npending(APPROVE_ELICITS), 0);
+	ck_assert_int_eq(npending(APPROVE_APPROVALS), 0);
+	ck_assert_int_eq(fake_count("elicitation_result"), 3);
 	cJSON_Delete(content);
 	cJSON_Delete(c);
 }
@@ -357,6 +397,7 @@ main(void)
 	tcase_add_test(tc, client_call_once);
 	tcase_add_test(tc, client_call_closed);
 	tcase_add_test(tc, elicit_once);
+	tcase_add_test(tc, expired_answer);
 	tcase_add_test(tc, result_body);
 	tcase_add_test(tc, summary_cut_whole);
 	suite_add_tcase(s, tc);
