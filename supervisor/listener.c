@@ -88,10 +88,34 @@ pending_free(struct pending *p, int close_fd)
 	free(p);
 }
 
+/* An answer the supervisor writes itself, until its peer has it. */
+struct reply {
+	TAILQ_ENTRY(reply)	 entry;
+	struct sup		*sup;
+	struct bufferevent	*bev;
+};
+
+static void
+reply_free(struct reply *r)
+{
+	TAILQ_REMOVE(&r->sup->replies, r, entry);
+	bufferevent_free(r->bev);
+	free(r);
+}
+
 static void
 reply_event(struct bufferevent *bev, short what, void *arg)
 {
-	bufferevent_free(bev);
+	reply_free(arg);
+}
+
+void
+listener_replies_free(struct sup *sup)
+{
+	struct reply *r;
+
+	while ((r = TAILQ_FIRST(&sup->replies)) != NULL)
+		reply_free(r);
 }
 
 static void
@@ -118,7 +142,7 @@ reply_done(struct bufferevent *bev, void *arg)
 	shutdown(bufferevent_getfd(bev), SHUT_WR);
 	util_tv(&tv, 2000);
 	bufferevent_set_timeouts(bev, &tv, NULL);
-	bufferevent_setcb(bev, reply_drain, NULL, reply_event, NULL);
+	bufferevent_setcb(bev, reply_drain, NULL, reply_event, arg);
 	bufferevent_enable(bev, EV_READ);
 }
 
@@ -139,17 +163,23 @@ void
 listener_reply(struct sup *sup, int fd, struct evbuffer *out)
 {
 	struct bufferevent *bev;
+	struct reply *r;
 	struct timeval tv;
 
-	bev = bufferevent_socket_new(sup->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	if (bev == NULL) {
+	if ((r = calloc(1, sizeof(*r))) == NULL ||
+	    (bev = bufferevent_socket_new(sup->base, fd,
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL) {
+		free(r);
 		close(fd);
 		evbuffer_free(out);
 		return;
 	}
+	r->sup = sup;
+	r->bev = bev;
+	TAILQ_INSERT_TAIL(&sup->replies, r, entry);
 	util_tv(&tv, 10000);
 	bufferevent_set_timeouts(bev, NULL, &tv);
-	bufferevent_setcb(bev, NULL, reply_done, reply_event, NULL);
+	bufferevent_setcb(bev, NULL, reply_done, reply_event, r);
 	bufferevent_enable(bev, EV_WRITE);
 	bufferevent_write_buffer(bev, out);
 	evbuffer_free(out);

@@ -491,6 +491,7 @@ main(int argc, char *argv[])
 	TAILQ_INIT(&sup.workers);
 	TAILQ_INIT(&sup.old);
 	TAILQ_INIT(&sup.pending);
+	TAILQ_INIT(&sup.replies);
 	sup.started_ms = util_mono_ms();
 	/* Request ids must not repeat across restarts: logs outlive us. */
 	if (getrandom(&sup.next_conn_id, sizeof(sup.next_conn_id), 0) !=
@@ -525,6 +526,7 @@ main(int argc, char *argv[])
 	event_free(sup.status_ev);
 	control_close(&sup);
 	listener_close_all(&sup);
+	listener_replies_free(&sup);
 	pool_free_all(&sup);
 	config_free(sup.conf);
 	event_base_free(sup.base);

@@ -60,6 +60,7 @@ struct listener {
 };
 
 struct pending;
+struct reply;
 struct ctlq;
 struct evbuffer;
 struct http_request;
@@ -75,6 +76,7 @@ struct sup {
 	struct workerq		 workers;	/* current generation */
 	struct workerq		 old;		/* draining after a reload */
 	TAILQ_HEAD(, pending)	 pending;
+	TAILQ_HEAD(, reply)	 replies;	/* answers on their way out */
 	unsigned		 npending;
 	unsigned		 nctlpending;	/* of those, control peers */
 	uint64_t		 trimmed_ms;	/* last util_trim */
@@ -161,6 +163,8 @@ int		 listener_open(struct sup *, struct config *, char *err,
 int		 listener_update(struct sup *, struct config *, char *err,
 		    size_t errlen);
 void		 listener_close_all(struct sup *);
+/* Frees the answers still on their way out (the loop is over). */
+void		 listener_replies_free(struct sup *);
 void		 listener_pause(struct sup *);
 void		 listener_take(struct sup *, int fd, int control,
 		    const char *peer);
