@@ -917,6 +917,8 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	c->ic = *ic;
 	log_reqid(c->reqid, ic->conn_id);
 	deliver_sub_init(&c->sub, wk, &conn_deliver_ops, c->reqid);
+	c->sub.role = (int)c->ic.role;
+	c->sub.agent = c->agent;
 	c->cl.id = ic->conn_id;
 	c->cl.reqid = c->reqid;
 	c->h = h;

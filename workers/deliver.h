@@ -63,6 +63,8 @@ struct deliver_sub {
 	struct wk		*wk;
 	const struct deliver_ops *ops;
 	const char		*reqid;		/* its owner's, for logs */
+	int			 role;		/* its reader's (IPC_ROLE_*), */
+	const char		*agent;		/* and agentId or "": filters */
 	struct deliver		*feed;		/* subscribed to, or NULL */
 	uint64_t		 next_seq;	/* next logged event it needs */
 	int			 live;		/* fed by fan-out, not the log */

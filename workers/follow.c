@@ -172,9 +172,10 @@ posted(void *arg, ssize_t n)
  * waits until the inbox has it.  The owner drops repeats by id.
  */
 void
-follow_input(struct sess *s, struct sess_client *c, int role,
-    struct proto_in *in, struct sess_result *r)
+follow_input(struct sess *s, struct sess_client *c,
+    const struct sess_from *from, struct proto_in *in, struct sess_result *r)
 {
+	int role = from->role;
 	struct sess_wait *w;
 	struct store_req *req;
 	cJSON *o;
@@ -219,6 +220,8 @@ follow_input(struct sess *s, struct sess_client *c, int role,
 	}
 	o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "role", role);
+	if (from->agent[0] != '\0')
+		cJSON_AddStringToObject(o, "agent", from->agent);
 	cJSON_AddItemToObject(o, "m", cJSON_Duplicate(in->root, 1));
 	if (in->id == NULL) {
 		/* So a redelivery to a new owner is still one message. */

@@ -15,7 +15,9 @@ void	follow_grown(void *wk, struct store_sess *, uint64_t last);
 void	follow_vacant(void *wk, struct store_sess *);
 /* A follower's client message goes to the owner's inbox; answered once
  * the inbox has it (r->pending). */
-void	follow_input(struct sess *, struct sess_client *c, int role,
+struct sess_from;
+void	follow_input(struct sess *, struct sess_client *c,
+	    const struct sess_from *,
 	    struct proto_in *, struct sess_result *);
 
 #endif

@@ -272,10 +272,11 @@ input_autonomy(struct sess *s, struct sess_client *c, int role,
 }
 
 void
-input_apply(struct sess *s, struct sess_client *c, int role,
-    struct proto_in *in, struct sess_result *r)
+input_apply(struct sess *s, struct sess_client *c,
+    const struct sess_from *from, struct proto_in *in, struct sess_result *r)
 {
 	const char *message = NULL, *to = NULL;
+	int role = from->role;
 	char clientid[32];
 	cJSON *b;
 	uint64_t seq;
@@ -283,7 +284,7 @@ input_apply(struct sess *s, struct sess_client *c, int role,
 	memset(r, 0, sizeof(*r));
 	r->http = 202;
 	if (s->follower) {
-		follow_input(s, c, role, in, r);
+		follow_input(s, c, from, in, r);
 		return;
 	}
 	if (strcmp(in->type, "chat") == 0) {
@@ -459,18 +460,21 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 	struct sess *s = st->udata;
 	struct proto_in in;
 	struct sess_result r;
-	const char *code;
-	char msg[256], *txt;
+	struct sess_from from;
+	const char *code, *agent;
+	char msg[256], *txt, who[SESS_AGENT_MAX + 1];
 	cJSON *o, *m;
 	uint64_t seq;
-	int role;
 
 	(void)arg;
 	if (s == NULL || s->follower || s->broken)
 		return;
 	o = cJSON_ParseWithLength(json, len);
 	m = cJSON_GetObjectItem(o, "m");
-	role = (int)proto_count(o, "role");
+	from.role = (int)proto_count(o, "role");
+	agent = cJSON_GetStringValue(cJSON_GetObjectItem(o, "agent"));
+	snprintf(who, sizeof(who), "%s", agent != NULL ? agent : "");
+	from.agent = who;
 	if (!cJSON_IsObject(m) || (txt = cJSON_PrintUnformatted(m)) == NULL) {
 		log_warnx("session %s: dropped an inbox entry that is not a "
 		    "forwarded message", s->id);
@@ -492,7 +496,7 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 		proto_in_free(&in);
 		return;
 	}
-	input_apply(s, NULL, role, &in, &r);
+	input_apply(s, NULL, &from, &in, &r);
 	if (r.code != NULL)
 		log_info("session %s: forwarded %s refused: %s", s->id,
 		    in.type, r.msg);

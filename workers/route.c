@@ -336,7 +336,8 @@ route_text(struct conn *c, const char *text, size_t len)
 		    "/sessions/{id}/stream", in.id);
 		goto out;
 	}
-	input_apply(s, &c->cl, (int)c->ic.role, &in, &r);
+	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
+	    c->agent }, &in, &r);
 	if (!r.pending)
 		route_answer(c, s, in.id, &r);
 out:
@@ -563,7 +564,8 @@ post_message(struct conn *c, const char *sid)
 	}
 	c->post_sse = accept != NULL && strstr(accept, "text/event-stream") &&
 	    strcmp(in.type, "chat") == 0;
-	input_apply(s, &c->cl, (int)c->ic.role, &in, &res);
+	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
+	    c->agent }, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
 		post_reply(c, s, &res);
@@ -808,7 +810,8 @@ delete_session(struct conn *c, struct sess *s)
 	free(txt);
 	/* As it is now: it may be promoted before the owner answers. */
 	c->deleting = s->follower ? 2 : 1;
-	input_apply(s, &c->cl, IPC_ROLE_ADMIN, &in, &res);
+	input_apply(s, &c->cl, &(struct sess_from){ IPC_ROLE_ADMIN, "" },
+	    &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
 		post_reply(c, s, &res);
@@ -839,6 +842,64 @@ route_leaving(struct conn *c, const char *sid, const unsigned char *raw,
 	}
 	conn_http_error(c, 503, "OVERLOADED", "worker restarting; retry");
 	return 1;
+}
+
+/*
+ * Who the connection acts as: ?role= narrows the token's role (an admin
+ * may act as anyone, any role as an observer), ?agentId= names the
+ * external agent a role=agent connection is.  0, or -1 answered.
+ */
+static int
+route_who(struct conn *c, const struct http_request *r)
+{
+	static const char *names[] = { NULL, "observer", "user", "agent",
+	    "admin" };
+	char v[SESS_AGENT_MAX + 2];
+	int want = 0, have = (int)c->ic.role, i;
+	size_t n;
+
+	if (r->query != NULL && http_query_param(r->query, "role", v,
+	    sizeof(v)) == 0) {
+		for (i = 1; i < (int)(sizeof(names) / sizeof(*names)); i++)
+			if (strcmp(v, names[i]) == 0)
+				want = i;
+		if (want == 0) {
+			conn_http_error(c, 400, "BAD_REQUEST", "role must be "
+			    "user, agent, observer or admin");
+			return -1;
+		}
+		if (want != have && have != IPC_ROLE_ADMIN &&
+		    want != IPC_ROLE_OBSERVER) {
+			conn_http_error(c, 403, "FORBIDDEN", "the token does "
+			    "not allow this role; use a token with it");
+			return -1;
+		}
+		c->ic.role = (uint32_t)want;
+		c->sub.role = want;
+	}
+	if (r->query == NULL || http_query_param(r->query, "agentId", v,
+	    sizeof(v)) != 0) {
+		if (want == IPC_ROLE_AGENT) {
+			conn_http_error(c, 400, "BAD_REQUEST", "role=agent "
+			    "needs agentId=NAME, the agent's id");
+			return -1;
+		}
+		return 0;
+	}
+	n = strlen(v);
+	if (n == 0 || n > SESS_AGENT_MAX || strspn(v, "abcdefghijklmnopqrstuv"
+	    "wxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n) {
+		conn_http_error(c, 400, "BAD_REQUEST", "agentId must be 1 to 64 "
+		    "letters, digits, '.', '_' or '-'");
+		return -1;
+	}
+	if (c->ic.role != IPC_ROLE_AGENT) {
+		conn_http_error(c, 400, "BAD_REQUEST", "agentId names an "
+		    "external agent: add role=agent");
+		return -1;
+	}
+	memcpy(c->agent, v, n + 1);
+	return 0;
 }
 
 static void
@@ -893,6 +954,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 	if (path[10 + n] == '/')
 		sub = path + 10 + n + 1;
 	if (route_leaving(c, sid, raw, rawlen))
+		return;
+	if (route_who(c, r) == -1)
 		return;
 	if (sub == NULL) {
 		if (strcmp(r->method, "GET") == 0) {

@@ -33,6 +33,18 @@ enum sess_answer {
 struct sess;
 struct sess_result;
 
+#define SESS_AGENT_MAX	64	/* bytes of an agentId, without NUL */
+
+/*
+ * Who sent a client message: the role it acts in (the token's, or the
+ * narrower one its stream asked for) and, for an external agent's
+ * connection (?role=agent&agentId=), that agent's id; "" for others.
+ */
+struct sess_from {
+	int		 role;
+	const char	*agent;
+};
+
 /*
  * Who sent a client message (embedded in a connection): its answer goes
  * to done, at once or once the store has the message.
