@@ -22,6 +22,7 @@ start_parleyd() {
 listen 127.0.0.1:$PORT
 workers 2
 state-dir $TMPD/state
+control-socket $TMPD/control.sock
 retention 24h
 idle-timeout 10m
 flush-interval 20ms
