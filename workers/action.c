@@ -424,8 +424,11 @@ approval_noted(struct sess *s, cJSON *w, const char *agent)
 
 	snprintf(tool, sizeof(tool), "action:%s", str(a, "type"));
 	/* A cut inside a UTF-8 sequence would not be valid text. */
-	snprintf(sum, sizeof(sum), "%.*s%s", (int)utf8_whole(desc,
-	    SUMMARY_MAX), desc, strlen(desc) > SUMMARY_MAX ? "..." : "");
+	if (strlen(desc) > SUMMARY_MAX)
+		snprintf(sum, sizeof(sum), "%.*s...", (int)utf8_whole(desc,
+		    SUMMARY_MAX), desc);
+	else
+		snprintf(sum, sizeof(sum), "%s", desc);
 	cJSON_AddStringToObject(b, "actionId", str(w, "actionId"));
 	cJSON_AddStringToObject(b, "agentId", str(w, "agentId"));
 	cJSON_AddStringToObject(b, "tool", tool);
