@@ -281,7 +281,9 @@ sweep(struct sess *s)
 	cJSON *w;
 	int again = 1;
 
-	if (s->follower || s->broken || s->released || s->meta == NULL)
+	/* A completed session logs nothing more: its actions stay open. */
+	if (s->follower || s->broken || s->released || s->meta == NULL ||
+	    s->ended)
 		return;
 	while (again) {
 		again = 0;
@@ -647,6 +649,11 @@ answer_input(struct sess *s, const struct sess_from *f, struct proto_in *in,
 	char *txt;
 	size_t n;
 
+	if (s->ended) {
+		sess_result_err(r, "SESSION_ENDED", 409, "%s", "the session "
+		    "has completed; its unfinished actions stay as they are");
+		return -1;
+	}
 	if (proto_str(in->root, "actionId", 1, 64, &id, r->msg,
 	    sizeof(r->msg)) == -1) {
 		sess_result_err(r, "BAD_REQUEST", 400, "%s", r->msg);

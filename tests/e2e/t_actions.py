@@ -9,6 +9,7 @@
 #     step is in GET /api/audit and `parleyctl audit`;
 #  b. the user rejects (action_rejected with the reason); a result after it
 #     is a duplicate; an executor named in the action gets action_execute;
+#     once the session is terminated, answers get SESSION_ENDED;
 #  c. autonomy MANUAL: B's approval is an audit_entry awaiting a person, the
 #     result is refused until the user approves too;
 #  d. pending actions in session_state after a reconnect; every worker is
@@ -248,6 +249,19 @@ async def part_b(d):
     r = log_of(d, sid, "action_result", p["actionId"])
     check(len(r) == 1 and r[0]["error"] == "disk full" and "result" not in
           r[0], "error result %s" % r)
+    # a completed session takes no more: its open action stays open
+    p = await propose(wa, ea, sid, "pb-3")
+    s, js = post(d, sid, {"type": "terminate"}, ADMIN)
+    check(s == 202, "terminate -> %s %s" % (s, js))
+    for body, tok in (({"type": "action_approve", "actionId": p["actionId"]},
+                       USER), ({"type": "directive", "message": "x"}, USER)):
+        s, js = post(d, sid, body, tok)
+        check(s == 409 and err_code(js) == "SESSION_ENDED",
+              "%s after the end -> %s %s" % (body["type"], s, js))
+    await wa.close()
+    wa, st = await agent(d, sid, "manus")
+    check([x["actionId"] for x in st.get("pendingActions")] ==
+          [p["actionId"]], "pending after the end %s" % st)
     await wa.close()
 
 
