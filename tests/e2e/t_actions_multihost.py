@@ -84,8 +84,8 @@ async def main():
         deadline = time.time() + 30
         while True:
             wm, st = await agent(h1, sid, "manus")
-            if aid in pending_of(st) and c.owner(sid) and \
-                    c.owner(sid).startswith("h1/"):
+            owner = c.owner(sid) or ""     # read once: the lease may lapse
+            if aid in pending_of(st) and owner.startswith("h1/"):
                 break
             await wm.close()
             check(time.time() < deadline, "b: host 1 never took over: %s, "
