@@ -1,7 +1,7 @@
 /*
  * parleyctl audit: a session's audit trail (GET /api/audit of
- * parley-protocol(7)), the decision on each tool call and each change of
- * autonomy, a page at a time until the end or --limit.
+ * parley-protocol(7)), the decision on each tool call, each change of
+ * autonomy and each step of an agent's proposed action, a page at a time until the end or --limit.
  */
 #include <err.h>
 #include <getopt.h>
@@ -35,6 +35,17 @@ audit_row(struct table *t, const cJSON *e)
 		    xprintf("-> %s", jstr(e, "level"));
 		tbl_add(t, d);
 		free(d);
+	} else if (strncmp(jstr(e, "type"), "action_", 7) == 0) {
+		/* A step of an agent's proposed action (parley-protocol(7)). */
+		d = xprintf("action %s", jstr(e, "actionId"));
+		tbl_add(t, d);
+		free(d);
+		tbl_add(t, jstr(jget(e, "action"), "risk"));
+		tbl_add(t, jstr(e, "type") + 7);
+		/* Who acted: the answerer, else the agent it is about. */
+		tbl_add(t, jstr(e, cJSON_IsString(jget(e, "by")) ? "by" :
+		    "agentId"));
+		return;
 	} else {
 		tbl_add(t, jstr(e, "tool"));
 		tbl_add(t, jstr(e, "risk"));

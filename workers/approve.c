@@ -56,6 +56,8 @@ wait_id(const cJSON *w)
 	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(w,
 	    "elicitationId"));
 
+	if (id == NULL)
+		id = cJSON_GetStringValue(cJSON_GetObjectItem(w, "actionId"));
 	return id != NULL ? id : cJSON_GetStringValue(cJSON_GetObjectItem(w,
 	    "toolCallId"));
 }
@@ -78,11 +80,15 @@ waiting_find(struct sess *s, const char *id, cJSON **w)
 	return -1;
 }
 
-/* A waiting entry's kind: an approval, a client's call, a question. */
+/*
+ * A waiting entry's kind: an approval, a client's call, a question, an
+ * agent's proposed action (action.c's, which outlives any turn).
+ */
 enum wait_kind {
 	WAIT_APPROVAL,
 	WAIT_CALL,
-	WAIT_ELICIT
+	WAIT_ELICIT,
+	WAIT_ACTION
 };
 
 static enum wait_kind
@@ -94,6 +100,8 @@ kind_of(const cJSON *w)
 		return WAIT_CALL;
 	if (k != NULL && strcmp(k, "elicit") == 0)
 		return WAIT_ELICIT;
+	if (k != NULL && strcmp(k, "action") == 0)
+		return WAIT_ACTION;
 	return WAIT_APPROVAL;
 }
 
@@ -386,15 +394,21 @@ approve_clear(struct sess *s)
 {
 	const char *id;
 	cJSON *w;
+	int i = 0;
 
+	/* An action is no turn's: it stays (action.c ends it). */
 	while ((w = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
-	    "waiting"), 0)) != NULL) {
+	    "waiting"), i)) != NULL) {
+		if (kind_of(w) == WAIT_ACTION) {
+			i++;
+			continue;
+		}
 		if ((id = wait_id(w)) != NULL)
 			approve_close(s, id, "cancelled");
 		/* Closed, or not closable: either way it waits no more. */
 		if (cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "waiting"),
-		    0) == w) {
-			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), 0);
+		    i) == w) {
+			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
 			sess_meta_save(s);
 		}
 	}
@@ -421,6 +435,31 @@ approve_pending(struct sess *s, int kind)
 		cJSON_AddItemToArray(a, c);
 	}
 	return a;
+}
+
+cJSON *
+approve_entry(struct sess *s, const char *id, int kind)
+{
+	cJSON *w;
+
+	if (waiting_find(s, id, &w) >= 0 && (int)kind_of(w) == kind)
+		return w;
+	return NULL;
+}
+
+int
+approve_was_answered(struct sess *s, const char *id)
+{
+	return was_answered(s, id);
+}
+
+uint64_t
+approve_keep(struct sess *s, cJSON *w, int kind, uint64_t ts)
+{
+	static const char *names[] = { NULL, "call", "elicit", "action" };
+
+	return wait_keep(s, w, kind >= 0 && kind < 4 ? names[kind] : NULL,
+	    NULL, ts);
 }
 
 int

@@ -62,8 +62,22 @@ int		 approve_always(struct sess *, const char *tool);
 #define APPROVE_APPROVALS	0
 #define APPROVE_CALLS		1
 #define APPROVE_ELICITS		2
+#define APPROVE_ACTIONS		3	/* action.c's proposed actions */
 /* The pending requests of a kind, for session_state (a new array). */
 cJSON		*approve_pending(struct sess *, int kind);
+/*
+ * The waiting entry of request id if it is of kind (APPROVE_*), or NULL;
+ * meta's own object, for the caller to change (then sess_meta_save).
+ */
+cJSON		*approve_entry(struct sess *, const char *id, int kind);
+/* 1 when request id was answered lately (a repeat is a duplicate). */
+int		 approve_was_answered(struct sess *, const char *id);
+/*
+ * Meta's waiting list takes request w (consumed, its body as logged), of
+ * kind (APPROVE_*), asked at ts (ms since the epoch); saves meta and
+ * returns ts.  Answered with approve_answered.
+ */
+uint64_t	 approve_keep(struct sess *, cJSON *w, int kind, uint64_t ts);
 /* 1 while call id waits for an answer of either kind. */
 int		 approve_waits(struct sess *, const char *id);
 /*

@@ -1,6 +1,7 @@
 /*
- * The operator's audit file (audit-log): every audit_entry and
- * autonomy_changed a worker logs, copied from the session's log as one
+ * The operator's audit file (audit-log): every audit_entry,
+ * autonomy_changed and step of a proposed action (action_*) a worker
+ * logs, copied from the session's log as one
  * JSON line.  All workers append to the same file: each line goes out in
  * one write(2) on a descriptor opened O_APPEND, so lines never interleave.
  * The file is a copy kept for the operator; the session's log stays the
@@ -42,7 +43,9 @@ struct line {
 int
 auditlog_type(const char *json, size_t len)
 {
-	static const char *types[] = { "audit_entry", "autonomy_changed" };
+	static const char *types[] = { "audit_entry", "autonomy_changed",
+	    "action_proposed", "action_approved", "action_rejected",
+	    "action_execute", "action_result", "action_expired" };
 	const char *t;
 	char pat[48];
 	cJSON *ev;

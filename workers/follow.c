@@ -12,6 +12,7 @@
 #include "parley/proto.h"
 #include "parley/store.h"
 #include "parley/util.h"
+#include "action.h"
 #include "approve.h"
 #include "follow.h"
 #include "sess.h"
@@ -35,13 +36,16 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	if (strcmp(e->type, "session_state") == 0 ||
 	    strstr(e->type, "request") != NULL || strstr(e->type,
 	    "result") != NULL || strcmp(e->type, "mcp_call") == 0 ||
-	    strcmp(e->type, "audit_entry") == 0) {
+	    strcmp(e->type, "audit_entry") == 0 ||
+	    strncmp(e->type, "action_", 7) == 0 ||
+	    strcmp(e->type, "directive") == 0) {
 		cJSON *o = cJSON_ParseWithLength(json, len), *p;
 
 		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
 			proto_set(s->meta, "paused",
 			    cJSON_CreateBool(cJSON_IsTrue(p)));
 		approve_follow(s, e->type, o, ts);
+		action_follow(s, e->type, o, ts);
 		cJSON_Delete(o);
 	}
 	deliver_fan_out(&s->feed, e);
@@ -190,7 +194,11 @@ follow_input(struct sess *s, struct sess_client *c,
 	    strcmp(in->type, "set_autonomy") != 0 &&
 	    strcmp(in->type, "mcp_tools") != 0 &&
 	    strcmp(in->type, "mcp_result") != 0 &&
-	    strcmp(in->type, "elicitation_answer") != 0) {
+	    strcmp(in->type, "elicitation_answer") != 0 &&
+	    strcmp(in->type, "action_propose") != 0 &&
+	    strcmp(in->type, "action_approve") != 0 &&
+	    strcmp(in->type, "action_result") != 0 &&
+	    strcmp(in->type, "directive") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);

@@ -16,6 +16,7 @@
 #include "parley/store.h"
 #include "parley/utf8.h"
 #include "parley/util.h"
+#include "action.h"
 #include "approve.h"
 #include "auditlog.h"
 #include "ctool.h"
@@ -431,6 +432,13 @@ input_apply(struct sess *s, struct sess_client *c,
 			input_tools(s, c, role, in, r);
 		else
 			input_result(s, c, in, r);
+		return;
+	}
+	if (strcmp(in->type, "action_propose") == 0 ||
+	    strcmp(in->type, "action_approve") == 0 ||
+	    strcmp(in->type, "action_result") == 0 ||
+	    strcmp(in->type, "directive") == 0) {
+		action_input(s, c, from, in, r);
 		return;
 	}
 	{

@@ -25,6 +25,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
+#include "action.h"
 #include "evt.h"
 #include "sess.h"
 #include "wk.h"
@@ -567,6 +568,7 @@ sess_own(struct sess *s)
 	if (s->scan_paused != -1 && s->scan_paused != sess_paused(s))
 		proto_set(s->meta, "paused", cJSON_CreateBool(s->scan_paused));
 	s->wk->agent->resume(s);
+	action_own(s);
 }
 
 static void
@@ -763,6 +765,7 @@ sess_state(struct sess *s)
 	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "config"), 1));
 	s->wk->agent->waiting(s, o);
+	cJSON_AddItemToObject(o, "pendingActions", action_pending(s));
 	a = sess_agent_json(s, cJSON_GetArraySize(
 	    cJSON_GetObjectItem(o, "pendingApprovals")) > 0 ?
 	    "waiting_approval" : s->turn ? "thinking" : "idle");
@@ -822,6 +825,7 @@ sess_free(struct sess *s)
 		event_free(s->recover_ev);
 	if (s->broken_ev != NULL)
 		event_free(s->broken_ev);
+	action_free(s);
 	if (s->st != NULL) {
 		s->st->udata = NULL;
 		store_sess_close(s->st);

@@ -92,6 +92,7 @@ struct sess {
 	int			 cancel_due;	/* a cancel came while the
 						   turn was being read back */
 	struct event		*start_ev;	/* a turn waits for MCP start-up */
+	struct event		*action_ev;	/* next action expiry (action.c) */
 	struct sess_id {
 		char		*id;
 		uint64_t	 seq;

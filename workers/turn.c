@@ -21,6 +21,7 @@
 #include "parley/store.h"
 #include "parley/utf8.h"
 #include "parley/util.h"
+#include "action.h"
 #include "approve.h"
 #include "ctool.h"
 #include "llm.h"
@@ -702,10 +703,22 @@ turn_model(struct sess *s)
 	struct llm_tool_call **store;
 	struct llm_msg *msgs;
 	size_t n = 0, i, ntools, nclient, cap;
+	char *dir;
+	cJSON *dm;
 
 	if (s->broken)
 		return;	/* being let go: nothing more runs */
 
+	/* Directives logged since the agent's last call join its steps:
+	 * seen now, and kept in the history with the turn (action.c). */
+	if ((dir = action_directives(s, s->agent_id)) != NULL) {
+		dm = cJSON_CreateObject();
+		cJSON_AddStringToObject(dm, "role", "user");
+		cJSON_AddStringToObject(dm, "content", dir);
+		cJSON_AddItemToArray(t->steps, dm);
+		free(dir);
+		turn_checkpoint(s);
+	}
 	cap = (size_t)cJSON_GetArraySize(h) + (size_t)cJSON_GetArraySize(
 	    t->steps) + 1;
 	msgs = calloc(cap, sizeof(*msgs));
