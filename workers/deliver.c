@@ -271,6 +271,8 @@ deliver_fan_out(struct deliver *d, struct evt *e)
 	recent_put(d, e);
 	if (e->seq > d->last)
 		d->last = e->seq;
+	if (d->tap != NULL)
+		d->tap(d->tap_arg, e);
 	for (sub = TAILQ_FIRST(&d->subs); sub != NULL; sub = next) {
 		next = TAILQ_NEXT(sub, entry);
 		push(sub, e);

@@ -53,6 +53,9 @@ struct deliver {
 	uint64_t		 last;		/* highest seq fanned out */
 	void			(*changed)(void *owner);	/* subs came or went */
 	void			*owner;
+	/* While set, sees every event fanned out (dash.c counts them). */
+	void			(*tap)(void *arg, const struct evt *);
+	void			*tap_arg;
 };
 
 /* A subscriber's cursor (embedded in struct conn). */
@@ -65,6 +68,7 @@ struct deliver_sub {
 	const char		*reqid;		/* its owner's, for logs */
 	int			 role;		/* its reader's (IPC_ROLE_*), */
 	const char		*agent;		/* and agentId or "": filters */
+	int			 dash;		/* a dashboard (dash.c) */
 	struct deliver		*feed;		/* subscribed to, or NULL */
 	uint64_t		 next_seq;	/* next logged event it needs */
 	int			 live;		/* fed by fan-out, not the log */

@@ -25,6 +25,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
+#include "dash.h"
 #include "evt.h"
 #include "sess.h"
 #include "wk.h"
@@ -480,6 +481,7 @@ static void	sess_free(struct sess *);
 static void
 feed_changed(void *arg)
 {
+	dash_changed(arg);
 	sess_check_idle(arg);
 }
 
@@ -810,6 +812,7 @@ sess_free(struct sess *s)
 
 	loads_settle(s, "INTERNAL");
 	acks_settle(s, 1);
+	dash_free(s);
 	deliver_free(&s->feed);
 	store_req_cancel(s->fetch);
 	store_req_cancel(s->promote);
