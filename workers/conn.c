@@ -436,7 +436,7 @@ write_evt(struct conn *c, struct evt *e, int live)
 	size_t len, off = 0;
 
 	if (c->seed != NULL) {
-		char *chunks = seed_chunks(c->seed, e, &len);
+		char *chunks = seed_chunks(c, e, &len);
 
 		/* Translated: the seed API's framing, not the event's. */
 		if (chunks != NULL)

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <event2/event.h>
 
 #include "parley/config.h"
 #include "parley/proto.h"
@@ -41,9 +42,13 @@
 
 #define SEED_ARGS_MAX	64	/* tool calls whose input is remembered */
 
+#define SEED_FIND_MS	30000	/* a follower waits this long for its
+				   message to come back logged */
+
 /* What a stream remembers between events. */
 struct seed {
-	char	 msgid[48];	/* the turn's messageId */
+	char	 id[80];	/* the chat's client id */
+	uint64_t from;		/* the log's end before the chat */
 	cJSON	*args;		/* toolCallId: the args of its tool_start */
 	int	 nargs;
 };
@@ -151,9 +156,30 @@ tool_result(struct seed *sd, const cJSON *e, char **out, size_t *len)
 	chunk_add(out, len, "tool_call", t);
 }
 
-char *
-seed_chunks(struct seed *sd, const struct evt *ev, size_t *len)
+/*
+ * The stream's turn is known by its user_message: through a follower,
+ * whose answer has no seq, that is the user_message with the chat's id.
+ */
+static int
+turn_found(struct conn *c, const cJSON *e)
 {
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(e, "id"));
+
+	if (c->turn_msgid[0] != '\0')
+		return (uint64_t)proto_count(e, "seq") ==
+		    strtoull(c->turn_msgid + 2, NULL, 10);
+	if (id == NULL || strcmp(id, c->seed->id) != 0)
+		return 0;
+	snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
+	    (unsigned long long)proto_count(e, "seq"));
+	evtimer_del(c->tmo_ev);
+	return 1;
+}
+
+char *
+seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
+{
+	struct seed *sd = c->seed;
 	const char *type = ev->type;
 	cJSON *e, *m;
 	char *out = NULL;
@@ -168,16 +194,16 @@ seed_chunks(struct seed *sd, const struct evt *ev, size_t *len)
 		goto out;
 	}
 	/* The turn's own events (an earlier turn may still be running). */
-	if (strcmp(type, "user_message") != 0 && strcmp(cJSON_GetStringValue(
-	    cJSON_GetObjectItem(e, "messageId")) ?: "", sd->msgid) != 0)
+	if (strcmp(type, "user_message") != 0 && (c->turn_msgid[0] == '\0' ||
+	    strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
+	    "messageId")) ?: "", c->turn_msgid) != 0))
 		goto out;
 	if (strcmp(type, "user_message") == 0) {
-		if ((uint64_t)proto_count(e, "seq") == strtoull(sd->msgid + 2,
-		    NULL, 10)) {
+		if (turn_found(c, e)) {
 			m = status_obj("accepted");
 			copy_field(m, e, "sessionId", "sessionId");
 			copy_field(m, e, "seq", "seq");
-			cJSON_AddStringToObject(m, "messageId", sd->msgid);
+			cJSON_AddStringToObject(m, "messageId", c->turn_msgid);
 			chunk_add(&out, len, "metadata", m);
 		}
 	} else if (strcmp(type, "token") == 0)
@@ -286,7 +312,7 @@ seed_session(struct conn *c, char *sid, size_t sidlen, int *create)
 void
 seed_post(struct conn *c)
 {
-	const char *sid, *message = NULL, *code, *err;
+	const char *sid, *message = NULL, *id = NULL, *code, *err;
 	struct sess_result res;
 	struct proto_in in;
 	struct sess *s;
@@ -322,13 +348,34 @@ seed_post(struct conn *c)
 		seed_error(c, "BAD_REQUEST", msg, 400);
 		return;
 	}
-	/* The chat a client of the protocol would send (an "id" a client
-	 * gives makes a retry of the POST replay, not repeat, the turn). */
+	if ((c->seed = calloc(1, sizeof(*c->seed))) == NULL ||
+	    (c->seed->args = cJSON_CreateObject()) == NULL) {
+		cJSON_Delete(o);
+		seed_error(c, "OVERLOADED", "out of memory; retry", 503);
+		return;
+	}
+	/* The chat a client of the protocol would send, with an id that
+	 * finds its user_message (an "id" the client gives makes a retry
+	 * of the POST replay, not repeat, the turn). */
+	if (proto_str(o, "id", 0, sizeof(c->seed->id) - 1, &id, msg,
+	    sizeof(msg)) == -1) {
+		cJSON_Delete(o);
+		seed_error(c, "BAD_REQUEST", msg, 400);
+		return;
+	}
+	if (id != NULL)
+		snprintf(c->seed->id, sizeof(c->seed->id), "%s", id);
+	else {
+		char hex[9];
+
+		/* Unique across hosts too: an id seen before is a repeat. */
+		util_randhex(hex, 4);
+		snprintf(c->seed->id, sizeof(c->seed->id), "seed-%s-%s",
+		    c->reqid, hex);
+	}
 	m = proto_head("chat", sid);
 	cJSON_AddStringToObject(m, "message", message);
-	if (cJSON_IsString(cJSON_GetObjectItem(o, "id")))
-		cJSON_AddItemToObject(m, "id", cJSON_Duplicate(
-		    cJSON_GetObjectItem(o, "id"), 1));
+	cJSON_AddStringToObject(m, "id", c->seed->id);
 	cJSON_Delete(o);
 	txt = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
@@ -350,12 +397,7 @@ seed_post(struct conn *c)
 		    strcmp(err, "OVERLOADED") == 0 ? 503 : 500);
 		return;
 	}
-	if ((c->seed = calloc(1, sizeof(*c->seed))) == NULL ||
-	    (c->seed->args = cJSON_CreateObject()) == NULL) {
-		proto_in_free(&in);
-		seed_error(c, "OVERLOADED", "out of memory; retry", 503);
-		return;
-	}
+	c->seed->from = sess_last_seq(s) + 1;
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
 	    c->agent }, &in, &res);
 	proto_in_free(&in);
@@ -370,18 +412,22 @@ seed_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		seed_error(c, res->code, res->msg, res->http);
 		return;
 	}
-	if (res->seq == 0) {
-		seed_error(c, "INTERNAL", "the message was not logged; retry",
-		    500);
-		return;
-	}
 	/* The turn stream of POST .../messages, from its user_message. */
-	snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
-	    (unsigned long long)res->seq);
-	snprintf(c->seed->msgid, sizeof(c->seed->msgid), "%s", c->turn_msgid);
 	conn_sse_start(c);
 	conn_attach(c, s);
-	c->sub.next_seq = res->seq;
+	if (res->seq > 0) {
+		snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
+		    (unsigned long long)res->seq);
+		c->sub.next_seq = res->seq;
+	} else {
+		struct timeval tv;
+
+		/* A follower handed it to the owner, which logs it soon:
+		 * found by its id among what is logged after the chat. */
+		c->sub.next_seq = c->seed->from;
+		util_tv(&tv, SEED_FIND_MS);
+		evtimer_add(c->tmo_ev, &tv);
+	}
 	c->sub.live = 0;
 	deliver_pump(&c->sub);
 }

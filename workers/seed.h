@@ -27,7 +27,7 @@ void	seed_reply(struct conn *, struct sess *, const struct sess_result *);
  * bytes), or NULL when it becomes none.  The stream ends after the
  * turn's done or error (conn.c closes it).
  */
-char	*seed_chunks(struct seed *, const struct evt *, size_t *len);
+char	*seed_chunks(struct conn *, const struct evt *, size_t *len);
 void	seed_free(struct seed *);
 
 #endif

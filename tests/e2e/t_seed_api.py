@@ -14,10 +14,14 @@
 #  c. a bad body (not JSON, no message, no sessionId, message not a
 #     string) is one error chunk, logs and creates nothing; GET is 405;
 #  d. auth as POST .../messages: no token 401, an observer gets an error
-#     chunk FORBIDDEN, a token scoped to another session 403.
+#     chunk FORBIDDEN, a token scoped to another session 403;
+#  e. two hosts on one Redis: a POST to the host that only follows the
+#     session (the other owns it) streams the turn the owner runs, found by
+#     its message id, to its complete chunk.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
+from cluster import Cluster, TOKEN
 
 ADMIN, USER, OBS, SCOPED = "adm-secret", "usr-secret", "obs-secret", "scp-secret"
 SUM = "everything__get-sum"
@@ -216,6 +220,32 @@ async def test():
             check(d.last_seq(sid) == last, "a refused message was logged")
     finally:
         srv.stop()
+    await across_hosts()
+
+
+async def across_hosts():
+    with Cluster(2, lease="2s", netns=False, workers=1) as c:
+        h0, h1 = c.hosts
+        sid = "seed-mh"
+        st, js = h0.http_json("POST", "/sessions", {"sessionId": sid})
+        check(st == 201, "e: POST /sessions on host 0 -> %s %s" % (st, js))
+        ws = await ws_connect(h0.url("/sessions/%s/stream" % sid))
+        await ws_recv(ws)
+        st, _, chunks, _ = curl_stream(h1, {"sessionId": sid,
+                                            "message": "from afar"},
+                                       token=TOKEN)
+        check(st == 200, "e: status %s" % st)
+        check_chunks(chunks, "e: through the follower")
+        content = "".join(c["data"] for c in chunks if c["type"] == "content")
+        check(chunks[0]["data"].get("status") == "accepted" and
+              content == FAST_REPLY, "e: chunks %s" % chunks)
+        log = c.hosts[0].log_events(sid)
+        check(len(of_type(log, "user_message")) == 1 and
+              of_type(log, "user_message")[0]["seq"] ==
+              chunks[0]["data"]["seq"], "e: log %s" % [short(e) for e in log])
+        check(h0.log_text().count("turn m-") >= 1 and
+              "turn m-" not in h1.log_text(), "e: the follower ran the turn")
+        await ws.close()
 
 
 run_test("seed_api", test)
