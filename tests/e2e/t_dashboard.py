@@ -11,8 +11,8 @@
 #     gets error FORBIDDEN and the connection stays open (ping -> pong);
 #  d. an observer stream's writes are FORBIDDEN the same way, and so is an
 #     observer's POST .../messages (403); a user's chat still works;
-#  e. resume with ?lastSeq=K replays exactly the events after K, then
-#     metrics; ?lastSeq=0 replays the whole log;
+#  e. resume with ?lastSeq=K, or a first message resume, replays exactly
+#     the events after K, then metrics; ?lastSeq=0 replays the whole log;
 #  f. the session's counting starts again once its last dashboard left
 #     (windowMs small again), and a dashboard of an unknown session is 404.
 import sys, os
@@ -189,6 +189,15 @@ async def test():
         same_events(rep, [e for e in full if e["seq"] > k], "resume replay")
         m = await next_metrics(dash, into=got)
         check_fields(m)
+        await dash.close()
+        dash = await open_dash(d)
+        await ws_send(dash, {"v": 1, "type": "resume", "sessionId": SID,
+                             "lastSeq": k})
+        got = []
+        while len([e for e in got if "seq" in e]) < len(full) - k:
+            got.append(await ws_recv(dash))
+        same_events([e for e in got if "seq" in e],
+                    [e for e in full if e["seq"] > k], "resume message")
         await dash.close()
         dash = await open_dash(d, last=0)
         got = []
