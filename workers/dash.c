@@ -169,14 +169,12 @@ dash_free(struct sess *s)
 void
 dash_changed(struct sess *s)
 {
-	struct deliver_sub *sub;
 	struct timeval tv;
 	struct dash *d;
-	int n = 0;
 
-	TAILQ_FOREACH(sub, &s->feed.subs, entry)
-		n += sub->dash;
-	if (n == 0) {
+	/* Counted by delivery: a session with many streams is not walked
+	 * on each change. */
+	if (s->feed.ndash == 0) {
 		dash_free(s);
 		return;
 	}
@@ -202,15 +200,13 @@ dash_changed(struct sess *s)
 
 /* An agent's status: its own in meta, else what the turn says. */
 static const char *
-agent_status(const cJSON *meta, const cJSON *a, const char *running,
-    int approvals)
+agent_status(const cJSON *a, const char *running, int approvals)
 {
 	const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(a,
 	    "status"));
 	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(a,
 	    "agentId"));
 
-	(void)meta;
 	if (st != NULL)
 		return st;
 	if (running == NULL || id == NULL || strcmp(id, running) != 0)
@@ -338,8 +334,8 @@ dash_body(const cJSON *meta, const struct dash_stats *st)
 			cJSON_AddStringToObject(x, "provider",
 			    cJSON_GetStringValue(cJSON_GetObjectItem(a,
 			    "provider")));
-		cJSON_AddStringToObject(x, "status", agent_status(meta, a,
-		    running, approvals));
+		cJSON_AddStringToObject(x, "status", agent_status(a, running,
+		    approvals));
 		/* Its own usage; a lone agent's is the session's. */
 		if (cJSON_IsObject(cJSON_GetObjectItem(a, "usage")))
 			cJSON_AddItemToObject(x, "usage", usage_copy(

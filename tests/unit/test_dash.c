@@ -200,6 +200,23 @@ evt(const char *type)
 	return &e;
 }
 
+/* What delivery does as a subscriber comes or goes (the changed call). */
+static void
+sub_add(struct deliver_sub *sub)
+{
+	TAILQ_INSERT_TAIL(&sess.feed.subs, sub, entry);
+	sess.feed.ndash += sub->dash;
+	dash_changed(&sess);
+}
+
+static void
+sub_del(struct deliver_sub *sub)
+{
+	TAILQ_REMOVE(&sess.feed.subs, sub, entry);
+	sess.feed.ndash -= sub->dash;
+	dash_changed(&sess);
+}
+
 /* The state comes with the first dashboard, counts, goes with the last. */
 START_TEST(test_life)
 {
@@ -224,16 +241,13 @@ START_TEST(test_life)
 	d1.role = d2.role = IPC_ROLE_OBSERVER;
 	d1.dash = d2.dash = 1;
 	d1.next_seq = d2.next_seq = 43;
-	TAILQ_INSERT_TAIL(&sess.feed.subs, &user, entry);
-	dash_changed(&sess);
+	sub_add(&user);
 	ck_assert_ptr_null(sess.dash);
 	ck_assert_ptr_null(sess.feed.tap);
-	TAILQ_INSERT_TAIL(&sess.feed.subs, &d1, entry);
-	dash_changed(&sess);
+	sub_add(&d1);
 	ck_assert_ptr_nonnull(sess.dash);
 	ck_assert_ptr_nonnull(sess.feed.tap);
-	TAILQ_INSERT_TAIL(&sess.feed.subs, &d2, entry);
-	dash_changed(&sess);
+	sub_add(&d2);
 	sess.feed.tap(sess.feed.tap_arg, evt("thought"));
 	sess.feed.tap(sess.feed.tap_arg, evt("token"));
 	sess.feed.tap(sess.feed.tap_arg, evt("thought"));
@@ -250,11 +264,9 @@ START_TEST(test_life)
 	sent = 0;
 	dash_cb(-1, EV_TIMEOUT, sess.dash);
 	ck_assert_int_eq(sent, 2);
-	TAILQ_REMOVE(&sess.feed.subs, &d1, entry);
-	dash_changed(&sess);
+	sub_del(&d1);
 	ck_assert_ptr_nonnull(sess.dash);
-	TAILQ_REMOVE(&sess.feed.subs, &d2, entry);
-	dash_changed(&sess);
+	sub_del(&d2);
 	ck_assert_ptr_null(sess.dash);
 	ck_assert_ptr_null(sess.feed.tap);
 	dash_free(&sess);	/* twice is harmless */
