@@ -68,6 +68,32 @@ dash_tap(void *arg, const struct evt *e)
 		b->thoughts++;
 }
 
+/* Keeps the DASH_SLOWEST subscribers furthest behind, most first. */
+static void
+slow_keep(struct dash_stats *st, const struct deliver_sub *sub, size_t bytes,
+    uint64_t behind)
+{
+	int i;
+
+	if (behind == 0 && bytes == 0)
+		return;
+	for (i = st->nslowest; i > 0; i--) {
+		const struct dash_slow *p = &st->slowest[i - 1];
+
+		if (p->behind > behind || (p->behind == behind &&
+		    p->bytes >= bytes))
+			break;
+		if (i < DASH_SLOWEST)
+			st->slowest[i] = *p;
+	}
+	if (i >= DASH_SLOWEST)
+		return;
+	st->slowest[i] = (struct dash_slow){ sub->role, sub->dash, bytes,
+	    behind };
+	if (st->nslowest < DASH_SLOWEST)
+		st->nslowest++;
+}
+
 static void
 stats(struct sess *s, struct dash_stats *st)
 {
@@ -92,6 +118,7 @@ stats(struct sess *s, struct dash_stats *st)
 		st->behind_total += behind;
 		if (behind > st->behind_max)
 			st->behind_max = behind;
+		slow_keep(st, sub, q, behind);
 	}
 	if (s->dash != NULL) {
 		for (i = 0; i < DASH_WINDOW; i++)
@@ -361,6 +388,18 @@ dash_body(const cJSON *meta, const struct dash_stats *st)
 	cJSON_AddNumberToObject(o, "maxBytesQueued", (double)st->bytes_max);
 	cJSON_AddNumberToObject(o, "eventsBehind", (double)st->behind_total);
 	cJSON_AddNumberToObject(o, "maxEventsBehind", (double)st->behind_max);
+	arr = cJSON_AddArrayToObject(o, "slowest");
+	for (i = 0; i < st->nslowest; i++) {
+		x = cJSON_CreateObject();
+		cJSON_AddStringToObject(x, "role", st->slowest[i].dash ?
+		    "dashboard" : st->slowest[i].role > 0 &&
+		    st->slowest[i].role < 5 ? roles[st->slowest[i].role] : "");
+		cJSON_AddNumberToObject(x, "bytesQueued",
+		    (double)st->slowest[i].bytes);
+		cJSON_AddNumberToObject(x, "eventsBehind",
+		    (double)st->slowest[i].behind);
+		cJSON_AddItemToArray(arr, x);
+	}
 	cJSON_AddItemToObject(b, "pending", p);
 	return b;
 }

@@ -14,6 +14,8 @@
 struct conn;
 struct sess;
 
+#define DASH_SLOWEST	8	/* subscribers listed by how far behind */
+
 /* What a metrics body says besides meta, gathered from the worker. */
 struct dash_stats {
 	unsigned	 conns[5];	/* subscribers by IPC_ROLE_* (0 unused),
@@ -23,6 +25,13 @@ struct dash_stats {
 	size_t		 bytes_max;
 	uint64_t	 behind_total;	/* events not yet written to them */
 	uint64_t	 behind_max;
+	struct dash_slow {
+		int		 role;		/* IPC_ROLE_* */
+		int		 dash;
+		size_t		 bytes;
+		uint64_t	 behind;
+	}		 slowest[DASH_SLOWEST];	/* most behind first */
+	int		 nslowest;
 	unsigned	 thoughts;	/* logged in the window */
 	unsigned	 events;
 	uint64_t	 window_ms;	/* counted over: up to a minute */

@@ -53,7 +53,7 @@ def check_fields(m):
     for k in ("thoughtsPerMinute", "eventsPerMinute", "windowMs"):
         check(k in m["rates"], "rates.%s: %s" % (k, m["rates"]))
     for k in ("messages", "bytesQueued", "maxBytesQueued", "eventsBehind",
-              "maxEventsBehind"):
+              "maxEventsBehind", "slowest"):
         check(k in m["queues"], "queues.%s: %s" % (k, m["queues"]))
     for k in ("approvals", "clientCalls", "questions", "actions", "total"):
         check(k in m["pending"], "pending.%s: %s" % (k, m["pending"]))

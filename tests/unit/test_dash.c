@@ -260,6 +260,9 @@ START_TEST(test_life)
 	ck_assert_uint_eq(st.bytes_total, 100);
 	ck_assert_uint_eq(st.behind_max, 3);
 	ck_assert_uint_eq(st.interval_ms, 5000);
+	ck_assert_int_eq(st.nslowest, 1);
+	ck_assert_int_eq(st.slowest[0].role, IPC_ROLE_USER);
+	ck_assert_uint_eq(st.slowest[0].behind, 3);
 	/* The timer sends to each dashboard. */
 	sent = 0;
 	dash_cb(-1, EV_TIMEOUT, sess.dash);
@@ -275,6 +278,43 @@ START_TEST(test_life)
 }
 END_TEST
 
+/* The subscribers furthest behind, most first, at most DASH_SLOWEST. */
+START_TEST(test_slowest)
+{
+	struct dash_stats st;
+	struct deliver_sub sub;
+	cJSON *m = meta(ONE_AGENT "}"), *b, *a;
+	uint64_t behind[] = { 3, 0, 9, 1, 7, 7, 2, 5, 4, 8, 6 };
+	size_t i;
+
+	memset(&st, 0, sizeof(st));
+	memset(&sub, 0, sizeof(sub));
+	sub.role = IPC_ROLE_OBSERVER;
+	for (i = 0; i < sizeof(behind) / sizeof(behind[0]); i++)
+		slow_keep(&st, &sub, i, behind[i]);
+	ck_assert_int_eq(st.nslowest, DASH_SLOWEST);
+	ck_assert_uint_eq(st.slowest[0].behind, 9);
+	ck_assert_uint_eq(st.slowest[1].behind, 8);
+	/* Equally behind: more bytes first. */
+	ck_assert_uint_eq(st.slowest[2].behind, 7);
+	ck_assert_uint_eq(st.slowest[2].bytes, 5);
+	ck_assert_uint_eq(st.slowest[3].bytes, 4);
+	ck_assert_uint_eq(st.slowest[7].behind, 3);
+	sub.dash = 1;
+	slow_keep(&st, &sub, 1, 100);
+	b = dash_body(m, &st);
+	a = cJSON_GetObjectItem(cJSON_GetObjectItem(b, "queues"), "slowest");
+	ck_assert_int_eq(cJSON_GetArraySize(a), DASH_SLOWEST);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
+	    cJSON_GetArrayItem(a, 0), "role")), "dashboard");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
+	    cJSON_GetArrayItem(a, 1), "role")), "observer");
+	ck_assert(num(b, "queues.slowest.1.eventsBehind") == 9);
+	cJSON_Delete(b);
+	cJSON_Delete(m);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -285,6 +325,7 @@ main(void)
 	tcase_add_test(tc, test_pending_kinds);
 	tcase_add_test(tc, test_agents);
 	tcase_add_test(tc, test_life);
+	tcase_add_test(tc, test_slowest);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
