@@ -75,8 +75,8 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
 	deliver_pump(&c->sub);
 }
 
-/* A resume as first message must not find events already sent live:
- * they are held briefly. */
+/* As /stream's (route_request): a resume as first message must not
+ * find events already sent live; they are held briefly. */
 static void
 stream_hold(struct conn *c)
 {
@@ -1023,8 +1023,16 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		}
 		have_last = query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
-		if (!have_last)
-			stream_hold(c);
+		if (!have_last) {
+			struct timeval tv;
+
+			/* A resume as first message must not find events
+			 * already sent live; hold them briefly. */
+			c->sub.hold = 1;
+			c->sub.live = 0;
+			util_tv(&tv, HOLD_MS);
+			evtimer_add(c->tmo_ev, &tv);
+		}
 		return;
 	}
 	if (strcmp(sub, "events") == 0) {
