@@ -67,6 +67,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    C(flush_interval_ms), 0, MS_S, "flush-interval DURATION") \
 	X("heartbeat-interval", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(heartbeat_ms), MS_S, MS_H, "heartbeat-interval DURATION") \
+	X("dashboard-interval", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(dashboard_ms), 100, MS_H, "dashboard-interval DURATION") \
 	X("handshake-timeout", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(handshake_timeout_ms), 100, 10 * MS_M, \
 	    "handshake-timeout DURATION") \
@@ -868,6 +870,7 @@ config_init(struct config *c)
 	c->idle_timeout_ms = 10 * MS_M;
 	c->flush_interval_ms = 20;
 	c->heartbeat_ms = 15 * MS_S;
+	c->dashboard_ms = 5 * MS_S;
 	c->handshake_timeout_ms = 10 * MS_S;
 	c->shutdown_timeout_ms = 10 * MS_S;
 	c->drain_timeout_ms = 30 * MS_S;

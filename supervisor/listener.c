@@ -343,6 +343,24 @@ audit_session(struct pending *p, int role, const char *scope, char *sid,
 	return 0;
 }
 
+/*
+ * POST /api/agents/stream: into sid, the body's sessionId when the body
+ * is a JSON object with a valid one; else "".
+ */
+static void
+agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
+{
+	cJSON *b = NULL, *f;
+
+	sid[0] = '\0';
+	if (strcmp(req->method, "POST") == 0 && req->body_len > 0 &&
+	    (b = cJSON_ParseWithLength(req->body, req->body_len)) != NULL &&
+	    (f = cJSON_GetObjectItemCaseSensitive(b, "sessionId")) != NULL &&
+	    cJSON_IsString(f) && store_valid_id(f->valuestring))
+		snprintf(sid, sidlen, "%s", f->valuestring);
+	cJSON_Delete(b);
+}
+
 static void
 pending_dispatch(struct pending *p)
 {
@@ -433,6 +451,13 @@ pending_dispatch(struct pending *p)
 			return;
 		}
 		w = pool_route(sup, sid, 1);
+	} else if (strcmp(path, "/api/agents/stream") == 0) {
+		/* The seed-compatible turn stream: routed by its body's
+		 * sessionId; one it cannot route by goes to any worker,
+		 * which answers the client's mistake as the stream's error. */
+		agents_stream_sid(req, sid, sizeof(sid));
+		w = sid[0] != '\0' ? pool_route(sup, sid, !sup->draining) :
+		    pool_least_loaded(sup);
 	} else if (strcmp(path, "/api/audit") == 0) {
 		if (audit_session(p, role, ic.scope, sid, sizeof(sid)) == -1)
 			return;

@@ -28,6 +28,7 @@
 #include "conn.h"
 #include "deliver.h"
 #include "input.h"
+#include "seed.h"
 #include "sess.h"
 #include "wk.h"
 
@@ -237,6 +238,15 @@ conn_send_json(struct conn *c, const char *json)
 }
 
 void
+conn_send_raw(struct conn *c, const void *data, size_t len)
+{
+	if (c->closing || len == 0)
+		return;
+	evbuffer_add(out_of(c), data, len);
+	c->last_out_ms = util_mono_ms();
+}
+
+void
 conn_send_error(struct conn *c, const char *code, const char *msg,
     const char *id)
 {
@@ -412,6 +422,8 @@ conn_gather_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 }
 
+static void	evt_written(struct conn *, struct evt *);
+
 /*
  * Writes one logged event (live: see gather); ends a turn stream after
  * its last event.
@@ -422,8 +434,17 @@ write_evt(struct conn *c, struct evt *e, int live)
 	struct evbuffer *buf = NULL;
 	const char *data;
 	size_t len, off = 0;
-	char pat[80];
 
+	if (c->seed != NULL) {
+		char *chunks = seed_chunks(c, e, &len);
+
+		/* Translated: the seed API's framing, not the event's. */
+		if (chunks != NULL)
+			evbuffer_add(out_of(c), chunks, len);
+		free(chunks);
+		evt_written(c, e);
+		return;
+	}
 	if (c->kind == CONN_WS)
 		data = (const char *)evt_ws(e, &len);
 	else
@@ -463,6 +484,15 @@ write_evt(struct conn *c, struct evt *e, int live)
 			return;
 		}
 	}
+	evt_written(c, e);
+}
+
+/* An event went out: the cursor moves on; a turn stream may end. */
+static void
+evt_written(struct conn *c, struct evt *e)
+{
+	char pat[80];
+
 	c->wk->metrics.events_delivered++;
 	c->sent++;
 	if (c->sub.replaying)
@@ -846,6 +876,7 @@ conn_free(struct conn *c)
 		free(c->page);
 	}
 	free(c->park);
+	seed_free(c->seed);
 	if (c->gathering)
 		TAILQ_REMOVE(&wk->gather, c, gentry);
 	if (c->pend != NULL)

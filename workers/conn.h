@@ -92,6 +92,7 @@ struct conn {
 	char			 agent[SESS_AGENT_MAX + 1]; /* ?agentId=, or "" */
 	uint64_t		 sent;		/* logged events written */
 	uint64_t		 opened_ms;	/* monotonic */
+	struct seed		*seed;		/* /api/agents/stream (seed.c) */
 };
 
 void	conn_new(struct wk *, int fd, const struct ipc_conn *,
@@ -107,6 +108,8 @@ void	conn_drop(struct conn *);
 /* Subscribes c to s's events (c->sess); conn_detach undoes it. */
 void	conn_attach(struct conn *, struct sess *);
 void	conn_detach(struct conn *);
+/* Bytes as they are (a framing of its own: seed.c's chunks). */
+void	conn_send_raw(struct conn *, const void *, size_t);
 /* An error event for the client, about message id (may be NULL). */
 void	conn_send_error(struct conn *, const char *code, const char *msg,
 	    const char *id);

@@ -146,6 +146,7 @@ deliver_subscribe(struct deliver *d, struct deliver_sub *sub)
 {
 	TAILQ_INSERT_TAIL(&d->subs, sub, entry);
 	d->nsubs++;
+	d->ndash += sub->dash != 0;
 	sub->feed = d;
 	d->changed(d->owner);
 }
@@ -159,6 +160,7 @@ deliver_unsubscribe(struct deliver_sub *sub)
 		return;
 	TAILQ_REMOVE(&d->subs, sub, entry);
 	d->nsubs--;
+	d->ndash -= sub->dash != 0;
 	sub->feed = NULL;
 	if (d->nsubs < 2)
 		recent_free(d);
@@ -271,6 +273,8 @@ deliver_fan_out(struct deliver *d, struct evt *e)
 	recent_put(d, e);
 	if (e->seq > d->last)
 		d->last = e->seq;
+	if (d->tap != NULL)
+		d->tap(d->tap_arg, e);
 	for (sub = TAILQ_FIRST(&d->subs); sub != NULL; sub = next) {
 		next = TAILQ_NEXT(sub, entry);
 		push(sub, e);

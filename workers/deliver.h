@@ -43,6 +43,7 @@ struct deliver_ops {
 struct deliver {
 	TAILQ_HEAD(, deliver_sub) subs;
 	unsigned		 nsubs;
+	unsigned		 ndash;		/* of them dashboards */
 	TAILQ_HEAD(, deliver_sub) readers;	/* reads of this log */
 	struct store_sess	*st;		/* the log, once opened */
 	const char		*id;		/* the session's, for logs */
@@ -53,6 +54,9 @@ struct deliver {
 	uint64_t		 last;		/* highest seq fanned out */
 	void			(*changed)(void *owner);	/* subs came or went */
 	void			*owner;
+	/* While set, sees every event fanned out (dash.c counts them). */
+	void			(*tap)(void *arg, const struct evt *);
+	void			*tap_arg;
 };
 
 /* A subscriber's cursor (embedded in struct conn). */
@@ -65,6 +69,8 @@ struct deliver_sub {
 	const char		*reqid;		/* its owner's, for logs */
 	int			 role;		/* its reader's (IPC_ROLE_*), */
 	const char		*agent;		/* and agentId or "": filters */
+	int			 dash;		/* a dashboard (dash.c), set
+						   before it subscribes */
 	struct deliver		*feed;		/* subscribed to, or NULL */
 	uint64_t		 next_seq;	/* next logged event it needs */
 	int			 live;		/* fed by fan-out, not the log */

@@ -284,16 +284,21 @@ input_apply(struct sess *s, struct sess_client *c,
 
 	memset(r, 0, sizeof(*r));
 	r->http = 202;
+	/* One rule for every message: an observer (an observer stream, a
+	 * dashboard) only reads; ping and resume are reading. */
+	if (role == IPC_ROLE_OBSERVER && strcmp(in->type, "ping") != 0 &&
+	    strcmp(in->type, "resume") != 0) {
+		sess_result_err(r, "FORBIDDEN", 403, "this connection reads as "
+		    "an observer (an observer stream or a dashboard) and may "
+		    "not send '%.64s'; use a stream with the user role",
+		    in->type);
+		return;
+	}
 	if (s->follower) {
 		follow_input(s, c, from, in, r);
 		return;
 	}
 	if (strcmp(in->type, "chat") == 0) {
-		if (role == IPC_ROLE_OBSERVER) {
-			sess_result_err(r, "FORBIDDEN", 403, "%s", "observers "
-			    "cannot send chat messages");
-			return;
-		}
 		if (in->id != NULL && sess_id_find(s, in->id, &seq)) {
 			r->seq = seq;
 			r->duplicate = 1;
@@ -353,11 +358,6 @@ input_apply(struct sess *s, struct sess_client *c,
 		return;
 	}
 	if (strcmp(in->type, "cancel") == 0) {
-		if (role == IPC_ROLE_OBSERVER) {
-			sess_result_err(r, "FORBIDDEN", 403, "%s", "observers "
-			    "cannot cancel turns");
-			return;
-		}
 		if (s->turn == NULL && cJSON_IsObject(cJSON_GetObjectItem(
 		    s->meta, "turn")) && (s->recover_ev != NULL ||
 		    s->promote != NULL)) {
@@ -423,11 +423,6 @@ input_apply(struct sess *s, struct sess_client *c,
 	}
 	if (strcmp(in->type, "mcp_tools") == 0 ||
 	    strcmp(in->type, "mcp_result") == 0) {
-		if (role == IPC_ROLE_OBSERVER) {
-			sess_result_err(r, "FORBIDDEN", 403, "observers cannot "
-			    "send %s", in->type);
-			return;
-		}
 		if (strcmp(in->type, "mcp_tools") == 0)
 			input_tools(s, c, role, in, r);
 		else

@@ -21,9 +21,11 @@
 #include "parley/util.h"
 #include "auditlog.h"
 #include "conn.h"
+#include "dash.h"
 #include "deliver.h"
 #include "input.h"
 #include "route.h"
+#include "seed.h"
 #include "sess.h"
 #include "wk.h"
 
@@ -71,6 +73,19 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
 	}
 	c->sub.live_from = c->sub.next_seq;
 	deliver_pump(&c->sub);
+}
+
+/* As /stream's (route_request): a resume as first message must not
+ * find events already sent live; they are held briefly. */
+static void
+stream_hold(struct conn *c)
+{
+	struct timeval tv;
+
+	c->sub.hold = 1;
+	c->sub.live = 0;
+	util_tv(&tv, HOLD_MS);
+	evtimer_add(c->tmo_ev, &tv);
 }
 
 static void	post_reply(struct conn *, struct sess *,
@@ -577,6 +592,10 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 {
 	cJSON *o;
 
+	if (c->seed != NULL) {
+		seed_reply(c, s, res);
+		return;
+	}
 	if (res->code != NULL) {
 		conn_http_error(c, res->http, res->code, res->msg);
 		return;
@@ -728,6 +747,8 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		snprintf(sid, sidlen, "%s", c->ic.session);
 		return store_valid_id(sid);
 	}
+	if (strcmp(path, "/api/agents/stream") == 0)
+		return seed_session(c, sid, sidlen, create);
 	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
 		if (c->ic.role == IPC_ROLE_OBSERVER || !c->ic.session[0])
 			return 0;
@@ -749,7 +770,7 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	else if (strcmp(sub, "messages") == 0)
 		*create = !acts_on_session(r->body, r->body_len);
 	else if (*sub != '\0' && strcmp(sub, "log") != 0 &&
-	    strcmp(sub, "control") != 0)
+	    strcmp(sub, "control") != 0 && strcmp(sub, "dashboard") != 0)
 		return 0;
 	return store_valid_id(sid);
 }
@@ -940,6 +961,15 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			get_page(c, s, 1);
 		return;
 	}
+	if (strcmp(path, "/api/agents/stream") == 0) {
+		/* The seed-compatible turn stream (seed.c); the supervisor
+		 * routed it by its body's sessionId. */
+		if (c->ic.session[0] != '\0' && route_leaving(c,
+		    c->ic.session, raw, rawlen))
+			return;
+		seed_post(c);
+		return;
+	}
 	if (strncmp(path, "/sessions/", 10) != 0) {
 		conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
 		return;
@@ -1063,9 +1093,21 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		return;
 	}
 	if (strcmp(sub, "dashboard") == 0) {
-		conn_http_error(c, 501, "BAD_REQUEST",
-		    "this endpoint is part of "
-		    "protocol v1 but not available in this build");
+		/* Read-only, as an observer, plus metrics (dash.c). */
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			session_error(c, err, sid);
+			return;
+		}
+		if (conn_ws_upgrade(c) == -1)
+			return;
+		c->ic.role = IPC_ROLE_OBSERVER;
+		c->sub.role = IPC_ROLE_OBSERVER;
+		c->sub.dash = 1;
+		have_last = query_u64(r, "lastSeq", &last) == 1;
+		stream_open(c, s, have_last, last);
+		if (!have_last)
+			stream_hold(c);
+		dash_hello(c);
 		return;
 	}
 	conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");

@@ -26,6 +26,7 @@
 #include "parley/util.h"
 #include "parley/ws.h"
 #include "action.h"
+#include "dash.h"
 #include "evt.h"
 #include "sess.h"
 #include "wk.h"
@@ -481,6 +482,7 @@ static void	sess_free(struct sess *);
 static void
 feed_changed(void *arg)
 {
+	dash_changed(arg);
 	sess_check_idle(arg);
 }
 
@@ -813,6 +815,7 @@ sess_free(struct sess *s)
 
 	loads_settle(s, "INTERNAL");
 	acks_settle(s, 1);
+	dash_free(s);
 	deliver_free(&s->feed);
 	store_req_cancel(s->fetch);
 	store_req_cancel(s->promote);

@@ -99,6 +99,7 @@ struct config {
 	uint64_t		 idle_timeout_ms;	/* default 10m */
 	uint64_t		 flush_interval_ms;	/* default 20ms, 0..1000ms */
 	uint64_t		 heartbeat_ms;		/* default 15s */
+	uint64_t		 dashboard_ms;	/* metrics events, default 5s */
 	uint64_t		 handshake_timeout_ms;	/* default 10s */
 	uint64_t		 shutdown_timeout_ms;	/* default 10s */
 	size_t			 max_request_line;	/* default 8k */
