@@ -15,6 +15,7 @@
 #include "approve.h"
 #include "follow.h"
 #include "sess.h"
+#include "thought.h"
 #include "wk.h"
 
 static void	follow_fetch(struct sess *);
@@ -44,6 +45,8 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 		approve_follow(s, e->type, o, ts);
 		cJSON_Delete(o);
 	}
+	if (e->scoped)
+		thought_adopt(s, seq, json, len);
 	deliver_fan_out(&s->feed, e);
 	evt_unref(e);
 	return 0;
@@ -190,7 +193,8 @@ follow_input(struct sess *s, struct sess_client *c,
 	    strcmp(in->type, "set_autonomy") != 0 &&
 	    strcmp(in->type, "mcp_tools") != 0 &&
 	    strcmp(in->type, "mcp_result") != 0 &&
-	    strcmp(in->type, "elicitation_answer") != 0) {
+	    strcmp(in->type, "elicitation_answer") != 0 &&
+	    strcmp(in->type, "thought_share") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);
@@ -218,6 +222,10 @@ follow_input(struct sess *s, struct sess_client *c,
 		    "admin role", in->type);
 		return;
 	}
+	/* What needs no session state is refused here, with its reason. */
+	if (strcmp(in->type, "thought_share") == 0 &&
+	    thought_share_check(from, in->root, r) == -1)
+		return;
 	o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "role", role);
 	if (from->agent[0] != '\0')

@@ -22,6 +22,7 @@
 #include "follow.h"
 #include "input.h"
 #include "sess.h"
+#include "thought.h"
 #include "tools.h"
 #include "turn.h"
 #include "wk.h"
@@ -431,6 +432,10 @@ input_apply(struct sess *s, struct sess_client *c,
 			input_tools(s, c, role, in, r);
 		else
 			input_result(s, c, in, r);
+		return;
+	}
+	if (strcmp(in->type, "thought_share") == 0) {
+		thought_share(s, c, from, in, r);
 		return;
 	}
 	{

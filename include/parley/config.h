@@ -123,6 +123,8 @@ struct config {
 						   may set, default FULL_AUTO */
 	uint64_t		 approval_timeout_ms;	/* default 24h */
 	uint64_t		 client_tool_timeout_ms; /* default 10m */
+	unsigned		 thought_rate;	/* per agent per minute, 20 */
+	unsigned		 thought_queue_depth;	/* default 50 events */
 	char			*audit_log;	/* JSON lines PATH, NULL = none */
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;
