@@ -350,8 +350,8 @@ START_TEST(test_read_bounded)
 END_TEST
 
 /* The other form of a scoped event observers get (the view's job). */
-static struct evt *
-v_other;
+#define FILTERED	"{\"v\":1,\"type\":\"filtered\"}"
+static struct evt *v_other;
 
 static struct evt *
 f_view(void *owner, const struct deliver_sub *sub, struct evt *e)
@@ -360,7 +360,7 @@ f_view(void *owner, const struct deliver_sub *sub, struct evt *e)
 	if (sub->role != 1)
 		return e;
 	evt_unref(v_other);
-	v_other = evt_new(e->seq, "{\"v\":1,\"type\":\"filtered\"}", 27);
+	v_other = evt_new(e->seq, FILTERED, strlen(FILTERED));
 	return v_other;
 }
 

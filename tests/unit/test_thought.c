@@ -440,12 +440,15 @@ START_TEST(test_adopt_graph)
 }
 END_TEST
 
+/* Not a thought, though its type starts like one. */
+#define OTHER	"{\"v\":1,\"type\":\"thoughts\"}"
+
 START_TEST(test_view)
 {
 	struct deliver_sub sub;
 	struct evt *e1 = evt_new(7, ev1, strlen(ev1));
 	struct evt *e2 = evt_new(8, ev2, strlen(ev2)), *v, *w;
-	struct evt *other = evt_new(9, "{\"v\":1,\"type\":\"thoughts\"}", 26);
+	struct evt *other = evt_new(9, OTHER, strlen(OTHER));
 
 	ck_assert(e1->scoped && e2->scoped && !other->scoped);
 	memset(&sub, 0, sizeof(sub));
