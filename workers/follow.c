@@ -224,7 +224,7 @@ follow_input(struct sess *s, struct sess_client *c,
 	}
 	/* What needs no session state is refused here, with its reason. */
 	if (strcmp(in->type, "thought_share") == 0 &&
-	    thought_share_check(from, in->root, r) == -1)
+	    thought_forward_check(s, from, in->root, r) == -1)
 		return;
 	o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "role", role);

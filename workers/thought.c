@@ -587,6 +587,22 @@ thought_share_check(const struct sess_from *from, const cJSON *msg,
 	return 0;
 }
 
+int
+thought_forward_check(struct sess *s, const struct sess_from *from,
+    const cJSON *msg, struct sess_result *r)
+{
+	if (thought_share_check(from, msg, r) == -1)
+		return -1;
+	if (thought_dag_check(cJSON_GetObjectItem(s->meta, "thoughts"),
+	    cJSON_GetObjectItemCaseSensitive(msg, "thought"), r->msg,
+	    sizeof(r->msg)) == -1) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return -1;
+	}
+	return 0;
+}
+
 void
 thought_share(struct sess *s, struct sess_client *c,
     const struct sess_from *from, struct proto_in *in, struct sess_result *r)

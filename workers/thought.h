@@ -84,6 +84,14 @@ uint64_t	 thought_log(struct sess *, const char *agent_id,
  */
 int		 thought_share_check(const struct sess_from *,
 		    const cJSON *msg, struct sess_result *);
+/*
+ * On a follower, before a thought_share goes to the owner's inbox:
+ * thought_share_check, and its links against the thoughts this follower
+ * has seen (those its client can have seen through it), so the common
+ * mistakes are answered here; the owner checks again.  0, or -1 with r.
+ */
+int		 thought_forward_check(struct sess *, const struct sess_from *,
+		    const cJSON *msg, struct sess_result *);
 /* thought_share from a client (input.c): logged, or r's error. */
 void		 thought_share(struct sess *, struct sess_client *,
 		    const struct sess_from *, struct proto_in *,
