@@ -38,6 +38,8 @@ struct thought_rate {
 
 struct thought_state {
 	struct thought_rate	 rates[RATE_AGENTS];
+	int			 mode_known;	/* mode read from meta */
+	enum thought_vis	 mode;
 };
 
 /* What the delivery view keeps with one thought event (evt->view). */
@@ -66,15 +68,36 @@ thought_vis_parse(const char *name, enum thought_vis *out)
 	return 0;
 }
 
+static struct thought_state *
+state_of(struct sess *s)
+{
+	if (s->thoughts == NULL)
+		s->thoughts = calloc(1, sizeof(*s->thoughts));
+	return s->thoughts;
+}
+
+/*
+ * Read once per session and kept: POST /sessions sets the mode when it
+ * creates the session and nothing changes it, and delivery asks for it
+ * once per recipient of each thought.
+ */
 enum thought_vis
 thought_mode(struct sess *s)
 {
-	const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(
-	    cJSON_GetObjectItem(s->meta, "config"), "thoughtVisibility"));
+	struct thought_state *st = state_of(s);
+	const char *v;
 	enum thought_vis m = THOUGHT_VIS_ALL;
 
+	if (st != NULL && st->mode_known)
+		return st->mode;
+	v = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(
+	    s->meta, "config"), "thoughtVisibility"));
 	if (v != NULL)
 		(void)thought_vis_parse(v, &m);
+	if (st != NULL) {
+		st->mode = m;
+		st->mode_known = 1;
+	}
 	return m;
 }
 
@@ -372,10 +395,8 @@ rate_of(struct sess *s, const char *agent)
 	struct thought_rate *r, *old = NULL;
 	int i;
 
-	if (s->thoughts == NULL &&
-	    (s->thoughts = calloc(1, sizeof(*s->thoughts))) == NULL)
+	if ((st = state_of(s)) == NULL)
 		return NULL;
-	st = s->thoughts;
 	for (i = 0; i < RATE_AGENTS; i++) {
 		r = &st->rates[i];
 		if (strcmp(r->agent, agent) == 0)

@@ -423,6 +423,7 @@ START_TEST(test_adopt_graph)
 	cJSON_Delete(g);
 	proto_set(fs.s.meta, "config", T("{\"thoughtVisibility\":"
 	    "\"summary\"}"));
+	thought_free(&fs.s);	/* the mode is read again */
 	/* an observer: th_p reduced, th_q (private) left out, no edges */
 	g = thought_graph(&fs.s, IPC_ROLE_OBSERVER, "", NULL, NULL);
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(g, "nodes")),
@@ -456,8 +457,11 @@ START_TEST(test_view)
 	sub.agent = "";
 	/* all (no config): itself */
 	ck_assert_ptr_eq(thought_view(&fs.s, &sub, e1), e1);
+	/* the mode is read once per session */
 	proto_set(fs.s.meta, "config", T("{\"thoughtVisibility\":"
 	    "\"summary\"}"));
+	ck_assert_ptr_eq(thought_view(&fs.s, &sub, e1), e1);
+	thought_free(&fs.s);
 	v = thought_view(&fs.s, &sub, e1);
 	ck_assert_ptr_ne(v, e1);
 	ck_assert_uint_eq(v->seq, 7);
