@@ -222,7 +222,8 @@ follow_input(struct sess *s, struct sess_client *c,
 		    "admin role", in->type);
 		return;
 	}
-	/* What needs no session state is refused here, with its reason. */
+	/* Refused here, with its reason, as far as this host can tell:
+	 * the owner's refusal would not come back to the client. */
 	if (strcmp(in->type, "thought_share") == 0 &&
 	    thought_forward_check(s, from, in->root, r) == -1)
 		return;

@@ -892,7 +892,9 @@ route_leaving(struct conn *c, const char *sid, const unsigned char *raw,
 /*
  * Who the connection acts as: ?role= narrows the token's role (an admin
  * may act as anyone, any role as an observer), ?agentId= names the
- * external agent a role=agent connection is.  0, or -1 answered.
+ * external agent a role=agent connection is; filter: for another role,
+ * ?agentId= is the endpoint's filter (GET .../thoughts).  0, or -1
+ * answered.
  */
 static int
 route_who(struct conn *c, const struct http_request *r, int filter)
