@@ -113,6 +113,10 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	X("action-timeout", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(action_timeout_ms), MS_S, 30 * MS_D, \
 	    "action-timeout DURATION") \
+	X("thought-rate", KW_TOP, 1, 1, 0, kw_number, C(thought_rate), \
+	    1, 10000, "thought-rate N") \
+	X("thought-queue-depth", KW_TOP, 1, 1, 0, kw_number, \
+	    C(thought_queue_depth), 1, 1000000, "thought-queue-depth N") \
 	X("audit-log", KW_TOP, 1, 1, 0, kw_audit_log, C(audit_log), 0, 0, \
 	    "audit-log PATH|none") \
 	X("max-connections-per-address", KW_TOP, 1, 1, 0, kw_number, \
@@ -894,6 +898,8 @@ config_init(struct config *c)
 	c->approval_timeout_ms = 24 * MS_H;
 	c->client_tool_timeout_ms = 10 * MS_M;
 	c->action_timeout_ms = MS_H;
+	c->thought_rate = 20;
+	c->thought_queue_depth = 50;
 }
 
 /* Strings that have defaults are filled in last so a directive can own them. */

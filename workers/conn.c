@@ -130,6 +130,12 @@ sub_close(struct deliver_sub *sub, uint16_t code, const char *why)
 	conn_close(c, code, why);
 }
 
+static void
+sub_notice(struct deliver_sub *sub, const char *json)
+{
+	conn_send_json(sub_conn(sub), json);
+}
+
 static const struct deliver_ops conn_deliver_ops = {
 	.write = sub_write,
 	.queued = sub_queued,
@@ -138,6 +144,7 @@ static const struct deliver_ops conn_deliver_ops = {
 	.gap = sub_gap,
 	.close = sub_close,
 	.abort = read_abort,
+	.notice = sub_notice,
 };
 
 

@@ -237,19 +237,63 @@ deliver_replay_end(struct deliver_sub *sub)
 	    (double)sub->replay_n);
 }
 
+/* --- per-recipient views --- */
+
+/* e as sub's reader may see it (d->view), or NULL when none was made. */
+static struct evt *
+viewed(struct deliver *d, const struct deliver_sub *sub, struct evt *e)
+{
+	return e->scoped && d->view != NULL ? d->view(d->owner, sub, e) : e;
+}
+
+/*
+ * Whether a scoped event waits before it goes to sub: its output holds
+ * thought-queue-depth events or more (written since the output was last
+ * seen empty).  Delayed, never dropped: it goes out from the cache or
+ * the log, in order, once the write callback finds the output drained.
+ */
+static int
+deep(struct deliver_sub *sub)
+{
+	if (sub->ops->queued(sub) == 0) {
+		sub->depth = 0;
+		return 0;
+	}
+	return sub->depth >= sub->wk->conf->thought_queue_depth;
+}
+
+void
+deliver_notify(struct deliver *d, const char *agent, const char *json)
+{
+	struct deliver_sub *sub;
+
+	TAILQ_FOREACH(sub, &d->subs, entry)
+		if (sub->ops->notice != NULL && sub->agent != NULL &&
+		    agent[0] != '\0' && strcmp(sub->agent, agent) == 0 &&
+		    !sub->ops->closing(sub))
+			sub->ops->notice(sub, json);
+}
+
 /* --- live --- */
 
 /* One fanned-out event for sub: written, or sub drops back to the log. */
 static void
 push(struct deliver_sub *sub, struct evt *e)
 {
-	size_t bound = sub->wk->conf->max_output_buffer;
+	size_t bound = sub->wk->conf->max_output_buffer, q;
+	struct evt *v;
 
 	if (sub->ops->closing(sub) || sub->hold || !sub->live ||
 	    e->seq < sub->next_seq)
 		return;	/* (already sent: a follower's view can lag) */
-	if (e->seq == sub->next_seq && sub->ops->queued(sub) < bound) {
-		sub->ops->write(sub, e, 1);
+	if ((q = sub->ops->queued(sub)) == 0)
+		sub->depth = 0;
+	/* A thought it may not see, or that waits, takes the log path. */
+	if (e->seq == sub->next_seq && q < bound &&
+	    (!e->scoped || !deep(sub)) &&
+	    (v = viewed(sub->feed, sub, e)) != NULL) {
+		sub->depth++;
+		sub->ops->write(sub, v, 1);
 		return;
 	}
 	if (sub->ops->queued(sub) >= bound)
@@ -327,6 +371,37 @@ reading(struct deliver_sub *sub, struct deliver *d, struct store_req *req)
 	TAILQ_INSERT_TAIL(&d->readers, sub, rentry);
 }
 
+/* A record deliver_read gives its caller as sub's reader may see it. */
+static int
+read_view_cb(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct deliver_sub *sub = arg;
+	struct evt *e, *v;
+	int r;
+
+	if (sub->read_feed->view == NULL || !evt_json_scoped(json, len))
+		return sub->read_cb(sub->read_arg, seq, ts, json, len);
+	/* Stopped short of a thought it could not be shown: the caller's
+	 * page ends before it. */
+	if ((e = evt_new(seq, json, len)) == NULL ||
+	    (v = viewed(sub->read_feed, sub, e)) == NULL) {
+		evt_unref(e);
+		return 1;
+	}
+	r = sub->read_cb(sub->read_arg, seq, ts, v->json, v->len);
+	evt_unref(e);
+	return r;
+}
+
+static void
+read_view_done(void *arg, ssize_t n)
+{
+	struct deliver_sub *sub = arg;
+
+	sub->read_done(sub->read_arg, n);
+}
+
 void
 deliver_read(struct deliver_sub *sub, struct deliver *d, uint64_t after,
     size_t limit, int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
@@ -334,6 +409,10 @@ deliver_read(struct deliver_sub *sub, struct deliver *d, uint64_t after,
 {
 	struct store_req *req;
 
+	sub->read_cb = cb;
+	sub->read_done = done;
+	sub->read_arg = arg;
+	sub->read_feed = d;
 	sub->ranging = 1;
 	if (after >= d->last) {
 		/* Only what subscribers may see: durable events. */
@@ -342,7 +421,8 @@ deliver_read(struct deliver_sub *sub, struct deliver *d, uint64_t after,
 	} else {
 		if (limit > d->last - after)
 			limit = (size_t)(d->last - after);
-		req = store_range_async(d->st, after, limit, cb, done, arg);
+		req = store_range_async(d->st, after, limit, read_view_cb,
+		    read_view_done, sub);
 	}
 	if (sub->ranging == 1)
 		reading(sub, d, req);
@@ -370,15 +450,23 @@ static int
 pump_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 {
 	struct deliver_sub *sub = arg;
-	struct evt *e;
+	struct evt *e, *v;
 
-	if (seq != sub->next_seq)
+	if (seq != sub->next_seq || sub->feed == NULL)
 		return 1;
 	if ((e = evt_new(seq, json, len)) == NULL)
 		return 1;
-	sub->ops->write(sub, e, 0);
+	if (e->scoped && deep(sub)) {
+		sub->delayed = 1;
+		evt_unref(e);
+		return 1;
+	}
+	if ((v = viewed(sub->feed, sub, e)) != NULL) {
+		sub->depth++;
+		sub->ops->write(sub, v, 0);
+	}
 	evt_unref(e);
-	return sub->ops->closing(sub);
+	return v == NULL || sub->ops->closing(sub);
 }
 
 static void
@@ -390,7 +478,13 @@ pump_done(void *arg, ssize_t n)
 	deliver_read_end(sub);
 	if (sub->ranging) {
 		/* Answered inside the call: pump goes on. */
-		sub->ranging = 2 + (n <= 0);
+		sub->ranging = 2 + (n <= 0 && !sub->delayed);
+		return;
+	}
+	if (sub->delayed) {
+		/* Its write callback pumps it once the output drained. */
+		sub->delayed = 0;
+		sub->ops->behind(sub);
 		return;
 	}
 	if (n <= 0) {
@@ -426,7 +520,7 @@ pump(struct deliver_sub *sub, int woken)
 		return;
 	while (!sub->ops->closing(sub) && sub->next_seq <= d->last &&
 	    sub->ops->queued(sub) < bound) {
-		struct evt *e;
+		struct evt *e, *v;
 
 		if (sub->next_seq < deliver_first(d)) {
 			/* Trimmed while this client was catching up. */
@@ -435,8 +529,15 @@ pump(struct deliver_sub *sub, int woken)
 		}
 		/* Recent ones are shared, not read back and copied. */
 		if ((e = recent_get(d, sub->next_seq)) != NULL) {
+			if (e->scoped && deep(sub)) {
+				sub->ops->behind(sub);
+				return;
+			}
 			before = sub->next_seq;
-			sub->ops->write(sub, e, 0);
+			if ((v = viewed(d, sub, e)) != NULL) {
+				sub->depth++;
+				sub->ops->write(sub, v, 0);
+			}
 			if (sub->next_seq == before &&
 			    !sub->ops->closing(sub)) {
 				/* Not even its framing could be made. */
@@ -477,6 +578,11 @@ pump(struct deliver_sub *sub, int woken)
 			}
 			n = sub->ranging == 3 ? -1 : 1;
 			sub->ranging = 0;
+		}
+		if (sub->delayed) {
+			sub->delayed = 0;
+			sub->ops->behind(sub);
+			return;
 		}
 		if (n < 0 || sub->next_seq == before) {
 			log_warnx("session %s: cannot read seq %llu for a "

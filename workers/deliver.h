@@ -37,6 +37,8 @@ struct deliver_ops {
 	void	(*close)(struct deliver_sub *, uint16_t code, const char *why);
 	/* Its read was cancelled: the log it read is going away. */
 	void	(*abort)(struct deliver_sub *);
+	/* Sends a message that is not logged (no seq); may be NULL. */
+	void	(*notice)(struct deliver_sub *, const char *json);
 };
 
 /* A session's side of delivery (embedded in struct sess). */
@@ -57,6 +59,13 @@ struct deliver {
 	/* While set, sees every event fanned out (dash.c counts them). */
 	void			(*tap)(void *arg, const struct evt *);
 	void			*tap_arg;
+	/*
+	 * What a subscriber may see of a scoped event (struct evt): e
+	 * itself, another form of the same seq (borrowed from e), or NULL
+	 * when none could be made.  NULL view: everyone sees everything.
+	 */
+	struct evt		*(*view)(void *owner, const struct deliver_sub *,
+				    struct evt *e);
 };
 
 /* A subscriber's cursor (embedded in struct conn). */
@@ -83,6 +92,15 @@ struct deliver_sub {
 	struct deliver		*range_feed;	/* whose log range reads */
 	int			 replaying;	/* a resume reads the log */
 	uint64_t		 replay_n;	/* events it has sent */
+	unsigned		 depth;		/* events written since its
+						   output was last seen empty */
+	int			 delayed;	/* a scoped event waits for
+						   the output to drain */
+	int			(*read_cb)(void *, uint64_t, uint64_t,
+				    const char *, size_t); /* deliver_read's */
+	void			(*read_done)(void *, ssize_t);
+	void			*read_arg;
+	struct deliver		*read_feed;
 };
 
 void	deliver_init(struct deliver *, const char *id,
@@ -122,6 +140,11 @@ void	deliver_read(struct deliver_sub *, struct deliver *, uint64_t after,
 	    size_t limit,
 	    int (*cb)(void *, uint64_t, uint64_t, const char *, size_t),
 	    void (*done)(void *, ssize_t), void *arg);
+/*
+ * Sends json (not logged) to the subscribers that are external agent
+ * agent's connections (a throttle_warning).
+ */
+void	deliver_notify(struct deliver *, const char *agent, const char *json);
 /* A read of sub's ended; deliver_read_cancel: stop it first. */
 void	deliver_read_end(struct deliver_sub *);
 void	deliver_read_cancel(struct deliver_sub *);

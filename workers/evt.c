@@ -10,10 +10,21 @@
 #include "parley/ws.h"
 #include "evt.h"
 
+static const char pfx[] = "{\"v\":1,\"type\":\"";
+/* The scoped type, quoted as it follows pfx. */
+static const char scoped[] = "thought\"";
+
+int
+evt_json_scoped(const char *json, size_t len)
+{
+	return len > sizeof(pfx) - 1 + sizeof(scoped) - 1 &&
+	    memcmp(json, pfx, sizeof(pfx) - 1) == 0 &&
+	    memcmp(json + sizeof(pfx) - 1, scoped, sizeof(scoped) - 1) == 0;
+}
+
 struct evt *
 evt_new(uint64_t seq, const char *json, size_t len)
 {
-	static const char pfx[] = "{\"v\":1,\"type\":\"";
 	struct evt *e;
 	const char *t, *q;
 
@@ -34,6 +45,7 @@ evt_new(uint64_t seq, const char *json, size_t len)
 		    (size_t)(q - t) < sizeof(e->type))
 			memcpy(e->type, t, (size_t)(q - t));
 	}
+	e->scoped = evt_json_scoped(json, len);
 	return e;
 }
 
@@ -42,6 +54,8 @@ evt_unref(struct evt *e)
 {
 	if (e == NULL || --e->refs > 0)
 		return;
+	if (e->view != NULL)
+		e->view_free(e->view);
 	free(e->json);
 	free(e->ws);
 	free(e->sse);

@@ -22,10 +22,18 @@ struct evt {
 	size_t		 sselen;
 	char		 type[32];
 	uint64_t	 appended_us;	/* handed to the store (monotonic) */
+	/* A type whose recipients may see it differently (a thought):
+	 * delivery asks its feed's view for each; other events cost one
+	 * test.  view holds what the viewer made of it, freed with it. */
+	int		 scoped;
+	void		*view;
+	void		(*view_free)(void *);
 };
 
 struct evt	*evt_new(uint64_t seq, const char *json, size_t len);
 void		 evt_unref(struct evt *);
+/* Whether a logged record's JSON is of a scoped type (see struct evt). */
+int		 evt_json_scoped(const char *json, size_t len);
 void		 evt_unref_cb(const void *data, size_t len, void *arg);
 const unsigned char *evt_ws(struct evt *, size_t *len);
 const char	*evt_sse(struct evt *, size_t *len);

@@ -16,6 +16,7 @@
 #include "approve.h"
 #include "follow.h"
 #include "sess.h"
+#include "thought.h"
 #include "wk.h"
 
 static void	follow_fetch(struct sess *);
@@ -48,6 +49,8 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 		action_follow(s, e->type, o, ts);
 		cJSON_Delete(o);
 	}
+	if (e->scoped)
+		thought_adopt(s, seq, json, len);
 	deliver_fan_out(&s->feed, e);
 	evt_unref(e);
 	return 0;
@@ -198,7 +201,8 @@ follow_input(struct sess *s, struct sess_client *c,
 	    strcmp(in->type, "action_propose") != 0 &&
 	    strcmp(in->type, "action_approve") != 0 &&
 	    strcmp(in->type, "action_result") != 0 &&
-	    strcmp(in->type, "directive") != 0) {
+	    strcmp(in->type, "directive") != 0 &&
+	    strcmp(in->type, "thought_share") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);
@@ -226,6 +230,11 @@ follow_input(struct sess *s, struct sess_client *c,
 		    "admin role", in->type);
 		return;
 	}
+	/* Refused here, with its reason, as far as this host can tell:
+	 * the owner's refusal would not come back to the client. */
+	if (strcmp(in->type, "thought_share") == 0 &&
+	    thought_forward_check(s, from, in->root, r) == -1)
+		return;
 	o = cJSON_CreateObject();
 	cJSON_AddNumberToObject(o, "role", role);
 	if (from->agent[0] != '\0')

@@ -23,6 +23,7 @@
 #include "follow.h"
 #include "input.h"
 #include "sess.h"
+#include "thought.h"
 #include "tools.h"
 #include "turn.h"
 #include "wk.h"
@@ -434,6 +435,10 @@ input_apply(struct sess *s, struct sess_client *c,
 	    strcmp(in->type, "action_result") == 0 ||
 	    strcmp(in->type, "directive") == 0) {
 		action_input(s, c, from, in, r);
+		return;
+	}
+	if (strcmp(in->type, "thought_share") == 0) {
+		thought_share(s, c, from, in, r);
 		return;
 	}
 	{

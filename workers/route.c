@@ -27,6 +27,7 @@
 #include "route.h"
 #include "seed.h"
 #include "sess.h"
+#include "thought.h"
 #include "wk.h"
 
 #define HOLD_MS		250	/* wait for a resume before going live */
@@ -661,6 +662,50 @@ autonomy_refused(struct conn *c, const cJSON *body)
 	return 0;
 }
 
+/* A POST /sessions whose config.thoughtVisibility is no mode: 400, 1. */
+static int
+thought_vis_refused(struct conn *c, const cJSON *body)
+{
+	const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(body,
+	    "config"), "thoughtVisibility");
+	enum thought_vis m;
+
+	if (v == NULL || (cJSON_IsString(v) &&
+	    thought_vis_parse(v->valuestring, &m) == 0))
+		return 0;
+	conn_http_error(c, 400, "BAD_REQUEST", "field "
+	    "'config.thoughtVisibility' must be all, selective or summary");
+	return 1;
+}
+
+/*
+ * GET /sessions/ID/thoughts[?agentId=A][&category=C]: the thought DAG as
+ * the requester (its role, and with role=agent the agent ?agentId=
+ * names) may see it.  ?author=A keeps agent A's thoughts; so does
+ * ?agentId=A when it does not name the requester (a role other than
+ * agent); ?category=C keeps one category.
+ */
+static void
+get_thoughts(struct conn *c, struct sess *s)
+{
+	const struct http_request *r = &c->hp.req;
+	char fagent[SESS_AGENT_MAX + 2], fcat[32];
+	int ha, hc;
+
+	if (strcmp(r->method, "GET") != 0) {
+		conn_http_error(c, 405, "BAD_REQUEST", "use GET");
+		return;
+	}
+	ha = r->query != NULL && (http_query_param(r->query, "author", fagent,
+	    sizeof(fagent)) == 0 || (c->ic.role != IPC_ROLE_AGENT &&
+	    http_query_param(r->query, "agentId", fagent,
+	    sizeof(fagent)) == 0));
+	hc = r->query != NULL && http_query_param(r->query, "category", fcat,
+	    sizeof(fcat)) == 0;
+	conn_http_reply(c, 200, thought_graph(s, (int)c->ic.role, c->agent,
+	    ha ? fagent : NULL, hc ? fcat : NULL));
+}
+
 static void
 create_session(struct conn *c)
 {
@@ -681,7 +726,7 @@ create_session(struct conn *c)
 			return;
 		}
 	}
-	if (autonomy_refused(c, body)) {
+	if (autonomy_refused(c, body) || thought_vis_refused(c, body)) {
 		cJSON_Delete(body);
 		return;
 	}
@@ -770,7 +815,8 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	else if (strcmp(sub, "messages") == 0)
 		*create = !acts_on_session(r->body, r->body_len);
 	else if (*sub != '\0' && strcmp(sub, "log") != 0 &&
-	    strcmp(sub, "control") != 0 && strcmp(sub, "dashboard") != 0)
+	    strcmp(sub, "control") != 0 && strcmp(sub, "dashboard") != 0 &&
+	    strcmp(sub, "thoughts") != 0)
 		return 0;
 	return store_valid_id(sid);
 }
@@ -868,10 +914,12 @@ route_leaving(struct conn *c, const char *sid, const unsigned char *raw,
 /*
  * Who the connection acts as: ?role= narrows the token's role (an admin
  * may act as anyone, any role as an observer), ?agentId= names the
- * external agent a role=agent connection is.  0, or -1 answered.
+ * external agent a role=agent connection is; filter: for another role,
+ * ?agentId= is the endpoint's filter (GET .../thoughts).  0, or -1
+ * answered.
  */
 static int
-route_who(struct conn *c, const struct http_request *r)
+route_who(struct conn *c, const struct http_request *r, int filter)
 {
 	static const char *names[] = { NULL, "observer", "user", "agent",
 	    "admin" };
@@ -915,6 +963,8 @@ route_who(struct conn *c, const struct http_request *r)
 		return -1;
 	}
 	if (c->ic.role != IPC_ROLE_AGENT) {
+		if (filter)
+			return 0;	/* the endpoint's filter, not who */
 		conn_http_error(c, 400, "BAD_REQUEST", "agentId names an "
 		    "external agent: add role=agent");
 		return -1;
@@ -985,7 +1035,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		sub = path + 10 + n + 1;
 	if (route_leaving(c, sid, raw, rawlen))
 		return;
-	if (route_who(c, r) == -1)
+	if (route_who(c, r, sub != NULL &&
+	    strcmp(sub, "thoughts") == 0) == -1)
 		return;
 	if (sub == NULL) {
 		if (strcmp(r->method, "GET") == 0) {
@@ -1070,6 +1121,13 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			session_error(c, err, sid);
 		else
 			get_page(c, s, 0);
+		return;
+	}
+	if (strcmp(sub, "thoughts") == 0) {
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL)
+			session_error(c, err, sid);
+		else
+			get_thoughts(c, s);
 		return;
 	}
 	if (strcmp(sub, "control") == 0) {

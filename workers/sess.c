@@ -29,6 +29,7 @@
 #include "dash.h"
 #include "evt.h"
 #include "sess.h"
+#include "thought.h"
 #include "wk.h"
 
 #define ID_SCAN		2000	/* log records read back for client ids */
@@ -378,6 +379,11 @@ ids_scan(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 		cJSON_Delete(o);
 		return 0;
 	}
+	if (evt_json_scoped(json, len)) {
+		/* A thought logged after meta's last checkpoint. */
+		thought_adopt(s, seq, json, len);
+		return 0;
+	}
 	if (strstr(json, "\"type\":\"user_message\"") == NULL)
 		return 0;
 	o = cJSON_ParseWithLength(json, len);
@@ -496,6 +502,7 @@ sess_new(struct wk *wk, const char *id)
 	s->wk = wk;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	deliver_init(&s->feed, s->id, feed_changed, s);
+	s->feed.view = thought_view;
 	TAILQ_INIT(&s->loads);
 	TAILQ_INIT(&s->acks);
 	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
@@ -817,6 +824,7 @@ sess_free(struct sess *s)
 	acks_settle(s, 1);
 	dash_free(s);
 	deliver_free(&s->feed);
+	thought_free(s);
 	store_req_cancel(s->fetch);
 	store_req_cancel(s->promote);
 	while ((e = s->phead) != NULL) {

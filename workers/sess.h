@@ -19,6 +19,7 @@ struct store_sess;
 struct store_req;
 struct llm_call;
 struct dash;
+struct thought_state;
 
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
@@ -118,6 +119,7 @@ struct sess {
 	struct store_req	*promote;	/* follower: taking the lease */
 	struct event		*broken_ev;
 	struct dash		*dash;		/* its dashboards' (dash.c) */
+	struct thought_state	*thoughts;	/* thought.c: rates, mode */
 };
 
 /* Result of applying one client message. */

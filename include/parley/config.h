@@ -126,6 +126,8 @@ struct config {
 	uint64_t		 client_tool_timeout_ms; /* default 10m */
 	uint64_t		 action_timeout_ms;	/* an agent's proposed
 						   action, default 1h */
+	unsigned		 thought_rate;	/* per agent per minute, 20 */
+	unsigned		 thought_queue_depth;	/* default 50 events */
 	char			*audit_log;	/* JSON lines PATH, NULL = none */
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;

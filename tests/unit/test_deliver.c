@@ -22,6 +22,7 @@
 struct fake {
 	struct deliver_sub	 sub;		/* first: the ops cast back */
 	uint64_t		 seqs[NSEQ];
+	char			 types[NSEQ][32];
 	int			 live[NSEQ];
 	int			 n;
 	size_t			 queued;
@@ -45,6 +46,7 @@ f_write(struct deliver_sub *sub, struct evt *e, int live)
 
 	ck_assert_int_lt(f->n, NSEQ);
 	f->live[f->n] = live;
+	memcpy(f->types[f->n], e->type, sizeof(e->type));
 	f->seqs[f->n++] = e->seq;
 	sub->next_seq = e->seq + 1;
 }
@@ -91,7 +93,7 @@ f_abort(struct deliver_sub *sub)
 }
 
 static const struct deliver_ops fops = {
-	f_write, f_queued, f_closing, f_behind, f_gap, f_close, f_abort
+	f_write, f_queued, f_closing, f_behind, f_gap, f_close, f_abort, NULL
 };
 
 static void
@@ -347,6 +349,110 @@ START_TEST(test_read_bounded)
 }
 END_TEST
 
+/* The other form of a scoped event observers get (the view's job). */
+#define FILTERED	"{\"v\":1,\"type\":\"filtered\"}"
+static struct evt *v_other;
+
+static struct evt *
+f_view(void *owner, const struct deliver_sub *sub, struct evt *e)
+{
+	(void)owner;
+	if (sub->role != 1)
+		return e;
+	evt_unref(v_other);
+	v_other = evt_new(e->seq, FILTERED, strlen(FILTERED));
+	return v_other;
+}
+
+/* Appends and fans out seq as a thought (scoped) or a token. */
+static void
+fan(struct deliver *d, uint64_t seq, int thought)
+{
+	char j[96];
+	struct evt *e;
+
+	if (thought)
+		snprintf(j, sizeof(j), "{\"v\":1,\"type\":\"thought\","
+		    "\"seq\":%llu}", (unsigned long long)seq);
+	else
+		ev_json(seq, j, sizeof(j));
+	ck_assert_int_eq(store_append(ss, seq, 1000 * seq, j, strlen(j)), 0);
+	ck_assert_ptr_nonnull(e = evt_new(seq, j, strlen(j)));
+	ck_assert_int_eq(e->scoped, thought);
+	deliver_fan_out(d, e);
+	evt_unref(e);
+}
+
+/*
+ * A scoped event goes to each subscriber as the feed's view says; one
+ * whose output holds thought-queue-depth events gets it later, in order,
+ * once its output drained (never dropped); others are not held back.
+ */
+START_TEST(test_scoped_view_and_delay)
+{
+	struct deliver d;
+	struct fake a, b;
+
+	conf.thought_queue_depth = 2;
+	deliver_init(&d, "s1", changed, NULL);
+	d.st = ss;
+	d.view = f_view;
+	fake_init(&a);
+	fake_init(&b);
+	a.sub.role = 4;		/* admin */
+	b.sub.role = 1;		/* observer */
+	deliver_subscribe(&d, &a.sub);
+	deliver_subscribe(&d, &b.sub);
+	a.sub.live = b.sub.live = 1;
+	a.sub.next_seq = b.sub.next_seq = 1;
+	fan(&d, 1, 0);
+	fan(&d, 2, 1);
+	ck_assert_int_eq(a.n, 2);
+	ck_assert_int_eq(b.n, 2);
+	ck_assert_str_eq(a.types[1], "thought");
+	ck_assert_str_eq(b.types[1], "filtered");
+	ck_assert_uint_eq(b.seqs[1], 2);
+	ck_assert_int_eq(b.live[1], 1);
+	/* b's output fills: tokens still flow, the thought waits */
+	b.queued = 10;
+	fan(&d, 3, 0);
+	fan(&d, 4, 0);
+	fan(&d, 5, 1);
+	fan(&d, 6, 0);
+	ck_assert_int_eq(a.n, 6);
+	ck_assert_int_eq(b.n, 4);
+	ck_assert_uint_eq(b.seqs[3], 4);
+	ck_assert_int_eq(b.sub.live, 0);
+	ck_assert_int_ge(b.behind, 1);
+	/* still full: the pump keeps it waiting */
+	deliver_pump(&b.sub);
+	ck_assert_int_eq(b.n, 4);
+	/* drained: the rest in order, the thought as b may see it */
+	b.queued = 0;
+	deliver_pump(&b.sub);
+	ck_assert_int_eq(b.n, 6);
+	ck_assert_uint_eq(b.seqs[4], 5);
+	ck_assert_str_eq(b.types[4], "filtered");
+	ck_assert_uint_eq(b.seqs[5], 6);
+	ck_assert_int_eq(b.sub.live, 1);
+	deliver_unsubscribe(&a.sub);
+	/* one subscriber: no cache, the log path applies the view too */
+	b.queued = 10;
+	b.sub.depth = 5;
+	fan(&d, 7, 1);
+	ck_assert_int_eq(b.n, 6);
+	b.queued = 0;
+	deliver_pump(&b.sub);
+	ck_assert_int_eq(b.n, 7);
+	ck_assert_str_eq(b.types[6], "filtered");
+	ck_assert_uint_eq(b.seqs[6], 7);
+	deliver_unsubscribe(&b.sub);
+	deliver_free(&d);
+	evt_unref(v_other);
+	v_other = NULL;
+}
+END_TEST
+
 static Suite *
 deliver_suite(void)
 {
@@ -359,6 +465,7 @@ deliver_suite(void)
 	tcase_add_test(tc, test_slow_drops_to_log);
 	tcase_add_test(tc, test_close_all);
 	tcase_add_test(tc, test_read_bounded);
+	tcase_add_test(tc, test_scoped_view_and_delay);
 	suite_add_tcase(s, tc);
 	return s;
 }
