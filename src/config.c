@@ -108,6 +108,9 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	X("client-tool-timeout", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(client_tool_timeout_ms), 100, 30 * MS_D, \
 	    "client-tool-timeout DURATION") \
+	X("agent-reconnect-timeout", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(agent_reconnect_timeout_ms), 100, MS_D, \
+	    "agent-reconnect-timeout DURATION") \
 	X("audit-log", KW_TOP, 1, 1, 0, kw_audit_log, C(audit_log), 0, 0, \
 	    "audit-log PATH|none") \
 	X("max-connections-per-address", KW_TOP, 1, 1, 0, kw_number, \
@@ -887,6 +890,7 @@ config_init(struct config *c)
 	c->max_autonomy = POLICY_FULL_AUTO;
 	c->approval_timeout_ms = 24 * MS_H;
 	c->client_tool_timeout_ms = 10 * MS_M;
+	c->agent_reconnect_timeout_ms = 2 * MS_M;
 }
 
 /* Strings that have defaults are filled in last so a directive can own them. */

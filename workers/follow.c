@@ -14,6 +14,7 @@
 #include "parley/util.h"
 #include "approve.h"
 #include "follow.h"
+#include "life.h"
 #include "sess.h"
 #include "wk.h"
 
@@ -35,13 +36,17 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	if (strcmp(e->type, "session_state") == 0 ||
 	    strstr(e->type, "request") != NULL || strstr(e->type,
 	    "result") != NULL || strcmp(e->type, "mcp_call") == 0 ||
-	    strcmp(e->type, "audit_entry") == 0) {
+	    strcmp(e->type, "audit_entry") == 0 ||
+	    strcmp(e->type, "agent_joined") == 0 ||
+	    strcmp(e->type, "agent_left") == 0 ||
+	    strcmp(e->type, "session_complete") == 0) {
 		cJSON *o = cJSON_ParseWithLength(json, len), *p;
 
 		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
 			proto_set(s->meta, "paused",
 			    cJSON_CreateBool(cJSON_IsTrue(p)));
 		approve_follow(s, e->type, o, ts);
+		life_follow(s, e->type, o);
 		cJSON_Delete(o);
 	}
 	deliver_fan_out(&s->feed, e);

@@ -18,6 +18,7 @@ struct proto_in;
 struct store_sess;
 struct store_req;
 struct llm_call;
+struct life;
 
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
@@ -115,6 +116,7 @@ struct sess {
 	struct store_req	*fetch;		/* follower: reading new records */
 	struct store_req	*promote;	/* follower: taking the lease */
 	struct event		*broken_ev;
+	struct life		*life;		/* presence, deadlines (life.c) */
 };
 
 /* Result of applying one client message. */

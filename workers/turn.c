@@ -23,6 +23,7 @@
 #include "parley/util.h"
 #include "approve.h"
 #include "ctool.h"
+#include "life.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -852,7 +853,8 @@ turn_next(struct sess *s)
 	/* The interrupted turn goes first; recover_cb calls back here (after
 	 * its events are read back: s->promote, on an owner). */
 	if (s->recover_ev != NULL || s->broken ||
-	    (s->promote != NULL && !s->follower) || sess_paused(s)) {
+	    (s->promote != NULL && !s->follower) || sess_paused(s) ||
+	    life_holds(s)) {
 		sess_check_idle(s);
 		return;
 	}

@@ -123,6 +123,7 @@ struct config {
 						   may set, default FULL_AUTO */
 	uint64_t		 approval_timeout_ms;	/* default 24h */
 	uint64_t		 client_tool_timeout_ms; /* default 10m */
+	uint64_t		 agent_reconnect_timeout_ms; /* default 2m */
 	char			*audit_log;	/* JSON lines PATH, NULL = none */
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;

@@ -1,0 +1,727 @@
+/*
+ * A session's life beyond its turns.
+ *
+ * Presence.  An external agent connects with a stream
+ * ?role=agent&agentId=NAME.  The session's owner counts its streams per
+ * (agent, node): its own, and those followers on other hosts report
+ * through its inbox ({"presence":{agentId,node,n,t}}, an entry clients
+ * cannot make: follow.c wraps their messages in "m").  Followers report
+ * their count on every change and again every PRESENCE_REFRESH_MS while
+ * it is not zero; the owner forgets a node's count not refreshed within
+ * PRESENCE_STALE_MS (a follower host that died).  agent_joined is logged
+ * when an agent's count leaves zero, agent_left when it returns to it,
+ * so two streams of one agent, on one host or two, log one of each.
+ *
+ * Meta keeps what was logged: "external" [{agentId, required,
+ * connected, deadline?}], "active" (every required agent has joined once)
+ * and "deadline" (config.maxDurationMs after creation).  The counts are
+ * not kept: a new owner (worker restart, failover) learns them again
+ * from the streams that reconnect.  Agents meta says are connected get
+ * PRESENCE_STALE_MS to do so before agent_left is logged for them, so a
+ * failover does not log a leave and a join for every agent.
+ *
+ * Deadlines.  A required agent that leaves an active session gets an
+ * error AGENT_DISCONNECT (recoverable) and until agent-reconnect-timeout
+ * to come back (its deadline in meta); the time limit is in meta too.
+ * The owner arms one timer for the earliest; a new owner re-arms it from
+ * meta, so a worker kill or a failover ends the session on time as long
+ * as some process owns it (a session nobody is connected to leaves
+ * memory, and is ended when it is next loaded).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+
+#include "parley/config.h"
+#include "parley/log.h"
+#include "parley/proto.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "approve.h"
+#include "life.h"
+#include "sess.h"
+#include "turn.h"
+#include "wk.h"
+
+#define PRESENCE_REFRESH_MS	5000	/* a follower reports its counts */
+#define PRESENCE_STALE_MS	15000	/* a count not refreshed is gone */
+#define LIFE_PEERS		256	/* (agent, node) counts kept */
+#define MAX_DURATION_MS		(30ull * 24 * 3600 * 1000)
+#define SUMMARY_SCAN		200000	/* log records a summary counts */
+
+struct life_peer {
+	char		 agent[SESS_AGENT_MAX + 1];
+	char		 node[96];
+	int		 n;		/* its streams there */
+	uint64_t	 t;		/* the sender's stamp: newest wins */
+	uint64_t	 seen;		/* owner's clock, when reported */
+};
+
+struct life {
+	struct sess		*s;
+	struct event		*ev;	/* the earliest deadline */
+	uint64_t		 grace;	/* until then, meta's connected stand */
+	struct life_peer	*peers;
+	unsigned		 npeers;
+};
+
+static void	life_arm(struct sess *);
+
+static struct life *
+life_get(struct sess *s)
+{
+	if (s->life == NULL && (s->life = calloc(1, sizeof(*s->life))) != NULL)
+		s->life->s = s;
+	return s->life;
+}
+
+/* --- creation --- */
+
+int
+life_check(const cJSON *body, char *msg, size_t len)
+{
+	const cJSON *a = cJSON_GetObjectItem(body, "agents"), *e, *d;
+	int i, j, n;
+	size_t l;
+
+	d = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "config"),
+	    "maxDurationMs");
+	if (d != NULL && (!cJSON_IsNumber(d) || d->valuedouble < 100 ||
+	    d->valuedouble > (double)MAX_DURATION_MS)) {
+		snprintf(msg, len, "field 'config.maxDurationMs' must be a "
+		    "number of milliseconds from 100 to %llu (30 days)",
+		    (unsigned long long)MAX_DURATION_MS);
+		return -1;
+	}
+	if (a == NULL)
+		return 0;
+	if (!cJSON_IsArray(a) || (n = cJSON_GetArraySize(a)) > LIFE_AGENTS) {
+		snprintf(msg, len, "field 'agents' must be an array of at "
+		    "most %d agents", LIFE_AGENTS);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		e = cJSON_GetArrayItem(a, i);
+		if (cJSON_IsObject(e))
+			continue;	/* an internal agent: not ours */
+		if (!cJSON_IsString(e) || (l = strlen(e->valuestring)) == 0 ||
+		    l > SESS_AGENT_MAX || strspn(e->valuestring,
+		    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		    "0123456789._-") != l) {
+			snprintf(msg, len, "field 'agents[%d]' must be an "
+			    "external agent's id (1 to %d letters, digits, "
+			    "'.', '_' or '-') or an internal agent (an object)",
+			    i, SESS_AGENT_MAX);
+			return -1;
+		}
+		for (j = 0; j < i; j++)
+			if (cJSON_IsString(d = cJSON_GetArrayItem(a, j)) &&
+			    strcmp(d->valuestring, e->valuestring) == 0) {
+				snprintf(msg, len, "field 'agents[%d]': agent "
+				    "'%s' is named twice", i, e->valuestring);
+				return -1;
+			}
+	}
+	return 0;
+}
+
+void
+life_meta_new(cJSON *m, const cJSON *body)
+{
+	const cJSON *a = cJSON_GetObjectItem(body, "agents"), *e, *d;
+	cJSON *ext, *o;
+	int req = 0;
+
+	ext = cJSON_AddArrayToObject(m, "external");
+	cJSON_ArrayForEach(e, a) {
+		if (!cJSON_IsString(e))
+			continue;
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "agentId", e->valuestring);
+		cJSON_AddBoolToObject(o, "required", 1);
+		cJSON_AddBoolToObject(o, "connected", 0);
+		cJSON_AddItemToArray(ext, o);
+		req++;
+	}
+	cJSON_AddBoolToObject(m, "active", req == 0);
+	d = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "config"),
+	    "maxDurationMs");
+	if (cJSON_IsNumber(d))
+		cJSON_AddNumberToObject(m, "deadline", (double)(util_now_ms() +
+		    (uint64_t)d->valuedouble));
+}
+
+/* --- meta --- */
+
+static cJSON *
+ext_find(struct sess *s, const char *agent)
+{
+	cJSON *e;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
+		    "agentId")) ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
+		    "agentId")) : "", agent) == 0)
+			return e;
+	return NULL;
+}
+
+static int
+is_true(const cJSON *o, const char *k)
+{
+	return cJSON_IsTrue(cJSON_GetObjectItem(o, k));
+}
+
+int
+life_team(const struct sess *s)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (is_true(e, "required"))
+			return 1;
+	return 0;
+}
+
+int
+life_holds(const struct sess *s)
+{
+	return cJSON_IsFalse(cJSON_GetObjectItem(s->meta, "active"));
+}
+
+const char *
+life_status(const struct sess *s)
+{
+	return life_holds(s) ? "created" : NULL;
+}
+
+int
+life_failed(const struct sess *s)
+{
+	const cJSON *r = cJSON_GetObjectItem(s->meta, "result");
+	const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(r,
+	    "reason"));
+
+	return why != NULL && strcmp(why, "error") == 0;
+}
+
+void
+life_state(struct sess *s, cJSON *state)
+{
+	cJSON *agents = cJSON_GetObjectItem(state, "agents"), *e, *o, *w;
+	const cJSON *d;
+	char ts[32];
+
+	w = life_holds(s) ? cJSON_AddArrayToObject(state, "waitingFor") : NULL;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external")) {
+		o = cJSON_CreateObject();
+		cJSON_AddItemToObject(o, "agentId", cJSON_Duplicate(
+		    cJSON_GetObjectItem(e, "agentId"), 1));
+		cJSON_AddStringToObject(o, "kind", "external");
+		cJSON_AddBoolToObject(o, "required", is_true(e, "required"));
+		cJSON_AddStringToObject(o, "status", is_true(e, "connected") ?
+		    "connected" : "disconnected");
+		if (cJSON_IsNumber(d = cJSON_GetObjectItem(e, "deadline"))) {
+			util_iso8601(ts, (uint64_t)d->valuedouble);
+			cJSON_AddStringToObject(o, "reconnectBy", ts);
+		}
+		cJSON_AddItemToArray(agents, o);
+		if (w != NULL && is_true(e, "required") &&
+		    !is_true(e, "connected"))
+			cJSON_AddItemToArray(w, cJSON_Duplicate(
+			    cJSON_GetObjectItem(e, "agentId"), 1));
+	}
+}
+
+/* --- presence --- */
+
+static struct life_peer *
+peer_find(struct life *l, const char *agent, const char *node, int add)
+{
+	struct life_peer *p;
+	unsigned i;
+
+	for (i = 0; i < l->npeers; i++)
+		if (strcmp(l->peers[i].agent, agent) == 0 &&
+		    strcmp(l->peers[i].node, node) == 0)
+			return &l->peers[i];
+	if (!add)
+		return NULL;
+	/* Reuse a slot whose count fell to zero before growing. */
+	for (i = 0; i < l->npeers; i++)
+		if (l->peers[i].n == 0)
+			break;
+	if (i == l->npeers) {
+		if (l->npeers >= LIFE_PEERS || (p = reallocarray(l->peers,
+		    l->npeers + 1, sizeof(*p))) == NULL)
+			return NULL;
+		l->peers = p;
+		l->npeers++;
+	}
+	p = &l->peers[i];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->agent, sizeof(p->agent), "%s", agent);
+	snprintf(p->node, sizeof(p->node), "%s", node);
+	return p;
+}
+
+static int
+peer_count(struct life *l, const char *agent)
+{
+	unsigned i;
+	int n = 0;
+
+	for (i = 0; l != NULL && i < l->npeers; i++)
+		if (strcmp(l->peers[i].agent, agent) == 0)
+			n += l->peers[i].n;
+	return n;
+}
+
+/* All required agents have joined: the session is active, logged. */
+static void
+activate(struct sess *s)
+{
+	cJSON *e, *b;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (is_true(e, "required") && !is_true(e, "connected"))
+			return;
+	proto_set(s->meta, "active", cJSON_CreateTrue());
+	b = sess_state(s);
+	cJSON_AddBoolToObject(b, "active", 1);
+	if (sess_emit(s, "session_state", b) == 0) {
+		proto_set(s->meta, "active", cJSON_CreateFalse());
+		return;		/* the next presence change tries again */
+	}
+	log_info("session %s: every required agent has joined; active",
+	    s->id);
+	turn_next(s);
+}
+
+/*
+ * Owner: logs what changed in agent's presence (its count against what
+ * meta says was logged), and what follows from it.
+ */
+static void
+presence_update(struct sess *s, const char *agent)
+{
+	struct life *l = s->life;
+	int n = peer_count(l, agent), req, was;
+	cJSON *e, *b;
+	char msg[256];
+	uint64_t now = util_now_ms(), tmo;
+
+	if (s->follower || s->broken || s->released || s->ended ||
+	    s->st == NULL)
+		return;
+	e = ext_find(s, agent);
+	was = is_true(e, "connected");
+	if ((n > 0) == was)
+		return;
+	if (n == 0 && l != NULL && l->grace > now)
+		return;		/* a new owner: it may come back */
+	if (e == NULL) {
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+		    "external")) >= LIFE_AGENTS) {
+			log_warnx("session %s: agent %s not logged: the "
+			    "session keeps %d external agents", s->id, agent,
+			    LIFE_AGENTS);
+			return;
+		}
+		if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "external")))
+			proto_set(s->meta, "external", cJSON_CreateArray());
+		e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "agentId", agent);
+		cJSON_AddBoolToObject(e, "required", 0);
+		cJSON_AddBoolToObject(e, "connected", 0);
+		cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta, "external"),
+		    e);
+	}
+	req = is_true(e, "required");
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", agent);
+	cJSON_AddBoolToObject(b, "required", req);
+	if (n > 0 && cJSON_GetObjectItem(e, "deadline") != NULL)
+		cJSON_AddBoolToObject(b, "reconnected", 1);
+	if (sess_emit(s, n > 0 ? "agent_joined" : "agent_left", b) == 0)
+		return;		/* the next change, or the timer, retries */
+	proto_set(e, "connected", cJSON_CreateBool(n > 0));
+	if (n > 0 && cJSON_GetObjectItem(e, "deadline") != NULL) {
+		cJSON_DeleteItemFromObject(e, "deadline");
+		log_info("session %s: required agent %s is back; the session "
+		    "goes on", s->id, agent);
+	}
+	if (n == 0 && req && !life_holds(s)) {
+		tmo = s->wk->conf->agent_reconnect_timeout_ms;
+		proto_set(e, "deadline", cJSON_CreateNumber((double)(now +
+		    tmo)));
+		b = cJSON_CreateObject();
+		cJSON_AddStringToObject(b, "code", "AGENT_DISCONNECT");
+		snprintf(msg, sizeof(msg), "required agent %s disconnected; "
+		    "the session waits %llu ms for it to reconnect, then "
+		    "fails", agent, (unsigned long long)tmo);
+		cJSON_AddStringToObject(b, "message", msg);
+		cJSON_AddStringToObject(b, "severity", "recoverable");
+		cJSON_AddStringToObject(b, "agentId", agent);
+		cJSON_AddNumberToObject(b, "reconnectTimeoutMs", (double)tmo);
+		sess_emit(s, "error", b);
+		log_info("session %s: %s", s->id, msg);
+	}
+	if (n > 0 && life_holds(s))
+		activate(s);
+	sess_meta_save(s);
+	life_arm(s);
+}
+
+static void
+posted(void *arg, ssize_t n)
+{
+	(void)arg;
+	(void)n;	/* a lost report is made again on refresh */
+}
+
+/* Follower: reports this node's count of agent to the owner's inbox. */
+static void
+presence_post(struct sess *s, const struct life_peer *p)
+{
+	cJSON *o, *b;
+	char *txt;
+
+	o = cJSON_CreateObject();
+	b = cJSON_AddObjectToObject(o, "presence");
+	cJSON_AddStringToObject(b, "agentId", p->agent);
+	cJSON_AddStringToObject(b, "node", p->node);
+	cJSON_AddNumberToObject(b, "n", p->n);
+	cJSON_AddNumberToObject(b, "t", (double)p->t);
+	if ((txt = cJSON_PrintUnformatted(o)) != NULL)
+		store_post(s->st, txt, strlen(txt), posted, NULL);
+	free(txt);
+	cJSON_Delete(o);
+}
+
+void
+life_conn(struct sess *s, const char *agent, int delta)
+{
+	struct life *l;
+	struct life_peer *p;
+
+	if (agent == NULL || agent[0] == '\0' || (l = life_get(s)) == NULL)
+		return;
+	if ((p = peer_find(l, agent, s->wk->node, delta > 0)) == NULL)
+		return;
+	p->n += delta;
+	if (p->n < 0)
+		p->n = 0;
+	/* Stamps order a node's reports even within one millisecond. */
+	p->t = util_now_ms() * 1000 + (p->t % 1000 + 1) % 1000;
+	p->seen = util_now_ms();
+	if (s->released || s->broken)
+		return;		/* moving: it reconnects to the next owner */
+	if (s->follower) {
+		presence_post(s, p);
+		life_arm(s);
+	} else
+		presence_update(s, agent);
+}
+
+void
+life_inbox(struct sess *s, const cJSON *pr)
+{
+	const char *agent = cJSON_GetStringValue(cJSON_GetObjectItem(pr,
+	    "agentId"));
+	const char *node = cJSON_GetStringValue(cJSON_GetObjectItem(pr,
+	    "node"));
+	struct life_peer *p;
+	struct life *l;
+	uint64_t t = (uint64_t)proto_count(pr, "t");
+	int n = (int)proto_count(pr, "n");
+
+	if (agent == NULL || node == NULL || strlen(agent) > SESS_AGENT_MAX ||
+	    strcmp(node, s->wk->node) == 0 || (l = life_get(s)) == NULL ||
+	    (p = peer_find(l, agent, node, n > 0)) == NULL)
+		return;
+	if (t < p->t)
+		return;		/* an older report, delivered again */
+	p->t = t;
+	p->n = n < 0 ? 0 : n > 100000 ? 100000 : n;
+	p->seen = util_now_ms();
+	presence_update(s, agent);
+	life_arm(s);
+}
+
+void
+life_follow(struct sess *s, const char *type, const cJSON *ev)
+{
+	const char *agent = cJSON_GetStringValue(cJSON_GetObjectItem(ev,
+	    "agentId"));
+	cJSON *e;
+
+	if (strcmp(type, "session_state") == 0) {
+		if (is_true(ev, "active"))
+			proto_set(s->meta, "active", cJSON_CreateTrue());
+		return;
+	}
+	if (strcmp(type, "session_complete") == 0) {
+		s->ended = 1;
+		return;
+	}
+	if (agent == NULL || (e = ext_find(s, agent)) == NULL)
+		return;
+	proto_set(e, "connected", cJSON_CreateBool(strcmp(type,
+	    "agent_joined") == 0));
+}
+
+/* --- deadlines --- */
+
+static void
+life_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sess *s = arg;
+	struct life *l = s->life;
+	const cJSON *d;
+	cJSON *e;
+	unsigned i;
+	uint64_t now = util_now_ms();
+	char why[160];
+
+	if (s->follower) {
+		/* Report the counts again: a new owner, or a lost post. */
+		for (i = 0; i < l->npeers; i++)
+			if (l->peers[i].n > 0)
+				presence_post(s, &l->peers[i]);
+		life_arm(s);
+		return;
+	}
+	if (s->ended || s->broken || s->released)
+		return;
+	if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta, "deadline")) &&
+	    (uint64_t)d->valuedouble <= now) {
+		if (life_complete(s, "time_limit", NULL) == -1)
+			life_arm(s);
+		return;
+	}
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (cJSON_IsNumber(d = cJSON_GetObjectItem(e, "deadline")) &&
+		    (uint64_t)d->valuedouble <= now &&
+		    !is_true(e, "connected")) {
+			snprintf(why, sizeof(why), "required agent %s did not "
+			    "reconnect in time", cJSON_GetStringValue(
+			    cJSON_GetObjectItem(e, "agentId")));
+			if (life_complete(s, "error", why) == -1)
+				life_arm(s);
+			return;
+		}
+	for (i = 0; i < l->npeers; i++)
+		if (strcmp(l->peers[i].node, s->wk->node) != 0 &&
+		    l->peers[i].n > 0 &&
+		    l->peers[i].seen + PRESENCE_STALE_MS <= now) {
+			log_info("session %s: node %s stopped reporting agent "
+			    "%s; counting it gone", s->id, l->peers[i].node,
+			    l->peers[i].agent);
+			l->peers[i].n = 0;
+		}
+	if (l->grace != 0 && l->grace <= now)
+		l->grace = 0;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")))
+			presence_update(s, cJSON_GetObjectItem(e,
+			    "agentId")->valuestring);
+	life_arm(s);
+}
+
+/* Arms the timer for the earliest of what s waits for. */
+static void
+life_arm(struct sess *s)
+{
+	struct life *l;
+	struct timeval tv;
+	const cJSON *d;
+	cJSON *e;
+	uint64_t at = 0, now = util_now_ms(), t;
+	unsigned i;
+
+#define EARLIER(x) do { t = (x); if (at == 0 || t < at) at = t; } while (0)
+	if ((l = life_get(s)) == NULL)
+		return;
+	if (l->ev == NULL && (l->ev = evtimer_new(s->wk->base, life_cb, s)) ==
+	    NULL)
+		return;
+	evtimer_del(l->ev);
+	if (s->released || s->broken)
+		return;
+	if (s->follower) {
+		for (i = 0; i < l->npeers; i++)
+			if (l->peers[i].n > 0)
+				EARLIER(now + PRESENCE_REFRESH_MS);
+	} else if (!s->ended) {
+		if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta,
+		    "deadline")))
+			EARLIER((uint64_t)d->valuedouble);
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta,
+		    "external"))
+			if (cJSON_IsNumber(d = cJSON_GetObjectItem(e,
+			    "deadline")))
+				EARLIER((uint64_t)d->valuedouble);
+		if (l->grace != 0)
+			EARLIER(l->grace);
+		for (i = 0; i < l->npeers; i++)
+			if (l->peers[i].n > 0 &&
+			    strcmp(l->peers[i].node, s->wk->node) != 0)
+				EARLIER(l->peers[i].seen + PRESENCE_STALE_MS);
+	}
+#undef EARLIER
+	if (at == 0)
+		return;
+	util_tv(&tv, at > now ? at - now : 0);
+	evtimer_add(l->ev, &tv);
+}
+
+void
+life_own(struct sess *s)
+{
+	struct life *l;
+	cJSON *e;
+	unsigned i;
+
+	if ((l = life_get(s)) == NULL)
+		return;
+	/* Only this node's counts are known here; the others report. */
+	for (i = 0; i < l->npeers; i++)
+		if (strcmp(l->peers[i].node, s->wk->node) != 0)
+			l->peers[i].n = 0;
+	l->grace = 0;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (is_true(e, "connected"))
+			l->grace = util_now_ms() + PRESENCE_STALE_MS;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")))
+			presence_update(s, cJSON_GetObjectItem(e,
+			    "agentId")->valuestring);
+	for (i = 0; i < l->npeers; i++)
+		if (l->peers[i].n > 0)
+			presence_update(s, l->peers[i].agent);
+	life_arm(s);
+}
+
+void
+life_free(struct sess *s)
+{
+	if (s->life == NULL)
+		return;
+	if (s->life->ev != NULL)
+		event_free(s->life->ev);
+	free(s->life->peers);
+	free(s->life);
+	s->life = NULL;
+}
+
+/* --- completion --- */
+
+struct tally {
+	unsigned	 messages, replies, tools, thoughts, actions, events;
+};
+
+static int
+tally_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct tally *t = arg;
+
+	(void)seq;
+	(void)ts;
+	(void)len;
+	t->events++;
+	if (strstr(json, "\"type\":\"user_message\"") != NULL)
+		t->messages++;
+	else if (strstr(json, "\"type\":\"done\"") != NULL)
+		t->replies++;
+	else if (strstr(json, "\"type\":\"tool_start\"") != NULL)
+		t->tools++;
+	else if (strstr(json, "\"type\":\"thought\"") != NULL)
+		t->thoughts++;
+	else if (strstr(json, "\"type\":\"action_proposed\"") != NULL)
+		t->actions++;
+	return t->events >= SUMMARY_SCAN;
+}
+
+/*
+ * The plain summary: what the log holds (counted over its first
+ * SUMMARY_SCAN records), the agents and the duration.  Owned by the caller.
+ */
+static char *
+plain_summary(struct sess *s, const char *lead, const char *reason)
+{
+	struct tally t;
+	char *out = NULL;
+	uint64_t secs = (util_now_ms() - (uint64_t)proto_count(s->meta,
+	    "createdAt")) / 1000;
+	int agents = 1 + cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	    "external"));
+
+	memset(&t, 0, sizeof(t));
+	if (sess_log_read(s, 0, SUMMARY_SCAN, tally_cb, &t) < 0)
+		memset(&t, 0, sizeof(t));	/* not at hand: counts unknown */
+	if (asprintf(&out, "%s%sSession ended (%s) after %llum%02llus: %u "
+	    "messages, %u replies, %d agents, %u tool calls, %u thoughts, "
+	    "%u actions, %u events logged.", lead ? lead : "",
+	    lead ? ". " : "", reason, (unsigned long long)(secs / 60),
+	    (unsigned long long)(secs % 60), t.messages, t.replies, agents,
+	    t.tools, t.thoughts, t.actions, t.events + 1) == -1)
+		return NULL;
+	return out;
+}
+
+int
+life_complete(struct sess *s, const char *reason, const char *summary)
+{
+	cJSON *b, *r;
+	char ts[32], *sum;
+
+	if (s->ended)
+		return 0;
+	if (s->follower || s->broken)
+		return -1;
+	if (s->turn != NULL)
+		turn_finish(s, 1, 0);
+	if ((sum = plain_summary(s, summary, reason)) == NULL)
+		return -1;
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "summary", sum);
+	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "usage"), 1));
+	cJSON_AddStringToObject(b, "reason", reason);
+	/* Not logged: the queue and a turn being recovered stay (a running
+	 * turn was cancelled, and its done logged); the queue goes on. */
+	if (sess_emit(s, "session_complete", b) == 0) {
+		free(sum);
+		turn_next(s);
+		return -1;
+	}
+	proto_set(s->meta, "queue", cJSON_CreateArray());
+	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
+		if (s->recover_ev != NULL)
+			event_free(s->recover_ev);
+		s->recover_ev = NULL;
+		store_req_cancel(s->promote);	/* the turn's read-back */
+		s->promote = NULL;
+		approve_clear(s);
+		proto_set(s->meta, "turn", cJSON_CreateNull());
+	}
+	s->ended = 1;
+	r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "summary", sum);
+	cJSON_AddStringToObject(r, "reason", reason);
+	util_iso8601(ts, util_now_ms());
+	cJSON_AddStringToObject(r, "completedAt", ts);
+	cJSON_AddItemToObject(r, "usage", cJSON_Duplicate(
+	    cJSON_GetObjectItem(s->meta, "usage"), 1));
+	proto_set(s->meta, "result", r);
+	log_info("session %s: completed (%s)", s->id, reason);
+	free(sum);
+	sess_meta_save(s);
+	if (s->life != NULL && s->life->ev != NULL)
+		evtimer_del(s->life->ev);
+	sess_check_idle(s);
+	return 0;
+}
