@@ -63,6 +63,7 @@ struct life {
 	struct sess		*s;
 	struct event		*ev;	/* the earliest deadline */
 	uint64_t		 grace;	/* until then, meta's connected stand */
+	int			 due;	/* counts changed: log on the next pass */
 	struct life_peer	*peers;
 	unsigned		 npeers;
 };
@@ -382,6 +383,23 @@ posted(void *arg, ssize_t n)
 	(void)n;	/* a lost report is made again on refresh */
 }
 
+/* Owner: logs every agent's change, those meta knows and new ones. */
+static void
+presence_all(struct sess *s)
+{
+	struct life *l = s->life;
+	cJSON *e;
+	unsigned i;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")))
+			presence_update(s, cJSON_GetObjectItem(e,
+			    "agentId")->valuestring);
+	for (i = 0; i < l->npeers; i++)
+		if (l->peers[i].n > 0)
+			presence_update(s, l->peers[i].agent);
+}
+
 /* Follower: reports this node's count of agent to the owner's inbox. */
 static void
 presence_post(struct sess *s, const struct life_peer *p)
@@ -419,11 +437,11 @@ life_conn(struct sess *s, const char *agent, int delta)
 	p->seen = util_now_ms();
 	if (s->released || s->broken)
 		return;		/* moving: it reconnects to the next owner */
-	if (s->follower) {
+	if (s->follower)
 		presence_post(s, p);
-		life_arm(s);
-	} else
-		presence_update(s, agent);
+	else
+		l->due = 1;	/* not inside a fan-out that closed it */
+	life_arm(s);
 }
 
 void
@@ -447,7 +465,7 @@ life_inbox(struct sess *s, const cJSON *pr)
 	p->t = t;
 	p->n = n < 0 ? 0 : n > 100000 ? 100000 : n;
 	p->seen = util_now_ms();
-	presence_update(s, agent);
+	l->due = 1;
 	life_arm(s);
 }
 
@@ -496,6 +514,7 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	if (s->ended || s->broken || s->released)
 		return;
+	l->due = 0;
 	if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta, "deadline")) &&
 	    (uint64_t)d->valuedouble <= now) {
 		if (life_complete(s, "time_limit", NULL) == -1)
@@ -524,10 +543,7 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 		}
 	if (l->grace != 0 && l->grace <= now)
 		l->grace = 0;
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
-		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")))
-			presence_update(s, cJSON_GetObjectItem(e,
-			    "agentId")->valuestring);
+	presence_all(s);
 	life_arm(s);
 }
 
@@ -566,6 +582,8 @@ life_arm(struct sess *s)
 				EARLIER((uint64_t)d->valuedouble);
 		if (l->grace != 0)
 			EARLIER(l->grace);
+		if (l->due)
+			EARLIER(now);
 		for (i = 0; i < l->npeers; i++)
 			if (l->peers[i].n > 0 &&
 			    strcmp(l->peers[i].node, s->wk->node) != 0)
@@ -595,13 +613,7 @@ life_own(struct sess *s)
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
 		if (is_true(e, "connected"))
 			l->grace = util_now_ms() + PRESENCE_STALE_MS;
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
-		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")))
-			presence_update(s, cJSON_GetObjectItem(e,
-			    "agentId")->valuestring);
-	for (i = 0; i < l->npeers; i++)
-		if (l->peers[i].n > 0)
-			presence_update(s, l->peers[i].agent);
+	l->due = 1;
 	life_arm(s);
 }
 
