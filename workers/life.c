@@ -41,6 +41,7 @@
 #include "parley/util.h"
 #include "approve.h"
 #include "life.h"
+#include "llm.h"
 #include "sess.h"
 #include "turn.h"
 #include "wk.h"
@@ -50,6 +51,9 @@
 #define LIFE_PEERS		256	/* (agent, node) counts kept */
 #define MAX_DURATION_MS		(30ull * 24 * 3600 * 1000)
 #define SUMMARY_SCAN		200000	/* log records a summary counts */
+#define SUMMARY_TIMEOUT_MS	20000	/* the lead's summary, at most */
+#define SUMMARY_MAX		8192	/* bytes of it kept */
+#define SUMMARY_INPUT		32768	/* bytes of conversation it reads */
 
 struct life_peer {
 	char		 agent[SESS_AGENT_MAX + 1];
@@ -59,8 +63,19 @@ struct life_peer {
 	uint64_t	 seen;		/* owner's clock, when reported */
 };
 
+/* The lead agent writing the summary of a session that ends. */
+struct life_sum {
+	struct llm_call		*call;
+	struct event		*tmo;
+	char			 reason[16];
+	char			 why[160];	/* for a plain summary */
+	char			*text;
+	size_t			 len;
+};
+
 struct life {
 	struct sess		*s;
+	struct life_sum		*sum;	/* summarizing: the end is not logged */
 	struct event		*ev;	/* the earliest deadline */
 	uint64_t		 grace;	/* until then, meta's connected stand */
 	int			 due;	/* counts changed: log on the next pass */
@@ -69,6 +84,9 @@ struct life {
 };
 
 static void	life_arm(struct sess *);
+static int	finish(struct sess *, const char *, const char *,
+		    const char *);
+static int	complete(struct sess *, const char *, const char *, int);
 
 static struct life *
 life_get(struct sess *s)
@@ -202,8 +220,11 @@ int
 life_failed(const struct sess *s)
 {
 	const cJSON *r = cJSON_GetObjectItem(s->meta, "result");
-	const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(r,
-	    "reason"));
+	const char *why;
+
+	if (r == NULL)	/* ending: the lead agent writes the summary */
+		r = cJSON_GetObjectItem(s->meta, "ending");
+	why = cJSON_GetStringValue(cJSON_GetObjectItem(r, "reason"));
 
 	return why != NULL && strcmp(why, "error") == 0;
 }
@@ -512,7 +533,20 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 		life_arm(s);
 		return;
 	}
-	if (s->ended || s->broken || s->released)
+	if (s->broken || s->released || l->sum != NULL)
+		return;
+	if (cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
+	    "ending"), "reason")) && !cJSON_IsObject(cJSON_GetObjectItem(
+	    s->meta, "result"))) {
+		/* Its owner died while the lead wrote the summary. */
+		if (finish(s, cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
+		    "ending"), "reason")->valuestring, cJSON_GetStringValue(
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta, "ending"),
+		    "why")), NULL) == -1)
+			life_arm(s);
+		return;
+	}
+	if (s->ended)
 		return;
 	l->due = 0;
 	if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta, "deadline")) &&
@@ -528,7 +562,7 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 			snprintf(why, sizeof(why), "required agent %s did not "
 			    "reconnect in time", cJSON_GetStringValue(
 			    cJSON_GetObjectItem(e, "agentId")));
-			if (life_complete(s, "error", why) == -1)
+			if (complete(s, "error", why, 0) == -1)
 				life_arm(s);
 			return;
 		}
@@ -571,7 +605,7 @@ life_arm(struct sess *s)
 		for (i = 0; i < l->npeers; i++)
 			if (l->peers[i].n > 0)
 				EARLIER(now + PRESENCE_REFRESH_MS);
-	} else if (!s->ended) {
+	} else if (!s->ended || (l->due && l->sum == NULL)) {
 		if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta,
 		    "deadline")))
 			EARLIER((uint64_t)d->valuedouble);
@@ -610,6 +644,9 @@ life_own(struct sess *s)
 		if (strcmp(l->peers[i].node, s->wk->node) != 0)
 			l->peers[i].n = 0;
 	l->grace = 0;
+	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "ending")) &&
+	    !cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")))
+		s->ended = 1;	/* no input: life_cb logs its end */
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
 		if (is_true(e, "connected"))
 			l->grace = util_now_ms() + PRESENCE_STALE_MS;
@@ -617,11 +654,16 @@ life_own(struct sess *s)
 	life_arm(s);
 }
 
+static void	sum_free(struct life *);
+
 void
 life_free(struct sess *s)
 {
 	if (s->life == NULL)
 		return;
+	/* A summary under way is dropped: meta's "ending" makes the next
+	 * owner end the session with a plain one. */
+	sum_free(s->life);
 	if (s->life->ev != NULL)
 		event_free(s->life->ev);
 	free(s->life->peers);
@@ -684,19 +726,20 @@ plain_summary(struct sess *s, const char *lead, const char *reason)
 	return out;
 }
 
-int
-life_complete(struct sess *s, const char *reason, const char *summary)
+/*
+ * Logs the end: session_complete with text (the lead's summary) or a
+ * plain summary after lead, the result in meta.  0, or -1 when it could
+ * not be logged (then s is as it was, but for ended when summarizing).
+ */
+static int
+finish(struct sess *s, const char *reason, const char *lead,
+    const char *text)
 {
 	cJSON *b, *r;
 	char ts[32], *sum;
 
-	if (s->ended)
-		return 0;
-	if (s->follower || s->broken)
-		return -1;
-	if (s->turn != NULL)
-		turn_finish(s, 1, 0);
-	if ((sum = plain_summary(s, summary, reason)) == NULL)
+	if ((sum = text != NULL ? strdup(text) : plain_summary(s, lead,
+	    reason)) == NULL)
 		return -1;
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "summary", sum);
@@ -729,6 +772,7 @@ life_complete(struct sess *s, const char *reason, const char *summary)
 	cJSON_AddItemToObject(r, "usage", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "usage"), 1));
 	proto_set(s->meta, "result", r);
+	cJSON_DeleteItemFromObject(s->meta, "ending");
 	log_info("session %s: completed (%s)", s->id, reason);
 	free(sum);
 	sess_meta_save(s);
@@ -736,4 +780,206 @@ life_complete(struct sess *s, const char *reason, const char *summary)
 		evtimer_del(s->life->ev);
 	sess_check_idle(s);
 	return 0;
+}
+
+static void
+sum_free(struct life *l)
+{
+	struct life_sum *m = l->sum;
+
+	if (m == NULL)
+		return;
+	if (m->call != NULL)
+		llm_cancel(m->call);
+	if (m->tmo != NULL)
+		event_free(m->tmo);
+	free(m->text);
+	free(m);
+	l->sum = NULL;
+}
+
+/* The lead's summary is in (text), or is not to be had (NULL): log the end. */
+static void
+sum_end(struct sess *s, const char *why)
+{
+	struct life *l = s->life;
+	char reason[16], note[160], *text = NULL;
+
+	snprintf(reason, sizeof(reason), "%s", l->sum->reason);
+	snprintf(note, sizeof(note), "%s", l->sum->why);
+	if (why == NULL && l->sum->len > 0)
+		text = strdup(l->sum->text);
+	else if (why != NULL)
+		log_info("session %s: no summary from its lead agent (%s); "
+		    "a plain one is logged", s->id, why);
+	l->sum->call = NULL;	/* done or failed: already freed */
+	sum_free(l);
+	if (finish(s, reason, note[0] ? note : NULL, text) == -1) {
+		l->due = 1;	/* meta's "ending": life_cb tries again */
+		life_arm(s);
+	}
+	free(text);
+}
+
+static void
+sum_token(void *arg, const char *text, size_t len)
+{
+	struct life_sum *m = ((struct sess *)arg)->life->sum;
+	char *p;
+
+	if (m->len + len > SUMMARY_MAX)
+		len = SUMMARY_MAX - m->len;
+	if (len == 0 || (p = realloc(m->text, m->len + len + 1)) == NULL)
+		return;
+	memcpy(p + m->len, text, len);
+	m->len += len;
+	p[m->len] = '\0';
+	m->text = p;
+}
+
+static void
+sum_done(void *arg, const struct llm_usage *u, const char *stop)
+{
+	(void)u;
+	(void)stop;
+	sum_end(arg, NULL);
+}
+
+static void
+sum_error(void *arg, const char *code, const char *message)
+{
+	(void)code;
+	sum_end(arg, message);
+}
+
+static void
+sum_retrying(void *arg, const char *why)
+{
+	struct life_sum *m = ((struct sess *)arg)->life->sum;
+
+	(void)why;
+	m->len = 0;	/* the reply starts over */
+}
+
+static void
+sum_timeout(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sess *s = arg;
+
+	llm_cancel(s->life->sum->call);
+	s->life->sum->call = NULL;
+	sum_end(s, "it took too long");
+}
+
+/*
+ * Asks the lead agent's provider for the summary: the objective and the
+ * last SUMMARY_INPUT bytes of the conversation.  0 when under way (the
+ * end is logged by sum_end), -1 when no provider can be asked.
+ */
+static int
+sum_start(struct sess *s, const char *reason, const char *why)
+{
+	static const struct llm_cbs cbs = { sum_token, sum_done, sum_error,
+	    NULL, sum_retrying };
+	const struct cfg_provider *p;
+	const char *prov = cJSON_GetStringValue(cJSON_GetObjectItem(
+	    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0),
+	    "provider"));
+	const char *obj = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	    "objective"));
+	const cJSON *e;
+	struct llm_msg msgs[2];
+	struct life *l = life_get(s);
+	struct timeval tv;
+	cJSON *end;
+	char *conv = NULL, *in = NULL;
+	size_t clen = 0;
+	int rc = -1;
+
+	if ((p = config_provider(s->wk->conf, prov != NULL && prov[0] ?
+	    prov : s->wk->conf->default_provider)) == NULL || l == NULL ||
+	    s->wk->llm == NULL || (l->sum = calloc(1, sizeof(*l->sum))) ==
+	    NULL)
+		return -1;
+	snprintf(l->sum->reason, sizeof(l->sum->reason), "%s", reason);
+	snprintf(l->sum->why, sizeof(l->sum->why), "%s", why ? why : "");
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "history")) {
+		const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+		    "role")), *c = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+		    "content"));
+		char *line = NULL;
+		int n;
+
+		if (role == NULL || c == NULL || c[0] == '\0' ||
+		    (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
+			continue;
+		if ((n = asprintf(&line, "%s%s: %s\n", conv ? conv : "", role,
+		    c)) == -1)
+			break;
+		free(conv);
+		conv = line;
+		clen = (size_t)n;
+	}
+	if (asprintf(&in, "The session ends (%s%s%s).  Its objective: %s\n\n"
+	    "The conversation (most recent part):\n%s\nWrite a short summary "
+	    "of what was achieved toward the objective and what is left.",
+	    reason, why ? ": " : "", why ? why : "", obj ? obj : "(none given)", conv == NULL ? "(empty)\n" :
+	    clen > SUMMARY_INPUT ? conv + clen - SUMMARY_INPUT : conv) == -1)
+		in = NULL;
+	free(conv);
+	msgs[0] = (struct llm_msg){ .role = "system", .content = "You are "
+	    "the lead agent of this session.  Summarize it for the people "
+	    "who will read its result, in at most five sentences." };
+	msgs[1] = (struct llm_msg){ .role = "user", .content = in ? in : "" };
+	/* Say so first: a new owner ends it plainly if this one dies. */
+	s->ended = 1;
+	end = cJSON_CreateObject();
+	cJSON_AddStringToObject(end, "reason", reason);
+	if (why != NULL)
+		cJSON_AddStringToObject(end, "why", why);
+	proto_set(s->meta, "ending", end);
+	sess_meta_save(s);
+	if (in != NULL && (l->sum->tmo = evtimer_new(s->wk->base, sum_timeout,
+	    s)) != NULL && (l->sum->call = llm_start(s->wk->llm, p, msgs, 2,
+	    NULL, 0, &cbs, s)) != NULL) {
+		util_tv(&tv, SUMMARY_TIMEOUT_MS);
+		evtimer_add(l->sum->tmo, &tv);
+		log_info("session %s: ends (%s); its lead agent writes the "
+		    "summary", s->id, reason);
+		rc = 0;
+	} else {
+		sum_free(l);
+		s->ended = 0;
+		cJSON_DeleteItemFromObject(s->meta, "ending");
+	}
+	free(in);
+	return rc;
+}
+
+/*
+ * Ends s for reason; why (or NULL) says more.  sync: logged now with a
+ * plain summary after why; else the lead agent writes the summary when a
+ * provider answers, or the plain one is logged.
+ */
+static int
+complete(struct sess *s, const char *reason, const char *why, int sync)
+{
+	if (s->ended || (s->life != NULL && s->life->sum != NULL))
+		return 0;
+	if (s->follower || s->broken)
+		return -1;
+	if (s->turn != NULL)
+		turn_finish(s, 1, 0);
+	if (!sync && sum_start(s, reason, why) == 0)
+		return 0;
+	return finish(s, reason, why, NULL);
+}
+
+int
+life_complete(struct sess *s, const char *reason, const char *summary)
+{
+	/* terminate is an operator's: its end is logged before it is
+	 * answered.  A caller's summary is its own (the lead's words). */
+	return complete(s, reason, summary, summary != NULL ||
+	    strcmp(reason, "terminated") == 0);
 }

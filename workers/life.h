@@ -53,10 +53,14 @@ void	life_state(struct sess *, cJSON *state);
  * Ends s: cancels its turn, logs session_complete {summary, usage,
  * reason} and keeps the result in meta (served by GET /sessions/{id} for
  * the retention period).  reason: "objective", "time_limit",
- * "terminated" or "error" (status failed).  summary: the text to give, or
- * NULL for a plain one made from the log (counts, duration); a given text
- * is followed by the plain counts.  0, or -1 when it could not be logged
- * (nothing changed).  Already ended: 0.  Owner only.
+ * "terminated" or "error" (status failed).  summary: the caller's text
+ * (the lead agent's own words), logged at once followed by the plain
+ * counts; NULL: the lead agent's provider is asked for one (bounded by
+ * 20 s; the end is logged when it answers, and no input is taken
+ * meanwhile), a plain summary (counts from the log, duration) when it
+ * cannot be reached.  "terminated" is always logged at once.  0 (done or
+ * under way; already ended is 0 too), or -1 when it could not be logged
+ * (nothing changed).  Owner only.
  */
 int	life_complete(struct sess *, const char *reason, const char *summary);
 

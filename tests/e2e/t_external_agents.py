@@ -10,8 +10,11 @@
 # agent-reconnect-timeout ends the session failed (session_complete
 # reason error, the result in GET /sessions/{id}), also across a worker
 # SIGKILL, on time.  config.maxDurationMs ends a session with reason
-# time_limit, terminate with reason terminated; bad agents / maxDurationMs
-# are BAD_REQUEST naming the field.  An observer stream counts for no agent.
+# time_limit, terminate with reason terminated; the summary is the lead
+# agent's (the script provider's reply) when its provider answers, else
+# (terminate, or a provider that is down) a plain one with the counts.
+# Bad agents / maxDurationMs are BAD_REQUEST naming the field.  An
+# observer stream counts for no agent.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from datetime import datetime
@@ -155,7 +158,9 @@ async def required_agents(d):
     evs = await log_until(d, sid, lambda e: of(e, "session_complete"),
                          "no session_complete")
     sc = of(evs, "session_complete")[0]
+    # terminate: a plain summary, logged before the answer
     check(sc["reason"] == "terminated" and "usage" in sc and
+          sc["summary"].startswith("terminated by request") and
           "2 messages" in sc["summary"] and "3 agents" in sc["summary"],
           "terminate %s" % sc)
     # Nothing is logged after the end, not even the agents leaving.
@@ -179,7 +184,8 @@ async def dropped_for_good(d):
                                          of(e, "session_state")), "not active")
     await a1.close()
     evs, sc = await ended_on_time(d, sid, "a1 gone")
-    check("a1" in sc["summary"], "end %s" % sc)
+    # the lead agent (the script provider) wrote the summary
+    check(sc["summary"] == FAST_REPLY, "end %s" % sc)
     js = info(d, sid)
     check(js["status"] == "failed" and js["result"]["reason"] == "error",
           "GET after failure %s %s" % (js["status"], js.get("result")))
@@ -191,16 +197,24 @@ async def dropped_for_good(d):
     await a2.close()
 
 
-async def time_limit(d):
-    sid = "ext-time"
-    create(d, sid, config={"maxDurationMs": 1500})
+async def time_limit(d, sid, summary):
+    """A session with a 1.5 s time limit ends so; summary(text) checks
+    what its summary says."""
+    create(d, sid, objective="Be quick", config={"maxDurationMs": 1500})
+    st, r = d.http_json("POST", "/sessions/%s/messages" % sid,
+                        {"v": 1, "type": "chat", "sessionId": sid,
+                         "message": "hello"})
     evs = await log_until(d, sid, lambda e: of(e, "session_complete"),
-                         "no time limit end")
+                          "no time limit end")
     sc = of(evs, "session_complete")[0]
-    check(sc["reason"] == "time_limit", "time limit %s" % sc)
+    check(sc["reason"] == "time_limit" and summary(sc["summary"]),
+          "time limit %s" % sc)
+    check(1.3 <= ts(sc) - ts(evs[0]) <= 1.5 + 3, "time limit at %.1f s" %
+          (ts(sc) - ts(evs[0])))
     js = info(d, sid)
     check(js["status"] == "completed" and
-          js["result"]["reason"] == "time_limit", "after time limit %s" % js)
+          js["result"]["reason"] == "time_limit" and
+          js["result"]["summary"] == sc["summary"], "after time limit %s" % js)
 
 
 async def worker_kill(d):
@@ -250,8 +264,15 @@ async def test():
         await bad_input(d)
         await required_agents(d)
         await dropped_for_good(d)
-        await time_limit(d)
+        await time_limit(d, "ext-time", lambda s: s == FAST_REPLY)
         await worker_kill(d)
+    # No provider answers: a plain summary.
+    d = Daemon(providers='provider down {\n    type openai\n'
+               '    url "http://127.0.0.1:1/v1"\n    model "m"\n'
+               '    max-retries 0\n}\n', default="down")
+    with with_daemon(d):
+        await time_limit(d, "ext-time-plain", lambda s: s.startswith(
+            "Session ended (time_limit)") and "1 messages" in s)
 
 
 run_test("external_agents", test)
