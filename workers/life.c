@@ -523,7 +523,7 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 	cJSON *e;
 	unsigned i;
 	uint64_t now = util_now_ms();
-	char why[160];
+	char why[160], reason[16];
 
 	if (s->follower) {
 		/* Report the counts again: a new owner, or a lost post. */
@@ -535,14 +535,17 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	if (s->broken || s->released || l->sum != NULL)
 		return;
-	if (cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
-	    "ending"), "reason")) && !cJSON_IsObject(cJSON_GetObjectItem(
-	    s->meta, "result"))) {
-		/* Its owner died while the lead wrote the summary. */
-		if (finish(s, cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
-		    "ending"), "reason")->valuestring, cJSON_GetStringValue(
-		    cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta, "ending"),
-		    "why")), NULL) == -1)
+	if (cJSON_IsString(d = cJSON_GetObjectItem(cJSON_GetObjectItem(
+	    s->meta, "ending"), "reason")) && !cJSON_IsObject(
+	    cJSON_GetObjectItem(s->meta, "result"))) {
+		/* Its owner died while the lead wrote the summary.  Copies:
+		 * finish() drops "ending" from meta. */
+		snprintf(reason, sizeof(reason), "%s", d->valuestring);
+		d = cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta, "ending"),
+		    "why");
+		snprintf(why, sizeof(why), "%s", cJSON_IsString(d) ?
+		    d->valuestring : "");
+		if (finish(s, reason, why[0] ? why : NULL, NULL) == -1)
 			life_arm(s);
 		return;
 	}
