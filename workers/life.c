@@ -217,6 +217,12 @@ life_status(const struct sess *s)
 }
 
 int
+life_busy(const struct sess *s)
+{
+	return s->life != NULL && s->life->sum != NULL;
+}
+
+int
 life_failed(const struct sess *s)
 {
 	const cJSON *r = cJSON_GetObjectItem(s->meta, "result");

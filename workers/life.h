@@ -44,6 +44,8 @@ const char *life_status(const struct sess *);
 int	life_team(const struct sess *);
 /* No turn starts while required agents have not all joined. */
 int	life_holds(const struct sess *);
+/* The lead agent writes its summary: keep s (like a running turn). */
+int	life_busy(const struct sess *);
 /* Whether s ended failed (reason error). */
 int	life_failed(const struct sess *);
 /* Adds the external agents (and waitingFor) to a session_state body. */

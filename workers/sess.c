@@ -116,7 +116,8 @@ sess_busy(const struct sess *s)
 	/* Queued input of a paused session waits for an operator, not for
 	 * this worker: it may idle out or drain (pause is in its meta). */
 	return s->wk->agent->busy(s) || (cJSON_GetArraySize(q) > 0 &&
-	    !sess_paused(s) && !life_holds(s)) || s->recover_ev != NULL;
+	    !sess_paused(s) && !life_holds(s)) || s->recover_ev != NULL ||
+	    life_busy(s);
 }
 
 int
