@@ -98,6 +98,26 @@ life_get(struct sess *s)
 
 /* --- creation --- */
 
+/* The entry of agent in an "external" array, or NULL. */
+static cJSON *
+ext_find_in(const cJSON *ext, const char *agent)
+{
+	cJSON *e;
+	const char *id;
+
+	cJSON_ArrayForEach(e, ext)
+		if ((id = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+		    "agentId"))) != NULL && strcmp(id, agent) == 0)
+			return e;
+	return NULL;
+}
+
+static cJSON *
+ext_find(struct sess *s, const char *agent)
+{
+	return ext_find_in(cJSON_GetObjectItem(s->meta, "external"), agent);
+}
+
 int
 life_check(const cJSON *body, char *msg, size_t len)
 {
@@ -155,7 +175,11 @@ life_meta_new(cJSON *m, const cJSON *body)
 
 	ext = cJSON_AddArrayToObject(m, "external");
 	cJSON_ArrayForEach(e, a) {
-		if (!cJSON_IsString(e))
+		/* life_check vetted POST /sessions; other callers' bodies
+		 * are bounded here all the same. */
+		if (!cJSON_IsString(e) || e->valuestring[0] == '\0' ||
+		    strlen(e->valuestring) > SESS_AGENT_MAX ||
+		    req >= LIFE_AGENTS || ext_find_in(ext, e->valuestring))
 			continue;
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "agentId", e->valuestring);
@@ -172,20 +196,6 @@ life_meta_new(cJSON *m, const cJSON *body)
 		    (uint64_t)d->valuedouble));
 }
 
-/* --- meta --- */
-
-static cJSON *
-ext_find(struct sess *s, const char *agent)
-{
-	cJSON *e;
-
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
-		if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
-		    "agentId")) ? cJSON_GetStringValue(cJSON_GetObjectItem(e,
-		    "agentId")) : "", agent) == 0)
-			return e;
-	return NULL;
-}
 
 static int
 is_true(const cJSON *o, const char *k)
