@@ -117,6 +117,9 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    1, 10000, "thought-rate N") \
 	X("thought-queue-depth", KW_TOP, 1, 1, 0, kw_number, \
 	    C(thought_queue_depth), 1, 1000000, "thought-queue-depth N") \
+	X("agent-reconnect-timeout", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(agent_reconnect_timeout_ms), 100, MS_D, \
+	    "agent-reconnect-timeout DURATION") \
 	X("audit-log", KW_TOP, 1, 1, 0, kw_audit_log, C(audit_log), 0, 0, \
 	    "audit-log PATH|none") \
 	X("max-connections-per-address", KW_TOP, 1, 1, 0, kw_number, \
@@ -900,6 +903,7 @@ config_init(struct config *c)
 	c->action_timeout_ms = MS_H;
 	c->thought_rate = 20;
 	c->thought_queue_depth = 50;
+	c->agent_reconnect_timeout_ms = 2 * MS_M;
 }
 
 /* Strings that have defaults are filled in last so a directive can own them. */

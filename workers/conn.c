@@ -29,6 +29,7 @@
 #include "deliver.h"
 #include "input.h"
 #include "seed.h"
+#include "life.h"
 #include "sess.h"
 #include "wk.h"
 
@@ -72,6 +73,23 @@ conn_attach(struct conn *c, struct sess *s)
 {
 	c->sess = s;
 	deliver_subscribe(&s->feed, &c->sub);
+	/* An external agent's stream is its presence (life.c); a detach
+	 * and attach to reposition a stream is not a leave. */
+	if (c->agent[0] != '\0' && c->kind != CONN_HTTP && !c->post_sse &&
+	    !c->present) {
+		c->present = 1;
+		life_conn(s, c->agent, 1);
+	}
+}
+
+/* The stream of an external agent goes for good: its presence drops. */
+static void
+conn_absent(struct conn *c)
+{
+	if (c->present && c->sess != NULL) {
+		c->present = 0;
+		life_conn(c->sess, c->agent, -1);
+	}
 }
 
 void
@@ -178,6 +196,7 @@ out_idle(struct conn *c)
 static void
 conn_cut(struct conn *c)
 {
+	conn_absent(c);
 	if (c->sess != NULL)
 		conn_detach(c);
 	c->closing = c->close_sent = c->freeing = c->cut = 1;
@@ -333,6 +352,7 @@ conn_close(struct conn *c, uint16_t code, const char *reason)
 
 	if (c->closing)
 		return;
+	conn_absent(c);
 	if (c->sess != NULL)
 		conn_detach(c);
 	if (c->kind == CONN_WS) {
@@ -872,6 +892,7 @@ conn_free(struct conn *c)
 		    c->method[0] ? c->method : "-", c->path[0] ? c->path : "-",
 		    c->status, c->ic.peer);
 	}
+	conn_absent(c);
 	if (c->sess != NULL)
 		conn_detach(c);
 	if (c->parked || c->cl.waits > 0)

@@ -89,6 +89,7 @@ struct conn {
 	char			 path[128];
 	int			 status;	/* HTTP status answered */
 	int			 control;	/* /sessions/{id}/control */
+	int			 present;	/* counted in its agent's presence */
 	char			 agent[SESS_AGENT_MAX + 1]; /* ?agentId=, or "" */
 	uint64_t		 sent;		/* logged events written */
 	uint64_t		 opened_ms;	/* monotonic */

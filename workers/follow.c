@@ -15,6 +15,7 @@
 #include "action.h"
 #include "approve.h"
 #include "follow.h"
+#include "life.h"
 #include "sess.h"
 #include "thought.h"
 #include "wk.h"
@@ -39,7 +40,10 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	    "result") != NULL || strcmp(e->type, "mcp_call") == 0 ||
 	    strcmp(e->type, "audit_entry") == 0 ||
 	    strncmp(e->type, "action_", 7) == 0 ||
-	    strcmp(e->type, "directive") == 0) {
+	    strcmp(e->type, "directive") == 0 ||
+	    strcmp(e->type, "agent_joined") == 0 ||
+	    strcmp(e->type, "agent_left") == 0 ||
+	    strcmp(e->type, "session_complete") == 0) {
 		cJSON *o = cJSON_ParseWithLength(json, len), *p;
 
 		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
@@ -47,6 +51,7 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 			    cJSON_CreateBool(cJSON_IsTrue(p)));
 		approve_follow(s, e->type, o, ts);
 		action_follow(s, e->type, o, ts);
+		life_follow(s, e->type, o);
 		cJSON_Delete(o);
 	}
 	if (e->scoped)

@@ -22,6 +22,7 @@
 #include "ctool.h"
 #include "follow.h"
 #include "input.h"
+#include "life.h"
 #include "sess.h"
 #include "thought.h"
 #include "tools.h"
@@ -31,47 +32,11 @@
 #define MAX_QUEUE	64	/* accepted messages waiting for their turn */
 #define MAX_RESULT	(256 * 1024)	/* bytes of a client's result kept */
 
+/* terminate: the session ends (life.c), reason "terminated". */
 static int
 input_terminate(struct sess *s, const char *why)
 {
-	cJSON *b, *r;
-	char ts[32];
-
-	if (s->ended)
-		return 0;
-	if (s->turn != NULL)
-		turn_finish(s, 1, 0);
-	b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "summary", why);
-	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "usage"), 1));
-	cJSON_AddStringToObject(b, "reason", "terminated");
-	/* Not logged: the queue and a turn being recovered stay (a running
-	 * turn was cancelled, and its done logged); the queue goes on. */
-	if (sess_emit(s, "session_complete", b) == 0) {
-		turn_next(s);
-		return -1;
-	}
-	proto_set(s->meta, "queue", cJSON_CreateArray());
-	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
-		if (s->recover_ev != NULL)
-			event_free(s->recover_ev);
-		s->recover_ev = NULL;
-		store_req_cancel(s->promote);	/* the turn's read-back */
-		s->promote = NULL;
-		approve_clear(s);
-		proto_set(s->meta, "turn", cJSON_CreateNull());
-	}
-	s->ended = 1;
-	r = cJSON_CreateObject();
-	cJSON_AddStringToObject(r, "summary", why);
-	cJSON_AddStringToObject(r, "reason", "terminated");
-	util_iso8601(ts, util_now_ms());
-	cJSON_AddStringToObject(r, "completedAt", ts);
-	proto_set(s->meta, "result", r);
-	sess_meta_save(s);
-	sess_check_idle(s);
-	return 0;
+	return life_complete(s, "terminated", why);
 }
 
 /*
@@ -483,6 +448,12 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 	agent = cJSON_GetStringValue(cJSON_GetObjectItem(o, "agent"));
 	snprintf(who, sizeof(who), "%s", agent != NULL ? agent : "");
 	from.agent = who;
+	if (cJSON_IsObject(cJSON_GetObjectItem(o, "presence"))) {
+		/* A follower's count of an agent's streams (life.c). */
+		life_inbox(s, cJSON_GetObjectItem(o, "presence"));
+		cJSON_Delete(o);
+		return;
+	}
 	if (!cJSON_IsObject(m) || (txt = cJSON_PrintUnformatted(m)) == NULL) {
 		log_warnx("session %s: dropped an inbox entry that is not a "
 		    "forwarded message", s->id);

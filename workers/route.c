@@ -24,6 +24,7 @@
 #include "dash.h"
 #include "deliver.h"
 #include "input.h"
+#include "life.h"
 #include "route.h"
 #include "seed.h"
 #include "sess.h"
@@ -713,7 +714,7 @@ create_session(struct conn *c)
 	const char *err, *sid = c->ic.session;
 	struct sess *s;
 	cJSON *body = NULL, *o;
-	char ts[32];
+	char ts[32], msg[256];
 	int created;
 
 	if (r->body_len > 0) {
@@ -728,6 +729,11 @@ create_session(struct conn *c)
 	}
 	if (autonomy_refused(c, body) || thought_vis_refused(c, body)) {
 		cJSON_Delete(body);
+		return;
+	}
+	if (life_check(body, msg, sizeof(msg)) == -1) {
+		cJSON_Delete(body);
+		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
 	}
 	s = sess_get(c->wk, sid, 1, &created, body, &err);

@@ -28,6 +28,7 @@
 #include "action.h"
 #include "dash.h"
 #include "evt.h"
+#include "life.h"
 #include "sess.h"
 #include "thought.h"
 #include "wk.h"
@@ -118,7 +119,8 @@ sess_busy(const struct sess *s)
 	/* Queued input of a paused session waits for an operator, not for
 	 * this worker: it may idle out or drain (pause is in its meta). */
 	return s->wk->agent->busy(s) || (cJSON_GetArraySize(q) > 0 &&
-	    !sess_paused(s)) || s->recover_ev != NULL;
+	    !sess_paused(s) && !life_holds(s)) || s->recover_ev != NULL ||
+	    life_busy(s);
 }
 
 int
@@ -133,17 +135,20 @@ sess_status(const struct sess *s)
 	const cJSON *st = cJSON_GetObjectItem(s->meta, "status");
 
 	if (s->ended)
-		return "completed";
+		return life_failed(s) ? "failed" : "completed";
 	if (cJSON_IsString(st) && strcmp(st->valuestring, "failed") == 0 &&
 	    s->turn == NULL)
 		return "failed";
 	if (sess_paused(s))
 		return "paused";
+	if (life_status(s) != NULL)	/* waiting for required agents */
+		return life_status(s);
 	if (s->feed.nsubs == 0)
 		return "suspended";
 	if (s->turn != NULL)
 		return "running";
-	if (cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns")) == 0)
+	if (cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns")) == 0 &&
+	    !life_team(s))
 		return "created";
 	return "idle";
 }
@@ -476,6 +481,7 @@ meta_new(struct sess *s, cJSON *body)
 	cJSON_AddNullToObject(m, "turn");
 	cJSON_AddArrayToObject(m, "queue");
 	cJSON_AddArrayToObject(m, "history");
+	life_meta_new(m, body);
 	return m;
 }
 
@@ -561,6 +567,8 @@ meta_load(struct sess *s)
 		proto_set(s->meta, "queue", cJSON_CreateArray());
 	t = cJSON_GetObjectItem(s->meta, "status");
 	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
+	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")))
+		s->ended = 1;	/* life_complete: completed or failed */
 }
 
 /* This process owns the session now: continue what its meta says. */
@@ -576,6 +584,7 @@ sess_own(struct sess *s)
 	store_range(s->st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
 	if (s->scan_paused != -1 && s->scan_paused != sess_paused(s))
 		proto_set(s->meta, "paused", cJSON_CreateBool(s->scan_paused));
+	life_own(s);
 	s->wk->agent->resume(s);
 	action_own(s);
 }
@@ -753,6 +762,7 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
 			    "agents"), 0), "agentId")));
 			sess_meta_save(s);
+			life_own(s);
 		}
 		if (created)
 			*created = 1;
@@ -779,6 +789,7 @@ sess_state(struct sess *s)
 	    cJSON_GetObjectItem(o, "pendingApprovals")) > 0 ?
 	    "waiting_approval" : s->turn ? "thinking" : "idle");
 	cJSON_AddItemToArray(agents, a);
+	life_state(s, o);
 	return o;
 }
 
@@ -847,6 +858,7 @@ sess_free(struct sess *s)
 	event_free(s->flush_ev);
 	event_free(s->idle_ev);
 	event_free(s->start_ev);
+	life_free(s);
 	for (i = 0; i < s->id_n; i++)
 		free(s->idr[i].id);
 	free(s->idr);

@@ -20,6 +20,7 @@ struct store_req;
 struct llm_call;
 struct dash;
 struct thought_state;
+struct life;
 
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
@@ -120,6 +121,7 @@ struct sess {
 	struct event		*broken_ev;
 	struct dash		*dash;		/* its dashboards' (dash.c) */
 	struct thought_state	*thoughts;	/* thought.c: rates, mode */
+	struct life		*life;		/* presence, deadlines (life.c) */
 };
 
 /* Result of applying one client message. */

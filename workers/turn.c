@@ -24,6 +24,7 @@
 #include "action.h"
 #include "approve.h"
 #include "ctool.h"
+#include "life.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -865,7 +866,8 @@ turn_next(struct sess *s)
 	/* The interrupted turn goes first; recover_cb calls back here (after
 	 * its events are read back: s->promote, on an owner). */
 	if (s->recover_ev != NULL || s->broken ||
-	    (s->promote != NULL && !s->follower) || sess_paused(s)) {
+	    (s->promote != NULL && !s->follower) || sess_paused(s) ||
+	    life_holds(s)) {
 		sess_check_idle(s);
 		return;
 	}

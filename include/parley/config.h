@@ -128,6 +128,7 @@ struct config {
 						   action, default 1h */
 	unsigned		 thought_rate;	/* per agent per minute, 20 */
 	unsigned		 thought_queue_depth;	/* default 50 events */
+	uint64_t		 agent_reconnect_timeout_ms; /* default 2m */
 	char			*audit_log;	/* JSON lines PATH, NULL = none */
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;

@@ -36,14 +36,7 @@ def approve(d, sid, call):
 
 
 def wait_log(c, sid, pred, what, timeout=30):
-    deadline = time.time() + timeout
-    while True:
-        log = c.log_events(sid)
-        if pred(log):
-            return log
-        check(time.time() < deadline, "%s: log %s" % (what,
-                                                      [short(e) for e in log]))
-        time.sleep(0.1)
+    return c.log_until(sid, pred, what, timeout)
 
 
 def once(log, call, what):

@@ -18,15 +18,7 @@ def post(d, sid, body, headers=None):
     return d.http_json("POST", "/sessions/%s/messages" % sid, body, headers)
 
 
-async def wait_log(d, sid, pred, what, timeout=20):
-    deadline = time.time() + timeout
-    while True:
-        evs = d.log_events(sid)
-        if pred(evs):
-            return evs
-        if time.time() > deadline:
-            raise Fail("%s; log ends %s" % (what, [short(e) for e in evs[-6:]]))
-        await asyncio.sleep(0.1)
+wait_log = log_until
 
 
 def states(evs):

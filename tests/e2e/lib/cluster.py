@@ -921,6 +921,17 @@ class Cluster:
     def log_events(self, sid):
         return [e for _, _, e in self.log(sid)]
 
+    def log_until(self, sid, pred, what, timeout=30):
+        """Polls the session's log until pred(events); returns them."""
+        deadline = time.time() + timeout
+        while True:
+            log = self.log_events(sid)
+            if pred(log):
+                return log
+            check(time.time() < deadline, "%s: log %s" %
+                  (what, [short(e) for e in log]))
+            time.sleep(0.1)
+
     def meta(self, sid):
         r = self.rcmd("HGETALL", "parley:{%s}:meta" % sid) or []
         return dict(zip(map(s, r[0::2]), map(s, r[1::2])))

@@ -403,6 +403,19 @@ async def ws_send(ws, obj):
     await ws.send(json.dumps(obj))
 
 
+async def log_until(d, sid, pred, what, timeout=20):
+    """Polls sid's log until pred(events); returns them, or fails with
+    what and the log's end."""
+    deadline = time.time() + timeout
+    while True:
+        evs = d.log_events(sid)
+        if pred(evs):
+            return evs
+        if time.time() > deadline:
+            raise Fail("%s; log ends %s" % (what, [short(e) for e in evs[-8:]]))
+        await asyncio.sleep(0.1)
+
+
 async def ws_until(ws, pred, timeout=20, into=None):
     """Receive until pred(event) is true; returns the events read."""
     got = [] if into is None else into
