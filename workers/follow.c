@@ -190,7 +190,10 @@ follow_input(struct sess *s, struct sess_client *c,
 	    strcmp(in->type, "set_autonomy") != 0 &&
 	    strcmp(in->type, "mcp_tools") != 0 &&
 	    strcmp(in->type, "mcp_result") != 0 &&
-	    strcmp(in->type, "elicitation_answer") != 0) {
+	    strcmp(in->type, "elicitation_answer") != 0 &&
+	    strcmp(in->type, "agent_add") != 0 &&
+	    strcmp(in->type, "agent_remove") != 0 &&
+	    strcmp(in->type, "set_strategy") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);

@@ -25,6 +25,7 @@
 #include "input.h"
 #include "route.h"
 #include "sess.h"
+#include "team.h"
 #include "wk.h"
 
 #define HOLD_MS		250	/* wait for a resume before going live */
@@ -649,7 +650,7 @@ create_session(struct conn *c)
 	const char *err, *sid = c->ic.session;
 	struct sess *s;
 	cJSON *body = NULL, *o;
-	char ts[32];
+	char ts[32], tmsg[256];
 	int created;
 
 	if (r->body_len > 0) {
@@ -666,6 +667,11 @@ create_session(struct conn *c)
 		cJSON_Delete(body);
 		return;
 	}
+	if (team_create_check(c->wk->conf, body, tmsg, sizeof(tmsg)) == -1) {
+		cJSON_Delete(body);
+		conn_http_error(c, 400, "BAD_REQUEST", tmsg);
+		return;
+	}
 	s = sess_get(c->wk, sid, 1, &created, body, &err);
 	cJSON_Delete(body);
 	if (s == NULL) {
@@ -677,6 +683,7 @@ create_session(struct conn *c)
 		    "sessionId already exists");
 		return;
 	}
+	team_created(s);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "sessionId", s->id);
 	cJSON_AddStringToObject(o, "status", "created");
