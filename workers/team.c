@@ -199,15 +199,20 @@ team_roster(struct sess *s, const char *running, const char *status,
 	return r;
 }
 
-/* Logs team_update: the roster and the strategy; its seq or 0. */
+/*
+ * Logs team_update: the roster (but skip, an agent being removed) and the
+ * strategy; its seq or 0.
+ */
 static uint64_t
-team_update(struct sess *s, const char *change, const char *agent)
+team_update(struct sess *s, const char *change, const char *agent,
+    const cJSON *skip)
 {
 	cJSON *b = cJSON_CreateObject(), *list, *a;
 
 	list = cJSON_AddArrayToObject(b, "agents");
 	cJSON_ArrayForEach(a, cJSON_GetObjectItem(s->meta, "agents"))
-		cJSON_AddItemToArray(list, roster_entry(s, a, 1));
+		if (a != skip)
+			cJSON_AddItemToArray(list, roster_entry(s, a, 1));
 	cJSON_AddStringToObject(b, "strategy", strategy(s));
 	cJSON_AddStringToObject(b, "lead", team_lead(s));
 	cJSON_AddNumberToObject(b, "maxTeamTurns", proto_count(
@@ -517,7 +522,7 @@ void
 team_created(struct sess *s)
 {
 	if (team_is(s))
-		(void)team_update(s, "created", NULL);
+		(void)team_update(s, "created", NULL, NULL);
 }
 
 /* Makes the session a team (its first agent_add or set_strategy). */
@@ -583,7 +588,7 @@ agent_add(struct sess *s, struct sess_client *c, struct proto_in *in,
 	team = cJSON_Duplicate(cJSON_GetObjectItem(s->meta, "team"), 1);
 	team_make(s);
 	cJSON_AddItemToArray(agents, a);
-	if ((seq = team_update(s, "added", str(a, "agentId"))) == 0) {
+	if ((seq = team_update(s, "added", str(a, "agentId"), NULL)) == 0) {
 		cJSON_DeleteItemFromArray(agents, cJSON_GetArraySize(agents) -
 		    1);
 		proto_set(s->meta, "team", team ? team : cJSON_CreateNull());
@@ -611,11 +616,10 @@ static void
 agent_remove(struct sess *s, struct sess_client *c, struct proto_in *in,
     struct sess_result *r)
 {
-	cJSON *agents = cJSON_GetObjectItem(s->meta, "agents"), *a, *e;
+	cJSON *a;
 	const char *id = NULL;
 	char aid[SESS_AGENT_MAX + 1];
 	uint64_t seq;
-	int i = 0;
 
 	if (proto_str(in->root, "agentId", 1, SESS_AGENT_MAX, &id, r->msg,
 	    sizeof(r->msg)) == -1) {
@@ -639,19 +643,13 @@ agent_remove(struct sess *s, struct sess_client *c, struct proto_in *in,
 		    "answering; cancel its turn or wait for its done", aid);
 		return;
 	}
-	cJSON_ArrayForEach(e, agents) {
-		if (e == a)
-			break;
-		i++;
-	}
-	a = cJSON_DetachItemFromArray(agents, i);
-	if ((seq = team_update(s, "removed", aid)) == 0) {
-		cJSON_InsertItemInArray(agents, i, a);
+	if ((seq = team_update(s, "removed", aid, a)) == 0) {
 		sess_result_err(r, "OVERLOADED", 503, "%s", "the change could "
 		    "not be logged; it was not made, retry");
 		return;
 	}
-	cJSON_Delete(a);
+	cJSON_Delete(cJSON_DetachItemViaPointer(cJSON_GetObjectItem(s->meta,
+	    "agents"), a));
 	log_rinfo(c != NULL ? c->reqid : NULL, s->id, "agent %s removed", aid);
 	sess_meta_save(s);
 	r->seq = seq;
@@ -690,7 +688,7 @@ set_strategy(struct sess *s, struct sess_client *c, struct proto_in *in,
 	if ((v = cJSON_GetObjectItem(in->root, "maxTeamTurns")) != NULL)
 		proto_set(t, "maxTeamTurns",
 		    cJSON_CreateNumber(v->valuedouble));
-	if ((seq = team_update(s, "strategy", NULL)) == 0) {
+	if ((seq = team_update(s, "strategy", NULL, NULL)) == 0) {
 		if (old != NULL)
 			proto_set(s->meta, "team", old);
 		else
