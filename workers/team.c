@@ -1013,6 +1013,32 @@ intent(const cJSON *steps, const char *name)
 }
 
 /*
+ * THOUGHT_LOG_HOOK: stands in for thought.c's thought_log (same
+ * signature) until it is merged; then its callers call that instead.
+ */
+uint64_t
+team_thought_log(struct sess *s, const char *agent_id, cJSON *thought,
+    struct sess_result *r)
+{
+	cJSON *b;
+	char hex[17], id[24];
+	uint64_t seq;
+
+	if (!cJSON_IsString(cJSON_GetObjectItem(thought, "thoughtId"))) {
+		util_randhex(hex, 8);
+		snprintf(id, sizeof(id), "th-%s", hex);
+		proto_set(thought, "thoughtId", cJSON_CreateString(id));
+	}
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", agent_id);
+	cJSON_AddItemToObject(b, "thought", thought);
+	if ((seq = sess_emit(s, "thought", b)) == 0 && r != NULL)
+		sess_result_err(r, "OVERLOADED", 503, "%s", "the thought could "
+		    "not be logged; retry");
+	return seq;
+}
+
+/*
  * TEAM_COMPLETE_HOOK: the session completes with reason "objective".
  * The session-completion API (sess_complete) being built elsewhere
  * replaces the body of this function once merged.

@@ -95,6 +95,13 @@ int		 team_builtin(struct sess *, const char *agent,
 char		*team_tool(struct sess *, const char *agent, const char *name,
 		    const char *args, int *is_error);
 /*
+ * Logs agent's thought (consumed; thoughtId assigned when absent) as a
+ * thought event; its seq, or 0 with r's error (r may be NULL).  The same
+ * shape as thought.c's thought_log, which replaces it once merged.
+ */
+uint64_t	 team_thought_log(struct sess *, const char *agent_id,
+		    cJSON *thought, struct sess_result *);
+/*
  * The turn of agent at hop for the message at seq ended (type "done" or
  * "error", body its event's, reply NULL when it failed, steps its tool
  * round trips): the round goes on to the next speaker, or ends.

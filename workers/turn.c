@@ -540,6 +540,37 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 	cJSON_AddItemToArray(s->turn->calls, c);
 }
 
+/*
+ * A block of the model's reasoning, complete: the agent's thought, logged
+ * after the tokens before it.  Its id names the turn's step, so a re-run
+ * says the same thought under the same id.
+ */
+static void
+on_thought(void *arg, const char *text, size_t len)
+{
+	struct sess *s = arg;
+	struct turn *t = s->turn;
+	char id[96], *content;
+	cJSON *th;
+
+	if (t == NULL || (content = strndup(text, len)) == NULL)
+		return;
+	call_byte(s);
+	turn_flush(s);
+	snprintf(id, sizeof(id), "th-%s-%u-%u", t->msgid, t->model_calls,
+	    ++t->thoughts);
+	th = cJSON_CreateObject();
+	cJSON_AddStringToObject(th, "thoughtId", id);
+	cJSON_AddStringToObject(th, "content", content);
+	cJSON_AddStringToObject(th, "category", "reasoning");
+	cJSON_AddStringToObject(th, "messageId", t->msgid);
+	cJSON_AddNumberToObject(th, "step", t->model_calls);
+	cJSON_AddItemToObject(th, "references", cJSON_CreateArray());
+	cJSON_AddBoolToObject(th, "actionable", 0);
+	free(content);
+	(void)team_thought_log(s, t->agent, th, NULL);
+}
+
 static void
 on_done(void *arg, const struct llm_usage *u, const char *stop_reason)
 {
@@ -734,7 +765,7 @@ static void
 turn_model(struct sess *s)
 {
 	static const struct llm_cbs cbs = { on_token, on_done, on_error,
-	    on_tool_call, on_retrying };
+	    on_tool_call, on_retrying, on_thought };
 	struct turn *t = s->turn;
 	const struct cfg_provider *p;
 	struct cfg_provider own;

@@ -14,7 +14,13 @@
 #     with no conclude, until maxTeamTurns; sequential: each agent once;
 #  4. the lead's complete_objective ends the session (session_complete,
 #     reason objective);
-#  5. the owning worker SIGKILLed during the second agent's turn of a
+#  5. the fake OpenAI and Anthropic LLMs (tests/fixtures/fakellm.py) as
+#     two agents of a sequential team: the reasoning model o3-mini gets
+#     max_completion_tokens and no temperature, each agent its system
+#     prompt and model, the second the first one's words; their streamed
+#     reasoning (reasoning_content deltas, a thinking block) becomes one
+#     thought event each, before the agent's tokens;
+#  6. the owning worker SIGKILLed during the second agent's turn of a
 #     round_robin round: the turn re-runs as that agent, the round goes on
 #     to the third, every logged event once (seqs contiguous, one done per
 #     messageId).
@@ -406,18 +412,82 @@ async def part_kill(d):
           "team_done %s" % of_type(log, "team_done"))
 
 
+def fake_providers(port):
+    return ('provider oa {\n    type openai\n'
+            '    url "http://127.0.0.1:%d/v1"\n    model "o3-mini"\n'
+            '    max-tokens 300\n    temperature 0.5\n'
+            '    timeout 10s\n    idle-timeout 10s\n}\n'
+            'provider an {\n    type anthropic\n'
+            '    url "http://127.0.0.1:%d"\n    model "claude-test"\n'
+            '    timeout 10s\n    idle-timeout 10s\n}\n' % (port, port))
+
+
+async def part_wire(d, f):
+    sid = "team-wire"
+    create(d, sid, {"agents": [
+        {"role": "thinker", "name": "thinker", "provider": "oa"},
+        {"role": "critic", "name": "claude", "provider": "an",
+         "model": "claude-x", "goal": "check the reasoning"}],
+        "config": {"strategy": "sequential"}})
+    ids = agent_ids(created_log(d, sid))
+    f.script([{"kind": "text", "text": "OA answer.", "reasoning":
+               "Reason A, carefully.", "reasoning_chunks": 3},
+              {"kind": "text", "text": "AN answer.", "reasoning":
+               "Reason B.", "reasoning_chunks": 2}])
+    ev = await team_round(d, sid, "why?")
+    th = of_type(ev, "thought")
+    check([(t["agentId"], t["thought"]["content"], t["thought"]["category"])
+           for t in th] == [(ids["thinker"], "Reason A, carefully.",
+                             "reasoning"),
+                            (ids["claude"], "Reason B.", "reasoning")],
+          "thoughts %s" % th)
+    check(all(t["thought"].get("thoughtId") for t in th), "thoughtIds %s" % th)
+    for t in th:
+        first = [e for e in of_type(ev, "token")
+                 if e["agentId"] == t["agentId"]][0]
+        check(ev.index(t) < ev.index(first), "thought after the tokens: %s"
+              % [short(e) for e in ev])
+    check([a for a, _ in dones(ev)] == [ids["thinker"], ids["claude"]],
+          "dones %s" % dones(ev))
+    reqs = f.requests()
+    check(len(reqs) == 2, "provider requests %d" % len(reqs))
+    b = reqs[0]["body"]
+    check(reqs[0]["path"] == "/v1/chat/completions" and
+          b.get("model") == "o3-mini" and
+          b.get("max_completion_tokens") == 300 and "max_tokens" not in b
+          and "temperature" not in b, "reasoning model request %s" % b)
+    check(b["messages"][0]["role"] == "system" and "You are thinker" in
+          b["messages"][0]["content"] and "claude" in
+          b["messages"][0]["content"], "system prompt %s" % b["messages"][0])
+    check(b["messages"][-1] == {"role": "user", "content": "why?"},
+          "first speaker's message %s" % b["messages"][-1])
+    b = reqs[1]["body"]
+    check(reqs[1]["path"] == "/v1/messages" and b.get("model") == "claude-x",
+          "anthropic request %s %s" % (reqs[1]["path"], b.get("model")))
+    system = b.get("system")
+    system = system if isinstance(system, str) else json.dumps(system)
+    check("You are claude" in system and "check the reasoning" in system,
+          "anthropic system %r" % system)
+    last = json.dumps(b["messages"][-1])
+    check("why?" in last and "OA answer." in last and "thinker" in last,
+          "second speaker did not read the first: %s" % last)
+
+
 def main():
     tokens = ("token %s role user\ntoken %s role observer\n" % (USER, OBS))
-    d = Daemon(extra="max-agents 4\nautonomy FULL_AUTO\n" + tokens,
-               providers=PROVIDERS, default="fast", token=ADMIN)
-    with with_daemon(d):
-        async def all_parts():
-            await part_roster(d)
-            await part_lead(d)
-            await part_round_robin(d)
-            await part_objective(d)
-            await part_kill(d)
-        asyncio.run(asyncio.wait_for(all_parts(), 170))
+    with with_fakellm() as f:
+        d = Daemon(extra="max-agents 4\nautonomy FULL_AUTO\n" + tokens,
+                   providers=PROVIDERS + fake_providers(f.port),
+                   default="fast", token=ADMIN)
+        with with_daemon(d):
+            async def all_parts():
+                await part_roster(d)
+                await part_lead(d)
+                await part_round_robin(d)
+                await part_objective(d)
+                await part_wire(d, f)
+                await part_kill(d)
+            asyncio.run(asyncio.wait_for(all_parts(), 170))
 
 
 run_test("team", main)
