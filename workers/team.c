@@ -735,6 +735,8 @@ team_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 
 /* --- rounds --- */
 
+static void	round_end(struct sess *, const char *, unsigned, const char *);
+
 static unsigned
 team_cap(const struct sess *s)
 {
@@ -804,7 +806,8 @@ team_next(struct sess *s, uint64_t *seq, char *agent, size_t len,
 	*hop = (unsigned)proto_count(next, "hop");
 	if (id == NULL || team_agent(s, id) == NULL || *seq == 0) {
 		/* Its agent was removed meanwhile: the round ends. */
-		cJSON_DeleteItemFromObject(s->meta, "round");
+		round_end(s, id ? id : "", *hop > 0 ? *hop - 1 : 0,
+		    "agent_removed");
 		return 0;
 	}
 	snprintf(agent, len, "%s", id);

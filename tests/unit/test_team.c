@@ -386,6 +386,8 @@ START_TEST(round_robin_and_cap)
 	cJSON_DeleteItemFromArray(cJSON_GetObjectItem(fs.s.meta, "agents"), 1);
 	ck_assert_int_eq(team_next(&fs.s, &seq, agent, sizeof(agent), &hop), 0);
 	ck_assert_ptr_null(cJSON_GetObjectItem(fs.s.meta, "round"));
+	ck_assert_str_eq(str(fake_logged("team_done", 4), "reason"),
+	    "agent_removed");
 	cJSON_Delete(cancelled);
 	cJSON_Delete(done);
 }
