@@ -1347,6 +1347,25 @@ START_TEST(test_script_plain)
 }
 END_TEST
 
+/* @think: the thinking as one reasoning block, then "then" streamed. */
+START_TEST(test_script_think)
+{
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "hello" },
+	};
+	struct out o;
+
+	script_run(script_prov("@think {\"thinking\":\"Hmm, a greeting.\","
+	    "\"then\":\"Hi there\"}"), m, 1, &o);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_str_eq(o.thoughts, "Hmm, a greeting.|");
+	ck_assert_str_eq(o.text, "Hi there");
+	script_run(script_prov("@think not json"), m, 1, &o);
+	ck_assert_str_eq(o.thoughts, "");
+	ck_assert_str_eq(o.text, "@think not json");
+}
+END_TEST
+
 /* stamp yes: every chunk is the send time in microseconds and a space. */
 START_TEST(test_script_stamp)
 {
@@ -1538,6 +1557,7 @@ llm_suite(void)
 	tcase_add_test(tc, test_bodies_tools_openai);
 	tcase_add_test(tc, test_bodies_tools_anthropic);
 	tcase_add_test(tc, test_script_plain);
+	tcase_add_test(tc, test_script_think);
 	tcase_add_test(tc, test_script_stamp);
 	tcase_add_test(tc, test_script_tool);
 	tcase_add_test(tc, test_script_tool_bad);
