@@ -105,9 +105,7 @@ team_history(struct sess *s, const char *agent)
 static void
 usage_json_add(cJSON *o, const char *key, double add)
 {
-	double v = proto_count(o, key);
-
-	proto_set(o, key, cJSON_CreateNumber((v != v ? 0 : v) + add));
+	proto_set(o, key, cJSON_CreateNumber(proto_count(o, key) + add));
 }
 
 void
@@ -191,8 +189,7 @@ team_roster(struct sess *s, const char *running, const char *status,
 			    cJSON_GetObjectItem(a, "usage"), 1) :
 			    cJSON_CreateObject());
 			cJSON_AddNumberToObject(o, "turns",
-			    proto_count(a, "turns") == proto_count(a, "turns") ?
-			    proto_count(a, "turns") : 0);
+			    proto_count(a, "turns"));
 		}
 		cJSON_AddItemToArray(r, o);
 	}
@@ -743,7 +740,7 @@ team_cap(const struct sess *s)
 	double n = proto_count(cJSON_GetObjectItem(s->meta, "team"),
 	    "maxTeamTurns");
 
-	if (n != n || n < 1 || n > s->wk->conf->max_team_turns)
+	if (n < 1 || n > s->wk->conf->max_team_turns)
 		return s->wk->conf->max_team_turns;
 	return (unsigned)n;
 }
@@ -1123,8 +1120,7 @@ team_turn_end(struct sess *s, const char *agent, uint64_t seq, unsigned hop,
 
 	if ((a = team_agent(s, agent)) != NULL && reply != NULL)
 		proto_set(a, "turns", cJSON_CreateNumber(
-		    (proto_count(a, "turns") == proto_count(a, "turns") ?
-		    proto_count(a, "turns") : 0) + 1));
+		    proto_count(a, "turns") + 1));
 	/* The lead declares the objective met: the session completes. */
 	if (reply != NULL && team_is(s) && strcmp(agent, team_lead(s)) == 0 &&
 	    (it = intent(steps, "complete_objective")) != NULL) {
