@@ -783,6 +783,14 @@ team_first(struct sess *s, uint64_t seq, const char *to, char *agent,
 }
 
 int
+team_in_round(const struct sess *s, uint64_t seq)
+{
+	const cJSON *r = cJSON_GetObjectItem(s->meta, "round");
+
+	return cJSON_IsObject(r) && (uint64_t)proto_count(r, "inputSeq") == seq;
+}
+
+int
 team_pending(const struct sess *s)
 {
 	return cJSON_IsObject(cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
@@ -1074,9 +1082,14 @@ static void
 round_end(struct sess *s, const char *agent, unsigned hop, const char *why)
 {
 	cJSON *r = cJSON_GetObjectItem(s->meta, "round"), *b;
+	char mid[32];
 
 	b = cJSON_CreateObject();
 	cJSON_AddNumberToObject(b, "inputSeq", proto_count(r, "inputSeq"));
+	/* The first turn's: what a client of that turn waits on ends. */
+	snprintf(mid, sizeof(mid), "m-%llu", (unsigned long long)proto_count(r,
+	    "inputSeq"));
+	cJSON_AddStringToObject(b, "messageId", mid);
 	cJSON_AddStringToObject(b, "agentId", agent);
 	cJSON_AddNumberToObject(b, "turns", hop + 1);
 	cJSON_AddStringToObject(b, "reason", why);

@@ -78,6 +78,8 @@ void		 team_first(struct sess *, uint64_t seq, const char *to,
 /* A round's next speaker is due: 1 with its message's seq, agent, hop. */
 int		 team_next(struct sess *, uint64_t *seq, char *agent,
 		    size_t len, unsigned *hop);
+/* The message at seq is answered by a team's round (team_done ends it). */
+int		 team_in_round(const struct sess *, uint64_t seq);
 /* A round waits for its next speaker (a new owner starts it). */
 int		 team_pending(const struct sess *);
 /* What the agent at hop reads: message, then the team's words (malloc'd). */

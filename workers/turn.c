@@ -454,6 +454,9 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 		cJSON_AddBoolToObject(b, "cancelled", 1);
 	if (max_turns)
 		cJSON_AddBoolToObject(b, "maxTurnsReached", 1);
+	/* Not the answer's end: a team's team_done is (conn.c). */
+	if (team_in_round(s, t->input_seq))
+		cJSON_AddBoolToObject(b, "teamRound", 1);
 	log_rinfo(t->req, s->id, "turn %s %s: %u model calls, %llu input and "
 	    "%llu output tokens, cost %.6f", t->msgid, cancelled ? "cancelled" :
 	    "finished", t->model_calls, (unsigned long long)u.input_tokens,

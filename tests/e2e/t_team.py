@@ -11,7 +11,8 @@
 #     agent_handoff), the other agent answers, team_done; each agent's usage
 #     in GET /sessions/{id} and their sum;
 #  3. round_robin: three agents in turn until the third concludes; then
-#     with no conclude, until maxTeamTurns; sequential: each agent once;
+#     with no conclude, until maxTeamTurns; sequential: each agent once,
+#     and a POST .../messages SSE turn stream ends with its team_done;
 #  4. the lead's complete_objective ends the session (session_complete,
 #     reason objective);
 #  5. the fake OpenAI and Anthropic LLMs (tests/fixtures/fakellm.py) as
@@ -331,6 +332,17 @@ async def part_round_robin(d):
           "sequential dones %s" % dones(ev))
     check(of_type(ev, "team_done")[-1]["reason"] == "answered",
           "team_done %s" % of_type(ev, "team_done"))
+    # POST .../messages as SSE: the response ends with the team's answer.
+    st, h, body = d.http("POST", "/sessions/%s/messages" % sid,
+                         {"v": 1, "type": "chat", "message": "as SSE"},
+                         headers={"Accept": "text/event-stream",
+                                  "Authorization": "Bearer " + USER},
+                         timeout=30)
+    sse = [json.loads(l[6:]) for l in body.decode().splitlines()
+           if l.startswith("data: ")]
+    check(st == 200 and [a for a, _ in dones(sse)] ==
+          [ids["s1"], ids["s2"], ids["s3"]] and sse[-1]["type"] ==
+          "team_done", "SSE turn stream %s %s" % (st, [short(e) for e in sse]))
 
     # POST /sessions refuses a bad team.
     st, js = d.http_json("POST", "/sessions", {"sessionId": "team-bad",
