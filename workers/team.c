@@ -127,11 +127,15 @@ team_usage_add(struct sess *s, const char *agent, const struct llm_usage *u)
 	usage_json_add(us, "cost", u->cost);
 }
 
-/* The built-in tools agent gets: names into out; their count. */
+/*
+ * The built-in tools agent gets (leaving: with one agent fewer, for the
+ * roster after a removal): names into out; their count.
+ */
 static size_t
-builtins(struct sess *s, const char *agent, const char **out)
+builtins(struct sess *s, const char *agent, const char **out, int leaving)
 {
-	int n = cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "agents"));
+	int n = cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "agents")) -
+	    leaving;
 	size_t k = 0;
 
 	if (!team_is(s))
@@ -146,7 +150,10 @@ builtins(struct sess *s, const char *agent, const char **out)
 	return k;
 }
 
-/* One roster entry, as team_update and session_state give it. */
+/*
+ * One roster entry, as team_update (tools 1; 2 while an agent leaves) and
+ * session_state (tools 0) give it.
+ */
 static cJSON *
 roster_entry(struct sess *s, const cJSON *a, int tools)
 {
@@ -161,7 +168,7 @@ roster_entry(struct sess *s, const cJSON *a, int tools)
 			cJSON_AddItemToObject(o, keys[i], cJSON_Duplicate(
 			    cJSON_GetObjectItem(a, keys[i]), 1));
 	if (tools) {
-		n = builtins(s, str(a, "agentId"), names);
+		n = builtins(s, str(a, "agentId"), names, tools - 1);
 		t = cJSON_AddArrayToObject(o, "tools");
 		for (i = 0; i < n; i++)
 			cJSON_AddItemToArray(t, cJSON_CreateString(names[i]));
@@ -209,7 +216,8 @@ team_update(struct sess *s, const char *change, const char *agent,
 	list = cJSON_AddArrayToObject(b, "agents");
 	cJSON_ArrayForEach(a, cJSON_GetObjectItem(s->meta, "agents"))
 		if (a != skip)
-			cJSON_AddItemToArray(list, roster_entry(s, a, 1));
+			cJSON_AddItemToArray(list, roster_entry(s, a,
+			    skip != NULL ? 2 : 1));
 	cJSON_AddStringToObject(b, "strategy", strategy(s));
 	cJSON_AddStringToObject(b, "lead", team_lead(s));
 	cJSON_AddNumberToObject(b, "maxTeamTurns", proto_count(
@@ -935,7 +943,7 @@ team_tool_defs(struct sess *s, const char *agent, struct llm_tool_def *defs,
 		    "\"string\"}},\"required\":[\"summary\"]}" },
 	};
 	const char *names[TEAM_TOOLS];
-	size_t n = builtins(s, agent, names), i, j, k = 0;
+	size_t n = builtins(s, agent, names, 0), i, j, k = 0;
 
 	for (i = 0; i < n; i++)
 		for (j = 0; j < sizeof(all) / sizeof(all[0]); j++)
@@ -948,7 +956,7 @@ int
 team_builtin(struct sess *s, const char *agent, const char *name)
 {
 	const char *names[TEAM_TOOLS];
-	size_t n = builtins(s, agent, names), i;
+	size_t n = builtins(s, agent, names, 0), i;
 
 	for (i = 0; i < n; i++)
 		if (strcmp(names[i], name) == 0)

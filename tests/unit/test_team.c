@@ -226,9 +226,25 @@ START_TEST(add_and_remove)
 	ck_assert_ptr_null(r.code);
 	ck_assert_ptr_null(team_agent(&fs.s, "planner"));
 	ck_assert_str_eq(team_lead(&fs.s), lead);
+	/* Two agents stay: the lead still has handoff to offer. */
+	up = fake_logged("team_update", 3);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(up, "agents")),
+	    3);
 	ck_assert_int_eq(msg_in("{\"type\":\"agent_remove\",\"agentId\":"
 	    "\"planner\"}", IPC_ROLE_USER, &r), 1);
 	ck_assert_str_eq(r.code, "NOT_FOUND");
+	/* The last teammate leaves: the lead has nobody to hand off to. */
+	ck_assert_int_eq(msg_in("{\"type\":\"agent_remove\",\"agentId\":"
+	    "\"c\"}", IPC_ROLE_USER, &r), 1);
+	ck_assert_int_eq(msg_in("{\"type\":\"agent_remove\",\"agentId\":"
+	    "\"d\"}", IPC_ROLE_USER, &r), 1);
+	ck_assert_ptr_null(r.code);
+	up = fake_logged("team_update", 5);
+	a = cJSON_GetArrayItem(cJSON_GetObjectItem(up, "agents"), 0);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(up, "agents")),
+	    1);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(a, "tools")),
+	    0);
 	ck_assert_int_eq(msg_in("{\"type\":\"set_strategy\",\"strategy\":"
 	    "\"debate\"}", IPC_ROLE_USER, &r), 1);
 	ck_assert_str_eq(r.code, "BAD_REQUEST");
