@@ -24,7 +24,8 @@
 #  6. the owning worker SIGKILLed during the second agent's turn of a
 #     round_robin round: the turn re-runs as that agent, the round goes on
 #     to the third, every logged event once (seqs contiguous, one done per
-#     messageId).
+#     messageId); then the same with the whole host crashing (every
+#     process at once) and starting again on the same store.
 import re
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -380,8 +381,19 @@ async def part_objective(d):
     check(st == 409, "chat after completion -> %s %s" % (st, js))
 
 
-async def part_kill(d):
-    sid = "team-kill"
+async def kill_worker(d, ws, ev):
+    return await kill_owner(d, ws, ev)
+
+
+async def crash_host(d, ws, ev):
+    """The whole host dies (every process at once) and comes back."""
+    d.crash()
+    seen = await drain_logged(ws, ev, 3)
+    d.start()
+    return seen
+
+
+async def part_kill(d, sid, kill):
     ids = create_team(d, sid, "round_robin", [("k1", "alpha"), ("k2", "slow"),
                                          ("k3", "conclude")])
 
@@ -399,9 +411,10 @@ async def part_kill(d):
     await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid,
                        "id": "kill-1", "message": "long one"})
     await ws_until(ws, k2_tokens(3), into=ev, timeout=20)
-    seen = await kill_owner(d, ws, ev)
+    seen = await kill(d, ws, ev)
     after, _ = await resume_until(d, sid, seen, lambda e: e.get("type") ==
-                                  "team_done", "team round after the kill")
+                                  "team_done", "team round after the kill",
+                                  patience=90)
     every = seen + after
     check_contiguous(every, 1, "team round across the kill")
     log = d.log_events(sid)
@@ -498,8 +511,9 @@ def main():
                 await part_round_robin(d)
                 await part_objective(d)
                 await part_wire(d, f)
-                await part_kill(d)
-            asyncio.run(asyncio.wait_for(all_parts(), 170))
+                await part_kill(d, "team-kill", kill_worker)
+                await part_kill(d, "team-crash", crash_host)
+            asyncio.run(asyncio.wait_for(all_parts(), 175))
 
 
 run_test("team", main)
