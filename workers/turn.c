@@ -1102,6 +1102,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *from;
 	uint64_t seq = (uint64_t)proto_count(t, "inputSeq");
 	unsigned attempt = (unsigned)proto_count(t, "attempt");
+	unsigned hop = (unsigned)proto_count(t, "hop");
 	const char *mid = cJSON_GetStringValue(cJSON_GetObjectItem(t,
 	    "messageId"));
 	char msg[256];
@@ -1155,7 +1156,9 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		proto_set(s->meta, "status",
 		    cJSON_CreateString("failed"));
 		sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
-		cJSON_DeleteItemFromObject(s->meta, "round");
+		/* A team's round ends with it (team_done, error). */
+		team_turn_end(s, s->agent_id, seq, hop, "error", NULL, NULL,
+		    NULL);
 		snprintf(s->agent_id, sizeof(s->agent_id), "%s", team_lead(s));
 		sess_meta_save(s);
 		turn_next(s);
