@@ -29,6 +29,7 @@
 #include "parley/ipc.h"
 #include "parley/log.h"
 #include "parley/proto.h"
+#include "parley/utf8.h"
 #include "parley/util.h"
 #include "llm.h"
 #include "sess.h"
@@ -50,6 +51,13 @@ static const char *
 str(const cJSON *o, const char *key)
 {
 	return cJSON_GetStringValue(cJSON_GetObjectItem(o, key));
+}
+
+/* key's string, or def when o has none (a meta written by hand). */
+static const char *
+str_or(const cJSON *o, const char *key, const char *def)
+{
+	return str(o, key) ? str(o, key) : def;
 }
 
 cJSON *
@@ -848,9 +856,8 @@ team_compose(struct sess *s, const char *message, uint64_t seq, unsigned hop)
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(r, "transcript")) {
 		const char *note = str(e, "handoff");
 
-		if (asprintf(&line, "\n\n[%s, %s]: %s%s%s%s", str(e, "name") ?
-		    str(e, "name") : "?", str(e, "role") ? str(e, "role") :
-		    "agent", str(e, "content") ? str(e, "content") : "",
+		if (asprintf(&line, "\n\n[%s, %s]: %s%s%s%s", str_or(e, "name",
+		    "?"), str_or(e, "role", "agent"), str_or(e, "content", ""),
 		    note ? "\n(handed off to you: " : "", note ? note : "",
 		    note ? ")" : "") == -1)
 			continue;
@@ -872,7 +879,7 @@ team_prompt(struct sess *s, const char *agent)
 	if (!team_is(s) || a == NULL)
 		return NULL;
 	if (asprintf(&line, "You are %s, an AI agent with the role %s",
-	    str(a, "name"), str(a, "role") ? str(a, "role") : "assistant") ==
+	    str_or(a, "name", "?"), str_or(a, "role", "assistant")) ==
 	    -1)
 		return NULL;
 	util_append(&out, &len, &cap, line, strlen(line));
@@ -897,9 +904,9 @@ team_prompt(struct sess *s, const char *agent)
 	}
 	util_append(&out, &len, &cap, "\nYour team:", 11);
 	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "agents"))
-		if (asprintf(&line, "\n- %s (agentId %s): %s%s", str(e, "name"),
-		    str(e, "agentId"), str(e, "role") ? str(e, "role") :
-		    "assistant", e == a ? " (you)" : "") != -1) {
+		if (asprintf(&line, "\n- %s (agentId %s): %s%s", str_or(e,
+		    "name", "?"), str_or(e, "agentId", "?"), str_or(e, "role",
+		    "assistant"), e == a ? " (you)" : "") != -1) {
 			util_append(&out, &len, &cap, line, strlen(line));
 			free(line);
 		}
@@ -1153,10 +1160,13 @@ team_turn_end(struct sess *s, const char *agent, uint64_t seq, unsigned hop,
 		return;
 	e = cJSON_CreateObject();
 	cJSON_AddStringToObject(e, "agentId", agent);
-	cJSON_AddStringToObject(e, "name", a ? str(a, "name") : agent);
+	cJSON_AddStringToObject(e, "name", a ? str_or(a, "name", agent) :
+	    agent);
 	cJSON_AddStringToObject(e, "role", a && str(a, "role") ?
 	    str(a, "role") : "assistant");
-	said = strndup(reply ? reply : "", TRANSCRIPT_ITEM);
+	/* Kept whole characters only, so the log stays valid UTF-8. */
+	said = reply == NULL ? strdup("") : strlen(reply) <= TRANSCRIPT_ITEM ?
+	    strdup(reply) : strndup(reply, utf8_whole(reply, TRANSCRIPT_ITEM));
 	cJSON_AddStringToObject(e, "content", said ? said : "");
 	free(said);
 	cJSON_AddItemToArray(cJSON_GetObjectItem(r, "transcript"), e);
