@@ -96,6 +96,10 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    C(max_connections), 1, 1000000, "max-connections N") \
 	X("max-turns", KW_TOP, 1, 1, 0, kw_number, C(max_turns), 1, 100, \
 	    "max-turns N") \
+	X("max-agents", KW_TOP, 1, 1, 0, kw_number, C(max_agents), 1, 64, \
+	    "max-agents N") \
+	X("max-team-turns", KW_TOP, 1, 1, 0, kw_number, C(max_team_turns), \
+	    1, 100, "max-team-turns N") \
 	X("tool-timeout", KW_TOP, 1, 1, 0, kw_duration, C(tool_timeout_ms), \
 	    100, MS_H, "tool-timeout DURATION") \
 	X("tool-policy", KW_TOP, 2, 2, KWF_MULTI, kw_tool_policy, 0, 0, 0, \
@@ -894,6 +898,8 @@ config_init(struct config *c)
 	c->max_connections = 20000;
 	c->max_conn_per_addr = 1000;
 	c->max_turns = 10;
+	c->max_agents = 8;
+	c->max_team_turns = 8;
 	c->tool_timeout_ms = 30 * MS_S;
 	TAILQ_INIT(&c->tool_policies);
 	c->autonomy = POLICY_SUPERVISED;

@@ -529,9 +529,12 @@ evt_written(struct conn *c, struct evt *e)
 	if (c->turn_msgid[0] != '\0') {
 		snprintf(pat, sizeof(pat), "\"messageId\":\"%s\"", c->turn_msgid);
 		/* An error that says the provider starts over is not the
-		 * end of the turn. */
+		 * end of the turn; a team's round ends with team_done, not
+		 * its first done. */
 		if (strcmp(e->type, "session_complete") == 0 ||
-		    ((strcmp(e->type, "done") == 0 ||
+		    ((strcmp(e->type, "team_done") == 0 ||
+		    (strcmp(e->type, "done") == 0 &&
+		    strstr(e->json, "\"teamRound\":true") == NULL) ||
 		    (strcmp(e->type, "error") == 0 &&
 		    strstr(e->json, "\"retrying\":true") == NULL)) &&
 		    strstr(e->json, pat)))

@@ -25,6 +25,7 @@
 #include "life.h"
 #include "sess.h"
 #include "thought.h"
+#include "team.h"
 #include "tools.h"
 #include "turn.h"
 #include "wk.h"
@@ -287,6 +288,12 @@ input_apply(struct sess *s, struct sess_client *c,
 			r->http = 400;
 			return;
 		}
+		if (to != NULL && team_agent(s, to) == NULL) {
+			sess_result_err(r, "BAD_REQUEST", 400, "field 'to': "
+			    "the session has no agent '%.128s'; name an "
+			    "agentId or name of its team_update", to);
+			return;
+		}
 		if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) >=
 		    MAX_QUEUE) {
 			sess_result_err(r, "RATE_LIMITED", 429, "%s",
@@ -406,9 +413,10 @@ input_apply(struct sess *s, struct sess_client *c,
 		thought_share(s, c, from, in, r);
 		return;
 	}
+	if (team_input(s, c, from, in, r))
+		return;
 	{
-		static const char *later[] = { "agent_add", "agent_remove",
-		    "kb_add", "kb_search", "kb_list", "kb_remove",
+		static const char *later[] = { "kb_add", "kb_search", "kb_list", "kb_remove",
 		    "thought_share", "action_propose", "action_approve",
 		    "action_result", "directive" };
 		size_t i;

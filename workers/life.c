@@ -899,7 +899,7 @@ static int
 sum_start(struct sess *s, const char *reason, const char *why)
 {
 	static const struct llm_cbs cbs = { sum_token, sum_done, sum_error,
-	    NULL, sum_retrying };
+	    NULL, sum_retrying, NULL };
 	const struct cfg_provider *p;
 	const char *prov = cJSON_GetStringValue(cJSON_GetObjectItem(
 	    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0),

@@ -13,6 +13,7 @@
 #include "parley/config.h"
 #include "parley/sse.h"
 #include "curlev.h"
+#include "parley/utf8.h"
 #include "parley/util.h"
 #include "llm.h"
 
@@ -111,6 +112,7 @@ llm_stream_new(const char *type, const struct llm_cbs *cbs, void *arg)
 	st->proto = pr;
 	st->cbs = *cbs;
 	st->arg = arg;
+	st->rindex = -1;
 	if ((st->sse = sse_parser_new(LLM_MAX_EVENT, stream_event, st)) ==
 	    NULL) {
 		free(st);
@@ -129,6 +131,7 @@ llm_stream_free(struct llm_stream *st)
 	for (i = 0; i < st->ntools; i++)
 		free(st->tools[i].args);
 	sse_parser_free(st->sse);
+	free(st->reason);
 	free(st);
 }
 
@@ -224,6 +227,7 @@ llm_stream_complete(struct llm_stream *st)
 	char		 id[32];
 	size_t		 i;
 
+	llm_stream_reason_end(st);
 	if (st->res.stop_reason[0] == '\0')
 		llm_stream_stop(st, st->ntools > 0 ? "tool_calls" : "stop");
 	qsort(st->tools, st->ntools, sizeof(st->tools[0]), tool_cmp);
@@ -236,6 +240,52 @@ llm_stream_complete(struct llm_stream *st)
 		    t->alen ? t->args : "{}");
 	}
 	return LLM_DONE;
+}
+
+void
+llm_stream_reason(struct llm_stream *st, const char *text, size_t len)
+{
+	if (len > LLM_MAX_REASON - st->rlen)
+		len = LLM_MAX_REASON - st->rlen;
+	if (len > 0)
+		util_append(&st->reason, &st->rlen, &st->rcap, text, len);
+}
+
+void
+llm_stream_reason_end(struct llm_stream *st)
+{
+	size_t n = st->rlen;
+
+	st->rlen = 0;
+	st->rindex = -1;
+	/* A block cut at the bound ends on a whole character. */
+	if (n > 0 && (n = utf8_whole(st->reason, n)) > 0 &&
+	    st->cbs.thought != NULL)
+		st->cbs.thought(st->arg, st->reason, n);
+}
+
+/*
+ * OpenAI's reasoning models (o1, o3, o4-mini, gpt-5...) take
+ * max_completion_tokens, not max_tokens, and no temperature; a name may
+ * carry a router's prefix ("openai/o3").
+ */
+int
+llm_openai_reasoning_model(const char *model)
+{
+	static const char *fam[] = { "o1", "o3", "o4", "gpt-5" };
+	const char *m;
+	size_t i, n;
+
+	if (model == NULL)
+		return 0;
+	m = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+	for (i = 0; i < sizeof(fam) / sizeof(fam[0]); i++) {
+		n = strlen(fam[i]);
+		if (strncmp(m, fam[i], n) == 0 && (m[n] == '\0' ||
+		    m[n] == '-' || m[n] == '.'))
+			return 1;
+	}
+	return 0;
 }
 
 int

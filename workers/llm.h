@@ -62,6 +62,10 @@ struct llm_cbs {
 	/* Tokens were delivered, then the stream broke and is started over:
 	 * the reply so far is void.  llm_cancel may be called from it. */
 	void	(*retrying)(void *arg, const char *why);
+	/* One complete block of the model's streamed reasoning (Anthropic
+	 * thinking, OpenAI-compatible reasoning_content or reasoning), as
+	 * it ends; may be NULL. */
+	void	(*thought)(void *arg, const char *text, size_t len);
 };
 
 struct llm_call;
@@ -114,6 +118,7 @@ extern const struct llm_ops llm_anthropic_ops;
 #define LLM_MAX_EVENT	(1024 * 1024)	/* one SSE event's data */
 #define LLM_MAX_TOOLS	64		/* tool calls in one reply */
 #define LLM_MAX_ARGS	(1024 * 1024)	/* one tool call's arguments */
+#define LLM_MAX_REASON	(256 * 1024)	/* one reasoning block kept */
 
 struct llm_result {
 	struct llm_usage usage;		/* as reported; cost left 0 */
@@ -158,6 +163,10 @@ struct llm_stream {
 	int			 finished;	/* a stop reason was seen */
 	size_t			 ntools;
 	struct llm_tool		 tools[LLM_MAX_TOOLS];
+	char			*reason;	/* the reasoning block so far */
+	size_t			 rlen;
+	size_t			 rcap;
+	long			 rindex;	/* its block (Anthropic), or -1 */
 };
 
 /* What one HTTP provider type tells llm_http.c. */
@@ -193,6 +202,13 @@ void			 llm_stream_token(struct llm_stream *, const char *,
 int			 llm_stream_tool(struct llm_stream *, long index,
 			    const char *id, const char *name, const char *args,
 			    size_t alen);
+/* Adds to the reasoning block (kept up to LLM_MAX_REASON bytes). */
+void			 llm_stream_reason(struct llm_stream *, const char *,
+			    size_t);
+/* The reasoning block ended: cbs->thought gets it, if it holds any. */
+void			 llm_stream_reason_end(struct llm_stream *);
+/* A model that takes OpenAI's reasoning parameters (o1, o3, o4, gpt-5). */
+int			 llm_openai_reasoning_model(const char *model);
 /* Emits the tool calls in index order, then says the reply is complete. */
 int			 llm_stream_complete(struct llm_stream *);
 /* Records an error (type may be NULL) and returns LLM_FAIL. */

@@ -294,6 +294,11 @@ anthropic_event(struct llm_stream *st, const char *ev, const char *data,
 		if (t != NULL && strcmp(t, "text") == 0) {
 			if ((t = an_str(x, "text")) != NULL)
 				llm_stream_token(st, t, strlen(t));
+		} else if (t != NULL && strcmp(t, "thinking") == 0) {
+			llm_stream_reason_end(st);
+			st->rindex = index;
+			if ((t = an_str(x, "thinking")) != NULL)
+				llm_stream_reason(st, t, strlen(t));
 		} else if (t != NULL && strcmp(t, "tool_use") == 0) {
 			if (index < 0)
 				r = llm_stream_fail(st, NULL, "a "
@@ -309,6 +314,10 @@ anthropic_event(struct llm_stream *st, const char *ev, const char *data,
 		if (t != NULL && strcmp(t, "text_delta") == 0) {
 			if ((t = an_str(x, "text")) != NULL)
 				llm_stream_token(st, t, strlen(t));
+		} else if (t != NULL && strcmp(t, "thinking_delta") == 0 &&
+		    index >= 0 && index == st->rindex) {
+			if ((t = an_str(x, "thinking")) != NULL)
+				llm_stream_reason(st, t, strlen(t));
 		} else if (t != NULL && strcmp(t, "input_json_delta") == 0 &&
 		    an_is_tool(st, index)) {
 			t = an_str(x, "partial_json");
@@ -326,9 +335,13 @@ anthropic_event(struct llm_stream *st, const char *ev, const char *data,
 		u = cJSON_GetObjectItemCaseSensitive(o, "usage");
 		an_count(u, "input_tokens", &st->res.usage.input_tokens);
 		an_count(u, "output_tokens", &st->res.usage.output_tokens);
+	} else if (strcmp(type, "content_block_stop") == 0) {
+		/* A thinking block is one thought. */
+		if (st->rindex >= 0 && an_index(o) == st->rindex)
+			llm_stream_reason_end(st);
 	} else if (strcmp(type, "message_stop") == 0)
 		r = llm_stream_complete(st);
-	/* ping, content_block_stop and unknown events change nothing. */
+	/* ping, signature_delta and unknown events change nothing. */
 	cJSON_Delete(o);
 	return r;
 }

@@ -303,6 +303,18 @@ w_token(void *arg, const char *text, size_t len)
 }
 
 static void
+w_thought(void *arg, const char *text, size_t len)
+{
+	struct llm_call *c = arg;
+
+	if (c->cancelled || c->cbs.thought == NULL)
+		return;
+	c->in_cb++;
+	c->cbs.thought(c->arg, text, len);
+	c->in_cb--;
+}
+
+static void
 w_tool(void *arg, const char *id, const char *name, const char *args)
 {
 	struct llm_call *c = arg;
@@ -319,7 +331,7 @@ static int
 attempt_start(struct llm_call *c, char *msg, size_t msize)
 {
 	static const struct llm_cbs wcbs = {
-		w_token, NULL, NULL, w_tool, NULL
+		w_token, NULL, NULL, w_tool, NULL, w_thought
 	};
 	const char *const *hp;
 	const char *key = NULL;

@@ -140,9 +140,12 @@ openai_body(const struct cfg_provider *p, const struct llm_msg *msgs,
 	OK(so = cJSON_AddObjectToObject(o, "stream_options"));
 	if (ok)
 		OK(cJSON_AddBoolToObject(so, "include_usage", 1));
+	/* The reasoning models refuse max_tokens and any temperature. */
 	if (p->max_tokens > 0)
-		OK(cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens));
-	if (p->has_temperature)
+		OK(cJSON_AddNumberToObject(o, llm_openai_reasoning_model(
+		    p->model) ? "max_completion_tokens" : "max_tokens",
+		    p->max_tokens));
+	if (p->has_temperature && !llm_openai_reasoning_model(p->model))
 		OK(cJSON_AddNumberToObject(o, "temperature", p->temperature));
 	if (ok)
 		s = cJSON_PrintUnformatted(o);
@@ -237,6 +240,15 @@ openai_event(struct llm_stream *st, const char *type, const char *data,
 	}
 	if (c0 != NULL) {
 		delta = cJSON_GetObjectItemCaseSensitive(c0, "delta");
+		/* Reasoning (DeepSeek, vLLM: reasoning_content; OpenRouter,
+		 * Ollama: reasoning) comes before the answer: the answer's
+		 * first text or call ends its block. */
+		if ((text = oa_str(delta, "reasoning_content")) != NULL ||
+		    (text = oa_str(delta, "reasoning")) != NULL)
+			llm_stream_reason(st, text, strlen(text));
+		if (((text = oa_str(delta, "content")) != NULL && *text) ||
+		    cJSON_GetObjectItemCaseSensitive(delta, "tool_calls"))
+			llm_stream_reason_end(st);
 		if ((text = oa_str(delta, "content")) != NULL)
 			llm_stream_token(st, text, strlen(text));
 		r = openai_tools(st, cJSON_GetObjectItemCaseSensitive(delta,

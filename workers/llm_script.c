@@ -16,6 +16,11 @@
  * reached the model.  A reply that starts with "@tool " but does not hold
  * such an object is streamed as it is.
  *
+ * A `reply` of the form
+ *	@think {"thinking":"...","then":"text"}
+ * plays a reasoning model: the thinking arrives as one reasoning block
+ * (the thought callback) before "then" streams as usual.
+ *
  * With `stamp yes` each chunk's text is replaced by the wall-clock time
  * in microseconds and a space: bench/parley-load subtracts it from its
  * own receive time.  The reply still decides how many chunks there are.
@@ -34,6 +39,7 @@
 #include "llm.h"
 
 #define SCRIPT_TOOL_PREFIX	"@tool "
+#define SCRIPT_THINK_PREFIX	"@think "
 #define SCRIPT_MAX_CALLS	LLM_MAX_TOOLS
 #define SCRIPT_MAX_REPLY	(4 * 1024 * 1024)	/* then + results */
 
@@ -52,6 +58,7 @@ struct script_call {
 	struct event		*tick;
 	const char		*reply;		/* the config's, or owned */
 	char			*owned;		/* reply when composed here */
+	char			*thinking;	/* a reasoning block, said first */
 	size_t			 len;
 	size_t			 off;
 	unsigned		 chunk;
@@ -86,6 +93,7 @@ script_free(struct script_call *c)
 	if (c->tick != NULL)
 		event_free(c->tick);
 	free(c->owned);
+	free(c->thinking);
 	free(c);
 }
 
@@ -165,6 +173,20 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 		u.output_tokens = approx_tokens(out);
 		script_finish(c, &u, "tool_calls");
 		return;
+	}
+	if (c->thinking != NULL) {
+		char *th = c->thinking;
+
+		c->thinking = NULL;
+		c->in_cb = 1;
+		if (c->cbs.thought != NULL && *th != '\0')
+			c->cbs.thought(c->arg, th, strlen(th));
+		c->in_cb = 0;
+		free(th);
+		if (c->cancelled) {
+			script_free(c);
+			return;
+		}
 	}
 	/* chunk counts characters, so never split a UTF-8 sequence. */
 	for (n = 0; n < c->chunk && end < c->len; n++) {
@@ -300,6 +322,37 @@ script_tool_setup(struct script_call *c, const char *spec,
 	return r;
 }
 
+/*
+ * Sets c up for an "@think" reply in spec; 0 when spec is not such an
+ * object (the reply streams as it is), -1 when out of memory.
+ */
+static int
+script_think_setup(struct script_call *c, const char *spec)
+{
+	cJSON		*o;
+	const char	*th, *then;
+
+	if ((o = cJSON_Parse(spec)) == NULL)
+		return 0;
+	th = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
+	    "thinking"));
+	then = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
+	    "then"));
+	if (th == NULL) {
+		cJSON_Delete(o);
+		return 0;
+	}
+	if ((c->thinking = strdup(th)) == NULL || (c->owned =
+	    strdup(then ? then : "")) == NULL) {
+		cJSON_Delete(o);
+		return -1;
+	}
+	c->reply = c->owned;
+	c->len = strlen(c->owned);
+	cJSON_Delete(o);
+	return 1;
+}
+
 static struct llm_call *
 script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
     const struct llm_msg *msgs, size_t n, const struct llm_tool_def *tools,
@@ -332,6 +385,12 @@ script_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 	    strlen(SCRIPT_TOOL_PREFIX)) == 0 &&
 	    script_tool_setup(c, c->reply + strlen(SCRIPT_TOOL_PREFIX), msgs,
 	    n) == -1) {
+		script_free(c);
+		return NULL;
+	}
+	if (strncmp(c->reply, SCRIPT_THINK_PREFIX,
+	    strlen(SCRIPT_THINK_PREFIX)) == 0 && script_think_setup(c,
+	    c->reply + strlen(SCRIPT_THINK_PREFIX)) == -1) {
 		script_free(c);
 		return NULL;
 	}

@@ -29,6 +29,7 @@
 #include "seed.h"
 #include "sess.h"
 #include "thought.h"
+#include "team.h"
 #include "wk.h"
 
 #define HOLD_MS		250	/* wait for a resume before going live */
@@ -731,7 +732,8 @@ create_session(struct conn *c)
 		cJSON_Delete(body);
 		return;
 	}
-	if (life_check(body, msg, sizeof(msg)) == -1) {
+	if (life_check(body, msg, sizeof(msg)) == -1 ||
+	    team_create_check(c->wk->conf, body, msg, sizeof(msg)) == -1) {
 		cJSON_Delete(body);
 		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
@@ -747,6 +749,7 @@ create_session(struct conn *c)
 		    "sessionId already exists");
 		return;
 	}
+	team_created(s);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "sessionId", s->id);
 	cJSON_AddStringToObject(o, "status", "created");

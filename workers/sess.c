@@ -31,6 +31,7 @@
 #include "life.h"
 #include "sess.h"
 #include "thought.h"
+#include "team.h"
 #include "wk.h"
 
 #define ID_SCAN		2000	/* log records read back for client ids */
@@ -302,9 +303,12 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 cJSON *
 sess_agent_json(struct sess *s, const char *status)
 {
-	const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
-	    "agents"), 0);
+	const cJSON *a = team_agent(s, s->agent_id);
 	cJSON *o = cJSON_CreateObject();
+
+	if (a == NULL)
+		a = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"),
+		    0);
 
 	cJSON_AddStringToObject(o, "agentId", s->agent_id);
 	if (status != NULL)
@@ -313,6 +317,9 @@ sess_agent_json(struct sess *s, const char *status)
 	    cJSON_GetObjectItem(a, "role"), 1));
 	cJSON_AddItemToObject(o, "provider", cJSON_Duplicate(
 	    cJSON_GetObjectItem(a, "provider"), 1));
+	if (cJSON_IsString(cJSON_GetObjectItem(a, "model")))
+		cJSON_AddItemToObject(o, "model", cJSON_Duplicate(
+		    cJSON_GetObjectItem(a, "model"), 1));
 	return o;
 }
 
@@ -482,6 +489,7 @@ meta_new(struct sess *s, cJSON *body)
 	cJSON_AddArrayToObject(m, "queue");
 	cJSON_AddArrayToObject(m, "history");
 	life_meta_new(m, body);
+	team_meta_init(s, m, body);
 	return m;
 }
 
@@ -774,7 +782,8 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 cJSON *
 sess_state(struct sess *s)
 {
-	cJSON *o = cJSON_CreateObject(), *agents, *a;
+	cJSON *o = cJSON_CreateObject(), *agents, *a, *strategy;
+	const char *st;
 
 	cJSON_AddStringToObject(o, "status", sess_status(s));
 	agents = cJSON_AddArrayToObject(o, "agents");
@@ -785,10 +794,20 @@ sess_state(struct sess *s)
 	    cJSON_GetObjectItem(s->meta, "config"), 1));
 	s->wk->agent->waiting(s, o);
 	cJSON_AddItemToObject(o, "pendingActions", action_pending(s));
-	a = sess_agent_json(s, cJSON_GetArraySize(
-	    cJSON_GetObjectItem(o, "pendingApprovals")) > 0 ?
-	    "waiting_approval" : s->turn ? "thinking" : "idle");
-	cJSON_AddItemToArray(agents, a);
+	st = cJSON_GetArraySize(cJSON_GetObjectItem(o, "pendingApprovals")) >
+	    0 ? "waiting_approval" : s->turn ? "thinking" : "idle";
+	if (team_is(s)) {
+		/* A team's whole roster (team.c). */
+		cJSON_ReplaceItemInObject(o, "agents", team_roster(s,
+		    s->turn ? s->agent_id : NULL, st, 0));
+		strategy = cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
+		    "team"), "strategy");
+		cJSON_AddItemToObject(o, "strategy", cJSON_Duplicate(strategy,
+		    1));
+	} else {
+		a = sess_agent_json(s, st);
+		cJSON_AddItemToArray(agents, a);
+	}
 	life_state(s, o);
 	return o;
 }
@@ -797,6 +816,7 @@ cJSON *
 sess_info(struct sess *s)
 {
 	cJSON *o = sess_state(s), *r;
+	const char *st;
 	char ts[32];
 	static const char *copy[] = { "usage", "turns", "objective",
 	    "metadata", "result" };
@@ -811,6 +831,13 @@ sess_info(struct sess *s)
 	for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
 		if ((r = cJSON_GetObjectItem(s->meta, copy[i])) != NULL)
 			cJSON_AddItemToObject(o, copy[i], cJSON_Duplicate(r, 1));
+	/* Each agent's usage and turns (team.c); "usage" is their sum. */
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(o, "agents"))
+		if ((st = cJSON_GetStringValue(cJSON_GetObjectItem(r,
+		    "status"))) != NULL && strcmp(st, "idle") != 0)
+			break;
+	cJSON_ReplaceItemInObject(o, "agents", team_roster(s, s->turn ?
+	    s->agent_id : NULL, r != NULL ? st : "idle", 1));
 	return o;
 }
 

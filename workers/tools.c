@@ -24,6 +24,7 @@
 #include "ctool.h"
 #include "mcp.h"
 #include "sess.h"
+#include "team.h"
 #include "tools.h"
 #include "turn.h"
 #include "wk.h"
@@ -246,7 +247,8 @@ tool_cb(void *arg, int is_error, const char *text, const char *code)
 struct logged_result {
 	const char	*type;		/* tool_result, audit_entry */
 	const char	*id;
-	uint64_t	 input_seq;	/* the turn, whatever its attempt */
+	char		 base[48];	/* the turn's messageId, whatever its
+					   attempt */
 	unsigned	 step;
 	cJSON		*found;
 };
@@ -267,10 +269,10 @@ find_result(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	o = cJSON_ParseWithLength(json, len);
 	tid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "toolCallId"));
 	mid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "messageId"));
-	snprintf(want, sizeof(want), "m-%llu", (unsigned long long)lr->input_seq);
-	n = strlen(want);
+	n = strlen(lr->base);
 	if (tid != NULL && strcmp(tid, lr->id) == 0 && mid != NULL &&
-	    strncmp(mid, want, n) == 0 && (mid[n] == '\0' || mid[n] == '.') &&
+	    strncmp(mid, lr->base, n) == 0 && (mid[n] == '\0' ||
+	    mid[n] == '.') &&
 	    proto_count(o, "step") == lr->step) {
 		/* When it was logged, for a request waited for again. */
 		cJSON_AddNumberToObject(o, "loggedMs", (double)ts);
@@ -290,7 +292,8 @@ step_logged(struct sess *s, const char *type, const char *id)
 
 	lr.type = type;
 	lr.id = id;
-	lr.input_seq = t->input_seq;
+	snprintf(lr.base, sizeof(lr.base), "%s", t->msgid);
+	lr.base[strcspn(lr.base, ".")] = '\0';
 	lr.step = t->model_calls;
 	lr.found = NULL;
 	sess_log_read(s, t->input_seq, 0, find_result, &lr);
@@ -770,6 +773,27 @@ tools_durable(struct sess *s, uint64_t seq)
 	}
 }
 
+/* A built-in tool's call: logged like any, answered by team.c. */
+static void
+builtin_run(struct sess *s, const char *id, const char *name,
+    const char *args)
+{
+	struct turn *t = s->turn;
+	cJSON *found = NULL;
+	char *text;
+	int is_error;
+
+	/* A re-run does not log its tool_start twice. */
+	if (t->attempt == 0 || (found = step_logged(s, "tool_start",
+	    id)) == NULL)
+		tool_start_log(s, id, name, args, POLICY_LOW);
+	cJSON_Delete(found);
+	text = team_tool(s, t->agent, name, args, &is_error);
+	tool_done(s, id, name, 0, is_error, text ? text : "out of memory",
+	    is_error || text == NULL ? "TOOL_ERROR" : NULL);
+	free(text);
+}
+
 void
 tools_step(struct sess *s, cJSON *calls)
 {
@@ -800,6 +824,11 @@ tools_step(struct sess *s, cJSON *calls)
 			approve_answered(s, id);
 			step_add_logged(t, id, name, found);
 			cJSON_Delete(found);
+			continue;
+		}
+		/* A team's built-in tool (team.c) runs here, at once. */
+		if (team_builtin(s, t->agent, name)) {
+			builtin_run(s, id, name, args);
 			continue;
 		}
 		/* A client's call whose tool was withdrawn meanwhile. */

@@ -28,6 +28,8 @@
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
+#include "team.h"
+#include "thought.h"
 #include "tools.h"
 #include "turn.h"
 #include "wk.h"
@@ -38,7 +40,7 @@
 #define MAX_CALL_IDS	256	/* ids of the last calls, to keep ids unique */
 
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
-		    const cJSON *from);
+		    const cJSON *from, const char *agent, unsigned hop);
 static void	turn_flush(struct sess *);
 static void	turn_model(struct sess *);
 
@@ -91,10 +93,15 @@ flush_cb(evutil_socket_t fd, short ev, void *arg)
 	turn_flush(arg);
 }
 
-/* The provider the turns use, by its configured name, for the log. */
+/* The provider the agent answering uses, by its configured name. */
 static const char *
 prov_name(const struct sess *s)
 {
+	const char *p = cJSON_GetStringValue(cJSON_GetObjectItem(
+	    team_agent(s, s->agent_id), "provider"));
+
+	if (p != NULL && *p != '\0')
+		return p;
 	return s->wk->conf->default_provider ?
 	    s->wk->conf->default_provider : "?";
 }
@@ -152,15 +159,15 @@ on_token(void *arg, const char *text, size_t len)
 
 /* --- turns --- */
 
-/* Appends one message (consumed) to the history, bounded by count and bytes. */
+/*
+ * Appends one message (consumed) to the agent's history, bounded by count
+ * and bytes.
+ */
 static void
-history_add_item(struct sess *s, cJSON *m)
+history_add_item(struct sess *s, const char *agent, cJSON *m)
 {
-	cJSON *h = cJSON_GetObjectItem(s->meta, "history");
+	cJSON *h = team_history(s, agent);
 
-	if (h == NULL)
-		cJSON_AddItemToObject(s->meta, "history",
-		    h = cJSON_CreateArray());
 	cJSON_AddItemToArray(h, m);
 	for (;;) {
 		size_t bytes = 0;
@@ -195,13 +202,14 @@ history_add_item(struct sess *s, cJSON *m)
 }
 
 static void
-history_add(struct sess *s, const char *role, const char *content)
+history_add(struct sess *s, const char *agent, const char *role,
+    const char *content)
 {
 	cJSON *m = cJSON_CreateObject();
 
 	cJSON_AddStringToObject(m, "role", role);
 	cJSON_AddStringToObject(m, "content", content);
-	history_add_item(s, m);
+	history_add_item(s, agent, m);
 }
 
 /* Stops and frees the running turn; meta still names it (see turn_free). */
@@ -248,6 +256,7 @@ usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 	s->wk->metrics.tokens_input += u->input_tokens;
 	s->wk->metrics.tokens_output += u->output_tokens;
 	s->wk->metrics.cost_usd += u->cost;
+	team_usage_add(s, s->agent_id, u);
 	in = (in != in ? 0 : in) + (double)u->input_tokens;
 	out = (out != out ? 0 : out) + (double)u->output_tokens;
 	cost = (cost != cost ? 0 : cost) + u->cost;
@@ -282,6 +291,9 @@ turn_checkpoint_end(struct sess *s, cJSON *end)
 	cJSON *ts = cJSON_CreateObject();
 
 	cJSON_AddStringToObject(ts, "messageId", t->msgid);
+	cJSON_AddStringToObject(ts, "agentId", t->agent);
+	if (t->hop > 0)
+		cJSON_AddNumberToObject(ts, "hop", t->hop);
 	cJSON_AddNumberToObject(ts, "inputSeq", (double)t->input_seq);
 	cJSON_AddNumberToObject(ts, "attempt", t->attempt);
 	cJSON_AddNumberToObject(ts, "modelCalls", t->model_calls);
@@ -305,30 +317,52 @@ turn_checkpoint(struct sess *s)
 	turn_checkpoint_end(s, NULL);
 }
 
+/* Whose turn ended, on what: what its end leads to in a team. */
+struct end_of {
+	const char	*agent;
+	uint64_t	 seq;
+	unsigned	 hop;
+	const char	*type;		/* done, error */
+	const cJSON	*body;		/* its event's */
+};
+
 /*
  * What ends a turn, once its end is logged (or found logged): the
- * exchange joins the history at once (reply NULL: the turn failed, only
- * the user's input does), the turn is forgotten, the agent is idle.
+ * exchange joins the agent's history at once (reply NULL: the turn
+ * failed, only the user's input does), the turn is forgotten, the agent
+ * is idle, and a team's round goes on or ends (team.c).
  */
 static void
 end_apply(struct sess *s, const char *input, const cJSON *steps,
-    const char *reply)
+    const char *reply, const struct end_of *eo)
 {
+	char agent[sizeof(s->agent_id)], *said;
 	const cJSON *e;
+	cJSON *kept;
 	double turns;
 
-	history_add(s, "user", input ? input : "");
+	snprintf(agent, sizeof(agent), "%s", eo->agent);
+	history_add(s, agent, "user", input ? input : "");
 	if (reply != NULL) {
 		cJSON_ArrayForEach(e, steps)
-			history_add_item(s, cJSON_Duplicate(e, 1));
-		history_add(s, "assistant", reply);
+			history_add_item(s, agent, cJSON_Duplicate(e, 1));
+		history_add(s, agent, "assistant", reply);
 		turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta,
 		    "turns"));
 		proto_set(s->meta, "turns",
 		    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
 	}
+	/* steps and reply may be the turn's, which turn_free frees. */
+	kept = cJSON_Duplicate(steps, 1);
+	said = reply != NULL ? strdup(reply) : NULL;
 	turn_free(s);
 	sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
+	team_turn_end(s, agent, eo->seq, eo->hop, eo->type, eo->body, kept,
+	    reply != NULL ? (said ? said : "") : NULL);
+	cJSON_Delete(kept);
+	free(said);
+	/* Between turns, what is said for the session is the lead's. */
+	snprintf(s->agent_id, sizeof(s->agent_id), "%s", team_lead(s));
 	sess_meta_save(s);
 }
 
@@ -342,15 +376,19 @@ static void
 turn_end(struct sess *s, const char *type, cJSON *body, const char *reply)
 {
 	struct turn *t = s->turn;
-	cJSON *end = cJSON_CreateObject();
+	cJSON *end = cJSON_CreateObject(), *kept;
+	struct end_of eo = { t->agent, t->input_seq, t->hop, type, NULL };
 
 	cJSON_AddStringToObject(end, "type", type);
 	cJSON_AddItemToObject(end, "body", cJSON_Duplicate(body, 1));
 	if (reply != NULL)
 		cJSON_AddStringToObject(end, "reply", reply);
 	turn_checkpoint_end(s, end);
+	kept = cJSON_Duplicate(body, 1);
 	sess_emit(s, type, body);
-	end_apply(s, t->input, t->steps, reply);
+	eo.body = kept;
+	end_apply(s, t->input, t->steps, reply, &eo);
+	cJSON_Delete(kept);
 }
 
 /*
@@ -419,6 +457,9 @@ turn_finish(struct sess *s, int cancelled, int max_turns)
 		cJSON_AddBoolToObject(b, "cancelled", 1);
 	if (max_turns)
 		cJSON_AddBoolToObject(b, "maxTurnsReached", 1);
+	/* Not the answer's end: a team's team_done is (conn.c). */
+	if (team_in_round(s, t->input_seq))
+		cJSON_AddBoolToObject(b, "teamRound", 1);
 	log_rinfo(t->req, s->id, "turn %s %s: %u model calls, %llu input and "
 	    "%llu output tokens, cost %.6f", t->msgid, cancelled ? "cancelled" :
 	    "finished", t->model_calls, (unsigned long long)u.input_tokens,
@@ -503,6 +544,51 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 	cJSON_AddStringToObject(c, "name", name);
 	cJSON_AddStringToObject(c, "args", args ? args : "");
 	cJSON_AddItemToArray(s->turn->calls, c);
+}
+
+/*
+ * A block of the model's reasoning, complete: the agent's thought, logged
+ * after the tokens before it.  Its id names the turn's step, so a re-run
+ * says the same thought under the same id.
+ */
+static void
+on_thought(void *arg, const char *text, size_t len)
+{
+	struct sess *s = arg;
+	struct turn *t = s->turn;
+	struct sess_result r;
+	char id[THOUGHT_ID_MAX + 1], *content;
+	cJSON *th;
+
+	if (t == NULL || len == 0)
+		return;
+	/* A thought holds THOUGHT_CONTENT_MAX bytes: a longer block is
+	 * cut at a character's end. */
+	if (len > THOUGHT_CONTENT_MAX)
+		len = utf8_whole(text, THOUGHT_CONTENT_MAX);
+	if ((content = strndup(text, len)) == NULL)
+		return;
+	call_byte(s);
+	turn_flush(s);
+	snprintf(id, sizeof(id), "th_%s-%u-%u", t->msgid, t->model_calls,
+	    ++t->thoughts);
+	th = cJSON_CreateObject();
+	cJSON_AddStringToObject(th, "thoughtId", id);
+	cJSON_AddStringToObject(th, "content", content);
+	cJSON_AddStringToObject(th, "category", "analysis");
+	cJSON_AddNumberToObject(th, "confidence", 1);
+	cJSON_AddItemToObject(th, "references", cJSON_CreateArray());
+	cJSON_AddBoolToObject(th, "actionable", 0);
+	/* Internal reasoning is private in the selective mode (seed 000). */
+	cJSON_AddBoolToObject(th, "shared", 0);
+	free(content);
+	memset(&r, 0, sizeof(r));
+	/* A re-run's thought has the same id and is refused as known; one
+	 * past thought-rate or the session's bound is not logged. */
+	if (thought_log(s, t->agent, th, &r) == 0)
+		log_rdebug(t->req, s->id, "agent %s: reasoning not shared as "
+		    "a thought: %s", t->agent, r.msg);
+	cJSON_Delete(th);
 }
 
 static void
@@ -621,6 +707,7 @@ start_cb(evutil_socket_t fd, short ev, void *arg)
 struct fetch {
 	char	*text;
 	char	 req[17];	/* its client's request id, or "" */
+	char	 to[SESS_AGENT_MAX + 1];	/* the agent it names, or "" */
 };
 
 static int
@@ -633,6 +720,9 @@ fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	m = cJSON_GetObjectItem(o, "message");
 	if (cJSON_IsString(m))
 		f->text = strdup(m->valuestring);
+	m = cJSON_GetObjectItem(o, "to");
+	if (cJSON_IsString(m))
+		snprintf(f->to, sizeof(f->to), "%s", m->valuestring);
 	/* clientId is "c-" and the connection's id in decimal (input_apply):
 	 * the request id the client's log lines carry, in hex. */
 	m = cJSON_GetObjectItem(o, "clientId");
@@ -695,16 +785,17 @@ static void
 turn_model(struct sess *s)
 {
 	static const struct llm_cbs cbs = { on_token, on_done, on_error,
-	    on_tool_call, on_retrying };
+	    on_tool_call, on_retrying, on_thought };
 	struct turn *t = s->turn;
 	const struct cfg_provider *p;
-	const cJSON *h = cJSON_GetObjectItem(s->meta, "history"), *e;
+	struct cfg_provider own;
+	const cJSON *h = team_history(s, t->agent), *e, *a;
 	const struct mcp_tool *mt = NULL;
 	struct llm_tool_def *defs = NULL;
 	struct llm_tool_call **store;
 	struct llm_msg *msgs;
 	size_t n = 0, i, ntools, nclient, cap;
-	char *dir;
+	char *dir, *prompt;
 	cJSON *dm;
 
 	if (s->broken)
@@ -721,22 +812,31 @@ turn_model(struct sess *s)
 		turn_checkpoint(s);
 	}
 	cap = (size_t)cJSON_GetArraySize(h) + (size_t)cJSON_GetArraySize(
-	    t->steps) + 1;
+	    t->steps) + 2;
 	msgs = calloc(cap, sizeof(*msgs));
 	store = calloc(cap, sizeof(*store));
 	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
 	nclient = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
 	    "clientTools"));
-	if (ntools + nclient > 0 &&
-	    (defs = calloc(ntools + nclient, sizeof(*defs))) != NULL) {
+	if ((defs = calloc(ntools + nclient + TEAM_TOOLS, sizeof(*defs))) !=
+	    NULL) {
 		for (i = 0; i < ntools; i++) {
 			defs[i].name = mt[i].full_name;
 			defs[i].description = mt[i].description;
 			defs[i].schema_json = mt[i].schema_json;
 		}
 		ntools += ctool_defs(s, defs + ntools, nclient, mcp_taken, s);
+		ntools += team_tool_defs(s, t->agent, defs + ntools,
+		    TEAM_TOOLS);
 	}
+	/* A team's agent knows who it is and who its teammates are. */
+	prompt = team_prompt(s, t->agent);
 	if (msgs != NULL && store != NULL) {
+		if (prompt != NULL) {
+			msgs[n].role = "system";
+			msgs[n].content = prompt;
+			n++;
+		}
 		cJSON_ArrayForEach(e, h)
 			if (msg_from(e, &msgs[n], &store[n]) == 0)
 				n++;
@@ -747,7 +847,14 @@ turn_model(struct sess *s)
 			if (msg_from(e, &msgs[n], &store[n]) == 0)
 				n++;
 	}
-	p = config_provider(s->wk->conf, s->wk->conf->default_provider);
+	/* Each agent has its provider, and may name its own model. */
+	a = team_agent(s, t->agent);
+	p = config_provider(s->wk->conf, prov_name(s));
+	if (p != NULL && cJSON_IsString(cJSON_GetObjectItem(a, "model"))) {
+		own = *p;
+		own.model = cJSON_GetObjectItem(a, "model")->valuestring;
+		p = &own;
+	}
 	t->prov = metrics_provider(p != NULL ? p->type : NULL);
 	t->call_us = util_mono_us();
 	t->call_byte = 0;
@@ -763,6 +870,7 @@ turn_model(struct sess *s)
 	free(store);
 	free(msgs);
 	free(defs);
+	free(prompt);
 	if (t->call == NULL) {
 		s->wk->metrics.provider_errors[t->prov]++;
 		turn_fail(s, "LLM_ERROR", "the provider could not start the "
@@ -791,14 +899,16 @@ turn_stepped(struct sess *s, int answered)
 
 /*
  * Starts (or, after a crash, continues) the turn answering the message
- * logged at input_seq.  from is the turn's checkpoint from meta, or NULL.
+ * logged at input_seq.  from is the turn's checkpoint from meta, or NULL;
+ * agent (NULL: the one from names, or whom the message is for) answers,
+ * at hop of its team's round.
  */
 static void
 turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
-    const cJSON *from)
+    const cJSON *from, const char *agent, unsigned hop)
 {
 	const cJSON *steps = cJSON_GetObjectItem(from, "steps");
-	struct fetch f = { NULL, "" };
+	struct fetch f = { NULL, "", "" };
 	struct turn *t;
 	cJSON *calls, *e;
 
@@ -809,15 +919,24 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 		return;
 	t->input_seq = input_seq;
 	t->attempt = attempt;
+	if (from != NULL) {
+		agent = cJSON_GetStringValue(cJSON_GetObjectItem(from,
+		    "agentId"));
+		hop = (unsigned)proto_count(from, "hop");
+	}
 	t->resumed = cJSON_IsTrue(cJSON_GetObjectItem(from, "parked"));
 	t->stepped = turn_stepped;
 	TAILQ_INIT(&t->runs);
-	if (attempt == 0)
-		snprintf(t->msgid, sizeof(t->msgid), "m-%llu",
-		    (unsigned long long)input_seq);
-	else
-		snprintf(t->msgid, sizeof(t->msgid), "m-%llu.%u",
-		    (unsigned long long)input_seq, attempt);
+	t->hop = hop;
+	/* m-SEQ, m-SEQ-HOP for a team's later speakers, .ATTEMPT a re-run */
+	snprintf(t->msgid, sizeof(t->msgid), "m-%llu", (unsigned long long)
+	    input_seq);
+	if (hop > 0)
+		snprintf(t->msgid + strlen(t->msgid), sizeof(t->msgid) -
+		    strlen(t->msgid), "-%u", hop);
+	if (attempt > 0)
+		snprintf(t->msgid + strlen(t->msgid), sizeof(t->msgid) -
+		    strlen(t->msgid), ".%u", attempt);
 	t->steps = cJSON_IsArray(steps) ? cJSON_Duplicate(steps, 1) :
 	    cJSON_CreateArray();
 	/* What the turn spent before the crash still counts, and so do its
@@ -831,11 +950,19 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 		log_warnx("session %s: the message of seq %llu is not at hand; "
 		    "the turn runs without it", s->id,
 		    (unsigned long long)input_seq);
-	t->input = f.text;
+	if (agent == NULL || team_agent(s, agent) == NULL)
+		team_first(s, input_seq, *f.to ? f.to : NULL, t->agent,
+		    sizeof(t->agent));
+	else
+		snprintf(t->agent, sizeof(t->agent), "%s", agent);
+	snprintf(s->agent_id, sizeof(s->agent_id), "%s", t->agent);
+	t->input = team_compose(s, f.text, input_seq, hop);
+	free(f.text);
 	memcpy(t->req, f.req, sizeof(t->req));
 	s->turn = t;
-	log_rinfo(t->req, s->id, "turn %s started for message seq %llu%s",
-	    t->msgid, (unsigned long long)input_seq, t->resumed ?
+	log_rinfo(t->req, s->id, "turn %s of %s started for message seq "
+	    "%llu%s", t->msgid, t->agent, (unsigned long long)input_seq,
+	    t->resumed ?
 	    " (waits on for its answers)" : attempt > 0 ?
 	    " (re-run after an interruption)" : "");
 	turn_checkpoint(s);
@@ -860,8 +987,10 @@ void
 turn_next(struct sess *s)
 {
 	cJSON *q = cJSON_GetObjectItem(s->meta, "queue"), *first;
+	char agent[SESS_AGENT_MAX + 1];
 	struct timeval tv;
 	uint64_t seq;
+	unsigned hop;
 
 	/* The interrupted turn goes first; recover_cb calls back here (after
 	 * its events are read back: s->promote, on an owner). */
@@ -871,11 +1000,16 @@ turn_next(struct sess *s)
 		sess_check_idle(s);
 		return;
 	}
-	if (s->turn == NULL && cJSON_GetArraySize(q) > 0 && tools_pending(s)) {
+	if (s->turn == NULL && (cJSON_GetArraySize(q) > 0 || team_pending(s)) &&
+	    tools_pending(s)) {
 		util_tv(&tv, 100);
 		evtimer_add(s->start_ev, &tv);
 		return;
 	}
+	/* A team's round goes on before the next message. */
+	if (s->turn == NULL && !s->ended && team_next(s, &seq, agent,
+	    sizeof(agent), &hop))
+		turn_start(s, seq, 0, NULL, agent, hop);
 	while (s->turn == NULL && !s->ended && cJSON_GetArraySize(q) > 0) {
 		first = cJSON_GetArrayItem(q, 0);
 		seq = cJSON_IsNumber(first) && first->valuedouble >= 1 ?
@@ -883,7 +1017,7 @@ turn_next(struct sess *s)
 		cJSON_DeleteItemFromArray(q, 0);
 		if (seq == 0)
 			continue;
-		turn_start(s, seq, 0, NULL);
+		turn_start(s, seq, 0, NULL, NULL, 0);
 	}
 	sess_check_idle(s);
 }
@@ -925,8 +1059,9 @@ turn_end_logged(struct sess *s, const cJSON *t, uint64_t seq,
 	const cJSON *end = cJSON_GetObjectItem(t, "end");
 	const char *type = cJSON_GetStringValue(cJSON_GetObjectItem(end,
 	    "type"));
-	char *reply = NULL, *m = strdup(mid);
-	struct fetch f = { NULL, "" };
+	char *reply = NULL, *m = strdup(mid), *input;
+	struct fetch f = { NULL, "", "" };
+	struct end_of eo;
 	struct end_find ef;
 	cJSON *steps, *body;
 	int n;
@@ -941,6 +1076,11 @@ turn_end_logged(struct sess *s, const cJSON *t, uint64_t seq,
 		log_warnx("session %s: cannot read the log to see whether turn "
 		    "%s's end was logged; logging it", s->id, mid);
 	body = cJSON_Duplicate(cJSON_GetObjectItem(end, "body"), 1);
+	eo.agent = s->agent_id;
+	eo.seq = seq;
+	eo.hop = (unsigned)proto_count(t, "hop");
+	eo.type = type;
+	eo.body = cJSON_GetObjectItem(end, "body");
 	if (!ef.found)
 		sess_emit(s, type, body ? body : cJSON_CreateObject());
 	else
@@ -952,9 +1092,13 @@ turn_end_logged(struct sess *s, const cJSON *t, uint64_t seq,
 	log_rinfo(f.req, s->id, "turn %s had ended (%s%s) when its worker "
 	    "stopped; it is not run again", m ? m : "?", type, ef.found ?
 	    ", logged" : ", now logged");
-	/* t is meta's: end_apply replaces it. */
-	end_apply(s, f.text, steps, strcmp(type, "done") == 0 ?
-	    (reply ? reply : "") : NULL);
+	/* t is meta's: end_apply replaces it (eo.body is copied first). */
+	eo.body = body = cJSON_Duplicate(eo.body, 1);
+	input = team_compose(s, f.text, seq, eo.hop);
+	end_apply(s, input, steps, strcmp(type, "done") == 0 ?
+	    (reply ? reply : "") : NULL, &eo);
+	cJSON_Delete(body);
+	free(input);
 	cJSON_Delete(steps);
 	free(reply);
 	free(f.text);
@@ -987,6 +1131,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *from;
 	uint64_t seq = (uint64_t)proto_count(t, "inputSeq");
 	unsigned attempt = (unsigned)proto_count(t, "attempt");
+	unsigned hop = (unsigned)proto_count(t, "hop");
 	const char *mid = cJSON_GetStringValue(cJSON_GetObjectItem(t,
 	    "messageId"));
 	char msg[256];
@@ -1000,6 +1145,11 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	event_free(s->recover_ev);
 	s->recover_ev = NULL;
+	/* What is said of the interrupted turn is said as its agent's. */
+	if (cJSON_IsString(cJSON_GetObjectItem(t, "agentId")) &&
+	    team_agent(s, cJSON_GetObjectItem(t, "agentId")->valuestring))
+		snprintf(s->agent_id, sizeof(s->agent_id), "%s",
+		    cJSON_GetObjectItem(t, "agentId")->valuestring);
 	/* A question asked during a call died with the call. */
 	approve_clear_elicits(s);
 	if (!cJSON_IsObject(t) || seq == 0 || mid == NULL || s->turn != NULL) {
@@ -1014,7 +1164,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	 * on (and takes the answers logged meanwhile), as the same attempt. */
 	if (cJSON_IsTrue(cJSON_GetObjectItem(t, "parked"))) {
 		from = cJSON_Duplicate(t, 1);
-		turn_start(s, seq, attempt, from);
+		turn_start(s, seq, attempt, from, NULL, 0);
 		cJSON_Delete(from);
 		cancel_due(s);
 		return;
@@ -1035,6 +1185,10 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		proto_set(s->meta, "status",
 		    cJSON_CreateString("failed"));
 		sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
+		/* A team's round ends with it (team_done, error). */
+		team_turn_end(s, s->agent_id, seq, hop, "error", NULL, NULL,
+		    NULL);
+		snprintf(s->agent_id, sizeof(s->agent_id), "%s", team_lead(s));
 		sess_meta_save(s);
 		turn_next(s);
 		return;
@@ -1046,7 +1200,7 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 	cJSON_AddStringToObject(b, "severity", "recoverable");
 	sess_emit(s, "error", b);
 	from = cJSON_Duplicate(t, 1);
-	turn_start(s, seq, attempt + 1, from);
+	turn_start(s, seq, attempt + 1, from, NULL, 0);
 	cJSON_Delete(from);
 	cancel_due(s);
 }
@@ -1089,7 +1243,8 @@ turn_resume(struct sess *s)
 		from = (uint64_t)proto_count(t, "inputSeq");
 		s->promote = store_preload_async(s->st, from ? from - 1 : 0,
 		    recover_ready, s);
-	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")))
+	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) ||
+	    team_pending(s))
 		turn_next(s);
 }
 

@@ -15,6 +15,9 @@ struct tool_run;
 
 struct turn {
 	char		 msgid[48];
+	char		 agent[64];	/* the agent answering (team.h) */
+	unsigned	 hop;		/* its place in a team's round */
+	unsigned	 thoughts;	/* reasoning blocks logged */
 	uint64_t	 input_seq;
 	unsigned	 attempt;
 	struct llm_call	*call;

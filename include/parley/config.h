@@ -115,6 +115,10 @@ struct config {
 	unsigned		 max_conn_per_addr;	/* default 1000, 0 =
 							   unlimited */
 	unsigned		 max_turns;	/* model calls in one turn, default 10 */
+	unsigned		 max_agents;	/* internal agents a session may
+						   have, default 8 */
+	unsigned		 max_team_turns; /* agents' turns on one user
+						   message, default 8 */
 	uint64_t		 tool_timeout_ms;	/* one tool call, default 30s */
 	/* Tool approvals: see "TOOL APPROVALS" in parleyd.conf(5). */
 	struct policy_rules	 tool_policies;	/* tool-policy, in file order */

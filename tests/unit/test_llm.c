@@ -42,6 +42,7 @@ struct out {
 	struct llm_call	*call;		/* to cancel from on_token */
 	int		 cancel_at;	/* cancel at this token count */
 	int		 ntok;
+	char		 thoughts[4096];	/* each block, then '|' */
 };
 
 static void
@@ -112,8 +113,19 @@ o_retrying(void *arg, const char *why)
 	o->text[0] = '\0';
 }
 
+static void
+o_thought(void *arg, const char *t, size_t len)
+{
+	struct out *o = arg;
+	size_t n = strlen(o->thoughts);
+
+	ck_assert_uint_gt(len, 0);
+	snprintf(o->thoughts + n, sizeof(o->thoughts) - n, "%.*s|", (int)len,
+	    t);
+}
+
 static const struct llm_cbs ocbs = {
-	o_token, o_done, o_error, o_tool, o_retrying
+	o_token, o_done, o_error, o_tool, o_retrying, o_thought
 };
 
 /*
@@ -177,6 +189,104 @@ run_all(const char *type, const char *in, int want, const char *text,
 		}
 	return res;
 }
+
+/* --- reasoning --- */
+
+/* DeepSeek's reasoning_content deltas, then the answer. */
+static const char oa_reason[] =
+    "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+    "\"assistant\",\"content\":null,\"reasoning_content\":\"\"},"
+    "\"finish_reason\":null}]}\n\n"
+    "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+    "null,\"reasoning_content\":\"Think \"},\"finish_reason\":null}]}\n\n"
+    "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+    "null,\"reasoning_content\":\"twice.\"},\"finish_reason\":null}]}\n\n"
+    "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+    "\"Answer\"},\"finish_reason\":null}]}\n\n"
+    "data: {\"id\":\"1\",\"choices\":[{\"index\":0,\"delta\":{},"
+    "\"finish_reason\":\"stop\"}]}\n\n"
+    "data: [DONE]\n\n";
+
+/* Anthropic's extended thinking: a thinking block, then a text block. */
+static const char an_reason[] =
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":"
+    "{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1}}}"
+    "\n\n"
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\","
+    "\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":"
+    "\"\"}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+    "\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":"
+    "\"Let me \"}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+    "\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":"
+    "\"see.\"}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+    "\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":"
+    "\"EqQB\"}}\n\n"
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+    "\"index\":0}\n\n"
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\","
+    "\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+    "\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Yes\"}}\n\n"
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+    "\"index\":1}\n\n"
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":"
+    "{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n"
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+START_TEST(test_reasoning)
+{
+	static const size_t steps[] = { 0, 1, 5, 64 };
+	struct llm_result res;
+	struct cfg_provider p;
+	struct llm_msg m = { "user", "hi", NULL, 0, NULL, NULL, 0 };
+	struct out o;
+	char *body;
+	size_t i;
+
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		ck_assert_int_eq(run("openai", oa_reason, steps[i], 0, &o,
+		    &res), LLM_DONE);
+		ck_assert_str_eq(o.text, "Answer");
+		ck_assert_str_eq(o.thoughts, "Think twice.|");
+		ck_assert_int_eq(run("anthropic", an_reason, steps[i], 1, &o,
+		    &res), LLM_DONE);
+		ck_assert_str_eq(o.text, "Yes");
+		ck_assert_str_eq(o.thoughts, "Let me see.|");
+	}
+	/* OpenRouter's "reasoning", ended by the finish. */
+	ck_assert_int_eq(run("openai", "data: {\"choices\":[{\"index\":0,"
+	    "\"delta\":{\"reasoning\":\"hmm\"}}]}\n\ndata: {\"choices\":"
+	    "[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+	    "data: [DONE]\n\n", 0, 0, &o, &res), LLM_DONE);
+	ck_assert_str_eq(o.thoughts, "hmm|");
+
+	ck_assert(llm_openai_reasoning_model("o1"));
+	ck_assert(llm_openai_reasoning_model("o3-mini"));
+	ck_assert(llm_openai_reasoning_model("openai/o4-mini"));
+	ck_assert(llm_openai_reasoning_model("gpt-5.1"));
+	ck_assert(!llm_openai_reasoning_model("gpt-4o"));
+	ck_assert(!llm_openai_reasoning_model("o10x"));
+	ck_assert(!llm_openai_reasoning_model(NULL));
+	memset(&p, 0, sizeof(p));
+	p.max_tokens = 300;
+	p.temperature = 0.5;
+	p.has_temperature = 1;
+	p.model = "o3-mini";
+	body = openai_body(&p, &m, 1, NULL, 0);
+	ck_assert_ptr_nonnull(strstr(body, "\"max_completion_tokens\":300"));
+	ck_assert_ptr_null(strstr(body, "\"max_tokens\""));
+	ck_assert_ptr_null(strstr(body, "temperature"));
+	free(body);
+	p.model = "gpt-4o";
+	body = openai_body(&p, &m, 1, NULL, 0);
+	ck_assert_ptr_nonnull(strstr(body, "\"max_tokens\":300"));
+	ck_assert_ptr_nonnull(strstr(body, "\"temperature\":0.5"));
+	free(body);
+}
+END_TEST
 
 /* --- OpenAI --- */
 
@@ -1237,6 +1347,25 @@ START_TEST(test_script_plain)
 }
 END_TEST
 
+/* @think: the thinking as one reasoning block, then "then" streamed. */
+START_TEST(test_script_think)
+{
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "hello" },
+	};
+	struct out o;
+
+	script_run(script_prov("@think {\"thinking\":\"Hmm, a greeting.\","
+	    "\"then\":\"Hi there\"}"), m, 1, &o);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_str_eq(o.thoughts, "Hmm, a greeting.|");
+	ck_assert_str_eq(o.text, "Hi there");
+	script_run(script_prov("@think not json"), m, 1, &o);
+	ck_assert_str_eq(o.thoughts, "");
+	ck_assert_str_eq(o.text, "@think not json");
+}
+END_TEST
+
 /* stamp yes: every chunk is the send time in microseconds and a space. */
 START_TEST(test_script_stamp)
 {
@@ -1413,6 +1542,7 @@ llm_suite(void)
 	TCase *tc = tcase_create("decode");
 	TCase *th = tcase_create("http");
 
+	tcase_add_test(tc, test_reasoning);
 	tcase_add_test(tc, test_openai_text);
 	tcase_add_test(tc, test_openai_tools);
 	tcase_add_test(tc, test_openai_tools_order);
@@ -1427,6 +1557,7 @@ llm_suite(void)
 	tcase_add_test(tc, test_bodies_tools_openai);
 	tcase_add_test(tc, test_bodies_tools_anthropic);
 	tcase_add_test(tc, test_script_plain);
+	tcase_add_test(tc, test_script_think);
 	tcase_add_test(tc, test_script_stamp);
 	tcase_add_test(tc, test_script_tool);
 	tcase_add_test(tc, test_script_tool_bad);
