@@ -50,6 +50,20 @@ sess_id_add(struct sess *s, const char *id, uint64_t seq)
 	(void)seq;
 }
 
+/* life.c's end of a session, as team.c asks for it: logged, ended. */
+int
+life_complete(struct sess *s, const char *reason, const char *summary)
+{
+	cJSON *b = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(b, "reason", reason);
+	cJSON_AddStringToObject(b, "summary", summary ? summary : "");
+	if (sess_emit(s, "session_complete", b) == 0)
+		return -1;
+	s->ended = 1;
+	return 0;
+}
+
 static void
 setup(void)
 {
