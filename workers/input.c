@@ -244,7 +244,7 @@ input_apply(struct sess *s, struct sess_client *c,
     const struct sess_from *from, struct proto_in *in, struct sess_result *r)
 {
 	const char *message = NULL, *to = NULL;
-	int role = from->role;
+	int role = from->role, external;
 	char clientid[32];
 	cJSON *b;
 	uint64_t seq;
@@ -288,13 +288,18 @@ input_apply(struct sess *s, struct sess_client *c,
 			r->http = 400;
 			return;
 		}
-		if (to != NULL && team_agent(s, to) == NULL) {
+		/* To an external agent: logged for it to read on its
+		 * stream; no internal agent takes a turn for it. */
+		external = to != NULL && team_agent(s, to) == NULL &&
+		    life_external(s, to);
+		if (to != NULL && team_agent(s, to) == NULL && !external) {
 			sess_result_err(r, "BAD_REQUEST", 400, "field 'to': "
 			    "the session has no agent '%.128s'; name an "
-			    "agentId or name of its team_update", to);
+			    "agentId or name of its team_update, or an external "
+			    "agent's id", to);
 			return;
 		}
-		if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) >=
+		if (!external && cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) >=
 		    MAX_QUEUE) {
 			sess_result_err(r, "RATE_LIMITED", 429, "%s",
 			    "too many "
@@ -322,9 +327,11 @@ input_apply(struct sess *s, struct sess_client *c,
 		if (in->id != NULL)
 			sess_id_add(s, in->id, seq);
 		r->seq = seq;
-		cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta, "queue"),
-		    cJSON_CreateNumber((double)seq));
-		sess_meta_save(s);
+		if (!external) {
+			cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta,
+			    "queue"), cJSON_CreateNumber((double)seq));
+			sess_meta_save(s);
+		}
 		/* The answer says "stored": it waits until it is. */
 		sess_answer_durable(s, c, in->id, seq, ANSWER_NEW, r);
 		turn_next(s);
@@ -416,9 +423,8 @@ input_apply(struct sess *s, struct sess_client *c,
 	if (team_input(s, c, from, in, r))
 		return;
 	{
-		static const char *later[] = { "kb_add", "kb_search", "kb_list", "kb_remove",
-		    "thought_share", "action_propose", "action_approve",
-		    "action_result", "directive" };
+		static const char *later[] = { "kb_add", "kb_search",
+		    "kb_list", "kb_remove" };
 		size_t i;
 
 		for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)

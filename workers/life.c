@@ -215,6 +215,19 @@ life_team(const struct sess *s)
 }
 
 int
+life_external(const struct sess *s, const char *agent)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")) &&
+		    strcmp(cJSON_GetObjectItem(e, "agentId")->valuestring,
+		    agent) == 0)
+			return 1;
+	return 0;
+}
+
+int
 life_holds(const struct sess *s)
 {
 	return cJSON_IsFalse(cJSON_GetObjectItem(s->meta, "active"));

@@ -44,6 +44,8 @@ const char *life_status(const struct sess *);
 int	life_team(const struct sess *);
 /* No turn starts while required agents have not all joined. */
 int	life_holds(const struct sess *);
+/* Whether agent is an external agent the session knows (required or seen). */
+int	life_external(const struct sess *, const char *agent);
 /* The lead agent writes its summary: keep s (like a running turn). */
 int	life_busy(const struct sess *);
 /* Whether s ended failed (reason error). */

@@ -815,8 +815,8 @@ sess_state(struct sess *s)
 cJSON *
 sess_info(struct sess *s)
 {
-	cJSON *o = sess_state(s), *r;
-	const char *st;
+	cJSON *o = sess_state(s), *r, *roster;
+	const char *st = "idle";
 	char ts[32];
 	static const char *copy[] = { "usage", "turns", "objective",
 	    "metadata", "result" };
@@ -831,13 +831,19 @@ sess_info(struct sess *s)
 	for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
 		if ((r = cJSON_GetObjectItem(s->meta, copy[i])) != NULL)
 			cJSON_AddItemToObject(o, copy[i], cJSON_Duplicate(r, 1));
-	/* Each agent's usage and turns (team.c); "usage" is their sum. */
+	/* Each agent's usage and turns (team.c); "usage" is their sum.
+	 * External agents (life.c) stay as sess_state listed them. */
 	cJSON_ArrayForEach(r, cJSON_GetObjectItem(o, "agents"))
-		if ((st = cJSON_GetStringValue(cJSON_GetObjectItem(r,
+		if (cJSON_GetObjectItem(r, "kind") == NULL &&
+		    (st = cJSON_GetStringValue(cJSON_GetObjectItem(r,
 		    "status"))) != NULL && strcmp(st, "idle") != 0)
 			break;
-	cJSON_ReplaceItemInObject(o, "agents", team_roster(s, s->turn ?
-	    s->agent_id : NULL, r != NULL ? st : "idle", 1));
+	roster = team_roster(s, s->turn ? s->agent_id : NULL, r != NULL ?
+	    st : "idle", 1);
+	cJSON_ArrayForEach(r, cJSON_GetObjectItem(o, "agents"))
+		if (cJSON_GetObjectItem(r, "kind") != NULL)
+			cJSON_AddItemToArray(roster, cJSON_Duplicate(r, 1));
+	cJSON_ReplaceItemInObject(o, "agents", roster);
 	return o;
 }
 

@@ -254,7 +254,7 @@ async def bad_input(d):
               field in js["error"]["message"],
               "%s -> %d %s" % (body, st, js))
     # An object is an internal agent: not this module's to refuse.
-    create(d, "ext-obj", [{"name": "helper"}, "x1"])
+    create(d, "ext-obj", [{"name": "helper", "role": "helper"}, "x1"])
     check(info(d, "ext-obj").get("waitingFor") == ["x1"], "object agent")
 
 
