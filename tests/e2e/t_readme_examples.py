@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # The client examples of README.md, read from it each run (so they cannot
 # drift from what users copy): the Python WebSocket client, the Node.js
-# reference client and the Python resume example, each run as written
-# but for the port, against a daemon listening as the default does
+# reference client, the Python resume example and the two-agent session,
+# each run as written but for the port, against a daemon listening as the default does
 # (`listen PORT`: 127.0.0.1 and ::1).  Node resolves localhost to ::1 first
 # with no fallback, as Node.js 18 does on a stock Debian 12.
 #
@@ -64,6 +64,14 @@ def examples(port, tmp):
     check_seqs(seqs, 9, "resume.py")
     check(re.search(r"^done \d+$", out, re.M), "resume.py: no done: %r"
           % out[-300:])
+
+    two = blocks("Two agents in one session", "python")
+    out, _ = run_example(["/usr/bin/python3"], two[0], port, tmp, "team.py",
+                         30)
+    check("claude saw manus: retry() runs three times too often" in out and
+          "result: {'ok': True}" in out and "thoughts: 2 edges:" in out and
+          "'kind': 'inResponseTo'" in out,
+          "team.py: %r" % out[-400:])
 
 
 def test():
