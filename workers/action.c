@@ -904,3 +904,16 @@ action_free(struct sess *s)
 		event_free(s->action_ev);
 	s->action_ev = NULL;
 }
+
+static void
+part_state(struct sess *s, cJSON *state, int info)
+{
+	(void)info;
+	cJSON_AddItemToObject(state, "pendingActions", action_pending(s));
+}
+
+const struct sess_part action_part = {
+	.own = action_own,
+	.state = part_state,
+	.free = action_free,
+};

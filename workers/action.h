@@ -69,6 +69,8 @@ void		 action_input(struct sess *, struct sess_client *,
  */
 char		*action_directives(struct sess *, const char *agent);
 /* The actions waiting for answers or results, for session_state. */
+/* The session's part (sess.h): pendingActions, recovery, expiry. */
+extern const struct sess_part action_part;
 cJSON		*action_pending(struct sess *);
 /*
  * The session is owned here now (sess_own): what the log says after

@@ -403,3 +403,8 @@ dash_body(const cJSON *meta, const struct dash_stats *st)
 	cJSON_AddItemToObject(b, "pending", p);
 	return b;
 }
+
+const struct sess_part dash_part = {
+	.changed = dash_changed,
+	.free = dash_free,
+};

@@ -45,6 +45,8 @@ struct dash_stats {
 void	dash_changed(struct sess *);
 /* The session leaves memory. */
 void	dash_free(struct sess *);
+/* The session's part (sess.h): metrics while it has dashboards. */
+extern const struct sess_part dash_part;
 /* A dashboard just opened: its first metrics event. */
 void	dash_hello(struct conn *);
 /*

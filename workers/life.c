@@ -43,7 +43,6 @@
 #include "life.h"
 #include "llm.h"
 #include "sess.h"
-#include "turn.h"
 #include "wk.h"
 
 #define PRESENCE_REFRESH_MS	5000	/* a follower reports its counts */
@@ -348,7 +347,7 @@ activate(struct sess *s)
 	}
 	log_info("session %s: every required agent has joined; active",
 	    s->id);
-	turn_next(s);
+	s->wk->agent->next(s);
 }
 
 /*
@@ -782,7 +781,7 @@ finish(struct sess *s, const char *reason, const char *lead,
 	 * turn was cancelled, and its done logged); the queue goes on. */
 	if (sess_emit(s, "session_complete", b) == 0) {
 		free(sum);
-		turn_next(s);
+		s->wk->agent->next(s);
 		return -1;
 	}
 	proto_set(s->meta, "queue", cJSON_CreateArray());
@@ -1000,8 +999,7 @@ complete(struct sess *s, const char *reason, const char *why, int sync)
 		return 0;
 	if (s->follower || s->broken)
 		return -1;
-	if (s->turn != NULL)
-		turn_finish(s, 1, 0);
+	s->wk->agent->cancel(s);
 	if (!sync && sum_start(s, reason, why) == 0)
 		return 0;
 	return finish(s, reason, why, NULL);
@@ -1015,3 +1013,45 @@ life_complete(struct sess *s, const char *reason, const char *summary)
 	return complete(s, reason, summary, summary != NULL ||
 	    strcmp(reason, "terminated") == 0);
 }
+
+/* --- the session's part (sess.h) --- */
+
+static void
+part_meta_new(struct sess *s, cJSON *m, const cJSON *body)
+{
+	(void)s;
+	life_meta_new(m, body);
+}
+
+static void
+part_state(struct sess *s, cJSON *state, int info)
+{
+	(void)info;
+	life_state(s, state);
+}
+
+/* An end by error is a failure; waiting for required agents is created;
+ * a session of external agents is under way once they are there. */
+static const char *
+part_status(const struct sess *s, const char *st)
+{
+	if (s->ended)
+		return life_failed(s) ? "failed" : st;
+	if (strcmp(st, "failed") == 0 || strcmp(st, "paused") == 0)
+		return st;
+	if (life_holds(s))
+		return "created";
+	if (strcmp(st, "created") == 0 && life_team(s))
+		return "idle";
+	return st;
+}
+
+const struct sess_part life_part = {
+	.meta_new = part_meta_new,
+	.own = life_own,
+	.state = part_state,
+	.status = part_status,
+	.holds = life_holds,
+	.busy = life_busy,
+	.free = life_free,
+};

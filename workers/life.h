@@ -21,6 +21,8 @@ struct sess;
  */
 int	life_check(const cJSON *body, char *msg, size_t len);
 /* meta_new: required agents, the time limit's deadline (body may be NULL). */
+/* The session's part (sess.h): presence, required agents, the end. */
+extern const struct sess_part life_part;
 void	life_meta_new(cJSON *meta, const cJSON *body);
 /* This process owns s now (created, loaded or taken over): arm its timers. */
 void	life_own(struct sess *);

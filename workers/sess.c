@@ -25,14 +25,15 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
-#include "action.h"
-#include "dash.h"
 #include "evt.h"
-#include "life.h"
 #include "sess.h"
-#include "thought.h"
-#include "team.h"
 #include "wk.h"
+
+/* Each part p of session s (struct sess_part), in the worker's order. */
+#define PARTS(s, p)							\
+	for (const struct sess_part *const *p##_i = (s)->wk->parts,	\
+	    *p = p##_i != NULL ? *p##_i : NULL; p != NULL;		\
+	    p = *++p##_i)
 
 #define ID_SCAN		2000	/* log records read back for client ids */
 
@@ -119,9 +120,22 @@ sess_busy(const struct sess *s)
 
 	/* Queued input of a paused session waits for an operator, not for
 	 * this worker: it may idle out or drain (pause is in its meta). */
-	return s->wk->agent->busy(s) || (cJSON_GetArraySize(q) > 0 &&
-	    !sess_paused(s) && !life_holds(s)) || s->recover_ev != NULL ||
-	    life_busy(s);
+	if (s->wk->agent->busy(s) || (cJSON_GetArraySize(q) > 0 &&
+	    !sess_paused(s) && !sess_held(s)) || s->recover_ev != NULL)
+		return 1;
+	PARTS(s, part)
+		if (part->busy != NULL && part->busy(s))
+			return 1;
+	return 0;
+}
+
+int
+sess_held(const struct sess *s)
+{
+	PARTS(s, part)
+		if (part->holds != NULL && part->holds(s))
+			return 1;
+	return 0;
 }
 
 int
@@ -130,28 +144,37 @@ sess_paused(const struct sess *s)
 	return cJSON_IsTrue(cJSON_GetObjectItem(s->meta, "paused"));
 }
 
-const char *
-sess_status(const struct sess *s)
+/* The status as the log and the turn say, before the parts' word. */
+static const char *
+sess_status_own(const struct sess *s)
 {
 	const cJSON *st = cJSON_GetObjectItem(s->meta, "status");
 
 	if (s->ended)
-		return life_failed(s) ? "failed" : "completed";
+		return "completed";
 	if (cJSON_IsString(st) && strcmp(st->valuestring, "failed") == 0 &&
 	    s->turn == NULL)
 		return "failed";
 	if (sess_paused(s))
 		return "paused";
-	if (life_status(s) != NULL)	/* waiting for required agents */
-		return life_status(s);
 	if (s->feed.nsubs == 0)
 		return "suspended";
 	if (s->turn != NULL)
 		return "running";
-	if (cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns")) == 0 &&
-	    !life_team(s))
+	if (cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns")) == 0)
 		return "created";
 	return "idle";
+}
+
+const char *
+sess_status(const struct sess *s)
+{
+	const char *r = sess_status_own(s);
+
+	PARTS(s, part)
+		if (part->status != NULL)
+			r = part->status(s, r);
+	return r;
 }
 
 /* --- persistence --- */
@@ -303,9 +326,14 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 cJSON *
 sess_agent_json(struct sess *s, const char *status)
 {
-	const cJSON *a = team_agent(s, s->agent_id);
+	const cJSON *a = NULL, *e;
 	cJSON *o = cJSON_CreateObject();
 
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "agents"))
+		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")) &&
+		    strcmp(cJSON_GetObjectItem(e, "agentId")->valuestring,
+		    s->agent_id) == 0)
+			a = e;
 	if (a == NULL)
 		a = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"),
 		    0);
@@ -391,11 +419,9 @@ ids_scan(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 		cJSON_Delete(o);
 		return 0;
 	}
-	if (evt_json_scoped(json, len)) {
-		/* A thought logged after meta's last checkpoint. */
-		thought_adopt(s, seq, json, len);
-		return 0;
-	}
+	PARTS(s, part)
+		if (part->scan != NULL)
+			part->scan(s, seq, json, len);
 	if (strstr(json, "\"type\":\"user_message\"") == NULL)
 		return 0;
 	o = cJSON_ParseWithLength(json, len);
@@ -488,8 +514,9 @@ meta_new(struct sess *s, cJSON *body)
 	cJSON_AddNullToObject(m, "turn");
 	cJSON_AddArrayToObject(m, "queue");
 	cJSON_AddArrayToObject(m, "history");
-	life_meta_new(m, body);
-	team_meta_init(s, m, body);
+	PARTS(s, part)
+		if (part->meta_new != NULL)
+			part->meta_new(s, m, body);
 	return m;
 }
 
@@ -502,8 +529,12 @@ static void	sess_free(struct sess *);
 static void
 feed_changed(void *arg)
 {
-	dash_changed(arg);
-	sess_check_idle(arg);
+	struct sess *s = arg;
+
+	PARTS(s, part)
+		if (part->changed != NULL)
+			part->changed(s);
+	sess_check_idle(s);
 }
 
 static struct sess *
@@ -516,11 +547,13 @@ sess_new(struct wk *wk, const char *id)
 	s->wk = wk;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	deliver_init(&s->feed, s->id, feed_changed, s);
-	s->feed.view = thought_view;
 	TAILQ_INIT(&s->loads);
 	TAILQ_INIT(&s->acks);
 	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
 	wk->agent->init(s);
+	PARTS(s, part)
+		if (part->init != NULL)
+			part->init(s);
 	TAILQ_INSERT_TAIL(&wk->sessions, s, entry);
 	TAILQ_INSERT_TAIL(&wk->buckets[sess_bucket(id)], s, hentry);
 	wk->nsessions++;
@@ -592,9 +625,10 @@ sess_own(struct sess *s)
 	store_range(s->st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
 	if (s->scan_paused != -1 && s->scan_paused != sess_paused(s))
 		proto_set(s->meta, "paused", cJSON_CreateBool(s->scan_paused));
-	life_own(s);
+	PARTS(s, part)
+		if (part->own != NULL)
+			part->own(s);
 	s->wk->agent->resume(s);
-	action_own(s);
 }
 
 static void
@@ -770,7 +804,9 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
 			    "agents"), 0), "agentId")));
 			sess_meta_save(s);
-			life_own(s);
+			PARTS(s, part)
+				if (part->own != NULL)
+					part->own(s);
 		}
 		if (created)
 			*created = 1;
@@ -779,11 +815,11 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 	return s;
 }
 
-cJSON *
-sess_state(struct sess *s)
+/* session_state's body (info 0), or the start of GET /sessions/{id}'s. */
+static cJSON *
+state_build(struct sess *s, int info)
 {
-	cJSON *o = cJSON_CreateObject(), *agents, *a, *strategy;
-	const char *st;
+	cJSON *o = cJSON_CreateObject(), *agents;
 
 	cJSON_AddStringToObject(o, "status", sess_status(s));
 	agents = cJSON_AddArrayToObject(o, "agents");
@@ -793,30 +829,25 @@ sess_state(struct sess *s)
 	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "config"), 1));
 	s->wk->agent->waiting(s, o);
-	cJSON_AddItemToObject(o, "pendingActions", action_pending(s));
-	st = cJSON_GetArraySize(cJSON_GetObjectItem(o, "pendingApprovals")) >
-	    0 ? "waiting_approval" : s->turn ? "thinking" : "idle";
-	if (team_is(s)) {
-		/* A team's whole roster (team.c). */
-		cJSON_ReplaceItemInObject(o, "agents", team_roster(s,
-		    s->turn ? s->agent_id : NULL, st, 0));
-		strategy = cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
-		    "team"), "strategy");
-		cJSON_AddItemToObject(o, "strategy", cJSON_Duplicate(strategy,
-		    1));
-	} else {
-		a = sess_agent_json(s, st);
-		cJSON_AddItemToArray(agents, a);
-	}
-	life_state(s, o);
+	cJSON_AddItemToArray(agents, sess_agent_json(s, cJSON_GetArraySize(
+	    cJSON_GetObjectItem(o, "pendingApprovals")) > 0 ?
+	    "waiting_approval" : s->turn ? "thinking" : "idle"));
+	PARTS(s, part)
+		if (part->state != NULL)
+			part->state(s, o, info);
 	return o;
+}
+
+cJSON *
+sess_state(struct sess *s)
+{
+	return state_build(s, 0);
 }
 
 cJSON *
 sess_info(struct sess *s)
 {
-	cJSON *o = sess_state(s), *r, *roster;
-	const char *st = "idle";
+	cJSON *o = state_build(s, 1), *r;
 	char ts[32];
 	static const char *copy[] = { "usage", "turns", "objective",
 	    "metadata", "result" };
@@ -831,19 +862,6 @@ sess_info(struct sess *s)
 	for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
 		if ((r = cJSON_GetObjectItem(s->meta, copy[i])) != NULL)
 			cJSON_AddItemToObject(o, copy[i], cJSON_Duplicate(r, 1));
-	/* Each agent's usage and turns (team.c); "usage" is their sum.
-	 * External agents (life.c) stay as sess_state listed them. */
-	cJSON_ArrayForEach(r, cJSON_GetObjectItem(o, "agents"))
-		if (cJSON_GetObjectItem(r, "kind") == NULL &&
-		    (st = cJSON_GetStringValue(cJSON_GetObjectItem(r,
-		    "status"))) != NULL && strcmp(st, "idle") != 0)
-			break;
-	roster = team_roster(s, s->turn ? s->agent_id : NULL, r != NULL ?
-	    st : "idle", 1);
-	cJSON_ArrayForEach(r, cJSON_GetObjectItem(o, "agents"))
-		if (cJSON_GetObjectItem(r, "kind") != NULL)
-			cJSON_AddItemToArray(roster, cJSON_Duplicate(r, 1));
-	cJSON_ReplaceItemInObject(o, "agents", roster);
 	return o;
 }
 
@@ -866,9 +884,10 @@ sess_free(struct sess *s)
 
 	loads_settle(s, "INTERNAL");
 	acks_settle(s, 1);
-	dash_free(s);
+	PARTS(s, part)
+		if (part->free != NULL)
+			part->free(s);
 	deliver_free(&s->feed);
-	thought_free(s);
 	store_req_cancel(s->fetch);
 	store_req_cancel(s->promote);
 	while ((e = s->phead) != NULL) {
@@ -880,7 +899,6 @@ sess_free(struct sess *s)
 		event_free(s->recover_ev);
 	if (s->broken_ev != NULL)
 		event_free(s->broken_ev);
-	action_free(s);
 	if (s->st != NULL) {
 		s->st->udata = NULL;
 		store_sess_close(s->st);
@@ -891,7 +909,6 @@ sess_free(struct sess *s)
 	event_free(s->flush_ev);
 	event_free(s->idle_ev);
 	event_free(s->start_ev);
-	life_free(s);
 	for (i = 0; i < s->id_n; i++)
 		free(s->idr[i].id);
 	free(s->idr);

@@ -210,6 +210,40 @@ void		 sess_answer_durable(struct sess *, struct sess_client *c,
 void		 sess_wait_free(struct sess_wait *);
 
 /*
+ * A part of every session beside its log and its turns: external agents
+ * and the session's end (life.c), actions (action.c), thoughts
+ * (thought.c), the team (team.c), dashboards (dash.c).  The worker lists
+ * them (wk->parts), so sess.c names none of them; each hook may be NULL
+ * and runs for every part, in the list's order.
+ */
+struct sess_part {
+	/* made in memory: its hooks on the session (e.g. a delivery view) */
+	void	(*init)(struct sess *);
+	/* a new session's meta, from POST /sessions' body (NULL: none) */
+	void	(*meta_new)(struct sess *, cJSON *meta, const cJSON *body);
+	/* this process owns the session now (before its turn resumes) */
+	void	(*own)(struct sess *);
+	/* a logged event of the log's tail read when it is owned */
+	void	(*scan)(struct sess *, uint64_t seq, const char *json,
+		    size_t len);
+	/* adds to a session_state (info 0) or to GET /sessions/{id} (1) */
+	void	(*state)(struct sess *, cJSON *state, int info);
+	/* the status as the part sees it, given the session's own */
+	const char *(*status)(const struct sess *, const char *status);
+	/* 1: no turn may start now */
+	int	(*holds)(const struct sess *);
+	/* 1: it works here, the session must not leave memory */
+	int	(*busy)(const struct sess *);
+	/* subscribers came or went */
+	void	(*changed)(struct sess *);
+	/* the session leaves memory */
+	void	(*free)(struct sess *);
+};
+
+/* 1 when a part holds the session's turns (sess_part.holds). */
+int		 sess_held(const struct sess *);
+
+/*
  * What runs a session's turns (turn.c's turn_agent), as its life cycle
  * drives it; the worker names it (wk->agent).
  */
@@ -224,6 +258,10 @@ struct sess_agent {
 	int	(*busy)(const struct sess *);
 	/* adds the pending requests' lists to a session_state */
 	void	(*waiting)(struct sess *, cJSON *state);
+	/* starts the next queued turn, if one may start */
+	void	(*next)(struct sess *);
+	/* ends the running turn, if any, cancelled (its done logged) */
+	void	(*cancel)(struct sess *);
 };
 
 #endif

@@ -1179,3 +1179,33 @@ team_turn_end(struct sess *s, const char *agent, uint64_t seq, unsigned hop,
 	}
 	round_next(s, next, hop + 1);
 }
+
+/* --- the session's part (sess.h) --- */
+
+/*
+ * session_state names a team's whole roster and its strategy; GET
+ * /sessions/{id} every agent's usage and turns, a single agent's too.
+ */
+static void
+part_state(struct sess *s, cJSON *state, int info)
+{
+	const cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItem(state,
+	    "agents"), 0);
+	char st[32];
+
+	if (!info && !team_is(s))
+		return;
+	snprintf(st, sizeof(st), "%s", str(a, "status") ? str(a, "status") :
+	    "idle");
+	cJSON_ReplaceItemInObject(state, "agents", team_roster(s, s->turn ?
+	    s->agent_id : NULL, st, info));
+	if (team_is(s))
+		cJSON_AddItemToObject(state, "strategy", cJSON_Duplicate(
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta, "team"),
+		    "strategy"), 1));
+}
+
+const struct sess_part team_part = {
+	.meta_new = team_meta_init,
+	.state = part_state,
+};

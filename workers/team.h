@@ -56,6 +56,8 @@ int		 team_create_check(const struct config *, const cJSON *body,
 		    char *msg, size_t len);
 /* meta_new: the agents body asks for replace the default agent in m. */
 void		 team_meta_init(struct sess *, cJSON *m, const cJSON *body);
+/* The session's part (sess.h): the roster in session_state and GET. */
+extern const struct sess_part team_part;
 /* A session just created as a team logs its first team_update. */
 void		 team_created(struct sess *);
 

@@ -875,3 +875,25 @@ thought_free(struct sess *s)
 	free(s->thoughts);
 	s->thoughts = NULL;
 }
+
+/* --- the session's part (sess.h) --- */
+
+static void
+part_init(struct sess *s)
+{
+	s->feed.view = thought_view;
+}
+
+static void
+part_scan(struct sess *s, uint64_t seq, const char *json, size_t len)
+{
+	/* A thought logged after meta's last checkpoint. */
+	if (evt_json_scoped(json, len))
+		thought_adopt(s, seq, json, len);
+}
+
+const struct sess_part thought_part = {
+	.init = part_init,
+	.scan = part_scan,
+	.free = thought_free,
+};

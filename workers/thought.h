@@ -111,5 +111,7 @@ cJSON		*thought_graph(struct sess *, int role, const char *agent,
 		    const char *fagent, const char *fcat);
 /* The session leaves memory: its rate windows go. */
 void		 thought_free(struct sess *);
+/* The session's part (sess.h): its delivery view, the log's tail. */
+extern const struct sess_part thought_part;
 
 #endif

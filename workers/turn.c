@@ -24,7 +24,6 @@
 #include "action.h"
 #include "approve.h"
 #include "ctool.h"
-#include "life.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -996,7 +995,7 @@ turn_next(struct sess *s)
 	 * its events are read back: s->promote, on an owner). */
 	if (s->recover_ev != NULL || s->broken ||
 	    (s->promote != NULL && !s->follower) || sess_paused(s) ||
-	    life_holds(s)) {
+	    sess_held(s)) {
 		sess_check_idle(s);
 		return;
 	}
@@ -1271,6 +1270,14 @@ turn_waiting(struct sess *s, cJSON *state)
 	    approve_pending(s, APPROVE_ELICITS));
 }
 
+/* The running turn ends cancelled (its done logged). */
+static void
+turn_cancel(struct sess *s)
+{
+	if (s->turn != NULL)
+		turn_finish(s, 1, 0);
+}
+
 const struct sess_agent turn_agent = {
 	.init = turn_init,
 	.resume = turn_resume,
@@ -1279,4 +1286,6 @@ const struct sess_agent turn_agent = {
 	.durable = tools_durable,
 	.waiting = turn_waiting,
 	.busy = turn_busy,
+	.next = turn_next,
+	.cancel = turn_cancel,
 };

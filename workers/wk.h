@@ -23,6 +23,7 @@ struct sess;
 struct conn;
 struct deliver_sub;
 struct sess_agent;
+struct sess_part;
 
 #define WK_SESS_BUCKETS	4096
 
@@ -34,6 +35,7 @@ struct wk {
 	struct llm_ctx		*llm;
 	struct mcp_ctx		*mcp;
 	const struct sess_agent	*agent;		/* runs the turns */
+	const struct sess_part	*const *parts;	/* NULL-terminated */
 	int			 slot;
 	int			 draining;
 	int			 terminating;

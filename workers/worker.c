@@ -22,17 +22,29 @@
 #include "parley/util.h"
 #include "parley/worker.h"
 #include "parley/ws.h"
+#include "action.h"
 #include "auditlog.h"
 #include "conn.h"
+#include "dash.h"
 #include "deliver.h"
 #include "follow.h"
 #include "input.h"
+#include "life.h"
 #include "route.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
+#include "team.h"
+#include "thought.h"
 #include "turn.h"
 #include "wk.h"
+
+/*
+ * The parts of every session (sess.h), in the order their hooks run: the
+ * team's roster comes first in a session_state, external agents after.
+ */
+static const struct sess_part *const parts[] = { &team_part, &life_part,
+    &action_part, &thought_part, &dash_part, NULL };
 
 #define STATS_MS	1000
 #define SWEEP_MS	60000
@@ -433,6 +445,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	wk->started_ms = util_mono_ms();
 	metrics_init(&wk->metrics);
 	wk->agent = &turn_agent;
+	wk->parts = parts;
 	TAILQ_INIT(&wk->sessions);
 	TAILQ_INIT(&wk->conns);
 	TAILQ_INIT(&wk->gather);

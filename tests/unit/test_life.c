@@ -67,19 +67,23 @@ sess_log_read(struct sess *x, uint64_t after, size_t limit,
 	return n;
 }
 
-void
-turn_next(struct sess *x)
+/* The turns, as life.c asks for them (wk.agent). */
+static void
+agent_next(struct sess *x)
 {
 	(void)x;
 }
 
-void
-turn_finish(struct sess *x, int cancelled, int max_turns)
+static void
+agent_cancel(struct sess *x)
 {
 	(void)x;
-	(void)cancelled;
-	(void)max_turns;
 }
+
+static const struct sess_agent turns = {
+	.next = agent_next,
+	.cancel = agent_cancel,
+};
 
 void
 approve_clear(struct sess *x)
@@ -127,6 +131,7 @@ setup(void)
 	conf.agent_reconnect_timeout_ms = 60000;
 	memset(&wk, 0, sizeof(wk));
 	wk.conf = &conf;
+	wk.agent = &turns;
 	wk.base = event_base_new();
 	wk.llm = (struct llm_ctx *)&wk;
 	snprintf(wk.node, sizeof(wk.node), "h0/1");
