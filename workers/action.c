@@ -325,7 +325,7 @@ action_propose(struct sess *s, const char *proposer, const cJSON *action,
     const char *id, struct sess_result *r)
 {
 	enum policy_risk risk = POLICY_MEDIUM;
-	char hex[17], aid[24], at[32], msg[256];
+	char hex[17], aid[24], at[32], msg[256], *txt;
 	uint64_t now = util_now_ms(), seq;
 	cJSON *norm, *b, *w;
 
@@ -355,6 +355,16 @@ action_propose(struct sess *s, const char *proposer, const cJSON *action,
 		return 0;
 	}
 	cJSON_Delete(b);
+	if ((txt = cJSON_PrintUnformatted(norm)) == NULL ||
+	    !sess_meta_room(s, 2 * strlen(txt), r)) {
+		free(txt);
+		cJSON_Delete(norm);
+		if (r->code == NULL)
+			sess_result_err(r, "INTERNAL", 500, "%s",
+			    "out of memory");
+		return 0;
+	}
+	free(txt);
 	(void)policy_risk_parse(str(norm, "risk"), &risk);
 	util_randhex(hex, 8);
 	snprintf(aid, sizeof(aid), "act-%s", hex);
@@ -914,6 +924,7 @@ part_state(struct sess *s, cJSON *state, int info)
 
 const struct sess_part action_part = {
 	.own = action_own,
+	.follow = action_follow,
 	.state = part_state,
 	.free = action_free,
 };

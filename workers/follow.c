@@ -12,10 +12,8 @@
 #include "parley/proto.h"
 #include "parley/store.h"
 #include "parley/util.h"
-#include "action.h"
 #include "approve.h"
 #include "follow.h"
-#include "life.h"
 #include "sess.h"
 #include "thought.h"
 #include "wk.h"
@@ -43,19 +41,22 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	    strcmp(e->type, "directive") == 0 ||
 	    strcmp(e->type, "agent_joined") == 0 ||
 	    strcmp(e->type, "agent_left") == 0 ||
-	    strcmp(e->type, "session_complete") == 0) {
+	    strcmp(e->type, "session_complete") == 0 ||
+	    strcmp(e->type, "team_update") == 0) {
 		cJSON *o = cJSON_ParseWithLength(json, len), *p;
 
 		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
 			proto_set(s->meta, "paused",
 			    cJSON_CreateBool(cJSON_IsTrue(p)));
 		approve_follow(s, e->type, o, ts);
-		action_follow(s, e->type, o, ts);
-		life_follow(s, e->type, o);
+		PARTS(s, part)
+			if (part->follow != NULL)
+				part->follow(s, e->type, o, ts);
 		cJSON_Delete(o);
 	}
-	if (e->scoped)
-		thought_adopt(s, seq, json, len);
+	PARTS(s, part)
+		if (part->scan != NULL)
+			part->scan(s, seq, json, len);
 	deliver_fan_out(&s->feed, e);
 	evt_unref(e);
 	return 0;

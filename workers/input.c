@@ -261,6 +261,12 @@ input_apply(struct sess *s, struct sess_client *c,
 		    in->type);
 		return;
 	}
+	if (from->agent[0] != '\0' && team_agent(s, from->agent) != NULL) {
+		sess_result_err(r, "FORBIDDEN", 403, "agentId '%.64s' names an "
+		    "internal agent of the session; an external agent takes a "
+		    "name of its own", from->agent);
+		return;
+	}
 	if (s->follower) {
 		follow_input(s, c, from, in, r);
 		return;
@@ -327,6 +333,7 @@ input_apply(struct sess *s, struct sess_client *c,
 		if (in->id != NULL)
 			sess_id_add(s, in->id, seq);
 		r->seq = seq;
+		r->no_turn = external;
 		if (!external) {
 			cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta,
 			    "queue"), cJSON_CreateNumber((double)seq));

@@ -518,6 +518,8 @@ life_inbox(struct sess *s, const cJSON *pr)
 	life_arm(s);
 }
 
+static void	ended_by(struct sess *, const cJSON *);
+
 void
 life_follow(struct sess *s, const char *type, const cJSON *ev)
 {
@@ -531,7 +533,7 @@ life_follow(struct sess *s, const char *type, const cJSON *ev)
 		return;
 	}
 	if (strcmp(type, "session_complete") == 0) {
-		s->ended = 1;
+		ended_by(s, ev);	/* failed or completed, as the owner says */
 		return;
 	}
 	if (agent == NULL || (e = ext_find(s, agent)) == NULL)
@@ -1046,8 +1048,65 @@ part_status(const struct sess *s, const char *st)
 	return st;
 }
 
+/*
+ * A session_complete in the log's tail that meta does not know of: the
+ * owner died between logging it and saving meta.  The session ended
+ * then; it must not end a second time.
+ */
+static void
+part_scan(struct sess *s, uint64_t seq, const char *json, size_t len)
+{
+	cJSON *o;
+
+	(void)seq;
+	if (strstr(json, "\"type\":\"session_complete\"") == NULL ||
+	    cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")) ||
+	    (o = cJSON_ParseWithLength(json, len)) == NULL)
+		return;
+	ended_by(s, o);
+	cJSON_Delete(o);
+}
+
+/* The session ended as the logged session_complete o says. */
+static void
+ended_by(struct sess *s, const cJSON *o)
+{
+	cJSON *r;
+	char ts[32];
+
+	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result"))) {
+		s->ended = 1;
+		return;
+	}
+	r = cJSON_CreateObject();
+	cJSON_AddItemToObject(r, "summary", cJSON_Duplicate(
+	    cJSON_GetObjectItem(o, "summary"), 1));
+	cJSON_AddItemToObject(r, "reason", cJSON_Duplicate(
+	    cJSON_GetObjectItem(o, "reason"), 1));
+	snprintf(ts, sizeof(ts), "%s", cJSON_GetStringValue(
+	    cJSON_GetObjectItem(o, "ts")) ? cJSON_GetStringValue(
+	    cJSON_GetObjectItem(o, "ts")) : "");
+	cJSON_AddStringToObject(r, "completedAt", ts);
+	cJSON_AddItemToObject(r, "usage", cJSON_Duplicate(
+	    cJSON_GetObjectItem(o, "usage"), 1));
+	proto_set(s->meta, "result", r);
+	proto_set(s->meta, "queue", cJSON_CreateArray());
+	proto_set(s->meta, "turn", cJSON_CreateNull());
+	cJSON_DeleteItemFromObject(s->meta, "ending");
+	s->ended = 1;
+}
+
+static void
+part_follow(struct sess *s, const char *type, const cJSON *ev, uint64_t ts)
+{
+	(void)ts;
+	life_follow(s, type, ev);
+}
+
 const struct sess_part life_part = {
 	.meta_new = part_meta_new,
+	.scan = part_scan,
+	.follow = part_follow,
 	.own = life_own,
 	.state = part_state,
 	.status = part_status,

@@ -585,6 +585,9 @@ post_message(struct conn *c, const char *sid)
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
 	    c->agent }, &in, &res);
 	proto_in_free(&in);
+	/* An external agent's chat has no turn here to stream. */
+	if (res.no_turn)
+		c->post_sse = 0;
 	if (!res.pending)
 		post_reply(c, s, &res);
 }
@@ -1081,6 +1084,15 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			conn_close(c, WS_CLOSE_INTERNAL, err);
 			return;
 		}
+		if (c->agent[0] != '\0' && team_agent(s, c->agent) != NULL) {
+			/* It would read that agent's private reasoning and
+			 * speak for it. */
+			conn_send_error(c, "FORBIDDEN", "agentId names an internal "
+			    "agent of the session (team_update); an external "
+			    "agent takes a name of its own", NULL);
+			conn_close(c, WS_CLOSE_POLICY, "agentId taken");
+			return;
+		}
 		have_last = query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
 		if (!have_last) {
@@ -1170,6 +1182,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		c->ic.role = IPC_ROLE_OBSERVER;
 		c->sub.role = IPC_ROLE_OBSERVER;
 		c->sub.dash = 1;
+		c->agent[0] = '\0';	/* no agent's presence, no author's view */
 		have_last = query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
 		if (!have_last)

@@ -29,11 +29,6 @@
 #include "sess.h"
 #include "wk.h"
 
-/* Each part p of session s (struct sess_part), in the worker's order. */
-#define PARTS(s, p)							\
-	for (const struct sess_part *const *p##_i = (s)->wk->parts,	\
-	    *p = p##_i != NULL ? *p##_i : NULL; p != NULL;		\
-	    p = *++p##_i)
 
 #define ID_SCAN		2000	/* log records read back for client ids */
 
@@ -180,6 +175,27 @@ sess_status(const struct sess *s)
 /* --- persistence --- */
 
 static void	sess_break(struct sess *, int err);
+
+int
+sess_meta_room(struct sess *s, size_t need, struct sess_result *r)
+{
+	char *txt;
+	size_t have;
+
+	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL) {
+		sess_result_err(r, "INTERNAL", 500, "%s", "out of memory");
+		return 0;
+	}
+	have = strlen(txt);
+	free(txt);
+	if (have + need <= STORE_META_MAX / 4 * 3)
+		return 1;
+	sess_result_err(r, "RATE_LIMITED", 429, "the session's saved state "
+	    "holds %zu KiB, near its bound of %u KiB: it takes no more "
+	    "thoughts or actions; let pending actions finish, or go on in a "
+	    "new session", have >> 10, STORE_META_MAX >> 10);
+	return 0;
+}
 
 void
 sess_meta_save(struct sess *s)
@@ -422,7 +438,10 @@ ids_scan(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 	PARTS(s, part)
 		if (part->scan != NULL)
 			part->scan(s, seq, json, len);
-	if (strstr(json, "\"type\":\"user_message\"") == NULL)
+	/* Every event a client message made names its id (user_message,
+	 * action_proposed, thought, directive, team_update): applied once,
+	 * here too. */
+	if (strstr(json, "\"id\":\"") == NULL)
 		return 0;
 	o = cJSON_ParseWithLength(json, len);
 	if (cJSON_IsString(id = cJSON_GetObjectItem(o, "id")))

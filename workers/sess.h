@@ -132,6 +132,7 @@ struct sess_result {
 	char		 msg[256];
 	int		 http;		/* status for the HTTP answer */
 	int		 pending;	/* answered later: sess_client.done */
+	int		 no_turn;	/* a chat no agent here answers */
 };
 
 /*
@@ -171,6 +172,14 @@ int		 sess_paused(const struct sess *);
 uint64_t	 sess_emit(struct sess *, const char *type, cJSON *body);
 /* Writes meta to the store (an owner's, while it is not broken). */
 void		 sess_meta_save(struct sess *);
+/*
+ * Whether meta may take need bytes more and stay within three quarters
+ * of the store's bound (STORE_META_MAX): what a client adds to it
+ * (thoughts, pending actions) must leave room for the turns' history.
+ * 0 with r filled (RATE_LIMITED) when it may not.
+ */
+int		 sess_meta_room(struct sess *, size_t need,
+		    struct sess_result *r);
 /* The agent as events name it: agentId, status, role, provider. */
 cJSON		*sess_agent_json(struct sess *, const char *status);
 /* Reads this owner's log after `after` (limit 0: all) into cb, durable
@@ -223,9 +232,13 @@ struct sess_part {
 	void	(*meta_new)(struct sess *, cJSON *meta, const cJSON *body);
 	/* this process owns the session now (before its turn resumes) */
 	void	(*own)(struct sess *);
-	/* a logged event of the log's tail read when it is owned */
+	/* a logged event of the log's tail read when it is owned, and a
+	 * follower's every event */
 	void	(*scan)(struct sess *, uint64_t seq, const char *json,
 		    size_t len);
+	/* a follower's event of a type that changes meta (follow.c), parsed */
+	void	(*follow)(struct sess *, const char *type, const cJSON *ev,
+		    uint64_t ts);
 	/* adds to a session_state (info 0) or to GET /sessions/{id} (1) */
 	void	(*state)(struct sess *, cJSON *state, int info);
 	/* the status as the part sees it, given the session's own */
@@ -239,6 +252,13 @@ struct sess_part {
 	/* the session leaves memory */
 	void	(*free)(struct sess *);
 };
+
+/* Each part p of session s (struct sess_part), in the worker's order
+ * (s->wk, struct wk of wk.h, holds the list). */
+#define PARTS(s, p)							\
+	for (const struct sess_part *const *p##_i = (s)->wk->parts,	\
+	    *p = p##_i != NULL ? *p##_i : NULL; p != NULL;		\
+	    p = *++p##_i)
 
 /* 1 when a part holds the session's turns (sess_part.holds). */
 int		 sess_held(const struct sess *);

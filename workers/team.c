@@ -218,7 +218,7 @@ team_roster(struct sess *s, const char *running, const char *status,
  */
 static uint64_t
 team_update(struct sess *s, const char *change, const char *agent,
-    const cJSON *skip)
+    const cJSON *skip, const char *id)
 {
 	cJSON *b = cJSON_CreateObject(), *list, *a;
 
@@ -235,6 +235,9 @@ team_update(struct sess *s, const char *change, const char *agent,
 		cJSON_AddStringToObject(b, "change", change);
 	if (agent != NULL)
 		cJSON_AddStringToObject(b, "agentId", agent);
+	/* The client's message id: a new owner knows it from the log. */
+	if (id != NULL)
+		cJSON_AddStringToObject(b, "id", id);
 	return sess_emit(s, "team_update", b);
 }
 
@@ -536,7 +539,7 @@ void
 team_created(struct sess *s)
 {
 	if (team_is(s))
-		(void)team_update(s, "created", NULL, NULL);
+		(void)team_update(s, "created", NULL, NULL, NULL);
 }
 
 /* Makes the session a team (its first agent_add or set_strategy). */
@@ -602,7 +605,8 @@ agent_add(struct sess *s, struct sess_client *c, struct proto_in *in,
 	team = cJSON_Duplicate(cJSON_GetObjectItem(s->meta, "team"), 1);
 	team_make(s);
 	cJSON_AddItemToArray(agents, a);
-	if ((seq = team_update(s, "added", str(a, "agentId"), NULL)) == 0) {
+	if ((seq = team_update(s, "added", str(a, "agentId"), NULL,
+	    in->id)) == 0) {
 		cJSON_DeleteItemFromArray(agents, cJSON_GetArraySize(agents) -
 		    1);
 		proto_set(s->meta, "team", team ? team : cJSON_CreateNull());
@@ -657,7 +661,7 @@ agent_remove(struct sess *s, struct sess_client *c, struct proto_in *in,
 		    "answering; cancel its turn or wait for its done", aid);
 		return;
 	}
-	if ((seq = team_update(s, "removed", aid, a)) == 0) {
+	if ((seq = team_update(s, "removed", aid, a, in->id)) == 0) {
 		sess_result_err(r, "OVERLOADED", 503, "%s", "the change could "
 		    "not be logged; it was not made, retry");
 		return;
@@ -702,7 +706,7 @@ set_strategy(struct sess *s, struct sess_client *c, struct proto_in *in,
 	if ((v = cJSON_GetObjectItem(in->root, "maxTeamTurns")) != NULL)
 		proto_set(t, "maxTeamTurns",
 		    cJSON_CreateNumber(v->valuedouble));
-	if ((seq = team_update(s, "strategy", NULL, NULL)) == 0) {
+	if ((seq = team_update(s, "strategy", NULL, NULL, in->id)) == 0) {
 		if (old != NULL)
 			proto_set(s->meta, "team", old);
 		else
@@ -1180,6 +1184,34 @@ team_turn_end(struct sess *s, const char *agent, uint64_t seq, unsigned hop,
 	round_next(s, next, hop + 1);
 }
 
+/*
+ * A follower's roster and strategy follow the owner's team_update (what
+ * session_state and GET show there); the owner's whole meta, histories
+ * and all, is read again if this process takes the session over.
+ */
+static void
+team_follow(struct sess *s, const char *type, const cJSON *ev, uint64_t ts)
+{
+	const cJSON *agents = cJSON_GetObjectItem(ev, "agents"), *a;
+	cJSON *list, *t;
+
+	(void)ts;
+	if (strcmp(type, "team_update") != 0 || !cJSON_IsArray(agents))
+		return;
+	list = cJSON_CreateArray();
+	cJSON_ArrayForEach(a, agents)
+		cJSON_AddItemToArray(list, cJSON_Duplicate(a, 1));
+	proto_set(s->meta, "agents", list);
+	team_make(s);
+	t = cJSON_GetObjectItem(s->meta, "team");
+	if (str(ev, "strategy") != NULL)
+		proto_set(t, "strategy", cJSON_CreateString(str(ev,
+		    "strategy")));
+	if (cJSON_IsNumber(cJSON_GetObjectItem(ev, "maxTeamTurns")))
+		proto_set(t, "maxTeamTurns", cJSON_CreateNumber(
+		    cJSON_GetObjectItem(ev, "maxTeamTurns")->valuedouble));
+}
+
 /* --- the session's part (sess.h) --- */
 
 /*
@@ -1207,5 +1239,6 @@ part_state(struct sess *s, cJSON *state, int info)
 
 const struct sess_part team_part = {
 	.meta_new = team_meta_init,
+	.follow = team_follow,
 	.state = part_state,
 };

@@ -499,15 +499,26 @@ nodes_of(struct sess *s)
 	return n;
 }
 
+static uint64_t	thought_log_id(struct sess *, const char *, const cJSON *,
+		    const char *, struct sess_result *);
+
 uint64_t
 thought_log(struct sess *s, const char *agent_id, const cJSON *t,
     struct sess_result *r)
+{
+	return thought_log_id(s, agent_id, t, NULL, r);
+}
+
+/* thought_log, the event naming the client message id it came as. */
+static uint64_t
+thought_log_id(struct sess *s, const char *agent_id, const cJSON *t,
+    const char *msgid, struct sess_result *r)
 {
 	const struct config *conf = s->wk->conf;
 	struct thought_rate *rate;
 	cJSON *nodes, *body, *node;
 	const char *given;
-	char id[THOUGHT_ID_MAX + 1];
+	char id[THOUGHT_ID_MAX + 1], *txt;
 	uint64_t seq, now = util_mono_ms();
 	unsigned count, limit = conf->thought_rate, warn;
 	int tries;
@@ -553,9 +564,22 @@ thought_log(struct sess *s, const char *agent_id, const cJSON *t,
 			util_randhex(id + 3, 6);
 		} while (node_find(nodes, id) != NULL && ++tries < 8);
 	}
+	/* Meta keeps the thought (the graph): it must have room for it. */
+	if ((txt = cJSON_PrintUnformatted(t)) == NULL ||
+	    !sess_meta_room(s, strlen(txt) + 64, r)) {
+		free(txt);
+		if (r->code == NULL)
+			sess_result_err(r, "INTERNAL", 500, "%s",
+			    "out of memory");
+		return 0;
+	}
+	free(txt);
 	body = cJSON_CreateObject();
 	cJSON_AddStringToObject(body, "agentId", agent_id);
 	cJSON_AddItemToObject(body, "thought", normal(t, id));
+	/* A new owner knows the client's id again from the log. */
+	if (msgid != NULL)
+		cJSON_AddStringToObject(body, "id", msgid);
 	node = cJSON_Duplicate(cJSON_GetObjectItem(body, "thought"), 1);
 	if ((seq = sess_emit(s, "thought", body)) == 0) {
 		cJSON_Delete(node);
@@ -639,8 +663,9 @@ thought_share(struct sess *s, struct sess_client *c,
 		sess_answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
 		return;
 	}
-	if ((seq = thought_log(s, from->agent, cJSON_GetObjectItemCaseSensitive(
-	    in->root, "thought"), r)) == 0)
+	if ((seq = thought_log_id(s, from->agent,
+	    cJSON_GetObjectItemCaseSensitive(in->root, "thought"), in->id,
+	    r)) == 0)
 		return;
 	if (in->id != NULL)
 		sess_id_add(s, in->id, seq);

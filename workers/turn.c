@@ -569,8 +569,10 @@ on_thought(void *arg, const char *text, size_t len)
 		return;
 	call_byte(s);
 	turn_flush(s);
-	snprintf(id, sizeof(id), "th_%s-%u-%u", t->msgid, t->model_calls,
-	    ++t->thoughts);
+	/* Named by the step, not the attempt (a re-run's message id ends
+	 * ".N"): the re-run's thought is the same one, refused as known. */
+	snprintf(id, sizeof(id), "th_%.*s-%u-%u", (int)strcspn(t->msgid, "."),
+	    t->msgid, t->model_calls, ++t->thoughts);
 	th = cJSON_CreateObject();
 	cJSON_AddStringToObject(th, "thoughtId", id);
 	cJSON_AddStringToObject(th, "content", content);

@@ -159,6 +159,16 @@ async def scenario(hosts, sid, kill, what, admin=None):
         await w.drop()
     for w in everyone:
         await w.connect(h, sid)
+    # A retry of a message from before the kill is applied once: the new
+    # owner knows its id from the log (through a follower host, the
+    # owner drops it; the follower's ack cannot say so).
+    await manus.send(sid, "thought_share", id="t1", thought={
+        "content": "The retry function is called 3x more than expected",
+        "category": "observation", "confidence": 0.8,
+        "references": ["src/payments/retry.ts:245"], "actionable": False})
+    again = await manus.answer("t1", "thought t1 again")
+    check(len(hosts) > 1 or again.get("duplicate") is True,
+          "%s: t1 again after the kill -> %s" % (what, again))
     await manus.send(sid, "thought_share", id="t3", thought={
         "content": "The mutex scope is too narrow", "category": "hypothesis",
         "confidence": 0.7, "references": [], "inResponseTo": t2id,
@@ -215,6 +225,9 @@ async def scenario(hosts, sid, kill, what, admin=None):
         await w.drop()
     for w in everyone:
         exactly_once(w, log, what)
+    check(len([e for e in log if e["type"] == "thought"]) == 3,
+          "%s: thoughts logged %s" % (what, [short(e) for e in log
+                                              if e["type"] == "thought"]))
     m = [e for e in dash.events if e["type"] == "metrics"]
     check(m and any(x.get("connections", {}).get("agent") == 2 for x in m),
           "%s: metrics never counted the two agents: %s" % (what, m[-1:]))

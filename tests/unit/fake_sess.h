@@ -19,6 +19,7 @@ struct fake_sess {
 	cJSON		*log;		/* [{"seq":N,"type":T,...body}] */
 	uint64_t	 seq;
 	int		 saves;
+	int		 meta_full;	/* sess_meta_room refuses */
 	int		 refuse;	/* the next appends fail */
 };
 
@@ -43,6 +44,18 @@ sess_meta_save(struct sess *s)
 {
 	(void)s;
 	fs.saves++;
+}
+
+/* Meta has room unless a test says it is full (fs.meta_full). */
+int
+sess_meta_room(struct sess *s, size_t need, struct sess_result *r)
+{
+	(void)s;
+	(void)need;
+	if (!fs.meta_full)
+		return 1;
+	sess_result_err(r, "RATE_LIMITED", 429, "%s", "meta is full");
+	return 0;
 }
 
 void

@@ -389,6 +389,23 @@ START_TEST(test_max)
 }
 END_TEST
 
+/* A session whose saved state is near its bound takes no more thoughts. */
+START_TEST(test_meta_full)
+{
+	struct sess_result r;
+
+	ck_assert_uint_ne(share("a1", "{\"content\":\"c\",\"category\":"
+	    "\"plan\",\"confidence\":0.5}", &r), 0);
+	fs.meta_full = 1;
+	ck_assert_uint_eq(share("a1", "{\"content\":\"d\",\"category\":"
+	    "\"plan\",\"confidence\":0.5}", &r), 0);
+	ck_assert_str_eq(r.code, "RATE_LIMITED");
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.meta,
+	    "thoughts")), 1);
+	ck_assert_int_eq(cJSON_GetArraySize(fs.log), 1);
+}
+END_TEST
+
 static const char ev1[] = "{\"v\":1,\"type\":\"thought\",\"sessionId\":"
     "\"s1\",\"seq\":7,\"ts\":\"t\",\"agentId\":\"a1\",\"thought\":{"
     "\"thoughtId\":\"th_p\",\"content\":\"secret\",\"category\":"
@@ -502,6 +519,7 @@ main(void)
 	tcase_add_test(tc, test_log);
 	tcase_add_test(tc, test_rate);
 	tcase_add_test(tc, test_max);
+	tcase_add_test(tc, test_meta_full);
 	tcase_add_test(tc, test_adopt_graph);
 	tcase_add_test(tc, test_view);
 	suite_add_tcase(s, tc);
