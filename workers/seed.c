@@ -51,6 +51,7 @@ struct seed {
 	uint64_t from;		/* the log's end before the chat */
 	cJSON	*args;		/* toolCallId: the args of its tool_start */
 	int	 nargs;
+	int	 complete;	/* "complete" sent */
 };
 
 /* Appends one chunk, data: {"type":type,"data":data,"timestamp":ms}. */
@@ -176,6 +177,22 @@ turn_found(struct conn *c, const cJSON *e)
 	return 1;
 }
 
+/*
+ * Whether an event's messageId is the stream's turn: m-SEQ itself, a
+ * re-run of it (m-SEQ.N) or a team's next speaker (m-SEQ-HOP).
+ */
+static int
+turn_of(const struct conn *c, const cJSON *e)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(e,
+	    "messageId"));
+	size_t n = strlen(c->turn_msgid);
+
+	return c->turn_msgid[0] != '\0' && id != NULL &&
+	    strncmp(id, c->turn_msgid, n) == 0 && (id[n] == '\0' ||
+	    id[n] == '-' || id[n] == '.');
+}
+
 char *
 seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 {
@@ -194,9 +211,7 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 		goto out;
 	}
 	/* The turn's own events (an earlier turn may still be running). */
-	if (strcmp(type, "user_message") != 0 && (c->turn_msgid[0] == '\0' ||
-	    strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(e,
-	    "messageId")) ?: "", c->turn_msgid) != 0))
+	if (strcmp(type, "user_message") != 0 && !turn_of(c, e))
 		goto out;
 	if (strcmp(type, "user_message") == 0) {
 		if (turn_found(c, e)) {
@@ -233,7 +248,16 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 		copy_field(m, e, "turns", "turns");
 		copy_field(m, e, "cancelled", "cancelled");
 		chunk_add(&out, len, "metadata", m);
+		/* A team's answer goes on with its next speaker. */
+		if (!cJSON_IsTrue(cJSON_GetObjectItem(e, "teamRound")) &&
+		    !sd->complete) {
+			chunk_add(&out, len, "metadata", status_obj(
+			    "complete"));
+			sd->complete = 1;
+		}
+	} else if (strcmp(type, "team_done") == 0 && !sd->complete) {
 		chunk_add(&out, len, "metadata", status_obj("complete"));
+		sd->complete = 1;
 	} else if (strcmp(type, "error") == 0) {
 		m = cJSON_CreateObject();
 		copy_field(m, e, "message", "message");

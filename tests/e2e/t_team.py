@@ -344,6 +344,20 @@ async def part_round_robin(d):
     check(st == 200 and [a for a, _ in dones(sse)] ==
           [ids["s1"], ids["s2"], ids["s3"]] and sse[-1]["type"] ==
           "team_done", "SSE turn stream %s %s" % (st, [short(e) for e in sse]))
+    # The seed-compatible stream: the whole team's answer, then one
+    # "complete" (the first speaker's done is not the end).
+    st, h, body = d.http("POST", "/api/agents/stream",
+                         {"sessionId": sid, "message": "as the seed API"},
+                         headers={"Authorization": "Bearer " + USER},
+                         timeout=30)
+    chunks = [json.loads(l[6:]) for l in body.decode().splitlines()
+              if l.startswith("data: ")]
+    meta = [c["data"] for c in chunks if c["type"] == "metadata"]
+    done_agents = [m.get("agentId") for m in meta if m.get("status") == "done"]
+    check(st == 200 and done_agents == [ids["s1"], ids["s2"], ids["s3"]] and
+          [m["status"] for m in meta].count("complete") == 1 and
+          meta[-1]["status"] == "complete",
+          "seed stream of a team %s %s" % (st, chunks))
 
     # POST /sessions refuses a bad team.
     st, js = d.http_json("POST", "/sessions", {"sessionId": "team-bad",
