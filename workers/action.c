@@ -25,6 +25,7 @@
 #include "approve.h"
 #include "auditlog.h"
 #include "sess.h"
+#include "team.h"
 #include "wk.h"
 
 #define ACTIONS_MAX	64	/* actions pending in one session */
@@ -343,6 +344,15 @@ action_propose(struct sess *s, const char *proposer, const cJSON *action,
 	if ((norm = action_check(action, proposer, msg, sizeof(msg))) ==
 	    NULL) {
 		sess_result_err(r, "BAD_REQUEST", 400, "%s", msg);
+		return 0;
+	}
+	if (team_agent(s, str(norm, "executor")) != NULL) {
+		/* An internal agent has no stream to take action_execute. */
+		sess_result_err(r, "BAD_REQUEST", 400, "field "
+		    "'action.executor': %.64s is an internal agent of the "
+		    "session; an action runs at an external agent",
+		    str(norm, "executor"));
+		cJSON_Delete(norm);
 		return 0;
 	}
 	b = approve_pending(s, APPROVE_ACTIONS);

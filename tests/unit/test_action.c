@@ -19,6 +19,18 @@
 static struct config conf;
 static struct wk wk;
 
+/* The team (team.c): "internal" is an internal agent. */
+cJSON *
+team_agent(const struct sess *s, const char *id)
+{
+	static cJSON *a;
+
+	(void)s;
+	if (a == NULL)
+		a = cJSON_CreateObject();
+	return id != NULL && strcmp(id, "internal") == 0 ? a : NULL;
+}
+
 /* workers/auditlog.c's, which has its own suite. */
 uint64_t
 auditlog_event(struct sess *s, uint64_t seq)
@@ -196,6 +208,16 @@ START_TEST(approve_execute_result_once)
 	ck_assert_ptr_nonnull(id);
 	p = fake_logged("action_proposed", 0);
 	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(p, "needsHuman")));
+	/* An internal agent cannot be its executor: nothing is logged. */
+	{
+		struct sess_result r2;
+
+		memset(&r2, 0, sizeof(r2));
+		ck_assert_ptr_null(propose_one("{\"type\":\"t\","
+		    "\"description\":\"d\",\"executor\":\"internal\"}", &r2));
+		ck_assert_str_eq(r2.code, "BAD_REQUEST");
+		ck_assert_ptr_null(fake_logged("action_proposed", 1));
+	}
 	ck_assert_uint_eq(r.seq, (uint64_t)proto_count(p, "seq"));
 	ck_assert_uint_eq((uint64_t)proto_count(fs.s.meta, "actionsSeq"),
 	    r.seq);
