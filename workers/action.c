@@ -326,7 +326,7 @@ action_propose(struct sess *s, const char *proposer, const cJSON *action,
     const char *id, struct sess_result *r)
 {
 	enum policy_risk risk = POLICY_MEDIUM;
-	char hex[17], aid[24], at[32], msg[256], *txt;
+	char hex[17], aid[24], at[32], msg[256];
 	uint64_t now = util_now_ms(), seq;
 	cJSON *norm, *b, *w;
 
@@ -365,16 +365,11 @@ action_propose(struct sess *s, const char *proposer, const cJSON *action,
 		return 0;
 	}
 	cJSON_Delete(b);
-	if ((txt = cJSON_PrintUnformatted(norm)) == NULL ||
-	    !sess_meta_room(s, 2 * strlen(txt), r)) {
-		free(txt);
+	/* Kept whole while it waits, and as it was answered. */
+	if (!sess_meta_room(s, norm, 2, r)) {
 		cJSON_Delete(norm);
-		if (r->code == NULL)
-			sess_result_err(r, "INTERNAL", 500, "%s",
-			    "out of memory");
 		return 0;
 	}
-	free(txt);
 	(void)policy_risk_parse(str(norm, "risk"), &risk);
 	util_randhex(hex, 8);
 	snprintf(aid, sizeof(aid), "act-%s", hex);

@@ -177,17 +177,24 @@ sess_status(const struct sess *s)
 static void	sess_break(struct sess *, int err);
 
 int
-sess_meta_room(struct sess *s, size_t need, struct sess_result *r)
+sess_meta_room(struct sess *s, const cJSON *item, unsigned copies,
+    struct sess_result *r)
 {
-	char *txt;
-	size_t have;
+	char *txt, *add;
+	size_t have, need;
 
-	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL) {
+	txt = cJSON_PrintUnformatted(s->meta);
+	add = cJSON_PrintUnformatted(item);
+	if (txt == NULL || add == NULL) {
+		free(txt);
+		free(add);
 		sess_result_err(r, "INTERNAL", 500, "%s", "out of memory");
 		return 0;
 	}
 	have = strlen(txt);
+	need = (strlen(add) + 64) * copies;
 	free(txt);
+	free(add);
 	if (have + need <= STORE_META_MAX / 4 * 3)
 		return 1;
 	sess_result_err(r, "RATE_LIMITED", 429, "the session's saved state "

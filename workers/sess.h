@@ -173,13 +173,13 @@ uint64_t	 sess_emit(struct sess *, const char *type, cJSON *body);
 /* Writes meta to the store (an owner's, while it is not broken). */
 void		 sess_meta_save(struct sess *);
 /*
- * Whether meta may take need bytes more and stay within three quarters
- * of the store's bound (STORE_META_MAX): what a client adds to it
- * (thoughts, pending actions) must leave room for the turns' history.
- * 0 with r filled (RATE_LIMITED) when it may not.
+ * Whether meta may take item (borrowed), times copies, and stay within
+ * three quarters of the store's bound (STORE_META_MAX): what a client
+ * adds to it (thoughts, pending actions) must leave room for the turns'
+ * history.  0 with r filled (RATE_LIMITED) when it may not.
  */
-int		 sess_meta_room(struct sess *, size_t need,
-		    struct sess_result *r);
+int		 sess_meta_room(struct sess *, const cJSON *item,
+		    unsigned copies, struct sess_result *r);
 /* The agent as events name it: agentId, status, role, provider. */
 cJSON		*sess_agent_json(struct sess *, const char *status);
 /* Reads this owner's log after `after` (limit 0: all) into cb, durable

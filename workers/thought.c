@@ -518,7 +518,7 @@ thought_log_id(struct sess *s, const char *agent_id, const cJSON *t,
 	struct thought_rate *rate;
 	cJSON *nodes, *body, *node;
 	const char *given;
-	char id[THOUGHT_ID_MAX + 1], *txt;
+	char id[THOUGHT_ID_MAX + 1];
 	uint64_t seq, now = util_mono_ms();
 	unsigned count, limit = conf->thought_rate, warn;
 	int tries;
@@ -565,15 +565,8 @@ thought_log_id(struct sess *s, const char *agent_id, const cJSON *t,
 		} while (node_find(nodes, id) != NULL && ++tries < 8);
 	}
 	/* Meta keeps the thought (the graph): it must have room for it. */
-	if ((txt = cJSON_PrintUnformatted(t)) == NULL ||
-	    !sess_meta_room(s, strlen(txt) + 64, r)) {
-		free(txt);
-		if (r->code == NULL)
-			sess_result_err(r, "INTERNAL", 500, "%s",
-			    "out of memory");
+	if (!sess_meta_room(s, t, 1, r))
 		return 0;
-	}
-	free(txt);
 	body = cJSON_CreateObject();
 	cJSON_AddStringToObject(body, "agentId", agent_id);
 	cJSON_AddItemToObject(body, "thought", normal(t, id));

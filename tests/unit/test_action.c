@@ -52,23 +52,6 @@ sess_answer_durable(struct sess *s, struct sess_client *c, const char *id,
 	(void)r;
 }
 
-int
-sess_id_find(struct sess *s, const char *id, uint64_t *seq)
-{
-	(void)s;
-	(void)id;
-	(void)seq;
-	return 0;
-}
-
-void
-sess_id_add(struct sess *s, const char *id, uint64_t seq)
-{
-	(void)s;
-	(void)id;
-	(void)seq;
-}
-
 static void
 setup(void)
 {

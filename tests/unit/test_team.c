@@ -33,23 +33,6 @@ sess_answer_durable(struct sess *s, struct sess_client *c, const char *id,
 	answered++;
 }
 
-int
-sess_id_find(struct sess *s, const char *id, uint64_t *seq)
-{
-	(void)s;
-	(void)id;
-	(void)seq;
-	return 0;
-}
-
-void
-sess_id_add(struct sess *s, const char *id, uint64_t seq)
-{
-	(void)s;
-	(void)id;
-	(void)seq;
-}
-
 /* life.c's end of a session, as team.c asks for it: logged, ended. */
 int
 life_complete(struct sess *s, const char *reason, const char *summary)

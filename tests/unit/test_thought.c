@@ -28,23 +28,6 @@ deliver_notify(struct deliver *d, const char *agent, const char *json)
 	warnings++;
 }
 
-int
-sess_id_find(struct sess *s, const char *id, uint64_t *seq)
-{
-	(void)s;
-	(void)id;
-	(void)seq;
-	return 0;
-}
-
-void
-sess_id_add(struct sess *s, const char *id, uint64_t seq)
-{
-	(void)s;
-	(void)id;
-	(void)seq;
-}
-
 void
 sess_answer_durable(struct sess *s, struct sess_client *c, const char *id,
     uint64_t seq, enum sess_answer a, struct sess_result *r)
