@@ -719,16 +719,10 @@ void
 action_input(struct sess *s, struct sess_client *c,
     const struct sess_from *f, struct proto_in *in, struct sess_result *r)
 {
-	uint64_t seq;
 	int rc;
 
-	if (in->id != NULL && sess_id_find(s, in->id, &seq)) {
-		r->seq = seq;
-		r->duplicate = 1;
-		r->http = 200;
-		sess_answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
+	if (sess_id_repeat(s, c, in->id, r))
 		return;
-	}
 	if (f->role == IPC_ROLE_OBSERVER) {
 		sess_result_err(r, "FORBIDDEN", 403, "observers cannot send %s",
 		    in->type);

@@ -272,14 +272,8 @@ input_apply(struct sess *s, struct sess_client *c,
 		return;
 	}
 	if (strcmp(in->type, "chat") == 0) {
-		if (in->id != NULL && sess_id_find(s, in->id, &seq)) {
-			r->seq = seq;
-			r->duplicate = 1;
-			r->http = 200;
-			/* Accepted, but perhaps not yet stored. */
-			sess_answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
+		if (sess_id_repeat(s, c, in->id, r))
 			return;
-		}
 		if (s->ended) {
 			sess_result_err(r, "SESSION_ENDED", 409, "%s",
 			    "the session "

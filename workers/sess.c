@@ -394,6 +394,22 @@ sess_id_find(struct sess *s, const char *id, uint64_t *seq)
  * (most sessions see a few, and idle ones none: 16 KiB each up front was
  * most of an idle session's memory); only full does it wrap.
  */
+int
+sess_id_repeat(struct sess *s, struct sess_client *c, const char *id,
+    struct sess_result *r)
+{
+	uint64_t seq;
+
+	if (id == NULL || !sess_id_find(s, id, &seq))
+		return 0;
+	r->seq = seq;
+	r->duplicate = 1;
+	r->http = 200;
+	/* Accepted, but perhaps not yet stored. */
+	sess_answer_durable(s, c, id, seq, ANSWER_DUP, r);
+	return 1;
+}
+
 void
 sess_id_add(struct sess *s, const char *id, uint64_t seq)
 {

@@ -208,6 +208,13 @@ void		 sess_result_err(struct sess_result *, const char *code,
 /* The client ids accepted (at most once): seq of id's message, if any. */
 int		 sess_id_find(struct sess *, const char *id, uint64_t *seq);
 void		 sess_id_add(struct sess *, const char *id, uint64_t seq);
+/*
+ * A message whose id the session accepted before: answered as the
+ * repeat it is (200, "duplicate", the seq it made, once that is stored)
+ * and 1; 0 for a new one (or no id).
+ */
+int		 sess_id_repeat(struct sess *, struct sess_client *c,
+		    const char *id, struct sess_result *r);
 /* Queues c's answer until seq is durable (or, with req, posted); 0 or -1. */
 int		 sess_ack_wait(struct sess *, struct sess_client *c,
 		    const char *id, uint64_t seq, enum sess_answer);

@@ -725,21 +725,14 @@ int
 team_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
     struct proto_in *in, struct sess_result *r)
 {
-	uint64_t seq;
-
 	if (strcmp(in->type, "agent_add") != 0 &&
 	    strcmp(in->type, "agent_remove") != 0 &&
 	    strcmp(in->type, "set_strategy") != 0)
 		return 0;
 	if (!can_manage(s, from, in->type, r))
 		return 1;
-	if (in->id != NULL && sess_id_find(s, in->id, &seq)) {
-		r->seq = seq;
-		r->duplicate = 1;
-		r->http = 200;
-		sess_answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
+	if (sess_id_repeat(s, c, in->id, r))
 		return 1;
-	}
 	if (strcmp(in->type, "agent_add") == 0)
 		agent_add(s, c, in, r);
 	else if (strcmp(in->type, "agent_remove") == 0)

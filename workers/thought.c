@@ -649,13 +649,8 @@ thought_share(struct sess *s, struct sess_client *c,
 
 	if (thought_share_check(from, in->root, r) == -1)
 		return;
-	if (in->id != NULL && sess_id_find(s, in->id, &seq)) {
-		r->seq = seq;
-		r->duplicate = 1;
-		r->http = 200;
-		sess_answer_durable(s, c, in->id, seq, ANSWER_DUP, r);
+	if (sess_id_repeat(s, c, in->id, r))
 		return;
-	}
 	if ((seq = thought_log_id(s, from->agent,
 	    cJSON_GetObjectItemCaseSensitive(in->root, "thought"), in->id,
 	    r)) == 0)

@@ -64,6 +64,20 @@ sess_id_add(struct sess *s, const char *id, uint64_t seq)
 	(void)seq;
 }
 
+int
+sess_id_repeat(struct sess *s, struct sess_client *c, const char *id,
+    struct sess_result *r)
+{
+	uint64_t seq;
+
+	(void)c;
+	if (id == NULL || !sess_id_find(s, id, &seq))
+		return 0;
+	r->seq = seq;
+	r->duplicate = 1;
+	return 1;
+}
+
 /* Meta has room unless a test says it is full (fs.meta_full). */
 int
 sess_meta_room(struct sess *s, const cJSON *item, unsigned copies,
