@@ -21,6 +21,13 @@
  *	storm	connect with lastSeq 0, start a turn, drop every connection
  *		with RST 100ms later, resume all with lastSeq; time from the
  *		drop until every client has caught up, then read to done.
+ *	thoughts (parley only) each sender is an external agent
+ *		(?role=agent&agentId=bench-agent) that sends --thoughts
+ *		thought_share at once; the others are observers, each done
+ *		once it has --thoughts "thought" or "filtered" events;
+ *		events/s counts the observers' ones, first to last.  The
+ *		sessions must exist (POST /sessions with the
+ *		config.thoughtVisibility to measure: bench/run does it).
  *
  * Processes agree on phases over pipes: each child writes "READY" once
  * its clients are connected (in replay mode: have their events), the
@@ -76,11 +83,11 @@
 
 enum proto { P_PARLEY, P_WS, P_SIO };
 enum transport { T_WS, T_SSE };
-enum mode { M_IDLE, M_STREAM, M_FANOUT, M_REPLAY, M_STORM };
+enum mode { M_IDLE, M_STREAM, M_FANOUT, M_REPLAY, M_STORM, M_THOUGHTS };
 
 static const char *const proto_names[] = { "parley", "ws", "socketio" };
 static const char *const mode_names[] = {
-	"idle", "stream", "fanout", "replay", "storm"
+	"idle", "stream", "fanout", "replay", "storm", "thoughts"
 };
 
 struct opts {
@@ -97,6 +104,9 @@ struct opts {
 	enum mode	 mode;
 	const char	*chat;
 	unsigned	 tokens;
+	unsigned	 thoughts;	/* thoughts mode: per session */
+	int		 private;	/* thoughts mode: "shared":false */
+	const char	*category;	/* thoughts mode */
 	unsigned	 interval;
 	uint64_t	 from;
 	int		 have_from;
@@ -129,6 +139,7 @@ struct client {
 	uint32_t		 sess;		/* session index */
 	uint32_t		 events;
 	uint32_t		 gaps;		/* seqs skipped, not yet seen */
+	uint32_t		 thoughts;	/* thought/filtered events seen */
 	uint32_t		 qnext;		/* queue link, UINT32_MAX = end */
 	uint8_t			 st;
 	uint8_t			 has_last;	/* resume after last */
@@ -367,6 +378,29 @@ build_chat(void)
 	case P_PARLEY:
 		/* sessionId is filled in per client; see send_chat. */
 		cJSON_AddNumberToObject(o, "v", 1);
+		if (g.o.mode == M_THOUGHTS) {
+			cJSON *t, *r;
+
+			cJSON_AddStringToObject(o, "type", "thought_share");
+			cJSON_AddStringToObject(o, "sessionId", SID_MARK);
+			t = cJSON_AddObjectToObject(o, "thought");
+			/* About the size of a reasoning step (~200 bytes). */
+			cJSON_AddStringToObject(t, "content", "The retry loop "
+			    "backs off exponentially but never resets its "
+			    "delay after a success, so a single transient "
+			    "failure slows every later request; resetting "
+			    "it in on_success would fix the tail latency.");
+			cJSON_AddStringToObject(t, "category", g.o.category);
+			cJSON_AddNumberToObject(t, "confidence", 0.7);
+			r = cJSON_AddArrayToObject(t, "references");
+			cJSON_AddItemToArray(r, cJSON_CreateString(
+			    "src/retry.c"));
+			cJSON_AddItemToArray(r, cJSON_CreateString(
+			    "src/client.c"));
+			if (g.o.private)
+				cJSON_AddBoolToObject(t, "shared", 0);
+			break;
+		}
 		cJSON_AddStringToObject(o, "type", "chat");
 		cJSON_AddStringToObject(o, "sessionId", SID_MARK);
 		cJSON_AddStringToObject(o, "message", g.o.chat);
@@ -482,7 +516,13 @@ send_chat(struct client *c)
 	    asprintf(&j, "%.*s%s%s", (int)(p - g.chat_frame), g.chat_frame,
 	    sid, p + strlen(SID_MARK)) == -1)
 		return;
-	if (g.o.transport == T_SSE) {
+	if (g.o.mode == M_THOUGHTS) {
+		unsigned k;
+
+		/* All at once: the daemon paces them, not the client. */
+		for (k = 0; k < g.o.thoughts && c->st == C_UP; k++)
+			ws_send_text(c, j, strlen(j));
+	} else if (g.o.transport == T_SSE) {
 		snprintf(path, sizeof(path), "/sessions/%s/messages", sid);
 		oneshot("chat", path, j);
 	} else if (c->st == C_UP)
@@ -554,10 +594,27 @@ on_event(struct client *c, const char *type, size_t tlen, uint64_t seq,
 				    "(at %" PRIu64 ")", c->id, seq, c->last);
 		}
 		c->events++;
-		g.events++;
-		if (g.t_first == 0 || now < g.t_first)
-			g.t_first = now;
-		g.t_last = now;
+		if (g.o.mode != M_THOUGHTS) {
+			g.events++;
+			if (g.t_first == 0 || now < g.t_first)
+				g.t_first = now;
+			g.t_last = now;
+		} else if ((tlen == 7 && memcmp(type, "thought", 7) == 0) ||
+		    (tlen == 8 && memcmp(type, "filtered", 8) == 0)) {
+			/* Only the observers' thoughts, in any form. */
+			c->thoughts++;
+			if (!c->sender) {
+				g.events++;
+				if (g.t_first == 0 || now < g.t_first)
+					g.t_first = now;
+				g.t_last = now;
+			}
+			if (g.phase == 1 && !c->done &&
+			    c->thoughts >= g.o.thoughts) {
+				c->done = 1;
+				g.ndone++;
+			}
+		}
 		if (!c->live && c->st == C_UP && c->last >= c->top)
 			on_live(c);
 	}
@@ -884,8 +941,9 @@ send_request(struct client *c)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
 	char sid[96];
-	const char *role = c->sender || g.o.mode != M_FANOUT ? "user" :
-	    "observer";
+	const char *role = g.o.mode == M_THOUGHTS ? (c->sender ?
+	    "agent&agentId=bench-agent" : "observer") :
+	    c->sender || g.o.mode != M_FANOUT ? "user" : "observer";
 	int resume = c->has_last && c->has_base;
 	uint64_t last = resume ? c->last : g.o.from;
 	int with_last = resume || g.o.have_from;
@@ -1159,7 +1217,7 @@ finish(void)
 	if (g.phase == 2)
 		return;
 	if (g.o.mode == M_STREAM || g.o.mode == M_FANOUT ||
-	    g.o.mode == M_STORM)
+	    g.o.mode == M_STORM || g.o.mode == M_THOUGHTS)
 		check_sessions();
 	g.phase = 2;
 	for (i = 0; i < g.n; i++)
@@ -1222,6 +1280,7 @@ check_phase(void)
 	case M_STREAM:
 	case M_FANOUT:
 	case M_STORM:
+	case M_THOUGHTS:
 		if (!g.chats_sent) {
 			if (g.o.mode != M_STORM && g.o.proto == P_PARLEY &&
 			    now < g.t_go + SETTLE_MS * 1000)
@@ -1601,8 +1660,11 @@ aggregate(struct kid *kids, unsigned nk, uint64_t t0, uint64_t t_end)
 	if (g.o.mode == M_STORM)
 		cJSON_AddNumberToObject(o, "time_to_live_s", (double)ttl / 1e6);
 	if (g.o.mode == M_STREAM || g.o.mode == M_FANOUT ||
-	    g.o.mode == M_STORM)
+	    g.o.mode == M_STORM || g.o.mode == M_THOUGHTS)
 		cJSON_AddNumberToObject(o, "clients_done", (double)done);
+	/* CLOCK_REALTIME us, to match the server's CPU to the window. */
+	cJSON_AddNumberToObject(o, "t_first_us", (double)tf);
+	cJSON_AddNumberToObject(o, "t_last_us", (double)tl);
 	if (g.o.mode == M_REPLAY) {
 		cJSON_AddNumberToObject(o, "clients_done", (double)reached);
 		e = cJSON_AddObjectToObject(o, "per_client_events_per_s");
@@ -1622,7 +1684,8 @@ aggregate(struct kid *kids, unsigned nk, uint64_t t0, uint64_t t_end)
 	if (g.o.mode == M_REPLAY && reached < g.o.clients)
 		ok = 0;
 	if ((g.o.mode == M_STREAM || g.o.mode == M_FANOUT ||
-	    g.o.mode == M_STORM) && done < g.o.clients)
+	    g.o.mode == M_STORM || g.o.mode == M_THOUGHTS) &&
+	    done < g.o.clients)
 		ok = 0;
 	if (g.o.mode == M_STORM && ttl == 0)
 		ok = 0;
@@ -1760,8 +1823,9 @@ usage(void)
 	    "usage: parley-load --proto parley|ws|socketio [--transport ws|sse]\n"
 	    "    --host H --port P [--sources A.B.C.D-A.B.C.E] [--procs K]\n"
 	    "    --clients N [--sessions S] [--prefix STR]\n"
-	    "    --mode idle|stream|fanout|replay|storm [--chat TEXT]\n"
+	    "    --mode idle|stream|fanout|replay|storm|thoughts [--chat TEXT]\n"
 	    "    [--tokens K] [--interval MS] [--from SEQ] [--expect N]\n"
+	    "    [--thoughts K] [--private] [--category C]\n"
 	    "    [--duration SEC] [--timeout SEC] [--token BEARER]\n"
 	    "    [--inflight N] [--json]\n");
 	exit(2);
@@ -1819,6 +1883,9 @@ parse_args(int argc, char **argv)
 		{ "mode", required_argument, NULL, 'm' },
 		{ "chat", required_argument, NULL, 'c' },
 		{ "tokens", required_argument, NULL, 't' },
+		{ "thoughts", required_argument, NULL, 'K' },
+		{ "private", no_argument, NULL, 'V' },
+		{ "category", required_argument, NULL, 'C' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "from", required_argument, NULL, 'f' },
 		{ "expect", required_argument, NULL, 'e' },
@@ -1840,6 +1907,8 @@ parse_args(int argc, char **argv)
 	o->procs = 1;
 	o->chat = "hello";
 	o->tokens = 50;
+	o->thoughts = 100;
+	o->category = "analysis";
 	o->interval = 20;
 	o->duration = 10;
 	o->timeout = 60;
@@ -1900,12 +1969,12 @@ parse_args(int argc, char **argv)
 			break;
 		case 'm':
 			have_mode = 1;
-			for (o->mode = 0; o->mode <= M_STORM; o->mode++)
+			for (o->mode = 0; o->mode <= M_THOUGHTS; o->mode++)
 				if (strcmp(optarg, mode_names[o->mode]) == 0)
 					break;
-			if (o->mode > M_STORM)
-				die("--mode: idle, stream, fanout, replay or "
-				    "storm");
+			if (o->mode > M_THOUGHTS)
+				die("--mode: idle, stream, fanout, replay, "
+				    "storm or thoughts");
 			break;
 		case 'c':
 			o->chat = optarg;
@@ -1913,6 +1982,17 @@ parse_args(int argc, char **argv)
 		case 't':
 			o->tokens = (unsigned)arg_num(optarg, "--tokens", 1,
 			    100000000);
+			break;
+		case 'K':
+			/* A session keeps at most 256 (THOUGHT_MAX). */
+			o->thoughts = (unsigned)arg_num(optarg, "--thoughts", 1,
+			    256);
+			break;
+		case 'V':
+			o->private = 1;
+			break;
+		case 'C':
+			o->category = optarg;
 			break;
 		case 'i':
 			o->interval = (unsigned)arg_num(optarg, "--interval", 0,
@@ -1952,6 +2032,9 @@ parse_args(int argc, char **argv)
 		die("--transport sse is only for --proto parley");
 	if (o->mode == M_FANOUT)
 		o->sessions = 1;
+	if (o->mode == M_THOUGHTS && (o->proto != P_PARLEY ||
+	    o->transport != T_WS))
+		die("--mode thoughts is for --proto parley over WebSocket");
 	if (o->sessions == 0 || o->sessions > o->clients)
 		o->sessions = o->clients;
 	if (o->mode == M_REPLAY && (o->expect == 0 || !o->have_from))
