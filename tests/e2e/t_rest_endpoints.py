@@ -19,6 +19,13 @@ async def wait_idle(d, sid, n_done):
 async def test():
     d = Daemon()
     with with_daemon(d):
+        # Ready is one worker ready (Daemon.start waits for it); /health
+        # is every worker ready, which on a loaded machine comes later.
+        deadline = time.time() + 20
+        while d.http("GET", "/health")[0] != 200:
+            check(time.time() < deadline, "GET /health never 200: %r" %
+                  (d.http("GET", "/health")[2],))
+            time.sleep(0.1)
         for p in ("/health", "/health/live", "/health/ready"):
             st, h, body = d.http("GET", p)
             check(st == 200, "GET %s -> %d %r" % (p, st, body))
