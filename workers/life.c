@@ -38,6 +38,7 @@
 #include "parley/log.h"
 #include "parley/proto.h"
 #include "parley/store.h"
+#include "parley/utf8.h"
 #include "parley/util.h"
 #include "approve.h"
 #include "life.h"
@@ -743,7 +744,9 @@ plain_summary(struct sess *s, const char *lead, const char *reason)
 	char *out = NULL;
 	uint64_t secs = (util_now_ms() - (uint64_t)proto_count(s->meta,
 	    "createdAt")) / 1000;
-	int agents = 1 + cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	/* The internal agents (one, or a team's roster) and the external. */
+	int agents = cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	    "agents")) + cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
 	    "external"));
 
 	memset(&t, 0, sizeof(t));
@@ -860,8 +863,9 @@ sum_token(void *arg, const char *text, size_t len)
 	struct life_sum *m = ((struct sess *)arg)->life->sum;
 	char *p;
 
+	/* Cut at a character's end: the summary is logged as JSON text. */
 	if (m->len + len > SUMMARY_MAX)
-		len = SUMMARY_MAX - m->len;
+		len = utf8_whole(text, SUMMARY_MAX - m->len);
 	if (len == 0 || (p = realloc(m->text, m->len + len + 1)) == NULL)
 		return;
 	memcpy(p + m->len, text, len);
