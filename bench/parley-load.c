@@ -64,12 +64,12 @@
 
 #include "parley/sse.h"
 #include "parley/ws.h"
+#include "parley-load.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT	24
 #endif
 
-#define MAX_ERRORS	8		/* error strings kept per process */
 #define MAX_HTTP_HEAD	16384
 #define MAX_FRAME	(4 * 1024 * 1024)
 #define RETRY_MS	200		/* wait before reconnecting after a failure */
@@ -81,42 +81,14 @@
 /* The RFC 6455 sample nonce: clients need not be unpredictable here. */
 #define WS_KEY		"dGhlIHNhbXBsZSBub25jZQ=="
 
-enum proto { P_PARLEY, P_WS, P_SIO };
-enum transport { T_WS, T_SSE };
-enum mode { M_IDLE, M_STREAM, M_FANOUT, M_REPLAY, M_STORM, M_THOUGHTS };
-
-static const char *const proto_names[] = { "parley", "ws", "socketio" };
-static const char *const mode_names[] = {
+const char *const proto_names[] = { "parley", "ws", "socketio" };
+const char *const mode_names[] = {
 	"idle", "stream", "fanout", "replay", "storm", "thoughts"
 };
 
-struct opts {
-	enum proto	 proto;
-	enum transport	 transport;
-	const char	*host;
-	int		 port;
-	struct in_addr	 dst;
-	uint32_t	 src_lo, src_hi;	/* host order */
-	unsigned	 procs;
-	unsigned	 clients;
-	unsigned	 sessions;
-	char		 prefix[64];
-	enum mode	 mode;
-	const char	*chat;
-	unsigned	 tokens;
-	unsigned	 thoughts;	/* thoughts mode: per session */
-	int		 private;	/* thoughts mode: "shared":false */
-	const char	*category;	/* thoughts mode */
-	unsigned	 interval;
-	uint64_t	 from;
-	int		 have_from;
-	uint64_t	 expect;
-	double		 duration;
-	double		 timeout;
-	const char	*token;
-	unsigned	 inflight;	/* handshakes in progress per process */
-	int		 json;
-};
+
+
+
 
 /* Connection states. */
 enum { C_IDLE, C_CONNECTING, C_HTTP, C_OPEN, C_UP };
@@ -154,49 +126,16 @@ struct client {
 	uint8_t			 nolast;	/* this connect named no lastSeq */
 };
 
-/* A log-linear histogram of microseconds: 32 sub-buckets per power of 2. */
-#define H_SUB		32
-#define H_BUCKETS	(2 * H_SUB + 58 * H_SUB)
 
-static struct {
-	struct opts		 o;
-	struct event_base	*base;
-	struct client		*cl;
-	unsigned		 n;
-	unsigned		 procno;
-	int			 ctl_in, res_out;
-	struct event		*ctl_ev, *tick_ev;
-	struct sockaddr_in	 sa;
-	char			*chat_frame;	/* the chat message, encoded */
-	size_t			 chat_len;
-	uint32_t		 qhead, qtail;
-	unsigned		 inflight;
-	uint64_t		 t_start;
-	uint64_t		 deadline;
-	int			 phase;		/* 0 connect, 1 after GO, 2 over */
-	int			 ready_sent;
-	uint64_t		 t_go, t_drop, t_chat;
-	uint64_t		 ttl;
-	int			 dropped, chats_sent;
-	int			 trace;		/* PARLEY_LOAD_TRACE: show messages */
-	unsigned		 nonce;
-	/* results */
-	unsigned		 nup, nlive, ndone, nreached;
-	uint64_t		 events, resumes, lost, dup, reorder;
-	uint64_t		 t_first, t_last;
-	uint64_t		 hist[H_BUCKETS];
-	uint64_t		 lat_n, lat_max;
-	double			*rates;
-	char			*errors[MAX_ERRORS];
-	unsigned		 nerrors;
-	uint64_t		 nerrors_total;
-} g;
+
+/* The process's state (parley-load.h). */
+struct load g;
 
 static void	client_connect(struct client *);
 static void	client_lost(struct client *, const char *);
 static void	check_phase(void);
 
-static uint64_t
+uint64_t
 now_us(void)
 {
 	struct timespec ts;
@@ -205,7 +144,7 @@ now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
+void
 die(const char *fmt, ...)
 {
 	va_list ap;
@@ -249,7 +188,7 @@ h_index(uint64_t v)
 }
 
 /* The middle of a bucket, as the value reported for it. */
-static uint64_t
+uint64_t
 h_value(unsigned i)
 {
 	unsigned msb, sub;
@@ -1375,7 +1314,7 @@ ctl_cb(evutil_socket_t fd, short ev, void *arg)
 	check_phase();
 }
 
-static rlim_t
+rlim_t
 raise_nofile(void)
 {
 	struct rlimit rl;
@@ -1390,7 +1329,7 @@ raise_nofile(void)
 }
 
 /* One process's share: clients procno, procno + procs, ... */
-static void
+void
 child_main(unsigned procno, int ctl_in, int res_out)
 {
 	struct timeval tv;
@@ -1466,598 +1405,3 @@ child_main(unsigned procno, int ctl_in, int res_out)
 	exit(0);
 }
 
-/* --- the parent --- */
-
-struct kid {
-	pid_t	 pid;
-	int	 ctl, res;
-	char	*buf;
-	size_t	 len;
-	int	 ready;
-	cJSON	*rep;
-	int	 eof;
-};
-
-/* Reads what a child wrote; returns its complete lines one by one. */
-static char *
-kid_line(struct kid *k)
-{
-	char *nl, *line;
-	size_t n;
-
-	if (k->buf == NULL || (nl = memchr(k->buf, '\n', k->len)) == NULL)
-		return NULL;
-	n = (size_t)(nl - k->buf);
-	if ((line = strndup(k->buf, n)) == NULL)
-		die("out of memory");
-	memmove(k->buf, nl + 1, k->len - n - 1);
-	k->len -= n + 1;
-	return line;
-}
-
-static void
-kid_fill(struct kid *k)
-{
-	char tmp[65536], *p;
-	ssize_t n;
-
-	n = read(k->res, tmp, sizeof(tmp));
-	if (n <= 0) {
-		k->eof = 1;
-		return;
-	}
-	if ((p = realloc(k->buf, k->len + (size_t)n + 1)) == NULL)
-		die("out of memory");
-	k->buf = p;
-	memcpy(k->buf + k->len, tmp, (size_t)n);
-	k->len += (size_t)n;
-}
-
-static double
-num(const cJSON *o, const char *k)
-{
-	return cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, k));
-}
-
-static int
-cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t
-h_percentile(const uint64_t *hist, uint64_t n, uint64_t max, double p)
-{
-	uint64_t want = (uint64_t)((double)n * p), acc = 0;
-	unsigned i;
-
-	if (want >= n)
-		want = n - 1;
-	for (i = 0; i < H_BUCKETS; i++) {
-		acc += hist[i];
-		if (acc > want)
-			break;
-	}
-	/* A bucket's middle may lie past the largest sample. */
-	return i < H_BUCKETS && h_value(i) < max ? h_value(i) : max;
-}
-
-static int
-aggregate(struct kid *kids, unsigned nk, uint64_t t0, uint64_t t_end)
-{
-	static uint64_t hist[H_BUCKETS];
-	cJSON *o = cJSON_CreateObject(), *lat, *errs, *x, *e;
-	uint64_t connected = 0, events = 0, resumes = 0, lost = 0, dup = 0;
-	uint64_t reorder = 0, latn = 0, latmax = 0, done = 0, reached = 0;
-	uint64_t tf = 0, tl = 0, ts = UINT64_MAX, ttl = 0, etotal = 0;
-	double *rates = NULL, el, win;
-	size_t nrates = 0, cap = 0;
-	unsigned i, nerr = 0;
-	int ok;
-	char *j;
-
-	errs = cJSON_CreateArray();
-	for (i = 0; i < nk; i++) {
-		cJSON *r = kids[i].rep;
-
-		if (r == NULL) {
-			cJSON_AddItemToArray(errs, cJSON_CreateString(
-			    "a load process gave no report"));
-			nerr++;
-			continue;
-		}
-		connected += (uint64_t)num(r, "connected");
-		events += (uint64_t)num(r, "events");
-		resumes += (uint64_t)num(r, "resumes");
-		lost += (uint64_t)num(r, "lost");
-		dup += (uint64_t)num(r, "duplicated");
-		reorder += (uint64_t)num(r, "reordered");
-		done += (uint64_t)num(r, "done");
-		reached += (uint64_t)num(r, "reached");
-		etotal += (uint64_t)num(r, "errors_total");
-		if (num(r, "t_first") > 0 && (tf == 0 ||
-		    (uint64_t)num(r, "t_first") < tf))
-			tf = (uint64_t)num(r, "t_first");
-		if ((uint64_t)num(r, "t_last") > tl)
-			tl = (uint64_t)num(r, "t_last");
-		if ((uint64_t)num(r, "t_start") < ts)
-			ts = (uint64_t)num(r, "t_start");
-		if ((uint64_t)num(r, "ttl") > ttl)
-			ttl = (uint64_t)num(r, "ttl");
-		if ((uint64_t)num(r, "lat_max") > latmax)
-			latmax = (uint64_t)num(r, "lat_max");
-		cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "hist")) {
-			unsigned b = (unsigned)cJSON_GetNumberValue(
-			    cJSON_GetArrayItem(x, 0));
-			uint64_t cnt = (uint64_t)cJSON_GetNumberValue(
-			    cJSON_GetArrayItem(x, 1));
-
-			if (b < H_BUCKETS) {
-				hist[b] += cnt;
-				latn += cnt;
-			}
-		}
-		cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "errors")) {
-			if (nerr++ < MAX_ERRORS)
-				cJSON_AddItemToArray(errs, cJSON_CreateString(
-				    cJSON_GetStringValue(x)));
-		}
-		cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "rates")) {
-			if (nrates == cap) {
-				cap = cap ? cap * 2 : 1024;
-				if ((rates = realloc(rates, cap *
-				    sizeof(*rates))) == NULL)
-					die("out of memory");
-			}
-			rates[nrates++] = cJSON_GetNumberValue(x);
-		}
-	}
-	if (ts == UINT64_MAX)
-		ts = t0;
-	/*
-	 * The measured window: first to last event (stream, fanout, storm);
-	 * from the first connect to the last event (replay); the whole run
-	 * (idle).
-	 */
-	if (g.o.mode == M_REPLAY)
-		win = tl > ts ? (double)(tl - ts) / 1e6 : 0;
-	else if (g.o.mode == M_IDLE)
-		win = (double)(t_end - t0) / 1e6;
-	else
-		win = tl > tf ? (double)(tl - tf) / 1e6 : 0;
-	el = win;
-
-	cJSON_AddStringToObject(o, "mode", mode_names[g.o.mode]);
-	cJSON_AddStringToObject(o, "proto", proto_names[g.o.proto]);
-	cJSON_AddStringToObject(o, "transport", g.o.transport == T_SSE ?
-	    "sse" : "ws");
-	cJSON_AddNumberToObject(o, "clients", g.o.clients);
-	cJSON_AddNumberToObject(o, "sessions", g.o.sessions);
-	cJSON_AddNumberToObject(o, "procs", g.o.procs);
-	cJSON_AddNumberToObject(o, "connected", (double)connected);
-	cJSON_AddNumberToObject(o, "failed", (double)(g.o.clients -
-	    (connected > g.o.clients ? g.o.clients : connected)));
-	cJSON_AddNumberToObject(o, "events", (double)events);
-	cJSON_AddNumberToObject(o, "elapsed_s", el);
-	cJSON_AddNumberToObject(o, "wall_s", (double)(t_end - t0) / 1e6);
-	cJSON_AddNumberToObject(o, "events_per_s", el > 0 ?
-	    (double)events / el : 0);
-	lat = cJSON_AddObjectToObject(o, "lat_us");
-	cJSON_AddNumberToObject(lat, "n", (double)latn);
-	cJSON_AddNumberToObject(lat, "p50", latn ? (double)h_percentile(hist,
-	    latn, latmax, 0.50) : 0);
-	cJSON_AddNumberToObject(lat, "p90", latn ? (double)h_percentile(hist,
-	    latn, latmax, 0.90) : 0);
-	cJSON_AddNumberToObject(lat, "p99", latn ? (double)h_percentile(hist,
-	    latn, latmax, 0.99) : 0);
-	cJSON_AddNumberToObject(lat, "max", (double)latmax);
-	cJSON_AddNumberToObject(o, "resumes", (double)resumes);
-	cJSON_AddNumberToObject(o, "lost", (double)lost);
-	cJSON_AddNumberToObject(o, "duplicated", (double)dup);
-	cJSON_AddNumberToObject(o, "reordered", (double)reorder);
-	if (g.o.mode == M_STORM)
-		cJSON_AddNumberToObject(o, "time_to_live_s", (double)ttl / 1e6);
-	if (g.o.mode == M_STREAM || g.o.mode == M_FANOUT ||
-	    g.o.mode == M_STORM || g.o.mode == M_THOUGHTS)
-		cJSON_AddNumberToObject(o, "clients_done", (double)done);
-	/* CLOCK_REALTIME us, to match the server's CPU to the window. */
-	cJSON_AddNumberToObject(o, "t_first_us", (double)tf);
-	cJSON_AddNumberToObject(o, "t_last_us", (double)tl);
-	if (g.o.mode == M_REPLAY) {
-		cJSON_AddNumberToObject(o, "clients_done", (double)reached);
-		e = cJSON_AddObjectToObject(o, "per_client_events_per_s");
-		if (nrates > 0) {
-			qsort(rates, nrates, sizeof(*rates), cmp_double);
-			cJSON_AddNumberToObject(e, "min", rates[0]);
-			cJSON_AddNumberToObject(e, "p50", rates[nrates / 2]);
-			cJSON_AddNumberToObject(e, "max", rates[nrates - 1]);
-		}
-	}
-	cJSON_AddNumberToObject(o, "errors_total", (double)etotal);
-	cJSON_AddItemToObject(o, "errors", errs);
-
-	/* Errors are reported; the verdict is about what was measured. */
-	ok = nerr == 0 && connected >= g.o.clients &&
-	    lost == 0 && dup == 0 && reorder == 0;
-	if (g.o.mode == M_REPLAY && reached < g.o.clients)
-		ok = 0;
-	if ((g.o.mode == M_STREAM || g.o.mode == M_FANOUT ||
-	    g.o.mode == M_STORM || g.o.mode == M_THOUGHTS) &&
-	    done < g.o.clients)
-		ok = 0;
-	if (g.o.mode == M_STORM && ttl == 0)
-		ok = 0;
-	if (g.o.json)
-		j = cJSON_PrintUnformatted(o);
-	else
-		j = cJSON_Print(o);
-	if (j == NULL)
-		die("out of memory");
-	printf("%s\n", j);
-	fflush(stdout);
-	free(j);
-	free(rates);
-	cJSON_Delete(o);
-	return ok ? 0 : 1;
-}
-
-/* File scope so the children, which inherit them, still reach them. */
-static struct kid	*kids;
-static struct pollfd	*pfd;
-
-static void
-parent_main(void)
-{
-	unsigned i, nready = 0, nrep = 0, connected = 0;
-	uint64_t t0 = now_us(), t_end;
-	int fdc[2], fdr[2], go_sent = 0, st;
-	char *line;
-
-	(void)raise_nofile();
-	if ((kids = calloc(g.o.procs, sizeof(*kids))) == NULL ||
-	    (pfd = calloc(g.o.procs, sizeof(*pfd))) == NULL)
-		die("out of memory");
-	for (i = 0; i < g.o.procs; i++) {
-		if (pipe(fdc) == -1 || pipe(fdr) == -1)
-			die("pipe: %s", strerror(errno));
-		fflush(NULL);
-		switch (kids[i].pid = fork()) {
-		case -1:
-			die("fork: %s", strerror(errno));
-		case 0:
-			close(fdc[1]);
-			close(fdr[0]);
-			/* Earlier siblings' pipe ends are not ours. */
-			for (unsigned k = 0; k < i; k++) {
-				close(kids[k].ctl);
-				close(kids[k].res);
-			}
-			child_main(i, fdc[0], fdr[1]);
-			/* NOTREACHED */
-		}
-		close(fdc[0]);
-		close(fdr[1]);
-		kids[i].ctl = fdc[1];
-		kids[i].res = fdr[0];
-	}
-	while (nrep < g.o.procs) {
-		unsigned np = 0;
-
-		for (i = 0; i < g.o.procs; i++) {
-			if (kids[i].eof)
-				continue;
-			pfd[np].fd = kids[i].res;
-			pfd[np].events = POLLIN;
-			np++;
-		}
-		if (np == 0)
-			break;
-		if (poll(pfd, np, -1) == -1) {
-			if (errno == EINTR)
-				continue;
-			die("poll: %s", strerror(errno));
-		}
-		for (i = 0; i < g.o.procs; i++) {
-			unsigned k;
-
-			if (kids[i].eof)
-				continue;
-			for (k = 0; k < np; k++)
-				if (pfd[k].fd == kids[i].res &&
-				    (pfd[k].revents & (POLLIN | POLLHUP)))
-					kid_fill(&kids[i]);
-			while ((line = kid_line(&kids[i])) != NULL) {
-				unsigned a, b;
-
-				if (sscanf(line, "READY %u %u", &a, &b) == 2) {
-					kids[i].ready = 1;
-					nready++;
-					connected += a;
-				} else if (kids[i].rep == NULL &&
-				    (kids[i].rep = cJSON_Parse(line)) != NULL)
-					nrep++;
-				free(line);
-			}
-			if (kids[i].eof && kids[i].rep == NULL && !kids[i].ready) {
-				/* Died before it was ready: do not wait for it. */
-				kids[i].ready = 1;
-				nready++;
-			}
-			if (kids[i].eof && kids[i].rep == NULL)
-				nrep++;
-		}
-		if (!go_sent && nready == g.o.procs) {
-			go_sent = 1;
-			if (g.o.mode == M_IDLE) {
-				fprintf(stderr, "HOLDING %u\n", connected);
-				fflush(stderr);
-			}
-			for (i = 0; i < g.o.procs; i++)
-				(void)write(kids[i].ctl, "G", 1);
-		}
-	}
-	t_end = now_us();
-	for (i = 0; i < g.o.procs; i++) {
-		close(kids[i].ctl);
-		waitpid(kids[i].pid, &st, 0);
-	}
-	st = aggregate(kids, g.o.procs, t0, t_end);
-	for (i = 0; i < g.o.procs; i++) {
-		cJSON_Delete(kids[i].rep);
-		free(kids[i].buf);
-		close(kids[i].res);
-	}
-	free(kids);
-	free(pfd);
-	exit(st);
-}
-
-/* --- command line --- */
-
-static void __attribute__((noreturn))
-usage(void)
-{
-	fprintf(stderr,
-	    "usage: parley-load --proto parley|ws|socketio [--transport ws|sse]\n"
-	    "    --host H --port P [--sources A.B.C.D-A.B.C.E] [--procs K]\n"
-	    "    --clients N [--sessions S] [--prefix STR]\n"
-	    "    --mode idle|stream|fanout|replay|storm|thoughts [--chat TEXT]\n"
-	    "    [--tokens K] [--interval MS] [--from SEQ] [--expect N]\n"
-	    "    [--thoughts K] [--private] [--category C]\n"
-	    "    [--duration SEC] [--timeout SEC] [--token BEARER]\n"
-	    "    [--inflight N] [--json]\n");
-	exit(2);
-}
-
-static unsigned long long
-arg_num(const char *s, const char *what, unsigned long long lo,
-    unsigned long long hi)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno != 0 || *s == '\0' || *end != '\0' || v < lo || v > hi)
-		die("%s: expected a number from %llu to %llu, got '%s'", what,
-		    lo, hi, s);
-	return v;
-}
-
-static double
-arg_secs(const char *s, const char *what)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	if (*s == '\0' || *end != '\0' || !(v >= 0) || v > 86400)
-		die("%s: expected seconds, got '%s'", what, s);
-	return v;
-}
-
-static uint32_t
-arg_addr(const char *s)
-{
-	struct in_addr a;
-
-	if (inet_pton(AF_INET, s, &a) != 1)
-		die("--sources: bad address '%s'", s);
-	return ntohl(a.s_addr);
-}
-
-static void
-parse_args(int argc, char **argv)
-{
-	static const struct option lo[] = {
-		{ "proto", required_argument, NULL, 'P' },
-		{ "transport", required_argument, NULL, 'T' },
-		{ "host", required_argument, NULL, 'h' },
-		{ "port", required_argument, NULL, 'p' },
-		{ "sources", required_argument, NULL, 'S' },
-		{ "procs", required_argument, NULL, 'k' },
-		{ "clients", required_argument, NULL, 'n' },
-		{ "sessions", required_argument, NULL, 's' },
-		{ "prefix", required_argument, NULL, 'x' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "chat", required_argument, NULL, 'c' },
-		{ "tokens", required_argument, NULL, 't' },
-		{ "thoughts", required_argument, NULL, 'K' },
-		{ "private", no_argument, NULL, 'V' },
-		{ "category", required_argument, NULL, 'C' },
-		{ "interval", required_argument, NULL, 'i' },
-		{ "from", required_argument, NULL, 'f' },
-		{ "expect", required_argument, NULL, 'e' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "timeout", required_argument, NULL, 'o' },
-		{ "token", required_argument, NULL, 'a' },
-		{ "inflight", required_argument, NULL, 'I' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'H' },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct opts *o = &g.o;
-	char *dash, buf[64];
-	int ch, have_mode = 0, have_proto = 0;
-
-	o->host = "127.0.0.1";
-	o->port = 7777;
-	o->src_lo = o->src_hi = 0x7f000001;
-	o->procs = 1;
-	o->chat = "hello";
-	o->tokens = 50;
-	o->thoughts = 100;
-	o->category = "analysis";
-	o->interval = 20;
-	o->duration = 10;
-	o->timeout = 60;
-	o->inflight = 500;
-	snprintf(o->prefix, sizeof(o->prefix), "load-%ld-%ld", (long)getpid(),
-	    (long)time(NULL));
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (ch) {
-		case 'P':
-			have_proto = 1;
-			if (strcmp(optarg, "parley") == 0)
-				o->proto = P_PARLEY;
-			else if (strcmp(optarg, "ws") == 0)
-				o->proto = P_WS;
-			else if (strcmp(optarg, "socketio") == 0)
-				o->proto = P_SIO;
-			else
-				die("--proto: parley, ws or socketio");
-			break;
-		case 'T':
-			if (strcmp(optarg, "ws") == 0)
-				o->transport = T_WS;
-			else if (strcmp(optarg, "sse") == 0)
-				o->transport = T_SSE;
-			else
-				die("--transport: ws or sse");
-			break;
-		case 'h':
-			o->host = optarg;
-			break;
-		case 'p':
-			o->port = (int)arg_num(optarg, "--port", 1, 65535);
-			break;
-		case 'S':
-			snprintf(buf, sizeof(buf), "%s", optarg);
-			if ((dash = strchr(buf, '-')) != NULL)
-				*dash++ = '\0';
-			o->src_lo = arg_addr(buf);
-			o->src_hi = dash ? arg_addr(dash) : o->src_lo;
-			if (o->src_hi < o->src_lo)
-				die("--sources: empty range");
-			break;
-		case 'k':
-			o->procs = (unsigned)arg_num(optarg, "--procs", 1, 256);
-			break;
-		case 'n':
-			o->clients = (unsigned)arg_num(optarg, "--clients", 1,
-			    10000000);
-			break;
-		case 's':
-			o->sessions = (unsigned)arg_num(optarg, "--sessions",
-			    1, 10000000);
-			break;
-		case 'x':
-			if (strlen(optarg) == 0 || strlen(optarg) > 40)
-				die("--prefix: 1 to 40 characters");
-			snprintf(o->prefix, sizeof(o->prefix), "%s", optarg);
-			break;
-		case 'm':
-			have_mode = 1;
-			for (o->mode = 0; o->mode <= M_THOUGHTS; o->mode++)
-				if (strcmp(optarg, mode_names[o->mode]) == 0)
-					break;
-			if (o->mode > M_THOUGHTS)
-				die("--mode: idle, stream, fanout, replay, "
-				    "storm or thoughts");
-			break;
-		case 'c':
-			o->chat = optarg;
-			break;
-		case 't':
-			o->tokens = (unsigned)arg_num(optarg, "--tokens", 1,
-			    100000000);
-			break;
-		case 'K':
-			/* A session keeps at most 256 (THOUGHT_MAX). */
-			o->thoughts = (unsigned)arg_num(optarg, "--thoughts", 1,
-			    256);
-			break;
-		case 'V':
-			o->private = 1;
-			break;
-		case 'C':
-			o->category = optarg;
-			break;
-		case 'i':
-			o->interval = (unsigned)arg_num(optarg, "--interval", 0,
-			    60000);
-			break;
-		case 'f':
-			o->from = arg_num(optarg, "--from", 0, UINT64_MAX / 2);
-			o->have_from = 1;
-			break;
-		case 'e':
-			o->expect = arg_num(optarg, "--expect", 1,
-			    UINT32_MAX);
-			break;
-		case 'd':
-			o->duration = arg_secs(optarg, "--duration");
-			break;
-		case 'o':
-			o->timeout = arg_secs(optarg, "--timeout");
-			break;
-		case 'a':
-			o->token = optarg;
-			break;
-		case 'I':
-			o->inflight = (unsigned)arg_num(optarg, "--inflight", 1,
-			    1000000);
-			break;
-		case 'j':
-			o->json = 1;
-			break;
-		default:
-			usage();
-		}
-	}
-	if (optind != argc || !have_mode || !have_proto || o->clients == 0)
-		usage();
-	if (o->transport == T_SSE && o->proto != P_PARLEY)
-		die("--transport sse is only for --proto parley");
-	if (o->mode == M_FANOUT)
-		o->sessions = 1;
-	if (o->mode == M_THOUGHTS && (o->proto != P_PARLEY ||
-	    o->transport != T_WS))
-		die("--mode thoughts is for --proto parley over WebSocket");
-	if (o->sessions == 0 || o->sessions > o->clients)
-		o->sessions = o->clients;
-	if (o->mode == M_REPLAY && (o->expect == 0 || !o->have_from))
-		die("--mode replay needs --from and --expect");
-	if (o->procs > o->clients)
-		o->procs = o->clients;
-	if (inet_pton(AF_INET, o->host, &o->dst) != 1) {
-		if (strcmp(o->host, "localhost") == 0)
-			inet_pton(AF_INET, "127.0.0.1", &o->dst);
-		else
-			die("--host: an IPv4 address, got '%s'", o->host);
-	}
-	g.sa.sin_family = AF_INET;
-	g.sa.sin_port = htons((uint16_t)o->port);
-	g.sa.sin_addr = o->dst;
-}
-
-int
-main(int argc, char *argv[])
-{
-	signal(SIGPIPE, SIG_IGN);
-	g.trace = getenv("PARLEY_LOAD_TRACE") != NULL;
-	parse_args(argc, argv);
-	parent_main();
-	return 0;
-}
