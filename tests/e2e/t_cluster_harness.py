@@ -149,8 +149,7 @@ async def test():
           % (ns, br, removed))
     check(not os.path.exists("/run/netns/" + ns), "stale namespace still there")
     check(not os.path.exists("/sys/class/net/" + br), "stale bridge still there")
-    wait_until(lambda: not pid_alive(rpid) or
-               open("/proc/%d/stat" % rpid).read().split()[2] == "Z", 5,
+    wait_until(lambda: not proc_running(rpid), 5,
                "the stale redis-server to die")
     check(not os.path.exists(rdir), "stale redis dir %s still there" % rdir)
     print("stale clean-up ok")

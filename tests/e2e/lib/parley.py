@@ -73,6 +73,17 @@ def provider_block(name, reply, chunk=4, delay="2ms"):
             '    chunk %d\n    delay %s\n}\n' % (name, r, chunk, delay))
 
 
+def proc_running(pid):
+    """Whether pid runs (a zombie does not).  It may go between the open
+    and the read of its stat: reading it then fails with ESRCH."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            # "pid (comm) state ...": comm may hold spaces
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 class Daemon:
     """A private parleyd: Daemon(extra=..., providers=...).start().
 
@@ -251,10 +262,7 @@ class Daemon:
                 pass
         self.proc.wait(10)
         deadline = time.time() + 10
-        while time.time() < deadline and any(
-                os.path.exists("/proc/%d" % p) and
-                not open("/proc/%d/stat" % p).read().split()[2] == "Z"
-                for p in pids):
+        while time.time() < deadline and any(map(proc_running, pids)):
             time.sleep(0.05)
 
     def crash(self):
@@ -283,15 +291,9 @@ class Daemon:
             except OSError:
                 pass
         self.proc.wait(10)
-
-        def running(p):
-            try:
-                with open("/proc/%d/stat" % p) as f:
-                    return f.read().split()[2] != "Z"
-            except OSError:
-                return False
         deadline = time.time() + 10
-        while time.time() < deadline and any(running(p) for p in stopped[1:]):
+        while time.time() < deadline and any(map(proc_running,
+                                                 stopped[1:])):
             time.sleep(0.05)
 
     def log_text(self):
