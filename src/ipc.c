@@ -95,6 +95,7 @@ ipc_conn_check(const struct ipc_conn *ic, size_t len, const char **why)
 	if (len < sizeof(*ic) || ic->bytes_len != len - sizeof(*ic) ||
 	    memchr(ic->session, '\0', sizeof(ic->session)) == NULL ||
 	    memchr(ic->scope, '\0', sizeof(ic->scope)) == NULL ||
+	    memchr(ic->subject, '\0', sizeof(ic->subject)) == NULL ||
 	    memchr(ic->peer, '\0', sizeof(ic->peer)) == NULL ||
 	    ic->role < IPC_ROLE_OBSERVER || ic->role > IPC_ROLE_ADMIN ||
 	    (ic->kind != IPC_CONN_HTTP && ic->kind != IPC_CONN_WS_CHAT) ||
@@ -105,6 +106,43 @@ ipc_conn_check(const struct ipc_conn *ic, size_t len, const char **why)
 	    (ic->session[0] == '\0' || ic->first_len == 0)))
 		return -1;
 	return 0;
+}
+
+/*
+ * Walks scope's lines; exact: only whole ids count, not "prefix*".
+ * An empty scope allows every session.
+ */
+static int
+scope_match(const char *scope, const char *sid, int exact)
+{
+	const char *l, *e;
+	size_t n, idlen = strlen(sid);
+
+	if (scope[0] == '\0')
+		return !exact;
+	for (l = scope; *l != '\0'; l = *e ? e + 1 : e) {
+		if ((e = strchr(l, '\n')) == NULL)
+			e = l + strlen(l);
+		n = (size_t)(e - l);
+		if (n > 0 && l[n - 1] == '*') {
+			if (!exact && idlen >= n - 1 && memcmp(l, sid, n - 1) == 0)
+				return 1;
+		} else if (n == idlen && memcmp(l, sid, n) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+int
+ipc_scope_allows(const char *scope, const char *sid)
+{
+	return scope_match(scope, sid, 0);
+}
+
+int
+ipc_scope_names(const char *scope, const char *sid)
+{
+	return scope_match(scope, sid, 1);
 }
 
 static void

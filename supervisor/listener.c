@@ -335,7 +335,7 @@ audit_session(struct pending *p, int role, const char *scope, char *sid,
 		    "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
 		return -1;
 	}
-	if (role != IPC_ROLE_ADMIN && strcmp(scope, sid) != 0) {
+	if (role != IPC_ROLE_ADMIN && !ipc_scope_names(scope, sid)) {
 		pending_error(p, 403, "FORBIDDEN", "the audit trail needs the "
 		    "admin role or a token scoped to this session");
 		return -1;
@@ -477,7 +477,7 @@ pending_dispatch(struct pending *p)
 			    "1-128 characters of A-Z a-z 0-9 . _ : -");
 			return;
 		}
-		if (ic.scope[0] != '\0' && strcmp(ic.scope, sid) != 0) {
+		if (!ipc_scope_allows(ic.scope, sid)) {
 			pending_error(p, 403, "FORBIDDEN",
 			    "this token is scoped to another session");
 			return;
@@ -489,8 +489,7 @@ pending_dispatch(struct pending *p)
 		    "parley-protocol(7)");
 		return;
 	}
-	if (ic.scope[0] != '\0' && sid[0] != '\0' &&
-	    strcmp(ic.scope, sid) != 0) {
+	if (sid[0] != '\0' && !ipc_scope_allows(ic.scope, sid)) {
 		pending_error(p, 403, "FORBIDDEN",
 		    "this token is scoped to another session");
 		return;

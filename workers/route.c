@@ -225,7 +225,7 @@ route_text(struct conn *c, const char *text, size_t len)
 			return;
 		}
 		if (strcmp(c->ic.session, in.session) != 0 ||
-		    (c->ic.scope[0] && strcmp(c->ic.scope, in.session) != 0)) {
+		    !ipc_scope_allows(c->ic.scope, in.session)) {
 			conn_send_error(c, "FORBIDDEN",
 			    "this token is scoped to "
 			    "another session", in.id);

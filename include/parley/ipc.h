@@ -13,9 +13,11 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#define IPC_VERSION	1
+#define IPC_VERSION	2
 #define IPC_MAX_PAYLOAD	(4u * 1024 * 1024)
 #define IPC_SID_MAX	128	/* bytes of a session id, without NUL */
+#define IPC_SCOPE_MAX	1024	/* bytes of a token's session scope */
+#define IPC_SUB_MAX	128	/* bytes of a token's subject */
 
 enum ipc_type {
 	IPC_HELLO = 1,		/* W->S: ready; payload struct ipc_hello */
@@ -67,7 +69,13 @@ struct ipc_conn {
 	uint32_t	flags;
 	uint32_t	pad;
 	char		session[IPC_SID_MAX + 1];	/* routed session, or "" */
-	char		scope[IPC_SID_MAX + 1];		/* token scope, or "" */
+	/*
+	 * The sessions the token may open: ids and "prefix*" patterns, one
+	 * per line; "" allows any.  ipc_scope_allows() reads it.
+	 */
+	char		scope[IPC_SCOPE_MAX + 1];
+	char		subject[IPC_SUB_MAX + 1];	/* JWT "sub", or "" */
+	uint64_t	expires_ms;	/* token expiry, Unix ms; 0: never */
 	char		peer[64];
 };
 
@@ -150,6 +158,10 @@ int		 ipc_conn_check(const struct ipc_conn *, size_t len,
 		    const char **why);
 /* Checks a header and payload size for its type: 0 ok, -1 with a reason. */
 int		 ipc_check(const struct ipc_hdr *, int have_fd, const char **why);
+/* Whether a token scope (struct ipc_conn.scope) lets it open session sid. */
+int		 ipc_scope_allows(const char *scope, const char *sid);
+/* Whether the scope names sid itself, not through a pattern: a share. */
+int		 ipc_scope_names(const char *scope, const char *sid);
 /*
  * Delivers what the peer sent before it exited and is still unread (the
  * supervisor, reaping a worker); never waits.

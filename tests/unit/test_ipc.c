@@ -258,39 +258,39 @@ chk(uint16_t ver, uint16_t type, uint32_t flags, uint32_t len, int have_fd)
 
 START_TEST(check_valid)
 {
-	ck_assert_int_eq(chk(1, IPC_HELLO, 0, sizeof(struct ipc_hello), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn), 1), 0);
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, IPC_MAX_PAYLOAD, 1), 0);
-	ck_assert_int_eq(chk(1, IPC_REROUTE, IPC_F_FD, sizeof(struct ipc_conn) + 7, 1), 0);
-	ck_assert_int_eq(chk(1, IPC_RELEASED, 0, sizeof(struct ipc_sess), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_ADOPT, 0, sizeof(struct ipc_sess), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_STATS, 0, sizeof(struct ipc_stats), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_SHUTDOWN, 0, sizeof(struct ipc_shutdown), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_METRICS, 0, sizeof(struct metrics), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_QUERY, 0, sizeof(struct ipc_query), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer), 0), 0);
-	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer) +
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_HELLO, 0, sizeof(struct ipc_hello), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn), 1), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD, IPC_MAX_PAYLOAD, 1), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_REROUTE, IPC_F_FD, sizeof(struct ipc_conn) + 7, 1), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_RELEASED, 0, sizeof(struct ipc_sess), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_ADOPT, 0, sizeof(struct ipc_sess), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_STATS, 0, sizeof(struct ipc_stats), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_SHUTDOWN, 0, sizeof(struct ipc_shutdown), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_METRICS, 0, sizeof(struct metrics), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_QUERY, 0, sizeof(struct ipc_query), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_ANSWER, 0, sizeof(struct ipc_answer), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_ANSWER, 0, sizeof(struct ipc_answer) +
 	    IPC_ANSWER_MAX, 0), 0);
-	ck_assert_int_eq(chk(1, IPC_LOG, 0, sizeof(struct ipc_log), 0), 0);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_LOG, 0, sizeof(struct ipc_log), 0), 0);
 }
 END_TEST
 
 START_TEST(check_version)
 {
 	ck_assert_int_eq(chk(0, IPC_HELLO, 0, sizeof(struct ipc_hello), 0), -1);
-	ck_assert_int_eq(chk(2, IPC_HELLO, 0, sizeof(struct ipc_hello), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION + 1, IPC_HELLO, 0, sizeof(struct ipc_hello), 0), -1);
 	ck_assert_int_eq(chk(0xffff, IPC_STATS, 0, sizeof(struct ipc_stats), 0), -1);
 }
 END_TEST
 
 START_TEST(check_type)
 {
-	ck_assert_int_eq(chk(1, 0, 0, 0, 0), -1);
-	ck_assert_int_eq(chk(1, 0, 0, sizeof(struct ipc_hello), 0), -1);
-	ck_assert_int_eq(chk(1, IPC_TYPE_MAX, 0, 0, 0), -1);
-	ck_assert_int_eq(chk(1, IPC_TYPE_MAX, 0, sizeof(struct ipc_shutdown), 0), -1);
-	ck_assert_int_eq(chk(1, IPC_TYPE_MAX + 1, 0, 8, 0), -1);
-	ck_assert_int_eq(chk(1, 0xffff, 0, 8, 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, 0, 0, 0, 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, 0, 0, sizeof(struct ipc_hello), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_TYPE_MAX, 0, 0, 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_TYPE_MAX, 0, sizeof(struct ipc_shutdown), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_TYPE_MAX + 1, 0, 8, 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, 0xffff, 0, 8, 0), -1);
 }
 END_TEST
 
@@ -309,41 +309,41 @@ START_TEST(check_sizes)
 	size_t i;
 
 	for (i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
-		ck_assert_int_eq(chk(1, fixed[i].t, 0, 0, 0), -1);
-		ck_assert_int_eq(chk(1, fixed[i].t, 0, (uint32_t)fixed[i].s - 1, 0), -1);
-		ck_assert_int_eq(chk(1, fixed[i].t, 0, (uint32_t)fixed[i].s + 1, 0), -1);
-		ck_assert_int_eq(chk(1, fixed[i].t, 0, 0xffffffffu, 0), -1);
+		ck_assert_int_eq(chk(IPC_VERSION, fixed[i].t, 0, 0, 0), -1);
+		ck_assert_int_eq(chk(IPC_VERSION, fixed[i].t, 0, (uint32_t)fixed[i].s - 1, 0), -1);
+		ck_assert_int_eq(chk(IPC_VERSION, fixed[i].t, 0, (uint32_t)fixed[i].s + 1, 0), -1);
+		ck_assert_int_eq(chk(IPC_VERSION, fixed[i].t, 0, 0xffffffffu, 0), -1);
 	}
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, 0, 1), -1);
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn) - 1, 1), -1);
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, IPC_MAX_PAYLOAD + 1, 1), -1);
-	ck_assert_int_eq(chk(1, IPC_REROUTE, IPC_F_FD, 0xffffffffu, 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD, 0, 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn) - 1, 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD, IPC_MAX_PAYLOAD + 1, 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_REROUTE, IPC_F_FD, 0xffffffffu, 1), -1);
 	/* an answer carries at most IPC_ANSWER_MAX bytes of JSON */
-	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer) - 1, 0), -1);
-	ck_assert_int_eq(chk(1, IPC_ANSWER, 0, sizeof(struct ipc_answer) +
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_ANSWER, 0, sizeof(struct ipc_answer) - 1, 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_ANSWER, 0, sizeof(struct ipc_answer) +
 	    IPC_ANSWER_MAX + 1, 0), -1);
-	ck_assert_int_eq(chk(1, IPC_ANSWER, IPC_F_FD, sizeof(struct ipc_answer), 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_ANSWER, IPC_F_FD, sizeof(struct ipc_answer), 1), -1);
 }
 END_TEST
 
 START_TEST(check_flags)
 {
-	ck_assert_int_eq(chk(1, IPC_HELLO, 0x2, sizeof(struct ipc_hello), 0), -1);
-	ck_assert_int_eq(chk(1, IPC_STATS, 0x80000000u, sizeof(struct ipc_stats), 0), -1);
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD | 0x4, sizeof(struct ipc_conn), 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_HELLO, 0x2, sizeof(struct ipc_hello), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_STATS, 0x80000000u, sizeof(struct ipc_stats), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD | 0x4, sizeof(struct ipc_conn), 1), -1);
 }
 END_TEST
 
 START_TEST(check_fd)
 {
 	/* fd where none belongs */
-	ck_assert_int_eq(chk(1, IPC_HELLO, IPC_F_FD, sizeof(struct ipc_hello), 1), -1);
-	ck_assert_int_eq(chk(1, IPC_HELLO, 0, sizeof(struct ipc_hello), 1), -1);
-	ck_assert_int_eq(chk(1, IPC_SHUTDOWN, IPC_F_FD, sizeof(struct ipc_shutdown), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_HELLO, IPC_F_FD, sizeof(struct ipc_hello), 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_HELLO, 0, sizeof(struct ipc_hello), 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_SHUTDOWN, IPC_F_FD, sizeof(struct ipc_shutdown), 0), -1);
 	/* fd missing */
-	ck_assert_int_eq(chk(1, IPC_CONN, 0, sizeof(struct ipc_conn), 0), -1);
-	ck_assert_int_eq(chk(1, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn), 0), -1);
-	ck_assert_int_eq(chk(1, IPC_REROUTE, 0, sizeof(struct ipc_conn), 1), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, 0, sizeof(struct ipc_conn), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_CONN, IPC_F_FD, sizeof(struct ipc_conn), 0), -1);
+	ck_assert_int_eq(chk(IPC_VERSION, IPC_REROUTE, 0, sizeof(struct ipc_conn), 1), -1);
 }
 END_TEST
 
@@ -823,6 +823,24 @@ START_TEST(byte_by_byte)
 }
 END_TEST
 
+START_TEST(scope_patterns)
+{
+	ck_assert(ipc_scope_allows("", "any"));
+	ck_assert(!ipc_scope_names("", "any"));
+	ck_assert(ipc_scope_allows("s1", "s1"));
+	ck_assert(!ipc_scope_allows("s1", "s10"));
+	ck_assert(!ipc_scope_allows("s10", "s1"));
+	ck_assert(ipc_scope_allows("a\nteam-*", "team-7"));
+	ck_assert(ipc_scope_allows("a\nteam-*", "a"));
+	ck_assert(!ipc_scope_allows("a\nteam-*", "tea"));
+	ck_assert(ipc_scope_allows("*", "x"));
+	ck_assert(!ipc_scope_names("a\nteam-*", "team-7"));
+	ck_assert(ipc_scope_names("a\nteam-*", "a"));
+	ck_assert(!ipc_scope_allows("a\n\nb", "c"));
+	ck_assert(!ipc_scope_allows("a\n", ""));
+}
+END_TEST
+
 START_TEST(byte_by_byte_fd)
 {
 	struct fx f;
@@ -891,6 +909,7 @@ ipc_suite(void)
 	tcase_add_test(tc, callback_rejects);
 	tcase_add_test(tc, byte_by_byte);
 	tcase_add_test(tc, byte_by_byte_fd);
+	tcase_add_test(tc, scope_patterns);
 	suite_add_tcase(s, tc);
 	return s;
 }
