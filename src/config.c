@@ -135,6 +135,10 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    "token SECRET role ROLE [session ID]") \
 	X("token-env", KW_TOP, 3, 5, KWF_MULTI, cfg_kw_token_env, 0, 0, 0, \
 	    "token-env VARIABLE role ROLE [session ID]") \
+	X("allowed-origin", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_allowed_origin, \
+	    0, 0, 0, "allowed-origin SCHEME://HOST[:PORT]|*") \
+	X("server-name", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_server_name, 0, 0, 0, \
+	    "server-name NAME[:PORT]|*") \
 	X("log-level", KW_TOP, 1, 1, 0, kw_log_level, 0, 0, 0, \
 	    "log-level error|warn|info|debug") \
 	X("pid-file", KW_TOP, 1, 1, 0, kw_path, C(pid_file), 0, 0, \
@@ -873,6 +877,8 @@ config_init(struct config *c)
 	TAILQ_INIT(&c->listens);
 	TAILQ_INIT(&c->providers);
 	TAILQ_INIT(&c->tokens);
+	TAILQ_INIT(&c->allowed_origins);
+	TAILQ_INIT(&c->server_names);
 	TAILQ_INIT(&c->mcp_servers);
 	c->workers = 0;
 	c->fsync = CFG_FSYNC_BATCH;
@@ -966,6 +972,7 @@ config_check(struct parser *p)
 	struct config		*c = p->conf;
 	struct cfg_mcp_server	*ms;
 	struct cfg_listen	*l;
+	struct cfg_name		*o;
 	size_t			 ai, mi;
 
 	TAILQ_FOREACH(ms, &c->mcp_servers, entry)
@@ -993,6 +1000,17 @@ config_check(struct parser *p)
 	}
 	if (!TAILQ_EMPTY(&c->tokens))
 		return 0;
+	TAILQ_FOREACH(o, &c->allowed_origins, entry)
+		if (strcmp(o->name, "*") == 0)
+			return cfg_perr_at(p, o->line, "allowed-origin *: with "
+			    "no token any web page the user visits could drive "
+			    "this server; name the origins, or add a token");
+	TAILQ_FOREACH(o, &c->server_names, entry)
+		if (strcmp(o->name, "*") == 0)
+			return cfg_perr_at(p, o->line, "server-name *: with no "
+			    "token any web page the user visits could reach "
+			    "this server by its own name (DNS rebinding); name "
+			    "the server, or add a token");
 	TAILQ_FOREACH(l, &c->listens, entry)
 		if (!l->loopback)
 			return cfg_perr_at(p, l->line, "listen %s%s%s:%s: a "
@@ -1215,6 +1233,8 @@ config_free(struct config *c)
 		free(t->session);
 		free(t);
 	}
+	cfg_names_free(&c->allowed_origins);
+	cfg_names_free(&c->server_names);
 	while ((pr = TAILQ_FIRST(&c->providers)) != NULL) {
 		TAILQ_REMOVE(&c->providers, pr, entry);
 		free(pr->reply);

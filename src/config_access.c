@@ -163,7 +163,7 @@ add_token(struct parser *p, const struct keyword *kw, const char *secret,
     int argc, char **argv)
 {
 	static const char *const roles[] = { "user", "agent", "observer",
-	    "admin" };
+	    "admin", "metrics" };
 	struct cfg_token	*t, *o;
 	const char		*session = NULL;
 	size_t			 i, n;
@@ -179,8 +179,8 @@ add_token(struct parser *p, const struct keyword *kw, const char *secret,
 		if (strcmp(argv[1], roles[i]) == 0)
 			ok = 1;
 	if (!ok)
-		return perr(p, "%s: role must be user, agent, observer or admin, "
-		    "got '%.80s'", kw->name, argv[1]);
+		return perr(p, "%s: role must be user, agent, observer, admin "
+		    "or metrics, got '%.80s'", kw->name, argv[1]);
 	if (argc == 5) {
 		if (strcmp(argv[2], "session") != 0)
 			return perr(p, "%s: expected 'session', got '%.80s'",
@@ -248,6 +248,127 @@ cfg_kw_token_env(struct parser *p, const struct keyword *kw, int argc,
 		return perr(p, "%s: the value of '%s' must be 1 to %d printable "
 		    "characters without blanks", kw->name, v, CFG_MAX_SECRET);
 	return add_token(p, kw, secret, argc, argv + 1);
+}
+
+/*
+ * HOST[:PORT] at s (n bytes): a DNS name or IPv4 address of [A-Za-z0-9.-],
+ * or an IPv6 address in brackets, then an optional port 1-65535.
+ */
+static int
+valid_hostport(const char *s, size_t n)
+{
+	size_t	i = 0, h;
+	uint64_t v;
+	char	port[8];
+
+	if (n > 0 && s[0] == '[') {
+		for (i = 1; i < n && (is_alnum(s[i]) || s[i] == ':' ||
+		    s[i] == '.'); i++)
+			;
+		if (i == 1 || i >= n || s[i++] != ']')
+			return 0;
+	} else
+		for (; i < n && (is_alnum(s[i]) || s[i] == '.' ||
+		    s[i] == '-'); i++)
+			;
+	if (i == 0 || i > 255)
+		return 0;
+	if (i == n)
+		return 1;
+	if (s[i++] != ':' || (h = n - i) == 0 || h > 5)
+		return 0;
+	memcpy(port, s + i, h);
+	port[h] = '\0';
+	return cfg_parse_uint(port, &v) == 0 && v >= 1 && v <= 65535;
+}
+
+/* Appends a lower-cased copy of name to l, refusing a repeat. */
+static int
+add_name(struct parser *p, const struct keyword *kw, struct cfg_names *l,
+    const char *name)
+{
+	struct cfg_name	*o;
+	size_t		 i;
+
+	TAILQ_FOREACH(o, l, entry)
+		if (strcasecmp(o->name, name) == 0)
+			return perr(p, "%s %.80s: duplicate (first on line %u)",
+			    kw->name, name, o->line);
+	if ((o = calloc(1, sizeof(*o))) == NULL ||
+	    (o->name = strdup(name)) == NULL) {
+		free(o);
+		return perr(p, "out of memory");
+	}
+	for (i = 0; o->name[i] != '\0'; i++)
+		if (o->name[i] >= 'A' && o->name[i] <= 'Z')
+			o->name[i] += 'a' - 'A';
+	o->line = p->line;
+	TAILQ_INSERT_TAIL(l, o, entry);
+	return 0;
+}
+
+void
+cfg_names_free(struct cfg_names *l)
+{
+	struct cfg_name	*o;
+
+	while ((o = TAILQ_FIRST(l)) != NULL) {
+		TAILQ_REMOVE(l, o, entry);
+		free(o->name);
+		free(o);
+	}
+}
+
+/*
+ * allowed-origin ORIGIN: an origin as a browser sends it (RFC 6454),
+ * scheme://host[:port] with no path; a default port is dropped, since
+ * the browser drops it too and the line would then never match.
+ */
+int
+cfg_kw_allowed_origin(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	const char	*a = argv[0], *hp;
+	char		 buf[300];
+	size_t		 n;
+
+	if (strcmp(a, "*") == 0)
+		return add_name(p, kw, &p->conf->allowed_origins, a);
+	if (strncasecmp(a, "http://", 7) == 0)
+		hp = a + 7;
+	else if (strncasecmp(a, "https://", 8) == 0)
+		hp = a + 8;
+	else
+		return perr(p, "%s: '%.80s' must be http://HOST[:PORT] or "
+		    "https://HOST[:PORT] (as the browser's Origin header "
+		    "sends it), or *", kw->name, a);
+	n = strlen(hp);
+	if (n > 0 && hp[n - 1] == '/')
+		return perr(p, "%s: '%.80s': an origin has no path, not even "
+		    "'/'; remove it", kw->name, a);
+	if (!valid_hostport(hp, n))
+		return perr(p, "%s: '%.80s' must be SCHEME://HOST[:PORT], HOST "
+		    "a name or address, PORT 1-65535", kw->name, a);
+	snprintf(buf, sizeof(buf), "%s", a);
+	n = strlen(buf);
+	if (hp == a + 7 && n > 3 && strcmp(buf + n - 3, ":80") == 0)
+		buf[n - 3] = '\0';
+	else if (hp == a + 8 && n > 4 && strcmp(buf + n - 4, ":443") == 0)
+		buf[n - 4] = '\0';
+	return add_name(p, kw, &p->conf->allowed_origins, buf);
+}
+
+/* server-name NAME[:PORT]: a Host a client may reach parleyd by. */
+int
+cfg_kw_server_name(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	const char	*a = argv[0];
+
+	if (strcmp(a, "*") != 0 && !valid_hostport(a, strlen(a)))
+		return perr(p, "%s: '%.80s' must be a host name or address, "
+		    "with an optional :PORT, or *", kw->name, a);
+	return add_name(p, kw, &p->conf->server_names, a);
 }
 
 /* A user or group name as useradd(8) takes it; existence is parleyd's. */

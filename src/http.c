@@ -631,6 +631,7 @@ http_reason(int status)
 	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
 	case 415: return "Unsupported Media Type";
+	case 421: return "Misdirected Request";
 	case 422: return "Unprocessable Content";
 	case 426: return "Upgrade Required";
 	case 429: return "Too Many Requests";

@@ -56,6 +56,7 @@ struct pending {
 static const char *role_names[] = {
 	[IPC_ROLE_OBSERVER] = "observer", [IPC_ROLE_USER] = "user",
 	[IPC_ROLE_AGENT] = "agent", [IPC_ROLE_ADMIN] = "admin",
+	[IPC_ROLE_METRICS] = "metrics",
 };
 
 static void
@@ -369,6 +370,7 @@ pending_dispatch(struct pending *p)
 	struct ipc_conn ic;
 	struct worker *w;
 	const char *path = req->path, *rest;
+	struct guard_err ge;
 	char sid[IPC_SID_MAX + 1];
 	size_t idlen;
 	int role, fd;
@@ -376,6 +378,10 @@ pending_dispatch(struct pending *p)
 	if (strcmp(path, "/health") == 0 || strcmp(path, "/health/live") == 0 ||
 	    strcmp(path, "/health/ready") == 0) {
 		answer_health(p, path);
+		return;
+	}
+	if (!p->control && guard_site(sup->conf, p->fd, req, &ge) == -1) {
+		pending_error(p, ge.status, ge.code, ge.msg);
 		return;
 	}
 	memset(&ic, 0, sizeof(ic));
@@ -397,6 +403,10 @@ pending_dispatch(struct pending *p)
 		pending_error(p, 401, "UNAUTHORIZED", "missing or unknown "
 		    "bearer token: send 'Authorization: Bearer TOKEN' or "
 		    "?access_token=TOKEN");
+		return;
+	}
+	if (guard_role(req, role, ic.scope, &ge) == -1) {
+		pending_error(p, ge.status, ge.code, ge.msg);
 		return;
 	}
 	if (strcmp(path, "/api/info") == 0) {

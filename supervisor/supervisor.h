@@ -157,6 +157,26 @@ void		 control_request(struct sup *, int fd,
 void		 control_answer(struct sup *, struct worker *, uint32_t id,
 		    int truncated, const char *json, size_t len);
 
+/* guard.c: a refusal, for the listener to answer. */
+struct guard_err {
+	int		 status;
+	const char	*code;
+	char		 msg[512];
+};
+/*
+ * Whether the request on fd (a listener's socket) names this server in
+ * Host and, from a browser, comes from its own origin or an
+ * allowed-origin: 0, or -1 with *e set.
+ */
+int		 guard_site(const struct config *, int fd,
+		    const struct http_request *, struct guard_err *);
+/*
+ * Whether role, with its token's session scope, may use the request's
+ * endpoint (the role table): 0, or -1 with *e set (404 for no endpoint).
+ */
+int		 guard_role(const struct http_request *, int role,
+		    const char *scope, struct guard_err *);
+
 /* listener.c */
 int		 listener_open(struct sup *, struct config *, char *err,
 		    size_t errlen);

@@ -39,6 +39,17 @@ struct cfg_token {
 };
 
 /*
+ * One word of a repeatable directive: allowed-origin ORIGIN (scheme://host
+ * [:port], lower-cased, or "*"), server-name NAME[:PORT] (or "*").
+ */
+struct cfg_name {
+	char			*name;
+	TAILQ_ENTRY(cfg_name)	 entry;
+	unsigned		 line;
+};
+TAILQ_HEAD(cfg_names, cfg_name);
+
+/*
  * provider NAME { type openai|anthropic|script; ... }. reply, chunk,
  * delay and stamp are only set for script; url .. max_retries only for openai and
  * anthropic (for script they keep their defaults).
@@ -137,6 +148,10 @@ struct config {
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;
 	TAILQ_HEAD(, cfg_token)	 tokens;
+	struct cfg_names	 allowed_origins;	/* browser pages of
+							   other origins */
+	struct cfg_names	 server_names;	/* Host names besides the
+						   listener's address */
 	TAILQ_HEAD(, cfg_mcp_server) mcp_servers;
 	char			*log_level;	/* error|warn|info|debug, default info */
 	char			*pid_file;	/* default NULL (none) */

@@ -53,8 +53,13 @@ enum ipc_conn_kind {
 	IPC_CONN_WS_CHAT,	/* upgraded /chat: bytes = first message, then raw frames */
 };
 
+/*
+ * IPC_ROLE_METRICS reads /metrics and /api/info only; the supervisor
+ * answers both, so a worker never sees it.
+ */
 enum ipc_role {
-	IPC_ROLE_OBSERVER = 1, IPC_ROLE_USER, IPC_ROLE_AGENT, IPC_ROLE_ADMIN
+	IPC_ROLE_OBSERVER = 1, IPC_ROLE_USER, IPC_ROLE_AGENT, IPC_ROLE_ADMIN,
+	IPC_ROLE_METRICS
 };
 
 #define IPC_CONN_F_NOT_HELD	0x1	/* REROUTE: sender does not hold it */

@@ -305,7 +305,7 @@ START_TEST(test_errors)
 	{ "token a role admin session\n", "x.conf:1: token: wrong number of "
 	  "arguments; usage: token SECRET role ROLE [session ID]" },
 	{ "token a role king\n", "x.conf:1: token: role must be user, agent, "
-	  "observer or admin, got 'king'" },
+	  "observer, admin or metrics, got 'king'" },
 	{ "token a rol admin\n", "x.conf:1: token: expected 'role', "
 	  "got 'rol'" },
 	{ "token a role user sess s1\n", "x.conf:1: token: expected "
@@ -981,6 +981,66 @@ START_TEST(test_tokens)
 }
 END_TEST
 
+/* allowed-origin and server-name: normalised, checked, repeatable. */
+START_TEST(test_site_names)
+{
+	struct config		*c;
+	struct cfg_name		*n;
+
+	c = parse("allowed-origin HTTPS://App.Example:443\n"
+	    "allowed-origin http://127.0.0.1:8080\n"
+	    "allowed-origin http://[::1]:80\n"
+	    "server-name Chat.Example\n"
+	    "server-name chat.example:8443\n"
+	    "server-name [::1]:7777\n"
+	    "token t role metrics\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	n = TAILQ_FIRST(&c->allowed_origins);
+	ck_assert_str_eq(n->name, "https://app.example");
+	n = TAILQ_NEXT(n, entry);
+	ck_assert_str_eq(n->name, "http://127.0.0.1:8080");
+	n = TAILQ_NEXT(n, entry);
+	ck_assert_str_eq(n->name, "http://[::1]");
+	n = TAILQ_FIRST(&c->server_names);
+	ck_assert_str_eq(n->name, "chat.example");
+	ck_assert_str_eq(TAILQ_NEXT(n, entry)->name, "chat.example:8443");
+	ck_assert_str_eq(TAILQ_FIRST(&c->tokens)->role, "metrics");
+	config_free(c);
+	c = parse("allowed-origin *\nserver-name *\ntoken t role admin\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	config_free(c);
+
+	expect_err("allowed-origin app.example\n", "x.conf:1: allowed-origin: "
+	    "'app.example' must be http://HOST[:PORT] or https://HOST[:PORT] "
+	    "(as the browser's Origin header sends it), or *");
+	expect_err("allowed-origin https://app.example/\n", "x.conf:1: "
+	    "allowed-origin: 'https://app.example/': an origin has no path, "
+	    "not even '/'; remove it");
+	expect_err("allowed-origin https://app.example:0\n", "x.conf:1: "
+	    "allowed-origin: 'https://app.example:0' must be "
+	    "SCHEME://HOST[:PORT], HOST a name or address, PORT 1-65535");
+	expect_err("allowed-origin https://a.example/x\n", "x.conf:1: "
+	    "allowed-origin: 'https://a.example/x' must be "
+	    "SCHEME://HOST[:PORT], HOST a name or address, PORT 1-65535");
+	expect_err("allowed-origin http://a.example\n"
+	    "allowed-origin HTTP://A.example:80\n", "x.conf:2: allowed-origin "
+	    "HTTP://A.example: duplicate (first on line 1)");
+	expect_err("allowed-origin *\n", "x.conf:1: allowed-origin *: with no "
+	    "token any web page the user visits could drive this server; "
+	    "name the origins, or add a token");
+	expect_err("server-name *\n", "x.conf:1: server-name *: with no token "
+	    "any web page the user visits could reach this server by its own "
+	    "name (DNS rebinding); name the server, or add a token");
+	expect_err("server-name a_b\n", "x.conf:1: server-name: 'a_b' must be "
+	    "a host name or address, with an optional :PORT, or *");
+	expect_err("server-name a.example:\n", "x.conf:1: server-name: "
+	    "'a.example:' must be a host name or address, with an optional "
+	    ":PORT, or *");
+	expect_err("server-name [::1\n", "x.conf:1: server-name: '[::1' must "
+	    "be a host name or address, with an optional :PORT, or *");
+}
+END_TEST
+
 /* Every prefix and many mutations of a valid file: parse or fail cleanly. */
 START_TEST(test_robust)
 {
@@ -1435,6 +1495,7 @@ config_suite(void)
 	tcase_add_test(tc, test_llm_providers);
 	tcase_add_test(tc, test_listen);
 	tcase_add_test(tc, test_tokens);
+	tcase_add_test(tc, test_site_names);
 	tcase_add_test(tc, test_robust);
 	tcase_add_test(tc, test_operations);
 	tcase_add_test(tc, test_approvals);
