@@ -33,13 +33,14 @@ async def test():
             check(d.last_seq(SID) == last, "after %s: lastSeq %s != %d"
                   % (what, d.last_seq(SID), last))
 
-        # malformed HTTP
-        long_line = b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+        # malformed HTTP (Host names the listener, else 421 comes first)
+        hx = b"Host: 127.0.0.1:%d" % d.port
+        long_line = b"GET /" + b"a" * 2000 + b" HTTP/1.1\r\n" + hx + b"\r\n\r\n"
         many_hdrs = b"GET /health HTTP/1.1\r\n" + b"".join(
             b"X-H%d: %s\r\n" % (i, b"v" * 100) for i in range(60)) + b"\r\n"
-        big_body = (b"POST /sessions/%s/messages HTTP/1.1\r\nHost: x\r\n"
+        big_body = (b"POST /sessions/%s/messages HTTP/1.1\r\n%s\r\n"
                     b"Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n"
-                    % SID.encode()) + b"{" * 5000
+                    % (SID.encode(), hx)) + b"{" * 5000
         cases = [
             (b"GARBAGE\r\n\r\n", (400,)),
             (b"GET /health HTTP/1.1\r\nNoColonHere\r\n\r\n", (400,)),
@@ -53,9 +54,9 @@ async def test():
             (b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n", (505,)),
             (b"BREW /health HTTP/1.1\r\nHost: x\r\n\r\n", (501,)),
             (big_body, (413,)),
-            (b"GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            (b"GET /chat HTTP/1.1\r\n" + hx + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
              b"Sec-WebSocket-Version: 13\r\n\r\n", (400,)),          # no key
-            (b"GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            (b"GET /chat HTTP/1.1\r\n" + hx + b"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n\r\n",
              (400, 426)),
         ]

@@ -90,8 +90,8 @@ async def wait_metrics(sc, pred, what, timeout=PUSH):
 def sse_open(d, sid, last=None):
     s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
     q = "" if last is None else "?lastSeq=%d" % last
-    s.sendall(("GET /sessions/%s/events%s HTTP/1.1\r\nHost: x\r\n"
-               "Accept: text/event-stream\r\n\r\n" % (sid, q)).encode())
+    s.sendall(("GET /sessions/%s/events%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+               "Accept: text/event-stream\r\n\r\n" % (sid, q, d.port)).encode())
     head = b""
     while b"\r\n\r\n" not in head:
         b = s.recv(4096)

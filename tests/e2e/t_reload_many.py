@@ -132,9 +132,9 @@ async def sse_client(d, c, more):
             await asyncio.sleep(0.1)
             continue
         try:
-            w.write(("GET /sessions/%s/events HTTP/1.1\r\nHost: x\r\n"
+            w.write(("GET /sessions/%s/events HTTP/1.1\r\nHost: %s:%d\r\n"
                      "Accept: text/event-stream\r\nLast-Event-ID: %d\r\n\r\n"
-                     % (c.sid, c.last())).encode())
+                     % (c.sid, d.host, d.port, c.last())).encode())
             head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
             status = int(head.split(b" ")[1])
             if status != 200:

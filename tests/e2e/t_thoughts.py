@@ -109,8 +109,8 @@ def check_view(events, mode, who, thoughts, what):
 def sse_events(d, path, until_seq, timeout=15):
     """The events of an SSE stream until one with id until_seq."""
     s = socket.create_connection((d.host, d.port), timeout=timeout)
-    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream"
-               "\r\n\r\n" % path).encode())
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nAccept: text/event-stream"
+               "\r\n\r\n" % (path, d.host, d.port)).encode())
     buf = b""
     deadline = time.time() + timeout
     try:
