@@ -146,9 +146,9 @@ guard_role(const struct http_request *req, int role, const char *scope,
 	    !(r->roles & (1u << role))) {
 		roles_text(r->roles, need, sizeof(need));
 		return refuse(e, 403, "FORBIDDEN", "%s %s needs the %s role; "
-		    "this token has the %s role", req->method, r->path, need,
+		    "this token's role is %s", req->method, r->path, need,
 		    role > 0 && (size_t)role < NROLES ? role_words[role] :
-		    "no");
+		    "none");
 	}
 	if ((r->flags & G_SERVER) && scope[0] != '\0')
 		return refuse(e, 403, "FORBIDDEN", "%s is server-wide data; a "
