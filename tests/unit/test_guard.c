@@ -130,6 +130,9 @@ START_TEST(test_host)
 	ck_assert(!host_ok(c, "evil.example:7777", "127.0.0.1:7777", 1));
 	ck_assert(!host_ok(c, "", "127.0.0.1:7777", 1));
 	ck_assert(!host_ok(c, ":7777", "127.0.0.1:7777", 1));
+	/* The listener's address unknown: the names still count. */
+	ck_assert(host_ok(c, "chat.example", "", 0));
+	ck_assert(!host_ok(c, "", "", 0));
 	config_free(c);
 	c = conf("server-name *\ntoken t role admin\n");
 	ck_assert(host_ok(c, "anything", "127.0.0.1:7777", 1));
