@@ -13,8 +13,9 @@
 # POST from another site's page are refused (403) and change nothing; the
 # server's own origin, an allowed-origin and a client without Origin pass;
 # Host: evil.example (DNS rebinding) gets 421 on /log, naming server-name;
-# the listener's address, localhost and a server-name pass; health is
-# public.
+# the listener's address, localhost and a server-name pass; a reload
+# changes the names at once (and refuses the * forms without a token);
+# health is public.
 import re
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -305,6 +306,26 @@ async def origins():
                            {"Origin": "http://chat.example"},
                            host="chat.example")
         check(st == 200, "same origin by server-name -> %d %s" % (st, text))
+        # A reload takes new names at once; allowed-origin * and
+        # server-name * need a token.
+        extra = d.extra
+        d.extra += "allowed-origin http://evil.example\nserver-name evil.example\n"
+        d.write_conf()
+        d.ctl("reload", check_rc=0)
+        st, text = request(d, "http", "GET", log, None, None,
+                           {"Origin": "http://evil.example"},
+                           host="evil.example")
+        check(st == 200, "after reload, evil.example named -> %d %s"
+              % (st, text))
+        d.extra = extra + "allowed-origin *\n"
+        d.write_conf()
+        rc, out, err = d.ctl("reload")
+        check(rc != 0 and "allowed-origin *" in out + err,
+              "reload with allowed-origin * and no token -> %d %s%s"
+              % (rc, out, err))
+        st, text = request(d, "http", "GET", log, None, None,
+                           {"Origin": "http://other.example"})
+        check(st == 403, "a refused reload let every origin in: %d" % st)
         # Health is public by design: no Host check either.
         for p in ("/health", "/health/live", "/health/ready"):
             st, text = request(d, "http", "GET", p, None, None,
