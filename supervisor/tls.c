@@ -386,6 +386,9 @@ conn_relay(struct tls_conn *c)
 	bufferevent_setcb(c->plain, plain_read, plain_write, plain_event, c);
 	bufferevent_enable(c->plain, EV_READ | EV_WRITE);
 	bufferevent_enable(c->net, EV_READ | EV_WRITE);
+	/* Bytes that came with the handshake's last flight. */
+	if (evbuffer_get_length(bufferevent_get_input(c->net)) != 0)
+		net_read(c->net, c);
 	log_debug("%s: TLS %s %s", c->peer,
 	    SSL_get_version(bufferevent_openssl_get_ssl(c->net)),
 	    SSL_get_cipher_name(bufferevent_openssl_get_ssl(c->net)));

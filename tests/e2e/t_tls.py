@@ -84,7 +84,7 @@ async def test():
                default="slow")
     c = make_certs(d.tmp)
     ca = c["ca.pem"]
-    d.extra = tls_conf(tport, c["a.pem"], c["a.key"])
+    d.extra = tls_conf(tport, c["a.pem"], c["a.key"]) + "handshake-timeout 2s\n"
     d.write_conf()
     ctx = ssl.create_default_context(cafile=ca)
     base = "https://localhost:%d" % tport
@@ -138,6 +138,28 @@ async def test():
         except OSError:
             got = b""
         check(not got.startswith(b"HTTP/"), "plain HTTP on the TLS port answered %r" % got)
+
+        # a client that never finishes its handshake is closed in time
+        s = socket.create_connection(("127.0.0.1", tport), timeout=10)
+        t0 = time.time()
+        s.sendall(b"\x16\x03\x01")   # the start of a ClientHello, no more
+        try:
+            got = s.recv(100)
+        except OSError:
+            got = b""
+        s.close()
+        check(got == b"" and time.time() - t0 < 6,
+              "half a handshake: %r after %.1f s (handshake-timeout 2s)"
+              % (got, time.time() - t0))
+        # a refused body: the answer reaches the client through the relay
+        big = os.path.join(d.tmp, "big")
+        with open(big, "wb") as f:
+            f.write(b"a" * (1200 * 1024))
+        rc, out, err = curl(ca, "-X", "POST", "-H", "Content-Type: application/json",
+                            "--data-binary", "@" + big, "-w", " %{http_code}",
+                            base + "/sessions")
+        check(rc == 0 and out.endswith(b" 413"), "1.2 MB body over TLS: rc %d %r %s"
+              % (rc, out[-120:], err))
 
         # versions: 1.2 and 1.3 served, 1.1 refused by the server
         for opt, want in (("--tlsv1.2", "TLSv1.2"), ("--tlsv1.3", "TLSv1.3")):
