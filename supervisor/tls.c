@@ -528,3 +528,24 @@ tls_free(struct sup *sup)
 	free(t);
 	sup->tls = NULL;
 }
+
+/*
+ * In a worker just forked: drop the copy of every SSL and context, so the
+ * private key and session keys are scrubbed from the worker's memory
+ * (OpenSSL clears key material when it frees it).  The bufferevents are
+ * left alone: their events are in the supervisor's epoll set, which the
+ * child shares, and removing them here would remove them there.
+ */
+void
+tls_forget(struct sup *sup)
+{
+	struct tls *t = sup->tls;
+	struct tls_conn *c;
+
+	if (t == NULL)
+		return;
+	TAILQ_FOREACH(c, &t->conns, entry)
+		SSL_free(bufferevent_openssl_get_ssl(c->net));
+	SSL_CTX_free(t->ctx);
+	sup->tls = NULL;
+}

@@ -33,6 +33,8 @@ void		 tls_accept(struct sup *, int fd, const char *peer);
 /* Shutting down: drops the handshakes in progress; relays end with
  * their worker's side. */
 void		 tls_stop(struct sup *);
+/* In a worker after fork: scrubs the key and session keys it inherited. */
+void		 tls_forget(struct sup *);
 /* The loop is over: frees every connection and the context. */
 void		 tls_free(struct sup *);
 
