@@ -544,8 +544,10 @@ tls_forget(struct sup *sup)
 
 	if (t == NULL)
 		return;
+	/* The structs stay, unused, reachable from sup like the rest of
+	 * the supervisor's state the worker inherited. */
 	TAILQ_FOREACH(c, &t->conns, entry)
 		SSL_free(bufferevent_openssl_get_ssl(c->net));
 	SSL_CTX_free(t->ctx);
-	sup->tls = NULL;
+	t->ctx = NULL;
 }
