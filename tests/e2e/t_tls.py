@@ -3,9 +3,10 @@
 # server certificates this test makes with the openssl command: HTTPS with
 # curl (POST /sessions, GET /log, an SSE stream), wss with python3-websockets,
 # an exact resume over wss after a drop, TLS 1.1 refused, 1.2 and 1.3
-# accepted, `parleyd -t` naming the line of a bad key, and SIGHUP with a new
-# certificate: the open wss connection keeps its stream, new connections
-# get the new certificate.
+# accepted, a half-done handshake closed after handshake-timeout, a refused
+# body's answer through the relay, `parleyd -t` naming the line of a bad key,
+# a reload with a bad key refused, and SIGHUP with a new certificate: the
+# open wss connection keeps its stream, new connections get the new one.
 import sys, os, signal, ssl, shutil
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -202,6 +203,17 @@ async def test():
         ev = []
         await ws_until(ws, lambda e: sum(1 for x in ev if x.get("type") == "token") >= 2,
                        into=ev)
+        # a reload with a key that does not match is refused: the running
+        # certificate stays
+        d.extra = tls_conf(tport, c["b.pem"], c["a.key"])
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        deadline = time.time() + 15
+        while "reload failed" not in d.log_text():
+            check(time.time() < deadline, "no 'reload failed' for a bad key")
+            await asyncio.sleep(0.1)
+        check(peer_cn(tport, ctx)[0] == "parley-a",
+              "a refused reload changed the certificate")
         d.extra = tls_conf(tport, c["b.pem"], c["b.key"])
         d.write_conf()
         d.signal(signal.SIGHUP)
