@@ -278,8 +278,6 @@ plain_shut(struct tls_conn *c)
 		return;
 	c->plain_shut = 1;
 	shutdown(bufferevent_getfd(c->plain), SHUT_WR);
-	if (c->plain_eof)
-		conn_finish(c);
 }
 
 /* Client to worker. */
