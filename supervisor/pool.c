@@ -749,6 +749,7 @@ pool_metrics_render(struct sup *sup, struct evbuffer *out)
 	ms.worker_restarts = sup->worker_restarts;
 	ms.uptime_seconds = (double)(util_mono_ms() - sup->started_ms) / 1000;
 	metrics_render(out, &sum, &ms);
+	tls_metrics(sup, out);
 }
 
 unsigned

@@ -12,6 +12,7 @@
  */
 #include <sys/socket.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,9 @@ struct tls {
 	TAILQ_HEAD(, tls_conn)	 conns;
 	unsigned		 nhandshake;
 	unsigned		 nrelay;	/* relaying or closing */
+	uint64_t		 done;		/* handshakes that succeeded */
+	uint64_t		 failed;	/* or failed or timed out */
+	uint64_t		 refused;	/* over a limit, not tried */
 };
 
 /* The first reason OpenSSL queued, for a message; clears the queue. */
@@ -223,8 +227,10 @@ conn_timeout(evutil_socket_t fd, short ev, void *arg)
 {
 	struct tls_conn *c = arg;
 
-	if (c->state == TLS_HANDSHAKE)
+	if (c->state == TLS_HANDSHAKE) {
 		log_debug("%s: TLS handshake not done in time", c->peer);
+		c->t->failed++;
+	}
 	conn_free(c);
 }
 
@@ -376,6 +382,7 @@ conn_relay(struct tls_conn *c)
 	c->state = TLS_RELAY;
 	t->nhandshake--;
 	t->nrelay++;
+	t->done++;
 	/* A side is read only while the other is under RELAY_MAX behind;
 	 * its write callback (at half) reads again. */
 	bufferevent_setwatermark(c->plain, EV_READ, 0, RELAY_MAX);
@@ -411,6 +418,7 @@ net_event(struct bufferevent *bev, short what, void *arg)
 			    buf);
 		}
 		ERR_clear_error();
+		c->t->failed++;
 		conn_free(c);
 		return;
 	}
@@ -461,6 +469,8 @@ tls_accept(struct sup *sup, int fd, const char *peer)
 	    (conf->max_conn_per_addr > 0 &&
 	    handshakes_from(t, peer) >= conf->max_conn_per_addr)) {
 		log_debug("%s: TLS connection refused: too many", peer);
+		if (t != NULL)
+			t->refused++;
 		close(fd);
 		return;
 	}
@@ -495,6 +505,28 @@ tls_accept(struct sup *sup, int fd, const char *peer)
 	/* The whole handshake, not each read: one byte a second must not
 	 * keep it open. */
 	conn_timer(c, conf->handshake_timeout_ms);
+}
+
+void
+tls_metrics(struct sup *sup, struct evbuffer *out)
+{
+	struct tls *t = sup->tls;
+
+	if (t == NULL || sup->conf->ntls == 0)
+		return;
+	evbuffer_add_printf(out, "# HELP parley_tls_connections TLS "
+	    "connections in their handshake or relayed to a worker.\n"
+	    "# TYPE parley_tls_connections gauge\n"
+	    "parley_tls_connections{state=\"handshake\"} %u\n"
+	    "parley_tls_connections{state=\"relay\"} %u\n"
+	    "# HELP parley_tls_handshakes_total TLS handshakes by outcome "
+	    "(refused: over a connection limit, not tried).\n"
+	    "# TYPE parley_tls_handshakes_total counter\n"
+	    "parley_tls_handshakes_total{result=\"ok\"} %llu\n"
+	    "parley_tls_handshakes_total{result=\"failed\"} %llu\n"
+	    "parley_tls_handshakes_total{result=\"refused\"} %llu\n",
+	    t->nhandshake, t->nrelay, (unsigned long long)t->done,
+	    (unsigned long long)t->failed, (unsigned long long)t->refused);
 }
 
 void

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 struct config;
+struct evbuffer;
 struct sup;
 struct ssl_ctx_st;
 
@@ -30,6 +31,9 @@ void		 tls_ctx_free(struct ssl_ctx_st *);
 void		 tls_use(struct sup *, struct ssl_ctx_st *ctx);
 /* A connection accepted on a tls listener (takes fd). */
 void		 tls_accept(struct sup *, int fd, const char *peer);
+/* Appends the parley_tls_* families to /metrics (none without a tls
+ * listener). */
+void		 tls_metrics(struct sup *, struct evbuffer *);
 /* Shutting down: drops the handshakes in progress; relays end with
  * their worker's side. */
 void		 tls_stop(struct sup *);

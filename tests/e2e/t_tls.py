@@ -238,6 +238,20 @@ async def test():
         rc, out, err = curl(ca, "-w", "%{http_code}", "-o", "/dev/null",
                             base + "/health")
         check(rc == 0 and out == b"200", "https after the reload: rc %d %s" % (rc, err))
+        # /metrics counts the handshakes: the failed ones above too
+        st, _, body = d.http("GET", "/metrics")
+        from prometheus_client.parser import text_string_to_metric_families
+        fams = {f.name: f for f in text_string_to_metric_families(body.decode())}
+        check("parley_tls_handshakes" in fams and "parley_tls_connections" in fams
+              and fams["parley_tls_connections"].documentation,
+              "TLS families not read by the Prometheus parser: %s"
+              % [n for n in fams if "tls" in n])
+        m = dict(l.rsplit(" ", 1) for l in body.decode().splitlines()
+                 if l.startswith("parley_tls_"))
+        check(st == 200 and int(m.get('parley_tls_handshakes_total{result="ok"}', 0)) >= 10
+              and int(m.get('parley_tls_handshakes_total{result="failed"}', 0)) >= 2
+              and 'parley_tls_connections{state="relay"}' in m,
+              "/metrics TLS families: %s" % m)
 
 
 run_test("tls", test)
