@@ -45,8 +45,16 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
  * X(name, where, min, max, flags, handler, field, lo, hi, usage)
  */
 #define CFG_KEYWORDS(X) \
-	X("listen", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_listen, 0, 0, 0, \
-	    "listen [HOST:]PORT") \
+	X("listen", KW_TOP, 1, 2, KWF_MULTI, cfg_kw_listen, 0, 0, 0, \
+	    "listen [HOST:]PORT [tls]") \
+	X("tls-certificate", KW_TOP, 1, 1, 0, cfg_kw_tls_file, C(tls_cert), \
+	    0, 0, "tls-certificate PATH") \
+	X("tls-key", KW_TOP, 1, 1, 0, cfg_kw_tls_file, C(tls_key), \
+	    0, 0, "tls-key PATH") \
+	X("tls-ciphers", KW_TOP, 1, 1, 0, cfg_kw_tls_ciphers, 0, 0, 0, \
+	    "tls-ciphers LIST") \
+	X("tls-protocols", KW_TOP, 1, 2, 0, cfg_kw_tls_protocols, 0, 0, 0, \
+	    "tls-protocols TLSv1.2|TLSv1.3 ...") \
 	X("workers", KW_TOP, 1, 1, 0, kw_workers, 0, 0, 0, \
 	    "workers auto|N") \
 	X("state-dir", KW_TOP, 1, 1, 0, kw_path, C(state_dir), 0, 0, \
@@ -916,6 +924,7 @@ config_init(struct config *c)
 	c->thought_rate = 20;
 	c->thought_queue_depth = 50;
 	c->agent_reconnect_timeout_ms = 2 * MS_M;
+	c->tls_protocols = CFG_TLS_1_2 | CFG_TLS_1_3;
 }
 
 /* Strings that have defaults are filled in last so a directive can own them. */
@@ -998,6 +1007,8 @@ config_check(struct parser *p)
 		    policy_autonomy_name(c->autonomy),
 		    policy_autonomy_name(c->max_autonomy), p->seen[mi]);
 	}
+	if (cfg_tls_check(p) == -1)
+		return -1;
 	if (!TAILQ_EMPTY(&c->tokens))
 		return 0;
 	TAILQ_FOREACH(o, &c->allowed_origins, entry)
@@ -1257,6 +1268,9 @@ config_free(struct config *c)
 	free(c->user);
 	free(c->group);
 	free(c->audit_log);
+	free(c->tls_cert);
+	free(c->tls_key);
+	free(c->tls_ciphers);
 	free(c);
 }
 

@@ -36,6 +36,8 @@ cfg_listen_new(struct config *c, const char *host, uint64_t port, int loopback,
 	return l;
 }
 
+static int listen_addr(struct parser *, const struct keyword *, const char *);
+
 /*
  * Adds one listener of a listen line a (for its messages); optional: a
  * bind that finds no such address on this host is a warning, not an error.
@@ -81,14 +83,108 @@ listen_loopback(struct parser *p, const struct keyword *kw, const char *a,
 int
 cfg_kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
-	const char		*a = argv[0], *host, *port, *colon, *rb;
+	struct cfg_listen	*l;
+
+	if (argc == 2 && strcmp(argv[1], "tls") != 0)
+		return perr(p, "%s: expected 'tls' after the address, got "
+		    "'%.80s'", kw->name, argv[1]);
+	if (listen_addr(p, kw, argv[0]) == -1)
+		return -1;
+	if (argc == 2)
+		TAILQ_FOREACH(l, &p->conf->listens, entry)
+			if (l->line == p->line) {
+				l->tls = 1;
+				p->conf->ntls++;
+			}
+	return 0;
+}
+
+/* tls-certificate and tls-key: an absolute path; tls.c reads the file. */
+int
+cfg_kw_tls_file(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct config	*c = p->conf;
+
+	if (argv[0][0] != '/')
+		return perr(p, "%s: must be an absolute path, got '%.80s'",
+		    kw->name, argv[0]);
+	if (kw->off == C(tls_cert))
+		c->tls_cert_line = p->line;
+	else
+		c->tls_key_line = p->line;
+	return cfg_set_string(p, cfg_field(p, kw), argv[0]);
+}
+
+/* An OpenSSL cipher list: tls.c tells whether OpenSSL knows it. */
+int
+cfg_kw_tls_ciphers(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	if (!cfg_is_word(argv[0], 1024))
+		return perr(p, "%s: expected an OpenSSL cipher list such as "
+		    "ECDHE+AESGCM:ECDHE+CHACHA20, got '%.80s'", kw->name,
+		    argv[0]);
+	p->conf->tls_ciphers_line = p->line;
+	return cfg_set_string(p, &p->conf->tls_ciphers, argv[0]);
+}
+
+/* TLS 1.2 and 1.3 only: older versions have known attacks (RFC 8996). */
+int
+cfg_kw_tls_protocols(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	unsigned	 set = 0;
+	int		 i;
+
+	for (i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "TLSv1.2") == 0)
+			set |= CFG_TLS_1_2;
+		else if (strcmp(argv[i], "TLSv1.3") == 0)
+			set |= CFG_TLS_1_3;
+		else if (strncmp(argv[i], "TLSv1", 5) == 0 ||
+		    strncmp(argv[i], "SSLv", 4) == 0)
+			return perr(p, "%s: %.20s is not offered: versions "
+			    "before TLS 1.2 are deprecated (RFC 8996); use "
+			    "TLSv1.2 and/or TLSv1.3", kw->name, argv[i]);
+		else
+			return perr(p, "%s: expected TLSv1.2 or TLSv1.3, got "
+			    "'%.80s'", kw->name, argv[i]);
+	}
+	p->conf->tls_protocols = set;
+	return 0;
+}
+
+int
+cfg_tls_check(struct parser *p)
+{
+	struct config		*c = p->conf;
+	struct cfg_listen	*l;
+
+	if (c->ntls == 0)
+		return 0;
+	TAILQ_FOREACH(l, &c->listens, entry)
+		if (l->tls)
+			break;
+	if (c->tls_cert == NULL || c->tls_key == NULL)
+		return cfg_perr_at(p, l->line, "listen %s%s%s:%s tls: needs "
+		    "tls-certificate and tls-key (PEM files)",
+		    strchr(l->host, ':') ? "[" : "", l->host,
+		    strchr(l->host, ':') ? "]" : "", l->port);
+	return 0;
+}
+
+/* The address of a listen line: one listener, or two for loopback. */
+static int
+listen_addr(struct parser *p, const struct keyword *kw, const char *a)
+{
+	const char		*host, *port, *colon, *rb;
 	char			 hbuf[64], canon[INET6_ADDRSTRLEN];
 	struct in_addr		 in4;
 	struct in6_addr		 in6;
 	size_t			 hlen, i;
 	int			 loopback = 0, numeric = 1;
 
-	(void)argc;
 	if (strchr(a, ':') == NULL ||
 	    (strncasecmp(a, "localhost:", 10) == 0 && strchr(a + 10, ':') == NULL))
 		return listen_loopback(p, kw, a, strchr(a, ':') ?

@@ -128,8 +128,11 @@ const struct keyword *cfg_block_first(struct parser *, int, unsigned *);
 
 /* config_access.c */
 cfg_kw_fn cfg_kw_listen, cfg_kw_token, cfg_kw_token_env, cfg_kw_account,
-	    cfg_kw_control_socket, cfg_kw_allowed_origin, cfg_kw_server_name;
+	    cfg_kw_control_socket, cfg_kw_allowed_origin, cfg_kw_server_name,
+	    cfg_kw_tls_file, cfg_kw_tls_ciphers, cfg_kw_tls_protocols;
 void	cfg_names_free(struct cfg_names *);
+/* Once the file is read: a tls listener has its certificate and key. */
+int	cfg_tls_check(struct parser *);
 /* Appends a listener to the config's; NULL when out of memory. */
 struct cfg_listen *cfg_listen_new(struct config *, const char *, uint64_t,
 	    int, int);

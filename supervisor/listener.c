@@ -28,6 +28,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "supervisor.h"
+#include "tls.h"
 
 #define MAX_PENDING	4096	/* connections still sending their request */
 #define CTL_PENDING_MAX	64	/* the same on the control socket */
@@ -638,6 +639,7 @@ static void
 accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
 {
+	struct listener *l = arg;
 	char host[INET6_ADDRSTRLEN];
 	int one = 1;
 
@@ -649,7 +651,10 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 	 * tool_start).  The option goes with the socket to the worker. */
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == -1)
 		log_debug("TCP_NODELAY: %s", strerror(errno));
-	listener_take(arg, fd, 0, host);
+	if (l->tls)
+		tls_accept(l->sup, fd, host);
+	else
+		listener_take(l->sup, fd, 0, host);
 }
 
 static void
@@ -703,7 +708,9 @@ listener_bind(struct sup *sup, const struct cfg_listen *cl, char *err,
 		return NULL;
 	}
 	/* [::]:P beside 0.0.0.0:P: each family binds its own. */
-	l->evl = evconnlistener_new_bind(sup->base, accept_cb, sup,
+	l->sup = sup;
+	l->tls = cl->tls;
+	l->evl = evconnlistener_new_bind(sup->base, accept_cb, l,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC |
 	    (res->ai_family == AF_INET6 ? LEV_OPT_BIND_IPV6ONLY : 0),
 	    1024, res->ai_addr, (int)res->ai_addrlen);
@@ -791,6 +798,13 @@ listener_update(struct sup *sup, struct config *conf, char *err,
 		log_info("no longer listening on %s", l->name);
 		evconnlistener_free(l->evl);
 		free(l);
+	}
+	/* A listen line kept may have gained or lost "tls". */
+	TAILQ_FOREACH(cl, &conf->listens, entry) {
+		listen_name(cl, name, sizeof(name));
+		TAILQ_FOREACH(l, &sup->listeners, entry)
+			if (strcmp(l->name, name) == 0)
+				l->tls = cl->tls;
 	}
 	while ((l = TAILQ_FIRST(&fresh)) != NULL) {
 		TAILQ_REMOVE(&fresh, l, entry);

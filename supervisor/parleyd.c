@@ -24,6 +24,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "supervisor.h"
+#include "tls.h"
 
 static void
 usage(void)
@@ -55,10 +56,14 @@ default_state_dir(struct config *conf)
 		fatal("strdup");
 }
 
-/* ping: also say whether a shared store answers (blocks up to 2 s). */
+/*
+ * ping: also say whether a shared store answers (blocks up to 2 s).  Into
+ * *ctx the TLS context of its tls lines (NULL: none), its certificate and
+ * key read and checked.
+ */
 static struct config *
-load(const char *path, int must_exist, int ping_store, char *err,
-    size_t errlen)
+load(const char *path, int must_exist, int ping_store,
+    struct ssl_ctx_st **ctx, char *err, size_t errlen)
 {
 	struct config *conf;
 	struct store *st;
@@ -66,10 +71,15 @@ load(const char *path, int must_exist, int ping_store, char *err,
 
 	if ((conf = config_load(path, must_exist, err, errlen)) == NULL)
 		return NULL;
+	if ((*ctx = tls_ctx_new(conf, err, errlen)) == NULL && err[0] != '\0') {
+		config_free(conf);
+		return NULL;
+	}
 	default_state_dir(conf);
 	/* Fail now, with a clear message, rather than in every worker. */
 	if ((st = store_open(conf->store, conf->state_dir,
 	    (enum store_fsync)conf->fsync, err, errlen)) == NULL) {
+		tls_ctx_free(*ctx);
 		config_free(conf);
 		return NULL;
 	}
@@ -191,6 +201,7 @@ int
 sup_reload(struct sup *sup, char *err, size_t errlen)
 {
 	struct config *conf;
+	struct ssl_ctx_st *ctx;
 	struct timespec ts;
 	enum log_level lv = LOG_LEVEL_INFO;
 	char msg[128];
@@ -203,14 +214,17 @@ sup_reload(struct sup *sup, char *err, size_t errlen)
 	sup_notify(msg);
 	/* No store ping here: the supervisor never blocks once it serves;
 	 * workers report the store's health. */
-	if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, err,
+	if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, &ctx, err,
 	    errlen)) == NULL)
 		goto fail;
 	/* Listeners change only where the listen lines did. */
 	if (listener_update(sup, conf, err, errlen) == -1) {
+		tls_ctx_free(ctx);
 		config_free(conf);
 		goto fail;
 	}
+	/* New TLS connections get the certificate just read. */
+	tls_use(sup, ctx);
 	if (conf->log_level != NULL)
 		log_level_parse(conf->log_level, &lv);
 	log_setlevel(lv);
@@ -277,6 +291,7 @@ on_signal(evutil_socket_t sig, short ev, void *arg)
 		sup->stopping = 1;
 		notify_status(sup, "STOPPING=1\n");
 		listener_close_all(sup);
+		tls_stop(sup);
 		pool_stop(sup);
 		util_tv(&tv, sup->conf->shutdown_timeout_ms + 1000);
 		evtimer_add(sup->stop_ev, &tv);
@@ -406,6 +421,7 @@ int
 main(int argc, char *argv[])
 {
 	struct sup sup;
+	struct ssl_ctx_st *ctx;
 	int sig[SUP_NSIGS] = { SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGCHLD };
 	static const struct timeval status_tv = { 10, 0 };
 	const char *path = SYSCONFDIR "/parleyd/parleyd.conf";
@@ -442,17 +458,20 @@ main(int argc, char *argv[])
 
 	memset(&sup, 0, sizeof(sup));
 	signal(SIGPIPE, SIG_IGN);	/* the store ping writes to a socket */
-	if ((sup.conf = load(path, must_exist, 1, err, sizeof(err))) == NULL) {
+	if ((sup.conf = load(path, must_exist, 1, &ctx, err,
+	    sizeof(err))) == NULL) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
 	if (check_accounts(sup.conf, err, sizeof(err)) == -1) {
 		fprintf(stderr, "%s\n", err);
+		tls_ctx_free(ctx);
 		config_free(sup.conf);
 		return 1;
 	}
 	if (test) {
 		fprintf(stderr, "configuration OK\n");
+		tls_ctx_free(ctx);
 		config_free(sup.conf);
 		return 0;
 	}
@@ -498,6 +517,7 @@ main(int argc, char *argv[])
 	    sizeof(sup.next_conn_id))
 		sup.next_conn_id = util_now_ms() << 20;
 	sup.next_conn_id &= ~(1ULL << 63);
+	tls_use(&sup, ctx);
 	if (listener_open(&sup, sup.conf, err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	if (control_open(&sup, sup.conf, err, sizeof(err)) == -1)
@@ -526,6 +546,7 @@ main(int argc, char *argv[])
 	event_free(sup.status_ev);
 	control_close(&sup);
 	listener_close_all(&sup);
+	tls_free(&sup);
 	listener_replies_free(&sup);
 	pool_free_all(&sup);
 	config_free(sup.conf);

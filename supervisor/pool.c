@@ -21,6 +21,7 @@
 #include "parley/util.h"
 #include "parley/worker.h"
 #include "supervisor.h"
+#include "tls.h"
 
 #define BACKOFF_MIN_MS	100
 #define BACKOFF_MAX_MS	10000
@@ -410,6 +411,8 @@ worker_spawn(struct worker *w)
 		for (i = 0; i < SUP_NSIGS; i++)
 			if (sup->sigs[i] != NULL)
 				event_del(sup->sigs[i]);
+		/* A worker never needs the TLS private key. */
+		tls_forget(sup);
 		/* ^C in a terminal reaches the whole group, and so may
 		 * `pkill -HUP/-USR1 parleyd`: the supervisor decides and
 		 * tells workers over IPC. */
@@ -746,6 +749,7 @@ pool_metrics_render(struct sup *sup, struct evbuffer *out)
 	ms.worker_restarts = sup->worker_restarts;
 	ms.uptime_seconds = (double)(util_mono_ms() - sup->started_ms) / 1000;
 	metrics_render(out, &sum, &ms);
+	tls_metrics(sup, out);
 }
 
 unsigned

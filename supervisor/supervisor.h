@@ -54,13 +54,16 @@ struct route {
 
 struct listener {
 	TAILQ_ENTRY(listener)	 entry;
+	struct sup		*sup;
 	struct evconnlistener	*evl;
 	char			 name[80];
 	int			 loopback;
+	int			 tls;		/* accepted into tls.c */
 };
 
 struct pending;
 struct reply;
+struct tls;
 struct ctlq;
 struct evbuffer;
 struct http_request;
@@ -101,6 +104,7 @@ struct sup {
 	gid_t			 ctl_gid;	/* its group, or -1 */
 	TAILQ_HEAD(, ctlq)	 ctlqs;		/* questions waiting for workers */
 	uint32_t		 next_query;
+	struct tls		*tls;		/* tls.c's state, NULL until used */
 };
 
 /* What the workers last reported, summed over both generations. */

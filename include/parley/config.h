@@ -26,8 +26,13 @@ struct cfg_listen {
 	TAILQ_ENTRY(cfg_listen)	 entry;
 	int			 loopback;
 	int			 optional;	/* ::1 of a bare port */
+	int			 tls;		/* "listen ... tls" */
 	unsigned		 line;		/* 0 = built-in default */
 };
+
+/* tls-protocols: which TLS versions a tls listener offers. */
+#define CFG_TLS_1_2	0x01
+#define CFG_TLS_1_3	0x02
 
 /* token SECRET role ROLE [session ID], or token-env VAR role ROLE [...]. */
 struct cfg_token {
@@ -165,6 +170,15 @@ struct config {
 	char			*user;		/* drop to it when root */
 	char			*group;
 	uint64_t		 drain_timeout_ms;	/* default 30s */
+	/* TLS listeners (supervisor/tls.c loads and checks the files);
+	 * each *_line is where the directive was, for its errors. */
+	char			*tls_cert;	/* tls-certificate PATH */
+	char			*tls_key;	/* tls-key PATH */
+	char			*tls_ciphers;	/* OpenSSL list, NULL = its
+						   default */
+	unsigned		 tls_protocols;	/* CFG_TLS_*, default both */
+	unsigned		 tls_cert_line, tls_key_line, tls_ciphers_line;
+	unsigned		 ntls;		/* listeners with "tls" */
 };
 
 /* Built-in defaults, with the "demo" script provider as default provider. */

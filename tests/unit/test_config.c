@@ -942,6 +942,88 @@ START_TEST(test_listen)
 }
 END_TEST
 
+/* listen ... tls and the tls-* lines; tls.c loads the files themselves. */
+START_TEST(test_tls)
+{
+	struct config		*c;
+	struct cfg_listen	*l;
+	static const struct { const char *text, *err; } bad[] = {
+		{ "listen 7777 tls\n", "x.conf:1: listen 127.0.0.1:7777 tls: "
+		  "needs tls-certificate and tls-key (PEM files)" },
+		{ "listen 7777\nlisten 7778 tls\ntls-key /k\n", "x.conf:2: "
+		  "listen 127.0.0.1:7778 tls: needs tls-certificate and "
+		  "tls-key (PEM files)" },
+		{ "listen 7777 ssl\n", "x.conf:1: listen: expected 'tls' "
+		  "after the address, got 'ssl'" },
+		{ "listen 7777 tls x\n", "x.conf:1: listen: wrong number of "
+		  "arguments; usage: listen [HOST:]PORT [tls]" },
+		{ "tls-certificate cert.pem\n", "x.conf:1: tls-certificate: "
+		  "must be an absolute path, got 'cert.pem'" },
+		{ "tls-key k\n", "x.conf:1: tls-key: must be an absolute path, "
+		  "got 'k'" },
+		{ "tls-protocols TLSv1.1\n", "x.conf:1: tls-protocols: TLSv1.1 "
+		  "is not offered: versions before TLS 1.2 are deprecated "
+		  "(RFC 8996); use TLSv1.2 and/or TLSv1.3" },
+		{ "tls-protocols TLSv1.3 SSLv3\n", "x.conf:1: tls-protocols: "
+		  "SSLv3 is not offered: versions before TLS 1.2 are deprecated "
+		  "(RFC 8996); use TLSv1.2 and/or TLSv1.3" },
+		{ "tls-protocols tls1.3\n", "x.conf:1: tls-protocols: expected "
+		  "TLSv1.2 or TLSv1.3, got 'tls1.3'" },
+		{ "tls-protocols TLSv1.2 TLSv1.3 TLSv1.3\n", "x.conf:1: "
+		  "tls-protocols: wrong number of arguments; usage: "
+		  "tls-protocols TLSv1.2|TLSv1.3 ..." },
+		{ "tls-ciphers \"A B\"\n", "x.conf:1: tls-ciphers: expected an "
+		  "OpenSSL cipher list such as ECDHE+AESGCM:ECDHE+CHACHA20, got "
+		  "'A B'" },
+		{ "tls-key /a\ntls-key /b\n", "x.conf:2: tls-key: duplicate "
+		  "directive (first on line 1)" },
+	};
+	size_t			 i;
+
+	/* Plain and TLS side by side; both loopback addresses of a port. */
+	c = parse("listen 7777\nlisten 7778 tls\nlisten 127.0.0.2:7779 tls\n"
+	    "tls-certificate /etc/c.pem\ntls-key /etc/k.pem\n"
+	    "tls-ciphers ECDHE+AESGCM\ntls-protocols TLSv1.3\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_uint_eq(c->ntls, 3);
+	l = TAILQ_FIRST(&c->listens);
+	ck_assert_int_eq(l->tls, 0);
+	l = TAILQ_NEXT(TAILQ_NEXT(l, entry), entry);
+	ck_assert_str_eq(l->host, "127.0.0.1");
+	ck_assert_str_eq(l->port, "7778");
+	ck_assert_int_eq(l->tls, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "::1");
+	ck_assert_int_eq(l->tls, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "127.0.0.2");
+	ck_assert_int_eq(l->tls, 1);
+	ck_assert_str_eq(c->tls_cert, "/etc/c.pem");
+	ck_assert_uint_eq(c->tls_cert_line, 4);
+	ck_assert_str_eq(c->tls_key, "/etc/k.pem");
+	ck_assert_uint_eq(c->tls_key_line, 5);
+	ck_assert_str_eq(c->tls_ciphers, "ECDHE+AESGCM");
+	ck_assert_uint_eq(c->tls_ciphers_line, 6);
+	ck_assert_uint_eq(c->tls_protocols, CFG_TLS_1_3);
+	config_free(c);
+
+	/* Defaults: TLS 1.2 and 1.3; a certificate with no tls listener
+	 * is allowed (a reload may add one). */
+	c = parse("tls-certificate /c\ntls-key /k\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_uint_eq(c->ntls, 0);
+	ck_assert_uint_eq(c->tls_protocols, CFG_TLS_1_2 | CFG_TLS_1_3);
+	ck_assert_ptr_null(c->tls_ciphers);
+	config_free(c);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		c = parse(bad[i].text);
+		ck_assert_msg(c == NULL, "accepted: %s", bad[i].text);
+		ck_assert_str_eq(errbuf, bad[i].err);
+	}
+}
+END_TEST
+
 START_TEST(test_tokens)
 {
 	struct config		*c;
@@ -1494,6 +1576,7 @@ config_suite(void)
 	tcase_add_test(tc, test_decimal);
 	tcase_add_test(tc, test_llm_providers);
 	tcase_add_test(tc, test_listen);
+	tcase_add_test(tc, test_tls);
 	tcase_add_test(tc, test_tokens);
 	tcase_add_test(tc, test_site_names);
 	tcase_add_test(tc, test_robust);
