@@ -157,6 +157,11 @@ void		 control_request(struct sup *, int fd,
 void		 control_answer(struct sup *, struct worker *, uint32_t id,
 		    int truncated, const char *json, size_t len);
 
+/* auth.c */
+/* Finds the role of the request's bearer token; 0 when it has none or a bad one. */
+int		 authenticate(struct sup *, const struct http_request *,
+		    char *scope, size_t scopelen);
+
 /* listener.c */
 int		 listener_open(struct sup *, struct config *, char *err,
 		    size_t errlen);
