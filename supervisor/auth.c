@@ -13,6 +13,12 @@
 #include "parley/ipc.h"
 #include "supervisor.h"
 
+/*
+ * The longest credential taken, by any way in: a JWT with a few claims
+ * is 300 to 1,500 bytes; a generous scope list stays well under this.
+ */
+#define AUTH_TOKEN_MAX	8192
+
 static const char *role_names[] = {
 	[IPC_ROLE_OBSERVER] = "observer", [IPC_ROLE_USER] = "user",
 	[IPC_ROLE_AGENT] = "agent", [IPC_ROLE_ADMIN] = "admin",
@@ -24,7 +30,7 @@ authenticate(struct sup *sup, const struct http_request *req, char *scope,
 {
 	const struct cfg_token *t;
 	const char *h;
-	char qtok[256];
+	char qtok[AUTH_TOKEN_MAX + 1];
 	const char *tok = NULL;
 	size_t tlen;
 	int role = 0;
@@ -39,9 +45,8 @@ authenticate(struct sup *sup, const struct http_request *req, char *scope,
 	    http_query_param(req->query, "access_token", qtok,
 	    sizeof(qtok)) == 0)
 		tok = qtok;
-	if (tok == NULL)
+	if (tok == NULL || (tlen = strlen(tok)) > AUTH_TOKEN_MAX)
 		return 0;
-	tlen = strlen(tok);
 	/* Walk every token so timing does not tell which prefix matched. */
 	TAILQ_FOREACH(t, &sup->conf->tokens, entry) {
 		size_t i;
