@@ -128,7 +128,8 @@ const struct keyword *cfg_block_first(struct parser *, int, unsigned *);
 
 /* config_access.c */
 cfg_kw_fn cfg_kw_listen, cfg_kw_token, cfg_kw_token_env, cfg_kw_account,
-	    cfg_kw_control_socket;
+	    cfg_kw_control_socket, cfg_kw_jwt_key, cfg_kw_jwt_jwks,
+	    cfg_kw_jwt_claim, cfg_kw_jwt_require_exp;
 /* Appends a listener to the config's; NULL when out of memory. */
 struct cfg_listen *cfg_listen_new(struct config *, const char *, uint64_t,
 	    int, int);

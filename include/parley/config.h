@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parley/jwt.h"
 #include "parley/policy.h"
 
 #define CFG_DEFAULT_PATH	"/etc/parleyd/parleyd.conf"
@@ -137,6 +138,12 @@ struct config {
 	char			*default_provider;	/* default "demo" */
 	TAILQ_HEAD(, cfg_provider) providers;
 	TAILQ_HEAD(, cfg_token)	 tokens;
+	/* jwt-key, jwt-jwks, jwt-issuer, ...: keys read at load, so workers
+	 * forked after the privilege drop hold them; nkeys 0: no JWTs. */
+	struct jwt_keys		 jwt;
+	uint64_t		 jwt_leeway_ms;	/* default 30s */
+	uint64_t		 jwt_grace_ms;	/* refresh window after exp,
+						   default 60s */
 	TAILQ_HEAD(, cfg_mcp_server) mcp_servers;
 	char			*log_level;	/* error|warn|info|debug, default info */
 	char			*pid_file;	/* default NULL (none) */
