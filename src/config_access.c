@@ -370,15 +370,34 @@ key_file(struct parser *p, const struct keyword *kw, const char *path,
 	return buf;
 }
 
+/* Reads path and adds its key (alg) or, alg 0, its JWKS. */
+static int
+key_load(struct parser *p, const struct keyword *kw, const char *path,
+    int alg, const char *kid)
+{
+	unsigned char *buf;
+	char why[200];
+	size_t len;
+	int rc;
+
+	if ((buf = key_file(p, kw, path, &len)) == NULL)
+		return -1;
+	rc = alg == 0 ? jwt_jwks_add(&p->conf->jwt, (const char *)buf, len,
+	    why, sizeof(why)) : jwt_key_add(&p->conf->jwt, alg, kid, buf, len,
+	    why, sizeof(why));
+	explicit_bzero(buf, len);
+	free(buf);
+	if (rc == -1)
+		return perr(p, "%s: %s: %s", kw->name, path, why);
+	return 0;
+}
+
 /* jwt-key FILE ALG [kid ID]: one key, its algorithm pinned here. */
 int
 cfg_kw_jwt_key(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
 {
-	unsigned char *buf;
-	char why[200];
-	size_t len;
-	int alg, rc;
+	int alg;
 
 	if ((alg = jwt_alg_parse(argv[1])) == 0)
 		return perr(p, "%s: algorithm must be RS256, PS256, ES256, "
@@ -390,15 +409,7 @@ cfg_kw_jwt_key(struct parser *p, const struct keyword *kw, int argc,
 	if (argc == 4 && !cfg_is_word(argv[3], JWT_KID_MAX))
 		return perr(p, "%s: kid must be 1 to %d printable characters",
 		    kw->name, JWT_KID_MAX);
-	if ((buf = key_file(p, kw, argv[0], &len)) == NULL)
-		return -1;
-	rc = jwt_key_add(&p->conf->jwt, alg, argc == 4 ? argv[3] : NULL, buf,
-	    len, why, sizeof(why));
-	explicit_bzero(buf, len);
-	free(buf);
-	if (rc == -1)
-		return perr(p, "%s: %s: %s", kw->name, argv[0], why);
-	return 0;
+	return key_load(p, kw, argv[0], alg, argc == 4 ? argv[3] : NULL);
 }
 
 /* jwt-jwks FILE: every key of a JSON Web Key Set. */
@@ -406,21 +417,8 @@ int
 cfg_kw_jwt_jwks(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
 {
-	unsigned char *buf;
-	char why[200];
-	size_t len;
-	int rc;
-
 	(void)argc;
-	if ((buf = key_file(p, kw, argv[0], &len)) == NULL)
-		return -1;
-	rc = jwt_jwks_add(&p->conf->jwt, (const char *)buf, len, why,
-	    sizeof(why));
-	explicit_bzero(buf, len);
-	free(buf);
-	if (rc == -1)
-		return perr(p, "%s: %s: %s", kw->name, argv[0], why);
-	return 0;
+	return key_load(p, kw, argv[0], 0, NULL);
 }
 
 /* jwt-issuer, jwt-audience: the exact string a token's claim must hold. */
