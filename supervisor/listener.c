@@ -319,7 +319,7 @@ pending_dispatch(struct pending *p)
 	struct ipc_conn ic;
 	struct worker *w;
 	const char *path = req->path, *rest;
-	char sid[IPC_SID_MAX + 1];
+	char sid[IPC_SID_MAX + 1], msg[300];
 	size_t idlen;
 	int role, fd;
 
@@ -342,11 +342,9 @@ pending_dispatch(struct pending *p)
 			pending_free(p, 0);
 			return;
 		}
-	} else if ((role = authenticate(sup, req, ic.scope,
-	    sizeof(ic.scope))) == 0) {
-		pending_error(p, 401, "UNAUTHORIZED", "missing or unknown "
-		    "bearer token: send 'Authorization: Bearer TOKEN' or "
-		    "?access_token=TOKEN");
+	} else if ((role = authenticate(sup, req, &ic, msg,
+	    sizeof(msg))) == 0) {
+		pending_error(p, 401, "UNAUTHORIZED", msg);
 		return;
 	}
 	if (strcmp(path, "/api/info") == 0) {

@@ -158,9 +158,13 @@ void		 control_answer(struct sup *, struct worker *, uint32_t id,
 		    int truncated, const char *json, size_t len);
 
 /* auth.c */
-/* Finds the role of the request's bearer token; 0 when it has none or a bad one. */
+/*
+ * The role of the request's credential (static token or JWT), with
+ * ic's scope, subject and expires_ms filled; 0 with msg saying what was
+ * wrong (no secret in it) when it has none or a bad one.
+ */
 int		 authenticate(struct sup *, const struct http_request *,
-		    char *scope, size_t scopelen);
+		    struct ipc_conn *ic, char *msg, size_t msglen);
 
 /* listener.c */
 int		 listener_open(struct sup *, struct config *, char *err,

@@ -145,7 +145,7 @@ START_TEST(test_every_alg)
 	struct jwt_claims c;
 	char err[200], hdr[80], *tok, *pem;
 	EVP_PKEY *pk = NULL;
-	size_t len;
+	size_t len, n;
 	int alg = algs[_i], rc;
 	const char *sec = alg == JWT_HS512 ? HS_SECRET HS_SECRET : HS_SECRET;
 
@@ -170,7 +170,8 @@ START_TEST(test_every_alg)
 	ck_assert_str_eq(c.scope, "");
 	ck_assert_int_eq(c.exp, 1700000600);
 	/* one flipped signature bit */
-	tok[strlen(tok) - 3] ^= 1;
+	n = strlen(tok) - 3;
+	tok[n] = tok[n] == 'A' ? 'B' : 'A';
 	ck_assert_int_eq(vf(&ks, tok, &c, err), JWT_ESIG);
 	/* alg none: the same claims, unsigned */
 	tok = mk(0, NULL, NULL, "{\"alg\":\"none\"}", CLAIMS);
