@@ -198,7 +198,7 @@ async def test():
               "no 'sub NAME' on connection log lines")
 
         # renewal on a live WebSocket
-        short = make(keys, sub="bob", ttl=2, sessions=["jwt-r*"])
+        short = make(keys, sub="bob", ttl=3, sessions=["jwt-r*"])
         ws = await ws_connect(d.url("/sessions/jwt-r1/stream"), bearer(short))
         await ws_until(ws, lambda e: e.get("type") == "token_expiring", timeout=10)
         await ws_send(ws, {"v": 1, "type": "auth", "sessionId": "jwt-r1", "id": "a1",
@@ -221,24 +221,25 @@ async def test():
         await ws.close()
 
         # no renewal: closed with 4001 when the grace runs out
+        exp = int(time.time()) + 3
         ws = await ws_connect(d.url("/sessions/jwt-r2/stream"),
-                              bearer(make(keys, sub="bob", ttl=2)))
-        t0 = time.time()
+                              bearer(make(keys, sub="bob", extra={"exp": exp})))
         try:
             while True:
                 await ws_recv(ws, timeout=15)
         except websockets.exceptions.ConnectionClosed as e:
             check(e.code == 4001, "close code %s (want 4001)" % e.code)
-        check(1 + GRACE <= time.time() - t0 < 2 + GRACE + 4,
-              "closed after %.1f s" % (time.time() - t0))
+        # not before exp + grace, and soon after
+        check(exp + GRACE - 0.1 <= time.time() < exp + GRACE + 3,
+              "closed %.1f s after exp" % (time.time() - exp))
 
         # SSE: closed at exp + grace
-        t0 = time.time()
-        st, _, _ = d.http("GET", "/sessions/jwt-r2/events",
-                          headers=bearer(make(keys, sub="bob", ttl=2)), timeout=20)
+        exp = int(time.time()) + 3
+        st, _, _ = d.http("GET", "/sessions/jwt-r2/events", timeout=20,
+                          headers=bearer(make(keys, sub="bob", extra={"exp": exp})))
         check(st == 200, "SSE -> %d" % st)
-        check(1 + GRACE <= time.time() - t0 < 2 + GRACE + 4,
-              "SSE closed after %.1f s" % (time.time() - t0))
+        check(exp + GRACE - 0.1 <= time.time() < exp + GRACE + 3,
+              "SSE closed %.1f s after exp" % (time.time() - exp))
 
     # parleyd -t names the bad key file's line
     bad = os.path.join(tmp, "bad.conf")
