@@ -173,6 +173,17 @@ async def test():
         st = await ws_status(d.url("/sessions/jwt-s2/stream"), bearer(sc))
         check(st == 403, "scoped WS outside its scope -> %s" % st)
 
+        # sub reaches the audit trail
+        st, js = d.http_json("POST", "/sessions/jwt-s1/messages",
+                             {"v": 1, "type": "set_autonomy", "sessionId": "jwt-s1",
+                              "level": "CAUTIOUS"}, bearer(sc))
+        check(st == 202, "set_autonomy with a JWT -> %s %s" % (st, js))
+        st, js = d.http_json("GET", "/api/audit?sessionId=jwt-s1",
+                             headers=bearer("static-admin"))
+        ch = [e for e in (js or {}).get("entries", []) if e.get("type") == "autonomy_changed"]
+        check(st == 200 and ch and ch[-1].get("subject") == "alice",
+              "audit trail without the JWT's sub: %s %s" % (st, js))
+
         # the three ways in; the query one is longer than 255 bytes
         t = make(keys, "RS256")
         check(len(t) > 255, "an RS256 token is %d bytes" % len(t))
