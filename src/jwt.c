@@ -40,7 +40,7 @@ static const char *role_names[] = {
 #define NELEM(a)	(sizeof(a) / sizeof(*(a)))
 
 static int
-refuse(char *err, size_t errlen, int code, const char *fmt, ...)
+jerr(char *err, size_t errlen, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -181,10 +181,10 @@ pkey_fits(EVP_PKEY *pk, enum jwt_alg alg, char *err, size_t errlen)
 	case JWT_RS256:
 	case JWT_PS256:
 		if (!EVP_PKEY_is_a(pk, "RSA"))
-			return refuse(err, errlen, 0, "%s needs an RSA key",
+			return jerr(err, errlen, 0, "%s needs an RSA key",
 			    jwt_alg_name(alg));
 		if (EVP_PKEY_get_bits(pk) < JWT_RSA_MIN)
-			return refuse(err, errlen, 0, "RSA key of %d bits; "
+			return jerr(err, errlen, 0, "RSA key of %d bits; "
 			    "%s needs at least %d", EVP_PKEY_get_bits(pk),
 			    jwt_alg_name(alg), JWT_RSA_MIN);
 		return 1;
@@ -195,16 +195,17 @@ pkey_fits(EVP_PKEY *pk, enum jwt_alg alg, char *err, size_t errlen)
 		    OSSL_PKEY_PARAM_GROUP_NAME, group, sizeof(group), NULL) ||
 		    strcmp(group, alg == JWT_ES256 ? "prime256v1" :
 		    "secp384r1") != 0)
-			return refuse(err, errlen, 0, "%s needs an EC key on "
+			return jerr(err, errlen, 0, "%s needs an EC key on "
 			    "curve %s", jwt_alg_name(alg),
 			    alg == JWT_ES256 ? "P-256" : "P-384");
 		return 1;
 	case JWT_EDDSA:
 		if (!EVP_PKEY_is_a(pk, "ED25519"))
-			return refuse(err, errlen, 0, "EdDSA needs an Ed25519 key");
+			return jerr(err, errlen, 0, "EdDSA needs an Ed25519 "
+			    "key");
 		return 1;
 	default:
-		return refuse(err, errlen, 0, "%s takes a secret, not a public "
+		return jerr(err, errlen, 0, "%s takes a secret, not a public "
 		    "key", jwt_alg_name(alg));
 	}
 }
@@ -218,23 +219,23 @@ key_insert(struct jwt_keys *ks, enum jwt_alg alg, const char *kid,
 
 	if (kid != NULL && (kid[0] == '\0' || strlen(kid) > JWT_KID_MAX)) {
 		EVP_PKEY_free(pk);
-		return refuse(err, errlen, -1, "kid must be 1 to %d bytes",
+		return jerr(err, errlen, -1, "kid must be 1 to %d bytes",
 		    JWT_KID_MAX);
 	}
 	TAILQ_FOREACH(o, &ks->keys, entry)
 		if (kid != NULL && strcmp(o->kid, kid) == 0) {
 			EVP_PKEY_free(pk);
-			return refuse(err, errlen, -1, "duplicate kid '%s'", kid);
+			return jerr(err, errlen, -1, "duplicate kid '%s'", kid);
 		}
 	if (ks->nkeys >= JWT_KEYS_MAX) {
 		EVP_PKEY_free(pk);
-		return refuse(err, errlen, -1, "more than %d keys", JWT_KEYS_MAX);
+		return jerr(err, errlen, -1, "more than %d keys", JWT_KEYS_MAX);
 	}
 	if ((k = calloc(1, sizeof(*k))) == NULL ||
 	    (secret != NULL && (k->secret = malloc(secretlen)) == NULL)) {
 		free(k);
 		EVP_PKEY_free(pk);
-		return refuse(err, errlen, -1, "out of memory");
+		return jerr(err, errlen, -1, "out of memory");
 	}
 	k->alg = alg;
 	if (kid != NULL)
@@ -269,20 +270,21 @@ jwt_key_add(struct jwt_keys *ks, enum jwt_alg alg, const char *kid,
 		if (len > 0 && data[len - 1] == '\r')
 			len--;
 		if (len < hs_min(alg) || len > 1024)
-			return refuse(err, errlen, -1, "an %s secret must be %zu "
+			return jerr(err, errlen, -1, "an %s secret must be %zu "
 			    "to 1024 bytes, got %zu", jwt_alg_name(alg),
 			    hs_min(alg), len);
 		return key_insert(ks, alg, kid, NULL, data, len, err, errlen);
 	}
 	if (alg < JWT_RS256 || alg > JWT_EDDSA)
-		return refuse(err, errlen, -1, "unknown algorithm");
+		return jerr(err, errlen, -1, "unknown algorithm");
 	if (len > 65536 || (b = BIO_new_mem_buf(data, (int)len)) == NULL)
-		return refuse(err, errlen, -1, "not a PEM public key");
+		return jerr(err, errlen, -1, "not a PEM public key");
 	pk = PEM_read_bio_PUBKEY(b, NULL, NULL, NULL);
 	BIO_free(b);
 	if (pk == NULL)
-		return refuse(err, errlen, -1, "not a PEM public key (a "
-		    "'BEGIN PUBLIC KEY' block, e.g. from openssl pkey -pubout)");
+		return jerr(err, errlen, -1, "not a PEM public key (a "
+		    "'BEGIN PUBLIC KEY' block, e.g. from openssl pkey "
+		    "-pubout)");
 	if (!pkey_fits(pk, alg, err, errlen)) {
 		EVP_PKEY_free(pk);
 		return -1;
@@ -376,20 +378,20 @@ jwk_add(struct jwt_keys *ks, const cJSON *o, char *err, size_t errlen)
 	int alg = 0, rc;
 
 	if (!cJSON_IsObject(o) || !cJSON_IsString(kty))
-		return refuse(err, errlen, -1, "a key without 'kty'");
+		return jerr(err, errlen, -1, "a key without 'kty'");
 	if (kid != NULL && !cJSON_IsString(kid))
-		return refuse(err, errlen, -1, "'kid' must be a string");
+		return jerr(err, errlen, -1, "'kid' must be a string");
 	if (use != NULL && (!cJSON_IsString(use) ||
 	    strcmp(use->valuestring, "sig") != 0))
-		return refuse(err, errlen, -1, "a key whose 'use' is not 'sig'");
+		return jerr(err, errlen, -1, "a key whose 'use' is not 'sig'");
 	if (a != NULL && (!cJSON_IsString(a) ||
 	    (alg = jwt_alg_parse(a->valuestring)) == 0))
-		return refuse(err, errlen, -1, "unsupported 'alg'; use RS256, "
+		return jerr(err, errlen, -1, "unsupported 'alg'; use RS256, "
 		    "PS256, ES256, ES384, EdDSA, HS256 or HS512");
 	if (strcmp(kty->valuestring, "RSA") == 0) {
 		/* RS256 and PS256 share keys: the JWK must say which. */
 		if (alg == 0)
-			return refuse(err, errlen, -1, "an RSA key needs 'alg' "
+			return jerr(err, errlen, -1, "an RSA key needs 'alg' "
 			    "(RS256 or PS256)");
 		pk = jwk_rsa(o);
 	} else if (strcmp(kty->valuestring, "EC") == 0) {
@@ -401,11 +403,11 @@ jwk_add(struct jwt_keys *ks, const cJSON *o, char *err, size_t errlen)
 			pk = jwk_ec(o, alg == JWT_ES256 ? "prime256v1" :
 			    "secp384r1", alg == JWT_ES256 ? 32 : 48);
 		else
-			return refuse(err, errlen, -1, "an EC key must be P-256 "
+			return jerr(err, errlen, -1, "an EC key must be P-256 "
 			    "(ES256) or P-384 (ES384)");
 	} else if (strcmp(kty->valuestring, "OKP") == 0) {
 		if (strcmp(c, "Ed25519") != 0 || (alg != 0 && alg != JWT_EDDSA))
-			return refuse(err, errlen, -1, "an OKP key must be "
+			return jerr(err, errlen, -1, "an OKP key must be "
 			    "Ed25519 (EdDSA)");
 		alg = JWT_EDDSA;
 		if ((sec = b64url_member(o, "x", 32, &len)) != NULL &&
@@ -415,15 +417,15 @@ jwk_add(struct jwt_keys *ks, const cJSON *o, char *err, size_t errlen)
 		free(sec);
 	} else if (strcmp(kty->valuestring, "oct") == 0) {
 		if (alg != JWT_HS256 && alg != JWT_HS512)
-			return refuse(err, errlen, -1, "an oct key needs 'alg' "
+			return jerr(err, errlen, -1, "an oct key needs 'alg' "
 			    "HS256 or HS512");
 		if ((sec = b64url_member(o, "k", 1024, &len)) == NULL)
-			return refuse(err, errlen, -1, "an oct key without a "
+			return jerr(err, errlen, -1, "an oct key without a "
 			    "base64url 'k'");
 		if (len < hs_min(alg)) {
 			OPENSSL_cleanse(sec, len);
 			free(sec);
-			return refuse(err, errlen, -1, "an %s secret must be at "
+			return jerr(err, errlen, -1, "an %s secret must be at "
 			    "least %zu bytes", jwt_alg_name(alg), hs_min(alg));
 		}
 		rc = key_insert(ks, alg, kid ? kid->valuestring : NULL, NULL,
@@ -432,10 +434,10 @@ jwk_add(struct jwt_keys *ks, const cJSON *o, char *err, size_t errlen)
 		free(sec);
 		return rc;
 	} else
-		return refuse(err, errlen, -1, "unsupported kty '%.16s'; use "
+		return jerr(err, errlen, -1, "unsupported kty '%.16s'; use "
 		    "RSA, EC, OKP or oct", kty->valuestring);
 	if (pk == NULL)
-		return refuse(err, errlen, -1, "a %s key with missing or bad "
+		return jerr(err, errlen, -1, "a %s key with missing or bad "
 		    "members", kty->valuestring);
 	if (!pkey_fits(pk, alg, err, errlen)) {
 		EVP_PKEY_free(pk);
@@ -455,14 +457,15 @@ jwt_jwks_add(struct jwt_keys *ks, const char *json, size_t len, char *err,
 
 	if (len > 1024 * 1024 ||
 	    (doc = cJSON_ParseWithLength(json, len)) == NULL)
-		return refuse(err, errlen, -1, "not JSON");
+		return jerr(err, errlen, -1, "not JSON");
 	keys = cJSON_GetObjectItemCaseSensitive(doc, "keys");
 	if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0)
-		rc = refuse(err, errlen, -1, "no \"keys\" array");
+		rc = jerr(err, errlen, -1, "no \"keys\" array");
 	else
 		cJSON_ArrayForEach(k, keys) {
 			if (jwk_add(ks, k, why, sizeof(why)) == -1) {
-				rc = refuse(err, errlen, -1, "key %d: %s", i, why);
+				rc = jerr(err, errlen, -1, "key %d: %s", i,
+				    why);
 				break;
 			}
 			i++;
@@ -572,7 +575,8 @@ sig_ok(const struct jwt_key *k, const unsigned char *msg, size_t msglen,
 	    EVP_DigestVerifyInit(ctx, &pctx, md, NULL, k->pkey) == 1 &&
 	    (k->alg != JWT_PS256 ||
 	    (EVP_PKEY_CTX_set_rsa_padding(pctx, RSA_PKCS1_PSS_PADDING) == 1 &&
-	    EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_DIGEST) == 1 &&
+	    EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx,
+	    RSA_PSS_SALTLEN_DIGEST) == 1 &&
 	    EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) == 1)))
 		ok = EVP_DigestVerify(ctx, sig, siglen, msg, msglen) == 1;
 	EVP_MD_CTX_free(ctx);
@@ -608,12 +612,12 @@ scope_claim(const cJSON *f, char *scope, size_t cap, char *err, size_t errlen)
 	if (f == NULL)
 		return JWT_OK;
 	if (!cJSON_IsArray(f) || cJSON_GetArraySize(f) == 0)
-		return refuse(err, errlen, JWT_ECLAIM, "claim 'sessions' must "
+		return jerr(err, errlen, JWT_ECLAIM, "claim 'sessions' must "
 		    "be a non-empty array of session ids or prefix* patterns");
 	cJSON_ArrayForEach(e, f) {
 		if (!cJSON_IsString(e) || (n = strlen(e->valuestring)) == 0 ||
 		    n > IPC_SID_MAX)
-			return refuse(err, errlen, JWT_ECLAIM, "claim 'sessions' "
+			return jerr(err, errlen, JWT_ECLAIM, "claim 'sessions' "
 			    "holds something that is not a session id");
 		memcpy(id, e->valuestring, n + 1);
 		/* "prefix*": the prefix must be a valid id or empty. */
@@ -621,12 +625,12 @@ scope_claim(const cJSON *f, char *scope, size_t cap, char *err, size_t errlen)
 			id[--n] = '\0';
 		if (strchr(id, '*') != NULL || (n > 0 && !store_valid_id(id)) ||
 		    (n == 0 && e->valuestring[0] != '*'))
-			return refuse(err, errlen, JWT_ECLAIM, "claim 'sessions': "
-			    "'%.40s' is not a session id or prefix* pattern",
-			    e->valuestring);
+			return jerr(err, errlen, JWT_ECLAIM, "claim "
+			    "'sessions': '%.40s' is not a session id or "
+			    "prefix* pattern", e->valuestring);
 		n = strlen(e->valuestring);
 		if (used + (used > 0) + n >= cap)
-			return refuse(err, errlen, JWT_ESIZE, "claim 'sessions' "
+			return jerr(err, errlen, JWT_ESIZE, "claim 'sessions' "
 			    "is longer than %zu bytes", cap - 1);
 		if (used > 0)
 			scope[used++] = '\n';
@@ -646,15 +650,15 @@ check_iss_aud(const struct jwt_keys *ks, const cJSON *c, char *err,
 	int found = 0;
 
 	if (iss != NULL && !cJSON_IsString(iss))
-		return refuse(err, errlen, JWT_EISS, "claim 'iss' is not a "
+		return jerr(err, errlen, JWT_EISS, "claim 'iss' is not a "
 		    "string");
 	if (ks->issuer[0] != '\0' && (iss == NULL ||
 	    strcmp(iss->valuestring, ks->issuer) != 0))
-		return refuse(err, errlen, JWT_EISS, "wrong issuer: this server "
+		return jerr(err, errlen, JWT_EISS, "wrong issuer: this server "
 		    "takes tokens issued by '%s'", ks->issuer);
 	if (aud == NULL) {
 		if (ks->audience[0] != '\0')
-			return refuse(err, errlen, JWT_EAUD, "no audience: this "
+			return jerr(err, errlen, JWT_EAUD, "no audience: this "
 			    "server takes tokens for '%s'", ks->audience);
 		return JWT_OK;
 	}
@@ -666,7 +670,7 @@ check_iss_aud(const struct jwt_keys *ks, const cJSON *c, char *err,
 			    strcmp(e->valuestring, ks->audience) == 0)
 				found = 1;
 	if (!found || ks->audience[0] == '\0')
-		return refuse(err, errlen, JWT_EAUD, ks->audience[0] != '\0' ?
+		return jerr(err, errlen, JWT_EAUD, ks->audience[0] != '\0' ?
 		    "wrong audience: this server takes tokens for '%s'" :
 		    "the token names an audience and this server has none "
 		    "(set jwt-audience)", ks->audience);
@@ -686,32 +690,32 @@ claims(const struct jwt_keys *ks, const cJSON *c, int64_t now,
 	if (num_claim(c, "exp", &out->exp) == -1 ||
 	    num_claim(c, "nbf", &out->nbf) == -1 ||
 	    num_claim(c, "iat", &out->iat) == -1)
-		return refuse(err, errlen, JWT_ECLAIM, "claims exp, nbf and iat "
+		return jerr(err, errlen, JWT_ECLAIM, "claims exp, nbf and iat "
 		    "must be NumericDates (seconds since 1970)");
 	if (out->exp == 0 && ks->require_exp)
-		return refuse(err, errlen, JWT_ECLAIM, "the token has no 'exp' "
+		return jerr(err, errlen, JWT_ECLAIM, "the token has no 'exp' "
 		    "claim and this server requires one");
 	if (out->exp != 0 && now >= out->exp + ks->leeway)
-		return refuse(err, errlen, JWT_EEXPIRED, "the token expired %lld "
+		return jerr(err, errlen, JWT_EEXPIRED, "the token expired %lld "
 		    "s ago; get a new one", (long long)(now - out->exp));
 	if (out->nbf != 0 && now + ks->leeway < out->nbf)
-		return refuse(err, errlen, JWT_ENBF, "the token is not valid "
+		return jerr(err, errlen, JWT_ENBF, "the token is not valid "
 		    "for another %lld s (nbf)", (long long)(out->nbf - now));
 	if (out->iat != 0 && now + ks->leeway < out->iat)
-		return refuse(err, errlen, JWT_ENBF, "the token was issued in "
+		return jerr(err, errlen, JWT_ENBF, "the token was issued in "
 		    "the future (iat); check the issuer's clock");
 	if ((rc = check_iss_aud(ks, c, err, errlen)) != JWT_OK)
 		return rc;
-	/* sub goes into log lines and the audit trail: no blanks or controls. */
+	/* sub goes into log lines and the audit trail: no blanks, controls. */
 	if (!cJSON_IsString(sub) || (n = strlen(sub->valuestring)) == 0 ||
 	    n > IPC_SUB_MAX)
-		return refuse(err, errlen, JWT_ECLAIM, "claim 'sub' must be a "
+		return jerr(err, errlen, JWT_ECLAIM, "claim 'sub' must be a "
 		    "string of 1 to %d bytes", IPC_SUB_MAX);
 	for (i = 0; i < n; i++)
 		if ((unsigned char)sub->valuestring[i] <= ' ' ||
 		    (unsigned char)sub->valuestring[i] >= 0x7f)
-			return refuse(err, errlen, JWT_ECLAIM, "claim 'sub' must be "
-			    "printable ASCII without blanks");
+			return jerr(err, errlen, JWT_ECLAIM, "claim 'sub' "
+			    "must be printable ASCII without blanks");
 	memcpy(out->sub, sub->valuestring, n + 1);
 	out->role = 0;
 	if (cJSON_IsString(role))
@@ -719,7 +723,7 @@ claims(const struct jwt_keys *ks, const cJSON *c, int64_t now,
 			if (strcmp(role->valuestring, role_names[i]) == 0)
 				out->role = (int)i;
 	if (out->role == 0)
-		return refuse(err, errlen, JWT_ECLAIM, "claim 'role' must be "
+		return jerr(err, errlen, JWT_ECLAIM, "claim 'role' must be "
 		    "user, agent, observer or admin");
 	return scope_claim(cJSON_GetObjectItemCaseSensitive(c, "sessions"),
 	    out->scope, sizeof(out->scope), err, errlen);
@@ -737,14 +741,14 @@ verify_sig(const struct jwt_keys *ks, const cJSON *h, const char *tok,
 	int named = 0, pinned = 0;
 
 	if (!cJSON_IsString(a))
-		return refuse(err, errlen, JWT_EMALFORMED, "the header has no "
+		return jerr(err, errlen, JWT_EMALFORMED, "the header has no "
 		    "'alg'");
 	if (kid != NULL && !cJSON_IsString(kid))
-		return refuse(err, errlen, JWT_EMALFORMED, "the header's 'kid' "
+		return jerr(err, errlen, JWT_EMALFORMED, "the header's 'kid' "
 		    "is not a string");
 	/* RFC 7515 4.1.11: an extension we do not know must be refused. */
 	if (cJSON_GetObjectItemCaseSensitive(h, "crit") != NULL)
-		return refuse(err, errlen, JWT_EMALFORMED, "the header has "
+		return jerr(err, errlen, JWT_EMALFORMED, "the header has "
 		    "'crit' extensions this server does not understand");
 	TAILQ_FOREACH(k, &ks->keys, entry) {
 		if (kid != NULL && strcmp(k->kid, kid->valuestring) != 0)
@@ -758,15 +762,15 @@ verify_sig(const struct jwt_keys *ks, const cJSON *h, const char *tok,
 			return JWT_OK;
 	}
 	if (!named && kid != NULL)
-		return refuse(err, errlen, JWT_EKID, "no key has kid '%.64s'",
+		return jerr(err, errlen, JWT_EKID, "no key has kid '%.64s'",
 		    kid->valuestring);
 	if (!named)
-		return refuse(err, errlen, JWT_EKID, "this server holds no JWT "
+		return jerr(err, errlen, JWT_EKID, "this server holds no JWT "
 		    "keys");
 	if (!pinned)
-		return refuse(err, errlen, JWT_EALG, "algorithm '%.16s' is not "
+		return jerr(err, errlen, JWT_EALG, "algorithm '%.16s' is not "
 		    "the one of the key(s) this server holds", a->valuestring);
-	return refuse(err, errlen, JWT_ESIG, "bad signature");
+	return jerr(err, errlen, JWT_ESIG, "bad signature");
 }
 
 int
@@ -781,33 +785,33 @@ jwt_verify(const struct jwt_keys *ks, const char *tok, size_t len,
 
 	memset(out, 0, sizeof(*out));
 	if (len > JWT_TOKEN_MAX)
-		return refuse(err, errlen, JWT_ESIZE, "the token is longer than "
+		return jerr(err, errlen, JWT_ESIZE, "the token is longer than "
 		    "%d bytes", JWT_TOKEN_MAX);
 	if ((d1 = memchr(tok, '.', len)) == NULL ||
 	    (d2 = memchr(d1 + 1, '.', len - (size_t)(d1 + 1 - tok))) == NULL ||
 	    memchr(d2 + 1, '.', len - (size_t)(d2 + 1 - tok)) != NULL)
-		return refuse(err, errlen, JWT_EMALFORMED, "not a JWT: expected "
+		return jerr(err, errlen, JWT_EMALFORMED, "not a JWT: expected "
 		    "three base64url parts separated by '.'");
 	if ((size_t)(d1 - tok) > JWT_HEADER_MAX * 4 / 3 + 4 ||
 	    (size_t)(d2 - d1 - 1) > JWT_PAYLOAD_MAX * 4 / 3 + 4)
-		return refuse(err, errlen, JWT_ESIZE, "the token's header or "
+		return jerr(err, errlen, JWT_ESIZE, "the token's header or "
 		    "claims are too long");
 	if ((h = part_json(tok, (size_t)(d1 - tok), JWT_HEADER_MAX)) == NULL ||
 	    (c = part_json(d1 + 1, (size_t)(d2 - d1 - 1),
 	    JWT_PAYLOAD_MAX)) == NULL) {
-		rc = refuse(err, errlen, JWT_EMALFORMED, "not a JWT: the header "
+		rc = jerr(err, errlen, JWT_EMALFORMED, "not a JWT: the header "
 		    "or claims are not strict base64url of a JSON object");
 		goto out;
 	}
 	/* RFC 8725 3.1: an unsigned token is never accepted. */
 	if (d2 + 1 == tok + len) {
-		rc = refuse(err, errlen, JWT_EALG, "the token is not signed "
+		rc = jerr(err, errlen, JWT_EALG, "the token is not signed "
 		    "(alg none is never accepted)");
 		goto out;
 	}
 	if ((siglen = b64url_decode(d2 + 1, len - (size_t)(d2 + 1 - tok), sig,
 	    sizeof(sig))) <= 0) {
-		rc = refuse(err, errlen, JWT_EMALFORMED, "not a JWT: the "
+		rc = jerr(err, errlen, JWT_EMALFORMED, "not a JWT: the "
 		    "signature is not strict base64url or is too long");
 		goto out;
 	}

@@ -50,7 +50,8 @@ credential(const struct http_request *req, char *buf, size_t cap)
 		return (long)n;
 	}
 	if (req->query != NULL) {
-		switch (http_query_param(req->query, "access_token", buf, cap)) {
+		switch (http_query_param(req->query, "access_token", buf,
+		    cap)) {
 		case 0:
 			return (long)strlen(buf);
 		case -2:
@@ -103,7 +104,8 @@ static_token(const struct config *conf, const char *tok, size_t tlen,
 				r = (int)i;
 		role = r;
 		if (t->session != NULL)
-			snprintf(ic->scope, sizeof(ic->scope), "%s", t->session);
+			snprintf(ic->scope, sizeof(ic->scope), "%s",
+			    t->session);
 	}
 	return role;
 }
@@ -136,7 +138,8 @@ authenticate(struct sup *sup, const struct http_request *req,
 	ic->scope[0] = ic->subject[0] = '\0';
 	ic->expires_ms = 0;
 	if (TAILQ_EMPTY(&conf->tokens) && conf->jwt.nkeys == 0)
-		return IPC_ROLE_ADMIN;	/* loopback only: config_load enforces it */
+		/* Loopback only: config_check sees to it. */
+		return IPC_ROLE_ADMIN;
 	if ((len = credential(req, tok, sizeof(tok))) <= 0) {
 		snprintf(msg, msglen, len == 0 ? "missing bearer token: send "
 		    "'Authorization: Bearer TOKEN', ?access_token=TOKEN or "
