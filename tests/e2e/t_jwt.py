@@ -1,16 +1,18 @@
 #!/usr/bin/python3
 # JWTs: keys made and tokens signed with the openssl command inside the
-# test; every algorithm accepted, every refusal answered 401 with its
-# reason, session scopes with prefix* patterns, the token by header,
-# ?access_token= and Sec-WebSocket-Protocol, static tokens beside JWTs,
-# a renewed token on a live WebSocket and the 4001 close when the grace
-# runs out, an SSE stream closed at exp + grace, `parleyd -t` on a bad key.
+# test; every algorithm accepted (and a JWKS file's keys), every refusal
+# answered 401 with its reason, session scopes with prefix* patterns, the
+# token by header, ?access_token= and Sec-WebSocket-Protocol, static
+# tokens beside JWTs, sub in the log and the audit trail, a renewed token
+# on a live WebSocket and the 4001 close when the grace runs out, an SSE
+# stream closed at exp + grace, `parleyd -t` on a bad key.
 import sys, os, hashlib, hmac
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
 ISS, AUD = "https://idp.example", "parley-e2e"
 HS = b"e2e-hs256-secret-of-at-least-32-bytes!!"
+HS512 = HS * 2
 GRACE = 2
 
 
@@ -60,6 +62,8 @@ class Keys:
     def sign(self, alg, data):
         if alg == "HS256":
             return hmac.new(HS, data, hashlib.sha256).digest()
+        if alg == "HS512":
+            return hmac.new(HS512, data, hashlib.sha512).digest()
         key = {"RS256": "rsa", "PS256": "rsa", "ES256": "p256",
                "ES384": "p384", "EdDSA": "ed"}[alg]
         path = os.path.join(self.tmp, "in")
@@ -117,6 +121,15 @@ async def test():
             {"RS256": "rsa", "PS256": "rsa", "ES256": "p256", "ES384": "p384",
              "EdDSA": "ed"}[alg]]
         conf += "jwt-key %s %s kid %s\n" % (f, alg, kid)
+    # a JWKS: the Ed25519 key again (raw: the last 32 bytes of its DER
+    # SubjectPublicKeyInfo) and an HS512 secret
+    raw = ossl("pkey", "-pubin", "-in", keys.pub["ed"], "-outform", "DER")[-32:]
+    jwks = os.path.join(tmp, "jwks.json")
+    with open(jwks, "w") as f:
+        json.dump({"keys": [
+            {"kty": "OKP", "crv": "Ed25519", "kid": "jwks-ed", "use": "sig", "x": b64u(raw)},
+            {"kty": "oct", "alg": "HS512", "kid": "jwks-hs", "k": b64u(HS512)}]}, f)
+    conf += "jwt-jwks %s\n" % jwks
     conf += ("jwt-issuer %s\njwt-audience %s\njwt-leeway 0s\njwt-grace %ds\n"
              "token static-admin role admin\n" % (ISS, AUD, GRACE))
     d = Daemon(extra=conf)
@@ -127,6 +140,11 @@ async def test():
             st, js = d.http_json("POST", "/sessions", {"sessionId": "jwt-" + alg.lower()},
                                  bearer(t))
             check(st == 201, "%s token: POST /sessions -> %s %s" % (alg, st, js))
+        # the keys of the JWKS file, by kid
+        for alg, kid in (("EdDSA", "jwks-ed"), ("HS512", "jwks-hs")):
+            st, js = d.http_json("POST", "/sessions", {"sessionId": "jwt-" + kid},
+                                 bearer(make(keys, alg, kid=kid)))
+            check(st == 201, "JWKS %s token: POST /sessions -> %s %s" % (kid, st, js))
         # static tokens keep working beside JWTs
         st, _ = d.http_json("GET", "/sessions/jwt-eddsa", headers=bearer("static-admin"))
         check(st == 200, "static token beside JWTs -> %d %s" % (st, _))
