@@ -114,6 +114,13 @@ async def ws_status(url, headers=None, **kw):
 
 async def test():
     tmp = tempfile.mkdtemp(prefix="parley-jwt-", dir="/tmp")
+    try:
+        await run(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def run(tmp):
     keys = Keys(tmp)
     conf = ""
     for alg, kid in KIDS.items():
@@ -277,7 +284,6 @@ async def test():
     r = subprocess.run([PARLEYD, "-t", "-f", bad], capture_output=True, text=True)
     check(r.returncode != 0 and "bad.conf:2:" in r.stderr + r.stdout,
           "parleyd -t on a bad key: %s %s" % (r.returncode, r.stderr))
-    shutil.rmtree(tmp)
 
 
 run_test("jwt", test)
