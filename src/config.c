@@ -147,6 +147,20 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    0, 0, 0, "allowed-origin SCHEME://HOST[:PORT]|*") \
 	X("server-name", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_server_name, 0, 0, 0, \
 	    "server-name NAME[:PORT]|*") \
+	X("jwt-key", KW_TOP, 2, 4, KWF_MULTI, cfg_kw_jwt_key, 0, 0, 0, \
+	    "jwt-key FILE RS256|PS256|ES256|ES384|EdDSA|HS256|HS512 [kid ID]") \
+	X("jwt-jwks", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_jwt_jwks, 0, 0, 0, \
+	    "jwt-jwks FILE") \
+	X("jwt-issuer", KW_TOP, 1, 1, 0, cfg_kw_jwt_claim, \
+	    C(jwt.issuer), 0, 0, "jwt-issuer ISSUER") \
+	X("jwt-audience", KW_TOP, 1, 1, 0, cfg_kw_jwt_claim, \
+	    C(jwt.audience), 0, 0, "jwt-audience AUDIENCE") \
+	X("jwt-leeway", KW_TOP, 1, 1, 0, kw_duration, C(jwt_leeway_ms), \
+	    0, 10 * MS_M, "jwt-leeway DURATION") \
+	X("jwt-require-exp", KW_TOP, 1, 1, 0, cfg_kw_jwt_require_exp, 0, 0, \
+	    0, "jwt-require-exp yes|no") \
+	X("jwt-grace", KW_TOP, 1, 1, 0, kw_duration, C(jwt_grace_ms), \
+	    0, MS_H, "jwt-grace DURATION") \
 	X("log-level", KW_TOP, 1, 1, 0, kw_log_level, 0, 0, 0, \
 	    "log-level error|warn|info|debug") \
 	X("pid-file", KW_TOP, 1, 1, 0, kw_path, C(pid_file), 0, 0, \
@@ -887,6 +901,9 @@ config_init(struct config *c)
 	TAILQ_INIT(&c->tokens);
 	TAILQ_INIT(&c->allowed_origins);
 	TAILQ_INIT(&c->server_names);
+	jwt_keys_init(&c->jwt);
+	c->jwt_leeway_ms = 30 * MS_S;
+	c->jwt_grace_ms = MS_M;
 	TAILQ_INIT(&c->mcp_servers);
 	c->workers = 0;
 	c->fsync = CFG_FSYNC_BATCH;
@@ -1009,7 +1026,15 @@ config_check(struct parser *p)
 	}
 	if (cfg_tls_check(p) == -1)
 		return -1;
-	if (!TAILQ_EMPTY(&c->tokens))
+	c->jwt.leeway = (int64_t)(c->jwt_leeway_ms / MS_S);
+	if (c->jwt.nkeys == 0 && (c->jwt.issuer[0] != '\0' ||
+	    c->jwt.audience[0] != '\0') &&
+	    keyword_find(c->jwt.issuer[0] ? "jwt-issuer" : "jwt-audience",
+	    &ai) != NULL)
+		return cfg_perr_at(p, p->seen[ai], "%s needs a jwt-key or "
+		    "jwt-jwks to verify tokens with", keywords[ai].name);
+	/* A JWT key, like a static token, turns authentication on. */
+	if (!TAILQ_EMPTY(&c->tokens) || c->jwt.nkeys > 0)
 		return 0;
 	TAILQ_FOREACH(o, &c->allowed_origins, entry)
 		if (strcmp(o->name, "*") == 0)
@@ -1246,6 +1271,7 @@ config_free(struct config *c)
 	}
 	cfg_names_free(&c->allowed_origins);
 	cfg_names_free(&c->server_names);
+	jwt_keys_free(&c->jwt);
 	while ((pr = TAILQ_FIRST(&c->providers)) != NULL) {
 		TAILQ_REMOVE(&c->providers, pr, entry);
 		free(pr->reply);

@@ -1,6 +1,7 @@
 /*
  * parleyd.conf(5): who may reach parleyd and as whom it runs.  The
- * listen, token, token-env, control-socket, user and group directives.
+ * listen, token, token-env, jwt-*, control-socket, user and group
+ * directives.
  */
 
 #include <arpa/inet.h>
@@ -8,16 +9,19 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "parley/config.h"
 #include "config_int.h"
 
 #define CFG_MAX_SECRET	1024
+#define CFG_MAX_KEYFILE	(1024 * 1024)	/* a JWKS; a PEM key is a few KB */
 #define CFG_MAX_SESSION	128
 
 struct cfg_listen *
@@ -258,12 +262,9 @@ static int
 add_token(struct parser *p, const struct keyword *kw, const char *secret,
     int argc, char **argv)
 {
-	static const char *const roles[] = { "user", "agent", "observer",
-	    "admin", "metrics" };
 	struct cfg_token	*t, *o;
 	const char		*session = NULL;
 	size_t			 i, n;
-	int			 ok = 0;
 
 	if (argc == 4)
 		return perr(p, "%s: wrong number of arguments; usage: %s",
@@ -271,10 +272,7 @@ add_token(struct parser *p, const struct keyword *kw, const char *secret,
 	if (strcmp(argv[0], "role") != 0)
 		return perr(p, "%s: expected 'role', got '%.80s'", kw->name,
 		    argv[0]);
-	for (i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
-		if (strcmp(argv[1], roles[i]) == 0)
-			ok = 1;
-	if (!ok)
+	if (ipc_role_parse(argv[1]) == 0)
 		return perr(p, "%s: role must be user, agent, observer, admin "
 		    "or metrics, got '%.80s'", kw->name, argv[1]);
 	if (argc == 5) {
@@ -537,5 +535,124 @@ cfg_kw_control_socket(struct parser *p, const struct keyword *kw, int argc,
 			return perr(p, "%s: unknown option '%.80s' (expected "
 			    "owner, group or mode)", kw->name, argv[i]);
 	}
+	return 0;
+}
+
+/*
+ * Reads a key file whole (at most CFG_MAX_KEYFILE bytes) into a fresh
+ * buffer, *len its size; NULL with the error set.  The caller wipes it.
+ */
+static unsigned char *
+key_file(struct parser *p, const struct keyword *kw, const char *path,
+    size_t *len)
+{
+	unsigned char *buf;
+	ssize_t n = 0;
+	int fd;
+
+	*len = 0;
+	if (path[0] != '/') {
+		perr(p, "%s: must be an absolute path, got '%.80s'", kw->name,
+		    path);
+		return NULL;
+	}
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		perr(p, "%s: %s: %s", kw->name, path, strerror(errno));
+		return NULL;
+	}
+	if ((buf = malloc(CFG_MAX_KEYFILE + 1)) == NULL) {
+		close(fd);
+		perr(p, "out of memory");
+		return NULL;
+	}
+	while (*len <= CFG_MAX_KEYFILE &&
+	    ((n = read(fd, buf + *len, CFG_MAX_KEYFILE + 1 - *len)) > 0 ||
+	    (n == -1 && errno == EINTR)))
+		if (n > 0)
+			*len += (size_t)n;
+	close(fd);
+	if (n == -1 || *len > CFG_MAX_KEYFILE) {
+		explicit_bzero(buf, *len);
+		free(buf);
+		perr(p, "%s: %s: %s", kw->name, path, n == -1 ?
+		    strerror(errno) : "larger than 1 MB");
+		return NULL;
+	}
+	return buf;
+}
+
+/* Reads path and adds its key (alg) or, alg 0, its JWKS. */
+static int
+key_load(struct parser *p, const struct keyword *kw, const char *path,
+    int alg, const char *kid)
+{
+	unsigned char *buf;
+	char why[200];
+	size_t len;
+	int rc;
+
+	if ((buf = key_file(p, kw, path, &len)) == NULL)
+		return -1;
+	rc = alg == 0 ? jwt_jwks_add(&p->conf->jwt, (const char *)buf, len,
+	    why, sizeof(why)) : jwt_key_add(&p->conf->jwt, alg, kid, buf, len,
+	    why, sizeof(why));
+	explicit_bzero(buf, len);
+	free(buf);
+	if (rc == -1)
+		return perr(p, "%s: %s: %s", kw->name, path, why);
+	return 0;
+}
+
+/* jwt-key FILE ALG [kid ID]: one key, its algorithm pinned here. */
+int
+cfg_kw_jwt_key(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	int alg;
+
+	if ((alg = jwt_alg_parse(argv[1])) == 0)
+		return perr(p, "%s: algorithm must be RS256, PS256, ES256, "
+		    "ES384, EdDSA, HS256 or HS512, got '%.40s'", kw->name,
+		    argv[1]);
+	if (argc == 3 || (argc == 4 && strcmp(argv[2], "kid") != 0))
+		return perr(p, "%s: expected 'kid ID' after the algorithm",
+		    kw->name);
+	if (argc == 4 && !cfg_is_word(argv[3], JWT_KID_MAX))
+		return perr(p, "%s: kid must be 1 to %d printable characters",
+		    kw->name, JWT_KID_MAX);
+	return key_load(p, kw, argv[0], alg, argc == 4 ? argv[3] : NULL);
+}
+
+/* jwt-jwks FILE: every key of a JSON Web Key Set. */
+int
+cfg_kw_jwt_jwks(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	(void)argc;
+	return key_load(p, kw, argv[0], 0, NULL);
+}
+
+/* jwt-issuer, jwt-audience: the exact string a token's claim must hold. */
+int
+cfg_kw_jwt_claim(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	(void)argc;
+	if (!cfg_is_word(argv[0], JWT_ISS_MAX))
+		return perr(p, "%s: must be 1 to %d printable characters "
+		    "without blanks", kw->name, JWT_ISS_MAX);
+	memcpy(cfg_field(p, kw), argv[0], strlen(argv[0]) + 1);
+	return 0;
+}
+
+int
+cfg_kw_jwt_require_exp(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	(void)argc;
+	if (strcmp(argv[0], "yes") != 0 && strcmp(argv[0], "no") != 0)
+		return perr(p, "%s: expected yes or no, got '%.40s'", kw->name,
+		    argv[0]);
+	p->conf->jwt.require_exp = argv[0][0] == 'y';
 	return 0;
 }

@@ -108,6 +108,30 @@ ipc_conn_check(const struct ipc_conn *ic, size_t len, const char **why)
 	return 0;
 }
 
+static const char *const role_names[] = {
+	[IPC_ROLE_OBSERVER] = "observer", [IPC_ROLE_USER] = "user",
+	[IPC_ROLE_AGENT] = "agent", [IPC_ROLE_ADMIN] = "admin",
+	[IPC_ROLE_METRICS] = "metrics",
+};
+
+const char *
+ipc_role_name(int role)
+{
+	return role > 0 && (size_t)role < sizeof(role_names) /
+	    sizeof(*role_names) ? role_names[role] : NULL;
+}
+
+int
+ipc_role_parse(const char *name)
+{
+	int r;
+
+	for (r = 1; ipc_role_name(r) != NULL; r++)
+		if (strcmp(name, role_names[r]) == 0)
+			return r;
+	return 0;
+}
+
 /*
  * Walks scope's lines; exact: only whole ids count, not "prefix*".
  * An empty scope allows every session.

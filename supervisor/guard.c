@@ -63,12 +63,7 @@ static const struct guard_route {
 	{ NULL,		"/api/audit",		R_SESSION,	0 },
 };
 
-static const char *const role_words[] = {
-	[IPC_ROLE_OBSERVER] = "observer", [IPC_ROLE_USER] = "user",
-	[IPC_ROLE_AGENT] = "agent", [IPC_ROLE_ADMIN] = "admin",
-	[IPC_ROLE_METRICS] = "metrics",
-};
-#define NROLES	(sizeof(role_words) / sizeof(role_words[0]))
+#define NROLES	(IPC_ROLE_METRICS + 1)
 
 static int
 refuse(struct guard_err *e, int status, const char *code, const char *fmt,
@@ -117,7 +112,7 @@ roles_text(unsigned mask, char *buf, size_t len)
 			continue;
 		k++;
 		snprintf(buf + strlen(buf), len - strlen(buf), "%s%s",
-		    k == 1 ? "" : k == n ? " or " : ", ", role_words[i]);
+		    k == 1 ? "" : k == n ? " or " : ", ", ipc_role_name(i));
 	}
 }
 
@@ -147,7 +142,7 @@ guard_role(const struct http_request *req, int role, const char *scope,
 		roles_text(r->roles, need, sizeof(need));
 		return refuse(e, 403, "FORBIDDEN", "%s %s needs the %s role; "
 		    "this token's role is %s", req->method, r->path, need,
-		    role > 0 && (size_t)role < NROLES ? role_words[role] :
+		    role > 0 && (size_t)role < NROLES ? ipc_role_name(role) :
 		    "none");
 	}
 	if ((r->flags & G_SERVER) && scope[0] != '\0')

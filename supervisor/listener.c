@@ -19,7 +19,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
-#include <openssl/crypto.h>
 
 #include "parley/config.h"
 #include "parley/ctl.h"
@@ -52,12 +51,6 @@ struct pending {
 	char			 req[17];	/* reqid in hex */
 	char			 hdr[40];	/* "X-Request-Id: ...\r\n" */
 	char			 peer[64];
-};
-
-static const char *role_names[] = {
-	[IPC_ROLE_OBSERVER] = "observer", [IPC_ROLE_USER] = "user",
-	[IPC_ROLE_AGENT] = "agent", [IPC_ROLE_ADMIN] = "admin",
-	[IPC_ROLE_METRICS] = "metrics",
 };
 
 static void
@@ -264,50 +257,6 @@ answer_info(struct pending *p)
 	pending_json(p, 200, o);
 }
 
-/* Finds the role of the request's bearer token; 0 when it has none or a bad one. */
-static int
-authenticate(struct sup *sup, const struct http_request *req, char *scope,
-    size_t scopelen)
-{
-	const struct cfg_token *t;
-	const char *h;
-	char qtok[256];
-	const char *tok = NULL;
-	size_t tlen;
-	int role = 0;
-
-	scope[0] = '\0';
-	if (TAILQ_EMPTY(&sup->conf->tokens))
-		return IPC_ROLE_ADMIN;	/* loopback only: config_load enforces it */
-	if ((h = http_header(req, "Authorization")) != NULL &&
-	    strncasecmp(h, "Bearer ", 7) == 0)
-		tok = h + 7;
-	else if (req->query != NULL &&
-	    http_query_param(req->query, "access_token", qtok,
-	    sizeof(qtok)) == 0)
-		tok = qtok;
-	if (tok == NULL)
-		return 0;
-	tlen = strlen(tok);
-	/* Walk every token so timing does not tell which prefix matched. */
-	TAILQ_FOREACH(t, &sup->conf->tokens, entry) {
-		size_t i;
-		int r;
-
-		if (strlen(t->secret) != tlen ||
-		    CRYPTO_memcmp(t->secret, tok, tlen) != 0 || role != 0)
-			continue;
-		for (r = 0, i = 1; i < sizeof(role_names) / sizeof(*role_names);
-		    i++)
-			if (strcmp(role_names[i], t->role) == 0)
-				r = (int)i;
-		role = r;
-		if (t->session != NULL)
-			snprintf(scope, scopelen, "%s", t->session);
-	}
-	return role;
-}
-
 /*
  * GET /api/audit?sessionId=ID: into sid, the session whose worker answers
  * it, as for /sessions/ID.  An audit trail is for the operator (admin)
@@ -372,7 +321,7 @@ pending_dispatch(struct pending *p)
 	struct worker *w;
 	const char *path = req->path, *rest;
 	struct guard_err ge;
-	char sid[IPC_SID_MAX + 1];
+	char sid[IPC_SID_MAX + 1], msg[300];
 	size_t idlen;
 	int role, fd;
 
@@ -399,11 +348,9 @@ pending_dispatch(struct pending *p)
 			pending_free(p, 0);
 			return;
 		}
-	} else if ((role = authenticate(sup, req, ic.scope,
-	    sizeof(ic.scope))) == 0) {
-		pending_error(p, 401, "UNAUTHORIZED", "missing or unknown "
-		    "bearer token: send 'Authorization: Bearer TOKEN' or "
-		    "?access_token=TOKEN");
+	} else if ((role = authenticate(sup, req, &ic, msg,
+	    sizeof(msg))) == 0) {
+		pending_error(p, 401, "UNAUTHORIZED", msg);
 		return;
 	}
 	if (guard_role(req, role, ic.scope, &ge) == -1) {

@@ -180,6 +180,14 @@ int		 guard_site(const struct config *, int fd,
  */
 int		 guard_role(const struct http_request *, int role,
 		    const char *scope, struct guard_err *);
+/* auth.c */
+/*
+ * The role of the request's credential (static token or JWT), with
+ * ic's scope, subject and expires_ms filled; 0 with msg saying what was
+ * wrong (no secret in it) when it has none or a bad one.
+ */
+int		 authenticate(struct sup *, const struct http_request *,
+		    struct ipc_conn *ic, char *msg, size_t msglen);
 
 /* listener.c */
 int		 listener_open(struct sup *, struct config *, char *err,

@@ -258,7 +258,7 @@ approve_request(struct sess *s, const cJSON *call)
 /* Logs the audit_entry of call w (its fields as call_fields makes them). */
 static uint64_t
 audit_log(struct sess *s, const cJSON *w, const char *decision,
-    const char *by)
+    const char *by, const char *subject)
 {
 	cJSON *b = cJSON_CreateObject();
 	static const char *copy[] = { "agentId", "messageId", "step",
@@ -271,6 +271,8 @@ audit_log(struct sess *s, const cJSON *w, const char *decision,
 		    cJSON_GetObjectItem(w, copy[k]), 1));
 	cJSON_AddStringToObject(b, "decision", decision);
 	cJSON_AddStringToObject(b, "by", by);
+	if (subject != NULL && subject[0] != '\0')
+		cJSON_AddStringToObject(b, "subject", subject);
 	util_iso8601(ts, util_now_ms());
 	cJSON_AddStringToObject(b, "timestamp", ts);
 	if (cJSON_IsNumber(cJSON_GetObjectItem(w, "ts")))
@@ -283,7 +285,7 @@ approve_audit(struct sess *s, const cJSON *call, const char *decision)
 {
 	cJSON *w = call_fields(call);
 
-	(void)audit_log(s, w, decision, "parleyd");
+	(void)audit_log(s, w, decision, "parleyd", NULL);
 	cJSON_Delete(w);
 }
 
@@ -292,12 +294,13 @@ approve_audit(struct sess *s, const cJSON *call, const char *decision)
  * w; returns the entry's seq, 0 when it could not be logged.
  */
 static uint64_t
-decide(struct sess *s, int i, cJSON *w, const char *decision, const char *by)
+decide(struct sess *s, int i, cJSON *w, const char *decision, const char *by,
+    const char *subject)
 {
 	uint64_t seq;
 
 	/* Nothing changes unless the decision is in the log. */
-	if ((seq = audit_log(s, w, decision, by)) == 0)
+	if ((seq = audit_log(s, w, decision, by, subject)) == 0)
 		return 0;
 	if (strcmp(decision, "always") == 0 && !approve_always(s,
 	    cJSON_GetStringValue(cJSON_GetObjectItem(w, "tool"))))
@@ -322,7 +325,8 @@ answer_logged(struct sess_result *r, uint64_t seq)
 
 int
 approve_answer(struct sess *s, const char *id, const char *decision,
-    const char *by, const char **logged_out, struct sess_result *r)
+    const char *by, const char *subject, const char **logged_out,
+    struct sess_result *r)
 {
 	static const char *words[][2] = { { "approve", "approved" },
 	    { "reject", "rejected" }, { "always", "always" } };
@@ -342,7 +346,7 @@ approve_answer(struct sess *s, const char *id, const char *decision,
 	if ((i = answer_find(s, id, WAIT_APPROVAL, &w, r)) < 0)
 		return r->duplicate ? 0 : -1;
 	*logged_out = logged;
-	return answer_logged(r, decide(s, i, w, logged, by));
+	return answer_logged(r, decide(s, i, w, logged, by, subject));
 }
 
 void
@@ -370,7 +374,7 @@ approve_close(struct sess *s, const char *id, const char *decision)
 		return;
 	}
 	/* Not listed as pending again even if the log refused the close. */
-	if (i >= 0 && decide(s, i, w, decision, "parleyd") == 0) {
+	if (i >= 0 && decide(s, i, w, decision, "parleyd", NULL) == 0) {
 		cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
 		sess_meta_save(s);
 	}

@@ -29,14 +29,15 @@ struct sess_result;
  */
 uint64_t	 approve_request(struct sess *, const cJSON *call);
 /*
- * A client's answer (approve, reject or always) to call id, by role.
+ * A client's answer (approve, reject or always) to call id, by role
+ * (and subject, its JWT's sub, NULL or "" for none).
  * Returns 1 when logged (*logged: the decision as logged, for the turn to
  * act on), 0 when the call was answered before (r says duplicate) and -1
  * with r's error set.
  */
 int		 approve_answer(struct sess *, const char *id,
-		    const char *decision, const char *by, const char **logged,
-		    struct sess_result *);
+		    const char *decision, const char *by, const char *subject,
+		    const char **logged, struct sess_result *);
 /*
  * The audit_entry of a call that was not asked about: "auto" (it ran as
  * the policy allows), "always" (approved earlier for the session) or

@@ -20,7 +20,10 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include <cjson/cJSON.h>
+
 #include "parley/config.h"
+#include "parley/jwt.h"
 #include "parley/log.h"
 #include "parley/proto.h"
 #include "parley/sse.h"
@@ -36,6 +39,10 @@
 #define CLOSE_WAIT_MS	5000	/* peer's answer to our close frame */
 #define WRITE_TMO_MS	60000	/* no write progress: the client is gone */
 #define EVT_COPY_MAX	512	/* events copied, not referenced */
+
+static void	auth_cb(evutil_socket_t, short, void *);
+/* " sub NAME" after "from PEER" in a connection's log lines, for JWTs. */
+#define SUB_LOG(c)	((c)->ic.subject[0] ? " sub " : ""), (c)->ic.subject
 
 static void	conn_free(struct conn *);
 
@@ -598,6 +605,121 @@ heartbeat_cb(evutil_socket_t fd, short ev, void *arg)
 		conn_free(c);
 }
 
+/*
+ * A stream opened with a JWT lives as long as the token: at exp a
+ * WebSocket client is asked for a new one (token_expiring) and has
+ * jwt-grace to send it (auth); then the stream is closed, a WebSocket
+ * with CONN_CLOSE_TOKEN_EXPIRED.  An SSE client cannot send, so it is
+ * closed at exp + grace and reconnects with a new token and Last-Event-ID.
+ */
+static void
+auth_arm(struct conn *c)
+{
+	uint64_t now = util_now_ms(), at;
+	struct timeval tv;
+
+	if (c->ic.expires_ms == 0 || c->closing)
+		return;
+	if (c->auth_ev == NULL &&
+	    (c->auth_ev = evtimer_new(c->wk->base, auth_cb, c)) == NULL)
+		return;
+	at = now < c->ic.expires_ms ? c->ic.expires_ms :
+	    c->ic.expires_ms + c->wk->conf->jwt_grace_ms;
+	util_tv(&tv, at > now ? at - now : 0);
+	evtimer_add(c->auth_ev, &tv);
+}
+
+static void
+auth_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct conn *c = arg;
+	uint64_t now = util_now_ms(), end;
+	cJSON *b;
+	char *j;
+
+	(void)fd;
+	(void)ev;
+	end = c->ic.expires_ms + c->wk->conf->jwt_grace_ms;
+	if (c->closing)
+		return;
+	if (now >= end) {
+		log_rinfo(c->reqid, conn_sid(c), "%s from %s%s%s: token "
+		    "expired and not renewed in jwt-grace; closed",
+		    conn_transport(c), c->ic.peer, SUB_LOG(c));
+		conn_close(c, CONN_CLOSE_TOKEN_EXPIRED, "token expired");
+		return;
+	}
+	if (now >= c->ic.expires_ms && !c->auth_asked && c->kind == CONN_WS) {
+		b = cJSON_CreateObject();
+		cJSON_AddNumberToObject(b, "expiresAt",
+		    (double)c->ic.expires_ms);
+		cJSON_AddNumberToObject(b, "closeAt", (double)end);
+		j = proto_reply("token_expiring", conn_sid(c), b);
+		conn_send_json(c, j);
+		free(j);
+		c->auth_asked = 1;
+	}
+	auth_arm(c);
+}
+
+void
+conn_auth(struct conn *c, const struct proto_in *in)
+{
+	const struct config *conf = c->wk->conf;
+	const char *tok = NULL, *sid = conn_sid(c);
+	struct jwt_claims cl;
+	char msg[300], why[200];
+	cJSON *b;
+	char *j;
+
+	if (proto_str(in->root, "token", 1, JWT_TOKEN_MAX, &tok, msg,
+	    sizeof(msg)) == -1) {
+		conn_send_error(c, "BAD_REQUEST", msg, in->id);
+		return;
+	}
+	if (c->ic.subject[0] == '\0' || conf->jwt.nkeys == 0) {
+		conn_send_error(c, "BAD_REQUEST", "this connection was not "
+		    "opened with a JWT: there is nothing to renew", in->id);
+		return;
+	}
+	if (jwt_verify(&conf->jwt, tok, strlen(tok), (int64_t)(util_now_ms() /
+	    1000), &cl, why, sizeof(why)) != JWT_OK) {
+		snprintf(msg, sizeof(msg), "invalid JWT: %s; the connection "
+		    "keeps its old token until it runs out", why);
+		conn_send_error(c, "UNAUTHORIZED", msg, in->id);
+		return;
+	}
+	if (strcmp(cl.sub, c->ic.subject) != 0) {
+		conn_send_error(c, "FORBIDDEN", "the new token is for another "
+		    "subject; open a new connection for it", in->id);
+		return;
+	}
+	if (sid[0] != '\0' && !ipc_scope_allows(cl.scope, sid)) {
+		conn_send_error(c, "FORBIDDEN", "the new token does not cover "
+		    "this connection's session", in->id);
+		return;
+	}
+	memcpy(c->ic.scope, cl.scope, sizeof(c->ic.scope));
+	c->ic.expires_ms = cl.exp > 0 ? (uint64_t)cl.exp * 1000 : 0;
+	/* An observer stream or dashboard stays one, whatever the token. */
+	if (c->ic.role != IPC_ROLE_OBSERVER)
+		c->ic.role = (uint32_t)cl.role;
+	c->sub.role = (int)c->ic.role;
+	c->auth_asked = 0;
+	if (c->auth_ev != NULL)
+		evtimer_del(c->auth_ev);
+	auth_arm(c);
+	log_rinfo(c->reqid, sid, "%s from %s%s%s: token renewed",
+	    conn_transport(c), c->ic.peer, SUB_LOG(c));
+	b = cJSON_CreateObject();
+	if (in->id != NULL)
+		cJSON_AddStringToObject(b, "id", in->id);
+	cJSON_AddNumberToObject(b, "expiresAt", (double)c->ic.expires_ms);
+	j = proto_reply("auth_ok", sid, b);
+	conn_send_json(c, j);
+	free(j);
+}
+
 static void
 stream_common(struct conn *c)
 {
@@ -608,6 +730,7 @@ stream_common(struct conn *c)
 	c->hb_ev = event_new(c->wk->base, -1, EV_PERSIST, heartbeat_cb, c);
 	event_add(c->hb_ev, c->wk->hb_tv);
 	c->last_out_ms = util_mono_ms();
+	auth_arm(c);
 }
 
 /* Completes the WebSocket handshake (RFC 6455 §4.2.2); 0, or -1 answered. */
@@ -619,6 +742,7 @@ conn_ws_upgrade(struct conn *c)
 	const char *ver = http_header(r, "Sec-WebSocket-Version");
 	const char *up = http_header(r, "Upgrade");
 	const char *con = http_header(r, "Connection");
+	const char *proto;
 	char accept[29];
 
 	if (strcmp(r->method, "GET") != 0 || r->minor < 1 || up == NULL ||
@@ -647,15 +771,19 @@ conn_ws_upgrade(struct conn *c)
 		    "Sec-WebSocket-Key");
 		return -1;
 	}
+	/* The answer names "parley" only, never the bearer.TOKEN the
+	 * client may offer beside it (parley-protocol(7)). */
+	proto = http_header(r, "Sec-WebSocket-Protocol");
 	evbuffer_add_printf(out_of(c), "HTTP/1.1 101 Switching Protocols\r\n"
 	    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
-	    "Sec-WebSocket-Accept: %s\r\nX-Request-Id: %s\r\n\r\n", accept,
-	    c->reqid);
+	    "Sec-WebSocket-Accept: %s\r\n%sX-Request-Id: %s\r\n\r\n", accept,
+	    proto != NULL && http_has_token(proto, "parley") ?
+	    "Sec-WebSocket-Protocol: parley\r\n" : "", c->reqid);
 	c->status = 101;
 	c->kind = CONN_WS;
 	c->wk->metrics.connections_total[MT_WEBSOCKET]++;
-	log_rinfo(c->reqid, conn_sid(c), "websocket open: %s from %s",
-	    c->path, c->ic.peer);
+	log_rinfo(c->reqid, conn_sid(c), "websocket open: %s from %s%s%s",
+	    c->path, c->ic.peer, SUB_LOG(c));
 	ws_parser_init(&c->wp, c->wk->conf->max_frame, c->wk->conf->max_message);
 	stream_common(c);
 	return 0;
@@ -672,8 +800,8 @@ conn_sse_start(struct conn *c)
 	c->status = 200;
 	c->kind = CONN_SSE;
 	c->wk->metrics.connections_total[MT_SSE]++;
-	log_rinfo(c->reqid, conn_sid(c), "sse open: %s %s from %s",
-	    c->method, c->path, c->ic.peer);
+	log_rinfo(c->reqid, conn_sid(c), "sse open: %s %s from %s%s%s",
+	    c->method, c->path, c->ic.peer, SUB_LOG(c));
 	stream_common(c);
 }
 
@@ -883,17 +1011,17 @@ conn_free(struct conn *c)
 
 	deliver_replay_end(&c->sub);
 	if (c->kind != CONN_HTTP)
-		log_rinfo(c->reqid, conn_sid(c), "%s closed: %s from %s, "
+		log_rinfo(c->reqid, conn_sid(c), "%s closed: %s from %s%s%s, "
 		    "%llu events in %.1f s%s", conn_transport(c), c->path,
-		    c->ic.peer, (unsigned long long)c->sent,
+		    c->ic.peer, SUB_LOG(c), (unsigned long long)c->sent,
 		    (double)(util_mono_ms() - c->opened_ms) / 1000,
 		    c->handing_off ? ", handed to the session's owner" : "");
 	else if (c->status != 0) {
 		/* One line per request, like an access log. */
 		wk->metrics.connections_total[MT_HTTP]++;
-		log_rinfo(c->reqid, conn_sid(c), "%s %s %d from %s",
+		log_rinfo(c->reqid, conn_sid(c), "%s %s %d from %s%s%s",
 		    c->method[0] ? c->method : "-", c->path[0] ? c->path : "-",
-		    c->status, c->ic.peer);
+		    c->status, c->ic.peer, SUB_LOG(c));
 	}
 	conn_absent(c);
 	if (c->sess != NULL)
@@ -916,6 +1044,8 @@ conn_free(struct conn *c)
 	wk->nconns--;
 	if (c->hb_ev)
 		event_free(c->hb_ev);
+	if (c->auth_ev)
+		event_free(c->auth_ev);
 	event_free(c->tmo_ev);
 	bufferevent_free(c->bev);
 	http_parser_free(&c->hp);

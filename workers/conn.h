@@ -84,6 +84,8 @@ struct conn {
 	struct conn_page	*page;		/* GET log being read */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;
+	struct event		*auth_ev;	/* the JWT's exp, then its grace */
+	int			 auth_asked;	/* token_expiring sent */
 	char			 reqid[17];	/* ic.conn_id, as logs show it */
 	char			 method[16];	/* the request, for the log */
 	char			 path[128];
@@ -114,6 +116,14 @@ void	conn_send_raw(struct conn *, const void *, size_t);
 /* An error event for the client, about message id (may be NULL). */
 void	conn_send_error(struct conn *, const char *code, const char *msg,
 	    const char *id);
+/*
+ * The client message auth: a new JWT for the same subject replaces the
+ * connection's role, scope and expiry without a reconnect.
+ */
+struct proto_in;
+void	conn_auth(struct conn *, const struct proto_in *);
+/* The WebSocket close code when a token's grace runs out. */
+#define CONN_CLOSE_TOKEN_EXPIRED	4001
 /* Retention removed the events after last: RESUME_GAP from first. */
 void	conn_send_gap(struct conn *, uint64_t first, uint64_t last);
 /*

@@ -106,8 +106,8 @@ role_name(int role)
 
 /* tool_approve: the decision is logged, then the waiting call acts on it. */
 static void
-input_approve(struct sess *s, struct sess_client *c, int role,
-    struct proto_in *in, struct sess_result *r)
+input_approve(struct sess *s, struct sess_client *c,
+    const struct sess_from *from, struct proto_in *in, struct sess_result *r)
 {
 	const char *id = NULL, *decision = NULL, *logged = NULL;
 	int rc;
@@ -119,8 +119,8 @@ input_approve(struct sess *s, struct sess_client *c, int role,
 		r->http = 400;
 		return;
 	}
-	if ((rc = approve_answer(s, id, decision, role_name(role), &logged,
-	    r)) == -1)
+	if ((rc = approve_answer(s, id, decision, role_name(from->role),
+	    from->subject, &logged, r)) == -1)
 		return;
 	if (rc == 1)
 		tools_decided(s, id, logged, r->seq);
@@ -196,7 +196,8 @@ input_elicit(struct sess *s, struct sess_client *c, int role,
 
 /* set_autonomy: within the operator's max-autonomy, logged. */
 static void
-input_autonomy(struct sess *s, struct sess_client *c, int role,
+input_autonomy(struct sess *s, struct sess_client *c,
+    const struct sess_from *from,
     struct proto_in *in, struct sess_result *r)
 {
 	const struct config *conf = s->wk->conf;
@@ -227,7 +228,9 @@ input_autonomy(struct sess *s, struct sess_client *c, int role,
 	cJSON_AddStringToObject(b, "level", name);
 	cJSON_AddItemToObject(b, "previous", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
-	cJSON_AddStringToObject(b, "by", role_name(role));
+	cJSON_AddStringToObject(b, "by", role_name(from->role));
+	if (from->subject != NULL && from->subject[0] != '\0')
+		cJSON_AddStringToObject(b, "subject", from->subject);
 	if ((r->seq = sess_emit(s, "autonomy_changed", b)) == 0) {
 		sess_result_err(r, "OVERLOADED", 503, "%s", "the change could "
 		    "not be logged; it was not made, retry");
@@ -395,11 +398,11 @@ input_apply(struct sess *s, struct sess_client *c,
 			return;
 		}
 		if (strcmp(in->type, "tool_approve") == 0)
-			input_approve(s, c, role, in, r);
+			input_approve(s, c, from, in, r);
 		else if (strcmp(in->type, "elicitation_answer") == 0)
 			input_elicit(s, c, role, in, r);
 		else
-			input_autonomy(s, c, role, in, r);
+			input_autonomy(s, c, from, in, r);
 		return;
 	}
 	if (strcmp(in->type, "mcp_tools") == 0 ||

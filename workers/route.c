@@ -208,6 +208,12 @@ route_text(struct conn *c, const char *text, size_t len)
 		conn_hold_end(c);
 		return;
 	}
+	/* A renewed token is the connection's, whatever its session. */
+	if (strcmp(in.type, "auth") == 0) {
+		conn_auth(c, &in);
+		proto_in_free(&in);
+		return;
+	}
 	if (c->chat && c->sess == NULL) {
 		if (!c->ic.session[0] || ((c->wk->draining ||
 		    c->wk->terminating) && sess_find(c->wk, in.session) == NULL)) {
@@ -355,7 +361,7 @@ route_text(struct conn *c, const char *text, size_t len)
 		goto out;
 	}
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
-	    c->agent }, &in, &r);
+	    c->agent, c->ic.subject }, &in, &r);
 	if (!r.pending)
 		route_answer(c, s, in.id, &r);
 out:
@@ -583,7 +589,7 @@ post_message(struct conn *c, const char *sid)
 	c->post_sse = accept != NULL && strstr(accept, "text/event-stream") &&
 	    strcmp(in.type, "chat") == 0;
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
-	    c->agent }, &in, &res);
+	    c->agent, c->ic.subject }, &in, &res);
 	proto_in_free(&in);
 	/* An external agent's chat has no turn here to stream. */
 	if (res.no_turn)
@@ -889,8 +895,8 @@ delete_session(struct conn *c, struct sess *s)
 	free(txt);
 	/* As it is now: it may be promoted before the owner answers. */
 	c->deleting = s->follower ? 2 : 1;
-	input_apply(s, &c->cl, &(struct sess_from){ IPC_ROLE_ADMIN, "" },
-	    &in, &res);
+	input_apply(s, &c->cl, &(struct sess_from){ IPC_ROLE_ADMIN, "",
+	    c->ic.subject }, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
 		post_reply(c, s, &res);

@@ -46,6 +46,7 @@ struct sess_result;
 struct sess_from {
 	int		 role;
 	const char	*agent;
+	const char	*subject;	/* its JWT's sub, or NULL / "" */
 };
 
 /*

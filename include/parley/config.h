@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parley/jwt.h"
 #include "parley/policy.h"
 
 #define CFG_DEFAULT_PATH	"/etc/parleyd/parleyd.conf"
@@ -157,6 +158,12 @@ struct config {
 							   other origins */
 	struct cfg_names	 server_names;	/* Host names besides the
 						   listener's address */
+	/* jwt-key, jwt-jwks, jwt-issuer, ...: keys read at load, so workers
+	 * forked after the privilege drop hold them; nkeys 0: no JWTs. */
+	struct jwt_keys		 jwt;
+	uint64_t		 jwt_leeway_ms;	/* default 30s */
+	uint64_t		 jwt_grace_ms;	/* refresh window after exp,
+						   default 60s */
 	TAILQ_HEAD(, cfg_mcp_server) mcp_servers;
 	char			*log_level;	/* error|warn|info|debug, default info */
 	char			*pid_file;	/* default NULL (none) */

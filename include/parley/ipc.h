@@ -163,6 +163,10 @@ int		 ipc_conn_check(const struct ipc_conn *, size_t len,
 		    const char **why);
 /* Checks a header and payload size for its type: 0 ok, -1 with a reason. */
 int		 ipc_check(const struct ipc_hdr *, int have_fd, const char **why);
+/* A role's name ("observer" ... "metrics"); NULL for no role. */
+const char	*ipc_role_name(int role);
+/* The role a name stands for; 0 for none. */
+int		 ipc_role_parse(const char *name);
 /* Whether a token scope (struct ipc_conn.scope) lets it open session sid. */
 int		 ipc_scope_allows(const char *scope, const char *sid);
 /* Whether the scope names sid itself, not through a pattern: a share. */

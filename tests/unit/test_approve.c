@@ -87,13 +87,13 @@ START_TEST(request_answer_once)
 	ck_assert(approve_waits(&fs.s, "c1"));
 
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c1", "maybe", "user", &logged,
-	    &r), -1);
+	ck_assert_int_eq(approve_answer(&fs.s, "c1", "maybe", "user", NULL,
+	    &logged, &r), -1);
 	ck_assert_str_eq(r.code, "BAD_REQUEST");
 	ck_assert_int_eq(npending(0), 1);
 
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c1", "approve", "user",
+	ck_assert_int_eq(approve_answer(&fs.s, "c1", "approve", "user", NULL,
 	    &logged, &r), 1);
 	ck_assert_str_eq(logged, "approved");
 	ck_assert(approve_runs(logged));
@@ -108,14 +108,14 @@ START_TEST(request_answer_once)
 
 	/* A second answer is a duplicate and logs nothing. */
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c1", "reject", "admin",
+	ck_assert_int_eq(approve_answer(&fs.s, "c1", "reject", "admin", NULL,
 	    &logged, &r), 0);
 	ck_assert(r.duplicate);
 	ck_assert_int_eq(fake_count("audit_entry"), 1);
 	ck_assert_int_eq(copied, 1);
 
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "nope", "approve", "user",
+	ck_assert_int_eq(approve_answer(&fs.s, "nope", "approve", "user", NULL,
 	    &logged, &r), -1);
 	ck_assert_str_eq(r.code, "NOT_FOUND");
 	cJSON_Delete(c);
@@ -132,14 +132,14 @@ START_TEST(always_and_refused_log)
 	/* The log refuses the decision: nothing changes. */
 	fs.refuse = 1;
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c2", "always", "user",
+	ck_assert_int_eq(approve_answer(&fs.s, "c2", "always", "user", NULL,
 	    &logged, &r), -1);
 	ck_assert_str_eq(r.code, "OVERLOADED");
 	ck_assert_int_eq(npending(0), 1);
 	ck_assert(!approve_always(&fs.s, "fs__write"));
 	fs.refuse = 0;
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c2", "always", "user",
+	ck_assert_int_eq(approve_answer(&fs.s, "c2", "always", "user", NULL,
 	    &logged, &r), 1);
 	ck_assert(approve_always(&fs.s, "fs__write"));
 	ck_assert(!approve_always(&fs.s, "fs__read"));
@@ -200,7 +200,7 @@ START_TEST(client_call_once)
 		const char *l;
 
 		ck_assert_int_eq(approve_answer(&fs.s, "k1", "approve",
-		    "user", &l, &r), -1);
+		    "user", NULL, &l, &r), -1);
 		ck_assert_str_eq(r.code, "NOT_FOUND");
 	}
 	/* Settling an approval leaves a client's call waiting. */
@@ -272,7 +272,7 @@ START_TEST(expired_answer)
 	proto_set(w, "ts", cJSON_CreateNumber((double)(util_now_ms() -
 	    120000)));
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c7", "approve", "user",
+	ck_assert_int_eq(approve_answer(&fs.s, "c7", "approve", "user", NULL,
 	    &logged, &r), -1);
 	ck_assert_str_eq(r.code, "NOT_FOUND");
 	ck_assert_ptr_nonnull(strstr(r.msg, "expired"));
@@ -282,7 +282,7 @@ START_TEST(expired_answer)
 	ck_assert_int_eq(npending(APPROVE_APPROVALS), 0);
 	/* Then it is an answered request: a duplicate. */
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(approve_answer(&fs.s, "c7", "approve", "user",
+	ck_assert_int_eq(approve_answer(&fs.s, "c7", "approve", "user", NULL,
 	    &logged, &r), 0);
 	ck_assert(r.duplicate);
 	cJSON_Delete(c);

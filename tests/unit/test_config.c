@@ -1378,6 +1378,48 @@ START_TEST(test_man_page)
 }
 END_TEST
 
+/* jwt-*: key files read at load, their errors at the line. */
+START_TEST(test_jwt_keys)
+{
+	char dir[] = "/tmp/parley-cfg-jwt-XXXXXX", path[64], text[512];
+	char want[512];
+	struct config *c;
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/hs", dir);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("0123456789abcdef0123456789abcdef\n", f);
+	fclose(f);
+	snprintf(text, sizeof(text), "listen 0.0.0.0:7777\njwt-key %s HS256 "
+	    "kid a\njwt-issuer me\njwt-leeway 5s\njwt-grace 10s\n", path);
+	c = parse(text);
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_int_eq(c->jwt.nkeys, 1);
+	ck_assert_int_eq(c->jwt.leeway, 5);
+	ck_assert_int_eq(c->jwt.require_exp, 1);
+	ck_assert_str_eq(c->jwt.issuer, "me");
+	ck_assert_int_eq(c->jwt_grace_ms, 10000);
+	config_free(c);
+	snprintf(text, sizeof(text), "\njwt-key %s RS256\n", path);
+	snprintf(want, sizeof(want), "x.conf:2: jwt-key: %s: not a PEM "
+	    "public key (a 'BEGIN PUBLIC KEY' block, e.g. from openssl pkey "
+	    "-pubout)", path);
+	expect_err(text, want);
+	snprintf(text, sizeof(text), "jwt-key %s HS512\n", path);
+	snprintf(want, sizeof(want), "x.conf:1: jwt-key: %s: an HS512 "
+	    "secret must be 64 to 1024 bytes, got 32", path);
+	expect_err(text, want);
+	expect_err("jwt-key relative HS256\n",
+	    "x.conf:1: jwt-key: must be an absolute path, got 'relative'");
+	expect_err("jwt-audience x\n", "x.conf:1: jwt-audience needs a "
+	    "jwt-key or jwt-jwks to verify tokens with");
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
 /* The example file shows every directive and, uncommented, still parses. */
 START_TEST(test_example_file)
 {
@@ -1415,8 +1457,10 @@ START_TEST(test_example_file)
 
 			i = strspn(line + 1, " ");
 			sscanf(line + 1 + i, "%63s", w);
+			/* jwt-*: the example's key files are not here, and
+			 * jwt-issuer needs a key (test_jwt_keys covers them). */
 			if ((i == 0 || i == 4) && (keyword_find(w, &idx) ||
-			    strcmp(w, "}") == 0))
+			    strcmp(w, "}") == 0) && strncmp(w, "jwt-", 4) != 0)
 				rest = line + 1;
 		}
 		strcat(out, rest);
@@ -1584,6 +1628,7 @@ config_suite(void)
 	tcase_add_test(tc, test_approvals);
 	tcase_add_test(tc, test_man_page);
 	tcase_add_test(tc, test_example_file);
+	tcase_add_test(tc, test_jwt_keys);
 	suite_add_tcase(s, tc);
 	return s;
 }
