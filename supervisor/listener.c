@@ -47,6 +47,7 @@ struct pending {
 	size_t			 max;		/* cap may grow to this */
 	int			 control;	/* came in on the control socket */
 	int			 detached;	/* off the pending list */
+	int			 continued;	/* sent "100 Continue" */
 	uint64_t		 reqid;		/* its request id */
 	char			 req[17];	/* reqid in hex */
 	char			 hdr[40];	/* "X-Request-Id: ...\r\n" */
@@ -543,7 +544,16 @@ pending_read(evutil_socket_t fd, short ev, void *arg)
 	p->len += (size_t)n;
 	if (r == HTTP_ERROR)
 		pending_error(p, p->hp.status, "BAD_REQUEST", p->hp.error);
-	else if (r == HTTP_DONE) {
+	else if (r == HTTP_NEED_MORE && !p->continued &&
+	    http_wants_continue(&p->hp)) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+		/* The client waits for it before sending its body; a
+		 * socket that cannot take 25 bytes now is dead anyway. */
+		p->continued = 1;
+		if (write(fd, cont, sizeof(cont) - 1) == -1)
+			log_debug("100 Continue: %s", strerror(errno));
+	} else if (r == HTTP_DONE) {
 		event_del(p->rev);
 		pending_dispatch(p);
 	}
@@ -607,6 +617,9 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	 * grown as bytes come. */
 	p->max = conf->max_request_line + conf->max_header_size +
 	    conf->max_body + 16384;
+	/* A chunked body's framing and trailer (see http_limits). */
+	p->max += conf->max_body + 2 * HTTP_CHUNK_LINE_MAX +
+	    conf->max_header_size;
 	p->cap = 1024;	/* most request heads fit; grows as needed */
 	p->raw = malloc(p->cap);
 	p->rev = event_new(sup->base, fd, EV_READ | EV_PERSIST, pending_read, p);
