@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "parley/config.h"
+#include "parley/proxyproto.h"
 #include "config_int.h"
 
 #define CFG_MAX_SECRET	1024
@@ -78,17 +79,82 @@ listen_loopback(struct parser *p, const struct keyword *kw, const char *a,
 	return listen_add(p, kw, a, "::1", port, 1, 1);
 }
 
+static int	listen_line(struct parser *, const struct keyword *,
+		    const char *);
+
 int
 cfg_kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
-	const char		*a = argv[0], *host, *port, *colon, *rb;
+	struct cfg_listen	*last, *l;
+	int			 rc;
+
+	last = TAILQ_LAST(&p->conf->listens, cfg_listens);
+	if (argc == 2 && strcmp(argv[1], "proxy-protocol") != 0)
+		return perr(p, "%s: unknown option '%.80s'; usage: %s",
+		    kw->name, argv[1], kw->usage);
+	if ((rc = listen_line(p, kw, argv[0])) == 0 && argc == 2) {
+		/* Every listener this line added. */
+		for (l = last ? TAILQ_NEXT(last, entry) :
+		    TAILQ_FIRST(&p->conf->listens); l != NULL;
+		    l = TAILQ_NEXT(l, entry))
+			l->proxy_protocol = 1;
+	}
+	return rc;
+}
+
+/* max-connections-per-address N [rate PER-SECOND] */
+int
+cfg_kw_max_conn_addr(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	uint64_t		 v, r = 0;
+
+	if (argc == 2 || (argc == 3 && strcmp(argv[1], "rate") != 0))
+		return perr(p, "%s: usage: %s", kw->name, kw->usage);
+	if (cfg_number_arg(p, kw, argv[0], &v) == -1)
+		return -1;
+	if (argc == 3 && (cfg_parse_uint(argv[2], &r) == -1 || r < 1 ||
+	    r > 1000000))
+		return perr(p, "%s: rate must be a number of new connections "
+		    "a second from 1 to 1000000, got '%.80s'", kw->name,
+		    argv[2]);
+	p->conf->max_conn_per_addr = (unsigned)v;
+	p->conf->conn_rate_per_addr = (unsigned)r;
+	return 0;
+}
+
+/* trusted-proxy ADDRESS[/PREFIX], repeatable. */
+int
+cfg_kw_trusted_proxy(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct config		*c = p->conf;
+	struct pp_cidr		 cidr, *t;
+
+	(void)argc;
+	if (pp_cidr_parse(argv[0], &cidr) == -1)
+		return perr(p, "%s: expected a numeric IPv4 or IPv6 address "
+		    "with an optional /PREFIX, got '%.80s'", kw->name, argv[0]);
+	if (c->ntrusted >= 1024)
+		return perr(p, "%s: at most 1024 of them", kw->name);
+	if ((t = reallocarray(c->trusted, c->ntrusted + 1, sizeof(*t))) ==
+	    NULL)
+		return perr(p, "out of memory");
+	t[c->ntrusted++] = cidr;
+	c->trusted = t;
+	return 0;
+}
+
+static int
+listen_line(struct parser *p, const struct keyword *kw, const char *a)
+{
+	const char		*host, *port, *colon, *rb;
 	char			 hbuf[64], canon[INET6_ADDRSTRLEN];
 	struct in_addr		 in4;
 	struct in6_addr		 in6;
 	size_t			 hlen, i;
 	int			 loopback = 0, numeric = 1;
 
-	(void)argc;
 	if (strchr(a, ':') == NULL ||
 	    (strncasecmp(a, "localhost:", 10) == 0 && strchr(a + 10, ':') == NULL))
 		return listen_loopback(p, kw, a, strchr(a, ':') ?

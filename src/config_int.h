@@ -128,7 +128,7 @@ const struct keyword *cfg_block_first(struct parser *, int, unsigned *);
 
 /* config_access.c */
 cfg_kw_fn cfg_kw_listen, cfg_kw_token, cfg_kw_token_env, cfg_kw_account,
-	    cfg_kw_control_socket;
+	    cfg_kw_control_socket, cfg_kw_max_conn_addr, cfg_kw_trusted_proxy;
 /* Appends a listener to the config's; NULL when out of memory. */
 struct cfg_listen *cfg_listen_new(struct config *, const char *, uint64_t,
 	    int, int);
