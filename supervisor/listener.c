@@ -412,7 +412,13 @@ agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
 	cJSON_Delete(b);
 }
 
-static int	is_health(const char *);
+static int
+is_health(const char *path)
+{
+	return strcmp(path, "/health") == 0 ||
+	    strcmp(path, "/health/live") == 0 ||
+	    strcmp(path, "/health/ready") == 0;
+}
 
 static void
 pending_dispatch(struct pending *p)
@@ -564,14 +570,6 @@ pending_dispatch(struct pending *p)
 	pending_free(p, 0);
 }
 
-static int
-is_health(const char *path)
-{
-	return strcmp(path, "/health") == 0 ||
-	    strcmp(path, "/health/live") == 0 ||
-	    strcmp(path, "/health/ready") == 0;
-}
-
 static unsigned
 addr_hash(const char *s)
 {
@@ -657,6 +655,23 @@ pending_admit(struct pending *p)
 	return 0;
 }
 
+/* Warns of refusals at most once a second: a flood must not flood the log. */
+static void
+log_limited(struct pending *p)
+{
+	struct sup *sup = p->sup;
+	uint64_t now = util_mono_ms();
+
+	sup->limit_refused++;
+	if (now - sup->limit_log_ms < 1000)
+		return;
+	log_warnx("%s: refused %d by max-connections-per-address%s; %u "
+	    "refused since the last such warning", p->peer, p->limited,
+	    p->limited == 429 ? " rate" : "", sup->limit_refused);
+	sup->limit_log_ms = now;
+	sup->limit_refused = 0;
+}
+
 /* Answers a limited client: health checks as usual, the rest refused. */
 static void
 pending_refuse(struct pending *p)
@@ -672,8 +687,7 @@ pending_refuse(struct pending *p)
 	secs = p->limited == 429 ? 1 :
 	    (int)((p->sup->conf->handshake_timeout_ms + 999) / 1000);
 	snprintf(hdrs, sizeof(hdrs), "Retry-After: %d\r\n%s", secs, p->hdr);
-	log_debug("%s %s %d: per-address limit", p->peer,
-	    p->hp.req.path ? p->hp.req.path : "-", p->limited);
+	log_limited(p);
 	{
 		struct evbuffer *out = evbuffer_new();
 

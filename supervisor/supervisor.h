@@ -84,6 +84,8 @@ struct sup {
 	unsigned		 nctlpending;	/* of those, control peers */
 	struct peer_rate	*rates;		/* new connections a second by
 						   client address, or NULL */
+	uint64_t		 limit_log_ms;	/* last warning about them */
+	unsigned		 limit_refused;	/* refused since */
 	uint64_t		 trimmed_ms;	/* last util_trim */
 	struct route		**routes;
 	size_t			 nbuckets;
