@@ -32,6 +32,7 @@
 
 #define MAX_PENDING	4096	/* connections still sending their request */
 #define CTL_PENDING_MAX	64	/* the same on the control socket */
+#define MAX_LINGER	4096	/* answered connections still lingering */
 #define DRAINING_MSG	"this host is draining and takes no new sessions; " \
 			"retry on another host"
 
@@ -119,6 +120,7 @@ static void
 reply_free(struct reply *r)
 {
 	TAILQ_REMOVE(&r->sup->replies, r, entry);
+	r->sup->nreplies--;
 	bufferevent_free(r->bev);
 	free(r);
 }
@@ -186,6 +188,11 @@ reply_done(struct bufferevent *bev, void *arg)
 	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
 		return;
 	shutdown(bufferevent_getfd(bev), SHUT_WR);
+	/* Lingering is a courtesy: when many linger, new ones close. */
+	if (r->sup->nreplies > MAX_LINGER) {
+		reply_free(r);
+		return;
+	}
 	r->linger_end = util_mono_ms() + r->sup->conf->lingering_time_ms;
 	if ((left = linger_left(r)) == 0) {
 		reply_free(r);
@@ -228,6 +235,7 @@ listener_reply(struct sup *sup, int fd, struct evbuffer *out)
 	r->sup = sup;
 	r->bev = bev;
 	TAILQ_INSERT_TAIL(&sup->replies, r, entry);
+	sup->nreplies++;
 	util_tv(&tv, 10000);
 	bufferevent_set_timeouts(bev, NULL, &tv);
 	bufferevent_setcb(bev, NULL, reply_done, reply_event, r);

@@ -80,6 +80,7 @@ struct sup {
 	struct workerq		 old;		/* draining after a reload */
 	TAILQ_HEAD(, pending)	 pending;
 	TAILQ_HEAD(, reply)	 replies;	/* answers on their way out */
+	unsigned		 nreplies;
 	unsigned		 npending;
 	unsigned		 nctlpending;	/* of those, control peers */
 	struct peer_rate	*rates;		/* new connections a second by

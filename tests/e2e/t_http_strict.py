@@ -235,6 +235,20 @@ def test_limits(d):
     # another address is not limited by this one
     resp = raw(d, b"GET /api/info HTTP/1.1\r\nHost: x\r\n\r\n", src="127.0.0.3")
     check(status_of(resp) == 200, "other address: %r" % resp[:150])
+    # limited ones still sending their head count too: past twice the
+    # count (6), new connections are closed unanswered
+    for _ in range(3):
+        s = conn(d)
+        s.sendall(b"GET /health HTTP/1.1\r\n")
+        held.append(s)
+    time.sleep(0.3)
+    resp = raw(d, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    check(resp == b"", "past twice the count: %r" % resp[:150])
+    for s in held[3:]:
+        s.sendall(b"Host: x\r\n\r\n")
+        resp = read_all(s)
+        check(status_of(resp) == 200, "a limited health check finishing its "
+              "head: %r" % resp[:150])
     for s in held:
         s.close()
     time.sleep(0.3)
