@@ -351,37 +351,36 @@ content_length(const char *v, size_t *cl, unsigned *n, int *conflict)
 }
 
 /*
- * Checks the Transfer-Encoding field lines of r (ntes of them, at least
- * one) together: RFC 9112 §6.1 and §6.3.  Only "chunked", applied once and
- * last, is a body we can read; a list not ending in it cannot be framed
- * (400), another coding before it is one we do not implement (501).
+ * Checks the Transfer-Encoding field lines of the request together, as one
+ * list (RFC 9112 §6.1, §6.3).  Only "chunked", applied once and last, is a
+ * body we can read; a list not ending in it cannot be framed (400), another
+ * coding before it is one we do not implement (501).
  */
 static enum http_result
 transfer_encoding(struct http_parser *p)
 {
 	struct http_request *r = &p->req;
-	const char	*v, *s, *e;
+	const char	*v, *s, *e, *comma;
 	unsigned	 i, n = 0, nchunked = 0;
 	int		 last_chunked = 0;
 
 	for (i = 0; i < r->nheaders; i++) {
 		if (strcasecmp(r->headers[i].name, "Transfer-Encoding") != 0)
 			continue;
-		for (v = r->headers[i].value; *v != '\0'; v = *e ? e + 1 : e) {
-			if ((e = strchr(v, ',')) == NULL)
-				e = v + strlen(v);
+		for (v = r->headers[i].value; v != NULL;
+		    v = comma ? comma + 1 : NULL) {
+			comma = strchr(v, ',');
+			e = comma ? comma : v + strlen(v);
 			for (s = v; s < e && (*s == ' ' || *s == '\t'); s++)
 				;
 			while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
 				e--;
-			if (s < e) {
-				n++;
-				last_chunked = e - s == 7 &&
-				    strncasecmp(s, "chunked", 7) == 0;
-				nchunked += last_chunked;
-			}
-			if ((e = strchr(v, ',')) == NULL)
-				e = v + strlen(v);
+			if (s == e)	/* empty list elements do not count */
+				continue;
+			n++;
+			last_chunked = e - s == 7 &&
+			    strncasecmp(s, "chunked", 7) == 0;
+			nchunked += last_chunked;
 		}
 	}
 	if (n == 0 || !last_chunked)

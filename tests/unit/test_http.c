@@ -560,6 +560,13 @@ START_TEST(test_chunked)
 	ck_assert_str_eq(p.req.body, "0123456789");
 	http_parser_free(&p);
 
+	/* Empty list elements do not count; the coding is case-insensitive. */
+	ck_assert_int_eq(parse_str(&p, "POST / HTTP/1.1\r\nHost: h\r\n"
+	    "Transfer-Encoding: , CHUNKED ,\r\n\r\n1\r\nz\r\n0\r\n\r\n",
+	    &used), HTTP_DONE);
+	ck_assert_str_eq(p.req.body, "z");
+	http_parser_free(&p);
+
 	/* An empty chunked body. */
 	ck_assert_int_eq(parse_str(&p, CHUNKED_HEAD "0\r\n\r\n", &used),
 	    HTTP_DONE);
