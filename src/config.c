@@ -45,8 +45,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
  * X(name, where, min, max, flags, handler, field, lo, hi, usage)
  */
 #define CFG_KEYWORDS(X) \
-	X("listen", KW_TOP, 1, 2, KWF_MULTI, cfg_kw_listen, 0, 0, 0, \
-	    "listen [HOST:]PORT [tls]") \
+	X("listen", KW_TOP, 1, 3, KWF_MULTI, cfg_kw_listen, 0, 0, 0, \
+	    "listen [HOST:]PORT [tls] [proxy-protocol]") \
 	X("tls-certificate", KW_TOP, 1, 1, 0, cfg_kw_tls_file, C(tls_cert), \
 	    0, 0, "tls-certificate PATH") \
 	X("tls-key", KW_TOP, 1, 1, 0, cfg_kw_tls_file, C(tls_key), \
@@ -134,9 +134,16 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    "agent-reconnect-timeout DURATION") \
 	X("audit-log", KW_TOP, 1, 1, 0, kw_audit_log, C(audit_log), 0, 0, \
 	    "audit-log PATH|none") \
-	X("max-connections-per-address", KW_TOP, 1, 1, 0, kw_number, \
-	    C(max_conn_per_addr), 0, 1000000, \
-	    "max-connections-per-address N") \
+	X("max-connections-per-address", KW_TOP, 1, 3, 0, \
+	    cfg_kw_max_conn_addr, C(max_conn_per_addr), 0, 1000000, \
+	    "max-connections-per-address N [rate PER-SECOND]") \
+	X("trusted-proxy", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_trusted_proxy, \
+	    0, 0, 0, "trusted-proxy ADDRESS[/PREFIX]") \
+	X("lingering-time", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(lingering_time_ms), 0, 10 * MS_M, "lingering-time DURATION") \
+	X("lingering-timeout", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(lingering_timeout_ms), 100, 10 * MS_M, \
+	    "lingering-timeout DURATION") \
 	X("default-provider", KW_TOP, 1, 1, 0, kw_default_provider, 0, 0, 0, \
 	    "default-provider NAME") \
 	X("token", KW_TOP, 3, 5, KWF_MULTI, cfg_kw_token, 0, 0, 0, \
@@ -928,6 +935,8 @@ config_init(struct config *c)
 	c->max_sessions = 10000;
 	c->max_connections = 20000;
 	c->max_conn_per_addr = 1000;
+	c->lingering_time_ms = 30 * MS_S;
+	c->lingering_timeout_ms = 5 * MS_S;
 	c->max_turns = 10;
 	c->max_agents = 8;
 	c->max_team_turns = 8;
@@ -1260,6 +1269,7 @@ config_free(struct config *c)
 		TAILQ_REMOVE(&c->listens, l, entry);
 		free(l);
 	}
+	free(c->trusted);
 	while ((t = TAILQ_FIRST(&c->tokens)) != NULL) {
 		TAILQ_REMOVE(&c->tokens, t, entry);
 		if (t->secret != NULL) {

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "parley/config.h"
+#include "parley/proxyproto.h"
 #include "config_int.h"
 
 #define CFG_MAX_SECRET	1024
@@ -87,19 +88,37 @@ listen_loopback(struct parser *p, const struct keyword *kw, const char *a,
 int
 cfg_kw_listen(struct parser *p, const struct keyword *kw, int argc, char **argv)
 {
-	struct cfg_listen	*l;
+	struct cfg_listen	*last, *l;
+	int			 i, tls = 0, pp = 0;
 
-	if (argc == 2 && strcmp(argv[1], "tls") != 0)
-		return perr(p, "%s: expected 'tls' after the address, got "
-		    "'%.80s'", kw->name, argv[1]);
+	last = TAILQ_LAST(&p->conf->listens, cfg_listens);
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "tls") == 0 && !tls)
+			tls = 1;
+		else if (strcmp(argv[i], "proxy-protocol") == 0 && !pp)
+			pp = 1;
+		else
+			return perr(p, "%s: unknown or repeated option "
+			    "'%.80s'; usage: %s", kw->name, argv[i], kw->usage);
+	}
+	/* The PROXY header comes before the TLS handshake, which tls.c
+	 * starts at once: not read there yet. */
+	if (tls && pp)
+		return perr(p, "%s: tls and proxy-protocol on one listener are "
+		    "not supported; let the proxy terminate TLS, or pass TLS "
+		    "through without a PROXY header", kw->name);
 	if (listen_addr(p, kw, argv[0]) == -1)
 		return -1;
-	if (argc == 2)
-		TAILQ_FOREACH(l, &p->conf->listens, entry)
-			if (l->line == p->line) {
-				l->tls = 1;
-				p->conf->ntls++;
-			}
+	/* Every listener this line added. */
+	for (l = last ? TAILQ_NEXT(last, entry) :
+	    TAILQ_FIRST(&p->conf->listens); l != NULL;
+	    l = TAILQ_NEXT(l, entry)) {
+		l->proxy_protocol = pp;
+		if (tls) {
+			l->tls = 1;
+			p->conf->ntls++;
+		}
+	}
 	return 0;
 }
 
@@ -175,6 +194,49 @@ cfg_tls_check(struct parser *p)
 		    "tls-certificate and tls-key (PEM files)",
 		    strchr(l->host, ':') ? "[" : "", l->host,
 		    strchr(l->host, ':') ? "]" : "", l->port);
+	return 0;
+}
+
+/* max-connections-per-address N [rate PER-SECOND] */
+int
+cfg_kw_max_conn_addr(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	uint64_t		 v, r = 0;
+
+	if (argc == 2 || (argc == 3 && strcmp(argv[1], "rate") != 0))
+		return perr(p, "%s: usage: %s", kw->name, kw->usage);
+	if (cfg_number_arg(p, kw, argv[0], &v) == -1)
+		return -1;
+	if (argc == 3 && (cfg_parse_uint(argv[2], &r) == -1 || r < 1 ||
+	    r > 1000000))
+		return perr(p, "%s: rate must be a number of new connections "
+		    "a second from 1 to 1000000, got '%.80s'", kw->name,
+		    argv[2]);
+	p->conf->max_conn_per_addr = (unsigned)v;
+	p->conf->conn_rate_per_addr = (unsigned)r;
+	return 0;
+}
+
+/* trusted-proxy ADDRESS[/PREFIX], repeatable. */
+int
+cfg_kw_trusted_proxy(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct config		*c = p->conf;
+	struct pp_cidr		 cidr, *t;
+
+	(void)argc;
+	if (pp_cidr_parse(argv[0], &cidr) == -1)
+		return perr(p, "%s: expected a numeric IPv4 or IPv6 address "
+		    "with an optional /PREFIX, got '%.80s'", kw->name, argv[0]);
+	if (c->ntrusted >= 1024)
+		return perr(p, "%s: at most 1024 of them", kw->name);
+	if ((t = reallocarray(c->trusted, c->ntrusted + 1, sizeof(*t))) ==
+	    NULL)
+		return perr(p, "out of memory");
+	t[c->ntrusted++] = cidr;
+	c->trusted = t;
 	return 0;
 }
 

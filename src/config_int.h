@@ -131,7 +131,7 @@ cfg_kw_fn cfg_kw_listen, cfg_kw_token, cfg_kw_token_env, cfg_kw_account,
 	    cfg_kw_control_socket, cfg_kw_allowed_origin, cfg_kw_server_name,
 	    cfg_kw_tls_file, cfg_kw_tls_ciphers, cfg_kw_tls_protocols,
 	    cfg_kw_jwt_key, cfg_kw_jwt_jwks, cfg_kw_jwt_claim,
-	    cfg_kw_jwt_require_exp;
+	    cfg_kw_jwt_require_exp, cfg_kw_max_conn_addr, cfg_kw_trusted_proxy;
 void	cfg_names_free(struct cfg_names *);
 /* Once the file is read: a tls listener has its certificate and key. */
 int	cfg_tls_check(struct parser *);

@@ -14,6 +14,10 @@ enum {
 	ST_REQLINE,
 	ST_HEADERS,
 	ST_BODY,
+	ST_CHUNK_LINE,		/* chunk-size [ chunk-ext ] CRLF */
+	ST_CHUNK_DATA,
+	ST_CHUNK_END,		/* the CRLF after chunk-data */
+	ST_TRAILER,		/* trailer field lines, then CRLF */
 	ST_DONE,
 	ST_ERROR
 };
@@ -64,6 +68,28 @@ parse_fail(struct http_parser *p, int status, const char *why)
 	p->status = status;
 	p->error = why;
 	return HTTP_ERROR;
+}
+
+/* Appends c to the line buffer, grown up to max bytes (limits checked). */
+static enum http_result
+line_add(struct http_parser *p, unsigned char c, size_t max)
+{
+	size_t		 ncap;
+	char		*nl;
+
+	if (p->linelen == p->linecap) {
+		ncap = p->linecap ? p->linecap * 2 : 256;
+		if (ncap > max)
+			ncap = max;
+		if (ncap <= p->linelen)		/* limits checked before */
+			return parse_fail(p, 431, "header section too large");
+		if ((nl = realloc(p->line, ncap)) == NULL)
+			return parse_fail(p, 500, "out of memory");
+		p->line = nl;
+		p->linecap = ncap;
+	}
+	p->line[p->linelen++] = (char)c;
+	return HTTP_NEED_MORE;
 }
 
 static int
@@ -208,44 +234,59 @@ request_line(struct http_parser *p)
 	return HTTP_NEED_MORE;
 }
 
+/*
+ * Checks a field line l of len bytes (a header or a trailer): on success
+ * *nlen is the name's length and [*v, *e) the value without its OWS;
+ * else returns what is wrong.
+ */
+static const char *
+field_check(const char *l, size_t len, size_t *nlen, const char **v,
+    const char **e)
+{
+	const char	*colon;
+	size_t		 i;
+	unsigned char	 c;
+
+	if (l[0] == ' ' || l[0] == '\t')
+		return "obsolete line folding in header";
+	if ((colon = memchr(l, ':', len)) == NULL)
+		return "header line without colon";
+	*nlen = colon - l;
+	if (*nlen == 0)
+		return "empty header name";
+	for (i = 0; i < *nlen; i++) {
+		c = (unsigned char)l[i];
+		if (c == ' ' || c == '\t')
+			return "whitespace in header name or before colon";
+		if (!is_tchar(c))
+			return "invalid character in header name";
+	}
+	*v = colon + 1;
+	*e = l + len;
+	while (*v < *e && (**v == ' ' || **v == '\t'))
+		(*v)++;
+	while (*e > *v && ((*e)[-1] == ' ' || (*e)[-1] == '\t'))
+		(*e)--;
+	for (i = 0; i < (size_t)(*e - *v); i++) {
+		c = (unsigned char)(*v)[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return "control character in header value";
+	}
+	return NULL;
+}
+
 static enum http_result
 header_line(struct http_parser *p)
 {
 	struct http_request *r = &p->req;
 	struct http_header *h;
-	const char	*l = p->line, *colon, *v, *e;
-	size_t		 len = p->linelen, nlen, i;
+	const char	*v, *e, *why;
+	size_t		 nlen;
 	unsigned	 ncap;
-	unsigned char	 c;
 	char		*mem;
 
-	if (l[0] == ' ' || l[0] == '\t')
-		return parse_fail(p, 400, "obsolete line folding in header");
-	if ((colon = memchr(l, ':', len)) == NULL)
-		return parse_fail(p, 400, "header line without colon");
-	nlen = colon - l;
-	if (nlen == 0)
-		return parse_fail(p, 400, "empty header name");
-	for (i = 0; i < nlen; i++) {
-		c = (unsigned char)l[i];
-		if (c == ' ' || c == '\t')
-			return parse_fail(p, 400,
-			    "whitespace in header name or before colon");
-		if (!is_tchar(c))
-			return parse_fail(p, 400, "invalid character in header name");
-	}
-	v = colon + 1;
-	e = l + len;
-	while (v < e && (*v == ' ' || *v == '\t'))
-		v++;
-	while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-		e--;
-	for (i = 0; i < (size_t)(e - v); i++) {
-		c = (unsigned char)v[i];
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			return parse_fail(p, 400, "control character in header value");
-	}
-
+	if ((why = field_check(p->line, p->linelen, &nlen, &v, &e)) != NULL)
+		return parse_fail(p, 400, why);
 	if (r->nheaders == p->hdrcap) {
 		ncap = p->hdrcap ? p->hdrcap * 2 : 8;
 		if (ncap > p->lim.max_headers)
@@ -262,7 +303,7 @@ header_line(struct http_parser *p)
 		return parse_fail(p, 500, "out of memory");
 	h = &r->headers[r->nheaders++];
 	h->name = mem;
-	memcpy(h->name, l, nlen);
+	memcpy(h->name, p->line, nlen);
 	h->name[nlen] = '\0';
 	h->value = mem + nlen + 1;
 	memcpy(h->value, v, e - v);
@@ -309,6 +350,51 @@ content_length(const char *v, size_t *cl, unsigned *n, int *conflict)
 	}
 }
 
+/*
+ * Checks the Transfer-Encoding field lines of the request together, as one
+ * list (RFC 9112 §6.1, §6.3).  Only "chunked", applied once and last, is a
+ * body we can read; a list not ending in it cannot be framed (400), another
+ * coding before it is one we do not implement (501).
+ */
+static enum http_result
+transfer_encoding(struct http_parser *p)
+{
+	struct http_request *r = &p->req;
+	const char	*v, *s, *e, *comma;
+	unsigned	 i, n = 0, nchunked = 0;
+	int		 last_chunked = 0;
+
+	for (i = 0; i < r->nheaders; i++) {
+		if (strcasecmp(r->headers[i].name, "Transfer-Encoding") != 0)
+			continue;
+		for (v = r->headers[i].value; v != NULL;
+		    v = comma ? comma + 1 : NULL) {
+			comma = strchr(v, ',');
+			e = comma ? comma : v + strlen(v);
+			for (s = v; s < e && (*s == ' ' || *s == '\t'); s++)
+				;
+			while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+				e--;
+			if (s == e)	/* empty list elements do not count */
+				continue;
+			n++;
+			last_chunked = e - s == 7 &&
+			    strncasecmp(s, "chunked", 7) == 0;
+			nchunked += last_chunked;
+		}
+	}
+	if (n == 0 || !last_chunked)
+		return parse_fail(p, 400, "Transfer-Encoding must end in "
+		    "chunked (or send Content-Length instead)");
+	if (nchunked > 1)
+		return parse_fail(p, 400, "Transfer-Encoding applies chunked "
+		    "more than once");
+	if (n > 1)
+		return parse_fail(p, 501, "transfer coding not supported: "
+		    "only chunked is (send the body uncompressed)");
+	return HTTP_NEED_MORE;
+}
+
 static enum http_result
 end_of_head(struct http_parser *p)
 {
@@ -332,37 +418,218 @@ end_of_head(struct http_parser *p)
 		return parse_fail(p, 400, "missing Host header");
 	if (nhost > 1)
 		return parse_fail(p, 400, "duplicate Host header");
-	if (te)
-		return parse_fail(p, 501, "Transfer-Encoding not supported "
-		    "(chunked request bodies are not accepted; "
-		    "send Content-Length)");
+	/* Both framings in one message is how requests are smuggled past a
+	 * proxy that reads the other one: RFC 9112 §6.3 says error and close. */
+	if (te && ncl > 0)
+		return parse_fail(p, 400, "both Content-Length and "
+		    "Transfer-Encoding: send one");
+	if (te && r->minor == 0)
+		return parse_fail(p, 400, "Transfer-Encoding in an HTTP/1.0 "
+		    "request");
+	if (te && transfer_encoding(p) == HTTP_ERROR)
+		return HTTP_ERROR;
 	if (conflict)
 		return parse_fail(p, 400, "conflicting Content-Length values");
 	if (ncl > 1)
 		return parse_fail(p, 400, "duplicate Content-Length");
 	if (ncl == 1 && cl > p->lim.max_body)
 		return parse_fail(p, 413, "Content-Length too large");
-	if (ncl == 0 && (strcmp(r->method, "POST") == 0 ||
+	if (!te && ncl == 0 && (strcmp(r->method, "POST") == 0 ||
 	    strcmp(r->method, "PUT") == 0 || strcmp(r->method, "PATCH") == 0))
 		return parse_fail(p, 411, "Content-Length required");
 
-	/* The head is parsed; the line buffer is no longer needed. */
-	free(p->line);
-	p->line = NULL;
-	p->linelen = p->linecap = 0;
+	/* The head is parsed; the line buffer is kept for chunk lines. */
+	if (!te) {
+		free(p->line);
+		p->line = NULL;
+		p->linelen = p->linecap = 0;
+	}
 
 	if ((r->body = malloc(cl + 1)) == NULL)
 		return parse_fail(p, 500, "out of memory");
 	r->body[0] = '\0';
-	r->body_len = cl;
+	r->body_len = te ? 0 : cl;
+	p->body_cap = cl + 1;
 	p->body_got = 0;
+	if (te) {
+		p->chunked = 1;
+		p->state = ST_CHUNK_LINE;
+		return HTTP_NEED_MORE;
+	}
 	if (cl == 0) {
 		p->state = ST_DONE;
-		r->total_len = r->head_len;
 		return HTTP_DONE;
 	}
 	p->state = ST_BODY;
 	return HTTP_NEED_MORE;
+}
+
+/*
+ * Parses a chunk-size line (RFC 9112 §7.1.1) in p->line: 1*HEXDIG then
+ * chunk extensions, which are checked and ignored.
+ */
+static enum http_result
+chunk_line(struct http_parser *p)
+{
+	const char	*l = p->line, *e = p->line + p->linelen;
+	size_t		 size = 0;
+	int		 h, digits = 0;
+
+	for (; l < e && (h = hexval((unsigned char)*l)) >= 0; l++, digits++) {
+		if (size > (p->lim.max_body + 1) / 16)
+			return parse_fail(p, 413, "chunked body too large");
+		size = size * 16 + (size_t)h;
+	}
+	if (digits == 0)
+		return parse_fail(p, 400, "malformed chunk size");
+	/* *( BWS ";" BWS ext-name [ BWS "=" BWS ( token / quoted-string ) ] ) */
+	while (l < e) {
+		while (l < e && (*l == ' ' || *l == '\t'))
+			l++;
+		if (l == e)
+			break;
+		if (*l++ != ';')
+			return parse_fail(p, 400, "malformed chunk extension");
+		while (l < e && (*l == ' ' || *l == '\t'))
+			l++;
+		if (l == e || !is_tchar((unsigned char)*l))
+			return parse_fail(p, 400, "malformed chunk extension");
+		while (l < e && is_tchar((unsigned char)*l))
+			l++;
+		while (l < e && (*l == ' ' || *l == '\t'))
+			l++;
+		if (l == e || *l != '=')
+			continue;
+		l++;
+		while (l < e && (*l == ' ' || *l == '\t'))
+			l++;
+		if (l < e && *l == '"') {
+			for (l++; l < e && *l != '"'; l++) {
+				if (*l == '\\' && ++l == e)
+					break;
+				if (((unsigned char)*l < 0x20 && *l != '\t') ||
+				    *l == 0x7f)
+					break;
+			}
+			if (l == e || *l++ != '"')
+				return parse_fail(p, 400,
+				    "malformed chunk extension");
+		} else if (l == e || !is_tchar((unsigned char)*l))
+			return parse_fail(p, 400, "malformed chunk extension");
+		else
+			while (l < e && is_tchar((unsigned char)*l))
+				l++;
+	}
+	if (size > p->lim.max_body - p->req.body_len)
+		return parse_fail(p, 413, "chunked body too large");
+	p->chunk_left = size;
+	if (size == 0) {
+		p->state = ST_TRAILER;
+		p->hdr_bytes = 0;
+		p->ntrailers = 0;
+	} else
+		p->state = ST_CHUNK_DATA;
+	return HTTP_NEED_MORE;
+}
+
+/* A trailer field line, or the empty line ending the message. */
+static enum http_result
+trailer_line(struct http_parser *p)
+{
+	const char	*v, *e, *why;
+	size_t		 nlen;
+
+	if (p->linelen == 0) {
+		p->req.body[p->req.body_len] = '\0';
+		p->state = ST_DONE;
+		return HTTP_DONE;
+	}
+	/* Checked, then dropped: a field the head did not carry must not
+	 * gain a say (an Authorization in a trailer, say). */
+	if ((why = field_check(p->line, p->linelen, &nlen, &v, &e)) != NULL)
+		return parse_fail(p, 400, why);
+	if (++p->ntrailers > p->lim.max_headers)
+		return parse_fail(p, 431, "too many trailer fields");
+	return HTTP_NEED_MORE;
+}
+
+/*
+ * One byte of chunked framing (not chunk-data): lines end in CRLF only,
+ * since a lenient reading of bare LF or CR inside a body is where a proxy
+ * and its server can disagree on where the body ends.
+ */
+static enum http_result
+chunk_byte(struct http_parser *p, unsigned char c)
+{
+	enum http_result rv;
+	size_t		 max;
+
+	/* Framing costs at most as many bytes as the body bound allows,
+	 * plus the trailer section. */
+	if (++p->frame_bytes > p->lim.max_body + 2 * HTTP_CHUNK_LINE_MAX)
+		return parse_fail(p, 413, "chunked framing too large: send "
+		    "fewer, larger chunks");
+	if (p->state == ST_TRAILER && ++p->hdr_bytes > p->lim.max_header_bytes)
+		return parse_fail(p, 431, "trailer section too large");
+	if (p->cr) {
+		p->cr = 0;
+		if (c != '\n')
+			return parse_fail(p, 400, "bare CR in chunked body");
+		if (p->state == ST_CHUNK_END) {
+			p->state = ST_CHUNK_LINE;
+			return HTTP_NEED_MORE;
+		}
+		if (p->state == ST_CHUNK_LINE)
+			rv = chunk_line(p);
+		else
+			rv = trailer_line(p);
+		p->linelen = 0;
+		return rv;
+	}
+	if (c == '\r') {
+		p->cr = 1;
+		return HTTP_NEED_MORE;
+	}
+	if (c == '\n')
+		return parse_fail(p, 400, "bare LF in chunked body (end lines "
+		    "with CRLF)");
+	if (p->state == ST_CHUNK_END)
+		return parse_fail(p, 400, "chunk data longer than its size");
+	max = p->state == ST_TRAILER ? p->lim.max_header_bytes :
+	    HTTP_CHUNK_LINE_MAX;
+	if (p->linelen >= max)
+		return parse_fail(p, p->state == ST_TRAILER ? 431 : 400,
+		    p->state == ST_TRAILER ? "trailer field too large" :
+		    "chunk-size line too long");
+	return line_add(p, c, max);
+}
+
+/* Appends up to len bytes of chunk-data; returns how many it took. */
+static size_t
+chunk_data(struct http_parser *p, const char *buf, size_t len)
+{
+	struct http_request *r = &p->req;
+	size_t		 n = p->chunk_left < len ? p->chunk_left : len;
+	size_t		 need = r->body_len + n + 1, ncap;
+	char		*nb;
+
+	if (need > p->body_cap) {
+		ncap = p->body_cap * 2 > need ? p->body_cap * 2 : need;
+		if (ncap > p->lim.max_body + 1)
+			ncap = p->lim.max_body + 1;
+		if ((nb = realloc(r->body, ncap)) == NULL) {
+			parse_fail(p, 500, "out of memory");
+			return 0;
+		}
+		r->body = nb;
+		p->body_cap = ncap;
+	}
+	memcpy(r->body + r->body_len, buf, n);
+	r->body_len += n;
+	p->chunk_left -= n;
+	if (p->chunk_left == 0)
+		p->state = ST_CHUNK_END;
+	return n;
 }
 
 static enum http_result
@@ -419,8 +686,7 @@ count(struct http_parser *p, int content)
 static enum http_result
 head_byte(struct http_parser *p, unsigned char c)
 {
-	size_t		 ncap, max;
-	char		*nl;
+	size_t		 max;
 
 	p->req.head_len++;
 	if (p->cr) {
@@ -442,21 +708,9 @@ head_byte(struct http_parser *p, unsigned char c)
 	}
 	if (count(p, 1) == HTTP_ERROR)
 		return HTTP_ERROR;
-	if (p->linelen == p->linecap) {
-		max = p->lim.max_request_line > p->lim.max_header_bytes ?
-		    p->lim.max_request_line : p->lim.max_header_bytes;
-		ncap = p->linecap ? p->linecap * 2 : 256;
-		if (ncap > max)
-			ncap = max;
-		if (ncap <= p->linelen)		/* limits checked above */
-			return parse_fail(p, 431, "header section too large");
-		if ((nl = realloc(p->line, ncap)) == NULL)
-			return parse_fail(p, 500, "out of memory");
-		p->line = nl;
-		p->linecap = ncap;
-	}
-	p->line[p->linelen++] = (char)c;
-	return HTTP_NEED_MORE;
+	max = p->lim.max_request_line > p->lim.max_header_bytes ?
+	    p->lim.max_request_line : p->lim.max_header_bytes;
+	return line_add(p, c, max);
 }
 
 enum http_result
@@ -480,18 +734,51 @@ http_parse(struct http_parser *p, const char *buf, size_t len, size_t *used)
 			i += n;
 			if (p->body_got == r->body_len) {
 				r->body[r->body_len] = '\0';
-				r->total_len = r->head_len + r->body_len;
 				p->state = ST_DONE;
 				rv = HTTP_DONE;
 			}
 			break;
 		}
-		rv = head_byte(p, (unsigned char)buf[i++]);
+		if (p->state == ST_CHUNK_DATA) {
+			n = chunk_data(p, buf + i, len - i);
+			i += n;
+			if (p->state == ST_ERROR) {
+				rv = HTTP_ERROR;
+				break;
+			}
+			continue;
+		}
+		if (p->chunked)
+			rv = chunk_byte(p, (unsigned char)buf[i++]);
+		else
+			rv = head_byte(p, (unsigned char)buf[i++]);
 		if (rv != HTTP_NEED_MORE)
 			break;
 	}
+	r->total_len += i;	/* every byte of the message */
 	*used = i;
 	return rv;
+}
+
+int
+http_head_done(const struct http_parser *p)
+{
+	return p->state != ST_REQLINE && p->state != ST_HEADERS &&
+	    p->state != ST_ERROR;
+}
+
+int
+http_wants_continue(const struct http_parser *p)
+{
+	const char	*v;
+
+	if (!http_head_done(p) || p->state == ST_DONE || p->req.minor < 1)
+		return 0;
+	if (p->state == ST_BODY ? p->body_got != 0 : p->req.body_len != 0 ||
+	    p->frame_bytes != 0)
+		return 0;
+	return (v = http_header(&p->req, "Expect")) != NULL &&
+	    strcasecmp(v, "100-continue") == 0;
 }
 
 const char *

@@ -24,6 +24,7 @@
 #include "parley/ctl.h"
 #include "parley/http.h"
 #include "parley/log.h"
+#include "parley/proxyproto.h"
 #include "parley/store.h"
 #include "parley/util.h"
 #include "supervisor.h"
@@ -31,6 +32,7 @@
 
 #define MAX_PENDING	4096	/* connections still sending their request */
 #define CTL_PENDING_MAX	64	/* the same on the control socket */
+#define MAX_LINGER	4096	/* answered connections still lingering */
 #define DRAINING_MSG	"this host is draining and takes no new sessions; " \
 			"retry on another host"
 
@@ -47,10 +49,28 @@ struct pending {
 	size_t			 max;		/* cap may grow to this */
 	int			 control;	/* came in on the control socket */
 	int			 detached;	/* off the pending list */
+	int			 continued;	/* sent "100 Continue" */
+	int			 proxy;		/* a trusted proxy: the client is
+						   behind it */
+	int			 pp;		/* a PROXY header comes first */
+	int			 pp_checked;	/* looked for a PROXY header */
+	size_t			 skip;		/* bytes of PROXY header in raw */
+	int			 admitted;	/* checked against the limits */
+	int			 limited;	/* 0, or 429/503 to answer */
 	uint64_t		 reqid;		/* its request id */
 	char			 req[17];	/* reqid in hex */
 	char			 hdr[40];	/* "X-Request-Id: ...\r\n" */
-	char			 peer[64];
+	char			 peer[64];	/* the client */
+	char			 sockpeer[64];	/* the socket's peer */
+};
+
+/* New connections from one client address in one second. */
+#define RATE_SLOTS	4096
+#define RATE_PROBE	8
+struct peer_rate {
+	char			 addr[64];	/* as pending.peer */
+	uint64_t		 sec;
+	unsigned		 n;
 };
 
 static void
@@ -88,12 +108,14 @@ struct reply {
 	TAILQ_ENTRY(reply)	 entry;
 	struct sup		*sup;
 	struct bufferevent	*bev;
+	uint64_t		 linger_end;	/* monotonic ms; 0: not yet */
 };
 
 static void
 reply_free(struct reply *r)
 {
 	TAILQ_REMOVE(&r->sup->replies, r, entry);
+	r->sup->nreplies--;
 	bufferevent_free(r->bev);
 	free(r);
 }
@@ -113,29 +135,65 @@ listener_replies_free(struct sup *sup)
 		reply_free(r);
 }
 
+/*
+ * The read timeout of a lingering close: lingering-timeout per read, but
+ * never past lingering-time in all, like nginx's lingering_timeout and
+ * lingering_time; 0 once the time is up.
+ */
+static uint64_t
+linger_left(struct reply *r)
+{
+	uint64_t now = util_mono_ms(), each = r->sup->conf->lingering_timeout_ms;
+
+	if (now >= r->linger_end)
+		return 0;
+	return r->linger_end - now < each ? r->linger_end - now : each;
+}
+
 static void
 reply_drain(struct bufferevent *bev, void *arg)
 {
 	struct evbuffer *in = bufferevent_get_input(bev);
+	struct timeval tv;
+	uint64_t left;
 
 	evbuffer_drain(in, evbuffer_get_length(in));
+	/* A client that trickles bytes must not keep it open for ever. */
+	if ((left = linger_left(arg)) == 0) {
+		reply_free(arg);
+		return;
+	}
+	util_tv(&tv, left);
+	bufferevent_set_timeouts(bev, &tv, NULL);
 }
 
 /*
  * Once the answer is out, half-close and read what the client still
- * sends (a body we refused, say) until it closes or a short timeout:
- * closing with unread bytes would reset the connection and lose the
+ * sends (a body we refused, say) until it closes or the lingering bounds
+ * end: closing with unread bytes would reset the connection and lose the
  * answer before the client reads it.
  */
 static void
 reply_done(struct bufferevent *bev, void *arg)
 {
+	struct reply *r = arg;
 	struct timeval tv;
+	uint64_t left;
 
 	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
 		return;
 	shutdown(bufferevent_getfd(bev), SHUT_WR);
-	util_tv(&tv, 2000);
+	/* Lingering is a courtesy: when many linger, new ones close. */
+	if (r->sup->nreplies > MAX_LINGER) {
+		reply_free(r);
+		return;
+	}
+	r->linger_end = util_mono_ms() + r->sup->conf->lingering_time_ms;
+	if ((left = linger_left(r)) == 0) {
+		reply_free(r);
+		return;
+	}
+	util_tv(&tv, left);
 	bufferevent_set_timeouts(bev, &tv, NULL);
 	bufferevent_setcb(bev, reply_drain, NULL, reply_event, arg);
 	bufferevent_enable(bev, EV_READ);
@@ -172,6 +230,7 @@ listener_reply(struct sup *sup, int fd, struct evbuffer *out)
 	r->sup = sup;
 	r->bev = bev;
 	TAILQ_INSERT_TAIL(&sup->replies, r, entry);
+	sup->nreplies++;
 	util_tv(&tv, 10000);
 	bufferevent_set_timeouts(bev, NULL, &tv);
 	bufferevent_setcb(bev, NULL, reply_done, reply_event, r);
@@ -312,6 +371,14 @@ agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
 	cJSON_Delete(b);
 }
 
+static int
+is_health(const char *path)
+{
+	return strcmp(path, "/health") == 0 ||
+	    strcmp(path, "/health/live") == 0 ||
+	    strcmp(path, "/health/ready") == 0;
+}
+
 static void
 pending_dispatch(struct pending *p)
 {
@@ -325,8 +392,7 @@ pending_dispatch(struct pending *p)
 	size_t idlen;
 	int role, fd;
 
-	if (strcmp(path, "/health") == 0 || strcmp(path, "/health/live") == 0 ||
-	    strcmp(path, "/health/ready") == 0) {
+	if (is_health(path)) {
 		answer_health(p, path);
 		return;
 	}
@@ -459,21 +525,204 @@ pending_dispatch(struct pending *p)
 	}
 	ic.kind = IPC_CONN_HTTP;
 	ic.role = (uint32_t)role;
-	ic.bytes_len = (uint32_t)p->len;
+	/* The worker reads the request again: not the PROXY header. */
+	ic.bytes_len = (uint32_t)(p->len - p->skip);
 	ic.conn_id = p->reqid;
 	snprintf(ic.session, sizeof(ic.session), "%s", sid);
 	snprintf(ic.peer, sizeof(ic.peer), "%s", p->peer);
 	fd = p->fd;
 	p->fd = -1;
-	pool_handoff(w, fd, &ic, p->raw);
+	pool_handoff(w, fd, &ic, p->raw + p->skip);
 	pending_free(p, 0);
+}
+
+static unsigned
+addr_hash(const char *s)
+{
+	unsigned h = 2166136261u;
+
+	while (*s != '\0')
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+/*
+ * 1 when addr opened more than max-connections-per-address's rate of
+ * connections in this second; counts this one when it is let in.  A
+ * table too full to track the address lets it in.
+ */
+static int
+rate_exceeded(struct sup *sup, const char *addr, unsigned rate)
+{
+	struct peer_rate *r, *free_slot = NULL;
+	uint64_t sec = util_mono_ms() / 1000;
+	unsigned h = addr_hash(addr), i;
+
+	if (sup->rates == NULL &&
+	    (sup->rates = calloc(RATE_SLOTS, sizeof(*sup->rates))) == NULL)
+		return 0;
+	for (i = 0; i < RATE_PROBE; i++) {
+		r = &sup->rates[(h + i) % RATE_SLOTS];
+		if (strcmp(r->addr, addr) == 0) {
+			if (r->sec != sec) {
+				r->sec = sec;
+				r->n = 0;
+			}
+			if (r->n >= rate)
+				return 1;
+			r->n++;
+			return 0;
+		}
+		if (free_slot == NULL && r->sec != sec)
+			free_slot = r;
+	}
+	if (free_slot != NULL) {
+		snprintf(free_slot->addr, sizeof(free_slot->addr), "%s", addr);
+		free_slot->sec = sec;
+		free_slot->n = 1;
+	}
+	return 0;
+}
+
+/*
+ * Checks the client against max-connections-per-address once its address
+ * is known: past the count (connections from it still sending their
+ * request) or its rate, p->limited says how to refuse it.  Such a
+ * connection is still read up to its head, to answer a health check;
+ * -1 when past twice the count, where it is closed unanswered.
+ */
+static int
+pending_admit(struct pending *p)
+{
+	struct config *conf = p->sup->conf;
+	struct pending *q;
+	unsigned same = 0;
+
+	p->admitted = 1;
+	if (p->control)
+		return 0;
+	if (conf->max_conn_per_addr > 0) {
+		TAILQ_FOREACH(q, &p->sup->pending, entry)
+			if (q != p && q->admitted && strcmp(q->peer, p->peer) == 0)
+				same++;
+		if (same >= 2 * conf->max_conn_per_addr) {
+			log_debug("%s: %u connections still sending their "
+			    "request; closed", p->peer, same);
+			return -1;
+		}
+		if (same >= conf->max_conn_per_addr) {
+			p->limited = 503;
+			return 0;
+		}
+	}
+	if (conf->conn_rate_per_addr > 0 &&
+	    rate_exceeded(p->sup, p->peer, conf->conn_rate_per_addr))
+		p->limited = 429;
+	return 0;
+}
+
+/* Warns of refusals at most once a second: a flood must not flood the log. */
+static void
+log_limited(struct pending *p)
+{
+	struct sup *sup = p->sup;
+	uint64_t now = util_mono_ms();
+
+	sup->limit_refused++;
+	if (now - sup->limit_log_ms < 1000)
+		return;
+	log_warnx("%s: refused %d by max-connections-per-address%s; %u "
+	    "refused since the last such warning", p->peer, p->limited,
+	    p->limited == 429 ? " rate" : "", sup->limit_refused);
+	sup->limit_log_ms = now;
+	sup->limit_refused = 0;
+}
+
+/* Answers a limited client: health checks as usual, the rest refused. */
+static void
+pending_refuse(struct pending *p)
+{
+	char hdrs[80];
+	int secs;
+
+	if (p->hp.req.path != NULL && is_health(p->hp.req.path)) {
+		answer_health(p, p->hp.req.path);
+		return;
+	}
+	/* The pending ones are gone after the head timeout at the latest. */
+	secs = p->limited == 429 ? 1 :
+	    (int)((p->sup->conf->handshake_timeout_ms + 999) / 1000);
+	snprintf(hdrs, sizeof(hdrs), "Retry-After: %d\r\n%s", secs, p->hdr);
+	log_limited(p);
+	{
+		struct evbuffer *out = evbuffer_new();
+
+		http_respond_error_h(out, p->limited, "OVERLOADED",
+		    p->limited == 429 ? "too many new connections from this "
+		    "address this second (max-connections-per-address rate); "
+		    "retry after Retry-After seconds" : "too many connections "
+		    "from this address are still sending their request "
+		    "(max-connections-per-address); retry after Retry-After "
+		    "seconds", hdrs);
+		pending_send(p, out);
+	}
+}
+
+/*
+ * The client behind a trusted proxy without the PROXY protocol: from
+ * X-Forwarded-For, once the head is in.
+ */
+static void
+pending_forwarded(struct pending *p)
+{
+	const struct http_request *req = &p->hp.req;
+	const struct config *conf = p->sup->conf;
+	const char *vals[HTTP_DEFAULT_MAX_HEADERS];
+	char client[PP_ADDR_MAX];
+	unsigned i, n = 0;
+
+	for (i = 0; i < req->nheaders && n < HTTP_DEFAULT_MAX_HEADERS; i++)
+		if (strcasecmp(req->headers[i].name, "X-Forwarded-For") == 0)
+			vals[n++] = req->headers[i].value;
+	pp_forwarded_for(vals, n, conf->trusted, conf->ntrusted, p->sockpeer,
+	    client);
+	snprintf(p->peer, sizeof(p->peer), "%s", client);
+}
+
+/*
+ * The PROXY header a trusted proxy sends first: 1 once read (p->skip
+ * bytes of raw), 0 for more, -1 once answered.
+ */
+static int
+pending_proxy_header(struct pending *p)
+{
+	struct pp_header h;
+
+	switch (pp_parse(p->raw, p->len, &h)) {
+	case PP_NEED_MORE:
+		return 0;
+	case PP_NONE:
+		pending_error(p, 400, "BAD_REQUEST", "this listener takes "
+		    "a PROXY protocol header first from a trusted-proxy");
+		return -1;
+	case PP_ERROR:
+		pending_error(p, 400, "BAD_REQUEST", h.error);
+		return -1;
+	case PP_DONE:
+		break;
+	}
+	p->skip = h.len;
+	p->pp = 0;
+	if (!h.local)
+		snprintf(p->peer, sizeof(p->peer), "%s", h.src);
+	return 1;
 }
 
 static void
 pending_read(evutil_socket_t fd, short ev, void *arg)
 {
 	struct pending *p = arg;
-	size_t used;
+	size_t used, off;
 	ssize_t n;
 	enum http_result r;
 
@@ -497,11 +746,54 @@ pending_read(evutil_socket_t fd, short ev, void *arg)
 		pending_free(p, 1);
 		return;
 	}
-	r = http_parse(&p->hp, (char *)p->raw + p->len, (size_t)n, &used);
+	off = p->len;
 	p->len += (size_t)n;
-	if (r == HTTP_ERROR)
+	if (p->pp) {
+		if (pending_proxy_header(p) != 1)
+			return;
+		if (pending_admit(p) == -1) {
+			pending_free(p, 1);
+			return;
+		}
+		off = p->skip;
+		if (off == p->len)
+			return;
+	} else if (!p->pp_checked && !p->control && p->len >= 6) {
+		/* Only a trusted proxy may say who the client is. */
+		p->pp_checked = 1;
+		if (pp_looks_like(p->raw, p->len)) {
+			pending_error(p, 400, "BAD_REQUEST", "a PROXY protocol "
+			    "header from a peer that is not a trusted-proxy "
+			    "(or on a listener without proxy-protocol)");
+			return;
+		}
+	}
+	r = http_parse(&p->hp, (char *)p->raw + off, p->len - off, &used);
+	if (r == HTTP_ERROR) {
 		pending_error(p, p->hp.status, "BAD_REQUEST", p->hp.error);
-	else if (r == HTTP_DONE) {
+		return;
+	}
+	if (!p->admitted && http_head_done(&p->hp)) {
+		pending_forwarded(p);
+		if (pending_admit(p) == -1) {
+			pending_free(p, 1);
+			return;
+		}
+	}
+	if (p->limited && http_head_done(&p->hp)) {
+		pending_refuse(p);
+		return;
+	}
+	if (r == HTTP_NEED_MORE && !p->continued &&
+	    http_wants_continue(&p->hp)) {
+		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+		/* The client waits for it before sending its body; a
+		 * socket that cannot take 25 bytes now is dead anyway. */
+		p->continued = 1;
+		if (write(fd, cont, sizeof(cont) - 1) == -1)
+			log_debug("100 Continue: %s", strerror(errno));
+	} else if (r == HTTP_DONE) {
 		event_del(p->rev);
 		pending_dispatch(p);
 	}
@@ -515,35 +807,22 @@ pending_timeout(evutil_socket_t fd, short ev, void *arg)
 	pending_error(p, 408, "BAD_REQUEST", "request not received in time");
 }
 
-/*
- * Starts reading a request on an accepted socket (takes fd).  control: it
- * came in on the control socket, whose peers were checked by uid.
- */
+/* See supervisor.h.  The client's address is peer's unless it is a
+ * trusted proxy, which says who the client is. */
 void
-listener_take(struct sup *sup, int fd, int control, const char *peer)
+listener_take(struct sup *sup, int fd, int flags, const char *peer)
 {
 	struct config *conf = sup->conf;
 	struct http_limits lim;
-	struct pending *p, *q;
+	struct pending *p;
 	struct timeval tv;
-	unsigned same = 0;
+	int control = (flags & LT_CONTROL) != 0;
 
 	/* The operator's way in stays open while clients crowd the rest. */
 	if (control ? sup->nctlpending >= CTL_PENDING_MAX :
 	    sup->npending - sup->nctlpending >= MAX_PENDING) {
 		close(fd);
 		return;
-	}
-	if (conf->max_conn_per_addr > 0 && !control) {
-		TAILQ_FOREACH(q, &sup->pending, entry)
-			if (strcmp(q->peer, peer) == 0)
-				same++;
-		if (same >= conf->max_conn_per_addr) {
-			log_warnx("%s: too many connections still sending "
-			    "their request; refused", peer);
-			close(fd);
-			return;
-		}
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL) {
 		close(fd);
@@ -556,6 +835,9 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	log_reqid(p->req, p->reqid);
 	snprintf(p->hdr, sizeof(p->hdr), "X-Request-Id: %s\r\n", p->req);
 	snprintf(p->peer, sizeof(p->peer), "%s", peer);
+	snprintf(p->sockpeer, sizeof(p->sockpeer), "%s", peer);
+	p->proxy = !control && pp_trusted(conf->trusted, conf->ntrusted, peer);
+	p->pp = p->proxy && (flags & LT_PROXY);
 	lim.max_request_line = conf->max_request_line;
 	lim.max_header_bytes = conf->max_header_size;
 	lim.max_headers = conf->max_headers;
@@ -565,6 +847,10 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	 * grown as bytes come. */
 	p->max = conf->max_request_line + conf->max_header_size +
 	    conf->max_body + 16384;
+	/* A chunked body's framing and trailer (see http_limits), and a
+	 * PROXY header. */
+	p->max += conf->max_body + 2 * HTTP_CHUNK_LINE_MAX +
+	    conf->max_header_size + PP_V2_MAX;
 	p->cap = 1024;	/* most request heads fit; grows as needed */
 	p->raw = malloc(p->cap);
 	p->rev = event_new(sup->base, fd, EV_READ | EV_PERSIST, pending_read, p);
@@ -574,6 +860,12 @@ listener_take(struct sup *sup, int fd, int control, const char *peer)
 	if (control)
 		sup->nctlpending++;
 	if (p->raw == NULL || p->rev == NULL || p->tmo == NULL) {
+		pending_free(p, 1);
+		return;
+	}
+	/* A client that is its own peer is counted now; one behind a
+	 * trusted proxy once the proxy has said who it is. */
+	if (!p->proxy && pending_admit(p) == -1) {
 		pending_free(p, 1);
 		return;
 	}
@@ -601,7 +893,8 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 	if (l->tls)
 		tls_accept(l->sup, fd, host);
 	else
-		listener_take(l->sup, fd, 0, host);
+		listener_take(l->sup, fd, l->proxy_protocol ? LT_PROXY : 0,
+		    host);
 }
 
 static void
@@ -681,6 +974,7 @@ listener_bind(struct sup *sup, const struct cfg_listen *cl, char *err,
 	evconnlistener_set_error_cb(l->evl, accept_error);
 	snprintf(l->name, sizeof(l->name), "%s", name);
 	l->loopback = cl->loopback;
+	l->proxy_protocol = cl->proxy_protocol;
 	return l;
 }
 
@@ -723,8 +1017,11 @@ listener_update(struct sup *sup, struct config *conf, char *err,
 		TAILQ_FOREACH(l, &sup->listeners, entry)
 			if (strcmp(l->name, name) == 0)
 				break;
-		if (l != NULL)
+		if (l != NULL) {
+			/* Kept open; its options are the new line's. */
+			l->proxy_protocol = cl->proxy_protocol;
 			continue;
+		}
 		if ((l = listener_bind(sup, cl, err, errlen)) == NULL) {
 			if (err[0] == '\0')
 				continue;
@@ -783,4 +1080,6 @@ listener_close_all(struct sup *sup)
 	}
 	while ((p = TAILQ_FIRST(&sup->pending)) != NULL)
 		pending_free(p, 1);
+	free(sup->rates);
+	sup->rates = NULL;
 }

@@ -59,11 +59,13 @@ struct listener {
 	char			 name[80];
 	int			 loopback;
 	int			 tls;		/* accepted into tls.c */
+	int			 proxy_protocol; /* `listen ... proxy-protocol` */
 };
 
 struct pending;
 struct reply;
 struct tls;
+struct peer_rate;
 struct ctlq;
 struct evbuffer;
 struct http_request;
@@ -80,8 +82,13 @@ struct sup {
 	struct workerq		 old;		/* draining after a reload */
 	TAILQ_HEAD(, pending)	 pending;
 	TAILQ_HEAD(, reply)	 replies;	/* answers on their way out */
+	unsigned		 nreplies;
 	unsigned		 npending;
 	unsigned		 nctlpending;	/* of those, control peers */
+	struct peer_rate	*rates;		/* new connections a second by
+						   client address, or NULL */
+	uint64_t		 limit_log_ms;	/* last warning about them */
+	unsigned		 limit_refused;	/* refused since */
 	uint64_t		 trimmed_ms;	/* last util_trim */
 	struct route		**routes;
 	size_t			 nbuckets;
@@ -198,7 +205,13 @@ void		 listener_close_all(struct sup *);
 /* Frees the answers still on their way out (the loop is over). */
 void		 listener_replies_free(struct sup *);
 void		 listener_pause(struct sup *);
-void		 listener_take(struct sup *, int fd, int control,
+/*
+ * Starts reading a request on an accepted socket (takes fd) from peer
+ * (its numeric address, or for the control socket who it is); flags:
+ */
+#define LT_CONTROL	0x01	/* the control socket: peers checked by uid */
+#define LT_PROXY	0x02	/* the listener takes PROXY headers */
+void		 listener_take(struct sup *, int fd, int flags,
 		    const char *peer);
 /* Writes out (consumed) to fd, then closes it. */
 void		 listener_reply(struct sup *, int fd, struct evbuffer *out);

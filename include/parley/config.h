@@ -21,6 +21,8 @@ enum cfg_fsync { CFG_FSYNC_ALWAYS, CFG_FSYNC_BATCH, CFG_FSYNC_NO };
  * host is stored without brackets; loopback = 1 for 127.0.0.0/8, ::1
  * (and ::ffff:127.x) or "localhost".
  */
+struct pp_cidr;
+
 struct cfg_listen {
 	char			 host[64];
 	char			 port[8];
@@ -28,6 +30,8 @@ struct cfg_listen {
 	int			 loopback;
 	int			 optional;	/* ::1 of a bare port */
 	int			 tls;		/* "listen ... tls" */
+	int			 proxy_protocol; /* trusted peers send a
+						   PROXY header first */
 	unsigned		 line;		/* 0 = built-in default */
 };
 
@@ -105,7 +109,7 @@ struct cfg_mcp_server {
 
 struct config {
 	char			*path;		/* NULL for built-in defaults */
-	TAILQ_HEAD(, cfg_listen) listens;	/* default 127.0.0.1:7777 */
+	TAILQ_HEAD(cfg_listens, cfg_listen) listens;	/* default 127.0.0.1:7777 */
 	unsigned		 workers;	/* 0 = auto (one per CPU) */
 	char			*state_dir;	/* default /var/lib/parleyd */
 	char			*store;		/* "local" */
@@ -131,6 +135,12 @@ struct config {
 	unsigned		 max_connections;	/* per worker, default 20000 */
 	unsigned		 max_conn_per_addr;	/* default 1000, 0 =
 							   unlimited */
+	unsigned		 conn_rate_per_addr;	/* new ones a second,
+							   0 (default) = any */
+	struct pp_cidr		*trusted;	/* trusted-proxy prefixes */
+	unsigned		 ntrusted;
+	uint64_t		 lingering_time_ms;	/* default 30s */
+	uint64_t		 lingering_timeout_ms;	/* default 5s */
 	unsigned		 max_turns;	/* model calls in one turn, default 10 */
 	unsigned		 max_agents;	/* internal agents a session may
 						   have, default 8 */

@@ -16,7 +16,11 @@ struct evbuffer;
  *   included; neither the request line nor the blank line ending the head
  *   count (431).
  * max_headers: number of header field lines (431).
- * max_body: Content-Length (413).
+ * max_body: Content-Length, or the decoded size of a chunked body (413).
+ *   The framing of a chunked body (chunk-size lines with their extensions,
+ *   CRLFs) may add at most max_body + 2 * HTTP_CHUNK_LINE_MAX bytes (413);
+ *   its trailer section is bound like the header section (431) and is
+ *   checked, then dropped.
  */
 struct http_limits {
 	size_t		 max_request_line;
@@ -29,6 +33,7 @@ struct http_limits {
 #define HTTP_DEFAULT_MAX_HEADER_BYTES	16384
 #define HTTP_DEFAULT_MAX_HEADERS	64
 #define HTTP_DEFAULT_MAX_BODY		1048576
+#define HTTP_CHUNK_LINE_MAX		1024	/* chunk-size line, CRLF excluded */
 
 void	http_limits_default(struct http_limits *);
 
@@ -45,10 +50,11 @@ struct http_request {
 	int		 minor;		/* HTTP/1.0 -> 0, HTTP/1.1 -> 1 */
 	struct http_header *headers;
 	unsigned	 nheaders;
-	char		*body;		/* NUL-terminated copy; "" when none */
+	char		*body;		/* NUL-terminated copy, chunked bodies
+					   decoded; "" when none */
 	size_t		 body_len;
 	size_t		 head_len;	/* request line + headers + final CRLF */
-	size_t		 total_len;	/* head_len + body_len */
+	size_t		 total_len;	/* bytes of the whole message as sent */
 };
 
 struct http_parser {
@@ -66,6 +72,11 @@ struct http_parser {
 	size_t		 hdr_bytes;
 	unsigned	 hdrcap;
 	size_t		 body_got;
+	size_t		 body_cap;	/* allocated for body */
+	int		 chunked;	/* the body is chunked */
+	size_t		 chunk_left;	/* of the current chunk-data */
+	size_t		 frame_bytes;	/* chunked framing read */
+	unsigned	 ntrailers;
 };
 
 void	http_parser_init(struct http_parser *, const struct http_limits *);
@@ -76,15 +87,28 @@ enum http_result { HTTP_NEED_MORE, HTTP_DONE, HTTP_ERROR };
 
 /*
  * Feeds len bytes; *used is set to the bytes consumed.  HTTP_DONE once the
- * head and Content-Length bytes of body are in: bytes after the body are
+ * head and the body (Content-Length bytes, or a chunked body to the end of
+ * its trailer section) are in: bytes after the body are
  * not consumed (they belong to whatever follows, e.g. WebSocket frames).
  * Calls after HTTP_DONE or HTTP_ERROR consume nothing and repeat the result.
  * On HTTP_ERROR p->status is 400, 411, 413, 414, 431, 500 (no memory), 501
  * or 505, and p->error a static string naming what was wrong.
- * Line endings may be CRLF or bare LF; a bare CR is an error.
+ * Line endings in the head may be CRLF or bare LF; a bare CR is an error.
+ * Chunked framing takes CRLF only.  Content-Length with Transfer-Encoding
+ * is a 400 (request smuggling); a Transfer-Encoding not ending in chunked
+ * a 400, any coding other than chunked a 501 (RFC 9112 §6.1, §6.3).
  */
 enum http_result http_parse(struct http_parser *, const char *buf, size_t len,
 	    size_t *used);
+
+/*
+ * 1 once the head is parsed and the body is still coming with
+ * "Expect: 100-continue": the client waits for a 100 before sending it.
+ */
+int	http_wants_continue(const struct http_parser *);
+
+/* 1 once the whole head is parsed (the body may still be coming). */
+int	http_head_done(const struct http_parser *);
 
 /* Case-insensitive, first match, or NULL. */
 const char *http_header(const struct http_request *, const char *name);

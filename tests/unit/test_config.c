@@ -120,6 +120,11 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(c->max_sessions, 10000);
 	ck_assert_uint_eq(c->max_connections, 20000);
 	ck_assert_uint_eq(c->max_conn_per_addr, 1000);
+	ck_assert_uint_eq(c->conn_rate_per_addr, 0);
+	ck_assert_uint_eq(c->ntrusted, 0);
+	ck_assert_uint_eq(c->lingering_time_ms, 30000);
+	ck_assert_uint_eq(c->lingering_timeout_ms, 5000);
+	ck_assert_int_eq(TAILQ_FIRST(&c->listens)->proxy_protocol, 0);
 	ck_assert(TAILQ_EMPTY(&c->tool_policies));
 	ck_assert_int_eq(c->autonomy, POLICY_SUPERVISED);
 	ck_assert_int_eq(c->max_autonomy, POLICY_FULL_AUTO);
@@ -275,6 +280,64 @@ START_TEST(test_load)
 	ck_assert_ptr_null(c);
 	ck_assert_ptr_nonnull(strstr(e, "too large"));
 	unlink(path);
+}
+END_TEST
+
+START_TEST(test_front_door)
+{
+	struct config		*c;
+	struct cfg_listen	*l;
+
+	c = parse("listen 127.0.0.1:80\nlisten 8080 proxy-protocol\n"
+	    "trusted-proxy 10.0.0.0/8\ntrusted-proxy ::1\n"
+	    "max-connections-per-address 7 rate 9\nlingering-time 0\n"
+	    "lingering-timeout 250ms\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	l = TAILQ_FIRST(&c->listens);
+	ck_assert_int_eq(l->proxy_protocol, 0);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "127.0.0.1");
+	ck_assert_int_eq(l->proxy_protocol, 1);
+	l = TAILQ_NEXT(l, entry);
+	ck_assert_str_eq(l->host, "::1");
+	ck_assert_int_eq(l->proxy_protocol, 1);
+	ck_assert_uint_eq(c->ntrusted, 2);
+	ck_assert(pp_trusted(c->trusted, c->ntrusted, "10.9.8.7"));
+	ck_assert(pp_trusted(c->trusted, c->ntrusted, "::1"));
+	ck_assert(!pp_trusted(c->trusted, c->ntrusted, "127.0.0.1"));
+	ck_assert_uint_eq(c->max_conn_per_addr, 7);
+	ck_assert_uint_eq(c->conn_rate_per_addr, 9);
+	ck_assert_uint_eq(c->lingering_time_ms, 0);
+	ck_assert_uint_eq(c->lingering_timeout_ms, 250);
+	config_free(c);
+
+	expect_err("listen 80 tls-ish\n", "x.conf:1: listen: unknown or "
+	    "repeated option 'tls-ish'; usage: listen [HOST:]PORT [tls] "
+	    "[proxy-protocol]");
+	expect_err("listen 80 proxy-protocol proxy-protocol\n", "x.conf:1: "
+	    "listen: unknown or repeated option 'proxy-protocol'; usage: "
+	    "listen [HOST:]PORT [tls] [proxy-protocol]");
+	expect_err("listen 80 tls proxy-protocol\n", "x.conf:1: listen: tls "
+	    "and proxy-protocol on one listener are not supported; let the "
+	    "proxy terminate TLS, or pass TLS through without a PROXY header");
+	expect_err("trusted-proxy 10.0.0.0/33\n", "x.conf:1: trusted-proxy: "
+	    "expected a numeric IPv4 or IPv6 address with an optional /PREFIX, "
+	    "got '10.0.0.0/33'");
+	expect_err("trusted-proxy proxy.example\n", "x.conf:1: trusted-proxy: "
+	    "expected a numeric IPv4 or IPv6 address with an optional /PREFIX, "
+	    "got 'proxy.example'");
+	expect_err("max-connections-per-address 5 rate\n", "x.conf:1: "
+	    "max-connections-per-address: usage: max-connections-per-address "
+	    "N [rate PER-SECOND]");
+	expect_err("max-connections-per-address 5 speed 3\n", "x.conf:1: "
+	    "max-connections-per-address: usage: max-connections-per-address "
+	    "N [rate PER-SECOND]");
+	expect_err("max-connections-per-address 5 rate 0\n", "x.conf:1: "
+	    "max-connections-per-address: rate must be a number of new "
+	    "connections a second from 1 to 1000000, got '0'");
+	expect_err("lingering-timeout 10ms\n", "x.conf:1: lingering-timeout: "
+	    "expected a duration from 100ms to 10m (a number with ms, s, m, h or d), "
+	    "got '10ms'");
 }
 END_TEST
 
@@ -953,10 +1016,15 @@ START_TEST(test_tls)
 		{ "listen 7777\nlisten 7778 tls\ntls-key /k\n", "x.conf:2: "
 		  "listen 127.0.0.1:7778 tls: needs tls-certificate and "
 		  "tls-key (PEM files)" },
-		{ "listen 7777 ssl\n", "x.conf:1: listen: expected 'tls' "
-		  "after the address, got 'ssl'" },
-		{ "listen 7777 tls x\n", "x.conf:1: listen: wrong number of "
-		  "arguments; usage: listen [HOST:]PORT [tls]" },
+		{ "listen 7777 ssl\n", "x.conf:1: listen: unknown or repeated "
+		  "option 'ssl'; usage: listen [HOST:]PORT [tls] "
+		  "[proxy-protocol]" },
+		{ "listen 7777 tls x\n", "x.conf:1: listen: unknown or repeated "
+		  "option 'x'; usage: listen [HOST:]PORT [tls] "
+		  "[proxy-protocol]" },
+		{ "listen 7777 tls x y\n", "x.conf:1: listen: wrong number of "
+		  "arguments; usage: listen [HOST:]PORT [tls] "
+		  "[proxy-protocol]" },
 		{ "tls-certificate cert.pem\n", "x.conf:1: tls-certificate: "
 		  "must be an absolute path, got 'cert.pem'" },
 		{ "tls-key k\n", "x.conf:1: tls-key: must be an absolute path, "
@@ -1611,6 +1679,7 @@ config_suite(void)
 	tcase_add_test(tc, test_example);
 	tcase_add_test(tc, test_mcp_servers);
 	tcase_add_test(tc, test_defaults);
+	tcase_add_test(tc, test_front_door);
 	tcase_add_test(tc, test_load);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_long_line);

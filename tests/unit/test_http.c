@@ -230,7 +230,14 @@ START_TEST(test_splits)
 		"GET / HTTP/1.0\n\n",
 		"\r\nGET /x HTTP/1.1\r\nHost: h\r\n\r\n",
 		"GET /x HTTP/1.1\r\nHost: h\r\nBad\rLine: 1\r\n\r\n",
-		"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "0\r\n\r\n",
+		"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "3;a=b\r\nabc\r\n1\r\nd\r\n0\r\nT: v\r\n\r\nNEXT",
+		"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "3\r\nabcd\r\n",
+		"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\n"
+		    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
 		"POST /x HTTP/1.1\r\nHost: h\r\n\r\n",
 		"GET /x HTTP/2.0\r\n\r\n",
 	};
@@ -322,10 +329,32 @@ START_TEST(test_errors)
 	/* Semantics. */
 	ERR("GET / HTTP/1.1\r\nX: y\r\n\r\n", 400, "Host");
 	ERR("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 400, "Host");
-	ERR("GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
-	    501, "chunked");
 	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
-	    "Content-Length: 3\r\n\r\nabc", 501, "Transfer-Encoding");
+	    "Content-Length: 3\r\n\r\nabc", 400, "both");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "both");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+	    "Content-Length: 0\r\n\r\n0\r\n\r\n", 400, "both");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
+	    "\r\n", 400, "end in chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, gzip"
+	    "\r\n\r\n", 400, "end in chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+	    "Transfer-Encoding: identity\r\n\r\n", 400, "end in chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:\r\n\r\n",
+	    400, "end in chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: xchunked\r\n"
+	    "\r\n", 400, "end in chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked;q=1\r\n"
+	    "\r\n", 400, "end in chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked"
+	    "\r\n\r\n", 501, "only chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n", 501, "only chunked");
+	ERR("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, "
+	    "chunked\r\n\r\n", 400, "more than once");
+	ERR("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"
+	    "0\r\n\r\n", 400, "HTTP/1.0");
 	ERR("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
 	    "Content-Length: 3\r\n\r\nabc", 400, "duplicate Content-Length");
 	ERR("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
@@ -501,6 +530,223 @@ START_TEST(test_limits)
 }
 END_TEST
 
+#define CHUNKED_HEAD "POST /s/x/messages HTTP/1.1\r\nHost: h\r\n" \
+	"Transfer-Encoding: chunked\r\n\r\n"
+
+START_TEST(test_chunked)
+{
+	struct http_parser p;
+	struct http_limits lim;
+	size_t		 used, i, n;
+	char		*s, *big;
+	const char	 req[] = CHUNKED_HEAD "5\r\nhello\r\n"
+	    "6;ext=1 ; q = \"a \\\" b\";z\r\n world\r\n"
+	    "0\r\nX-Trailer: 1\r\nAuthorization: Bearer x\r\n\r\nNEXT";
+
+	ck_assert_int_eq(parse_str(&p, req, &used), HTTP_DONE);
+	ck_assert_uint_eq(used, strlen(req) - 4);
+	ck_assert_uint_eq(p.req.total_len, used);
+	ck_assert_uint_eq(p.req.head_len, strlen(CHUNKED_HEAD));
+	ck_assert_uint_eq(p.req.body_len, 11);
+	ck_assert_str_eq(p.req.body, "hello world");
+	/* Trailers are checked and dropped, never taken as headers. */
+	ck_assert_ptr_null(http_header(&p.req, "X-Trailer"));
+	ck_assert_ptr_null(http_header(&p.req, "Authorization"));
+	http_parser_free(&p);
+
+	/* Upper-case hex, leading zeros, no trailer. */
+	ck_assert_int_eq(parse_str(&p, CHUNKED_HEAD "000A\r\n0123456789\r\n"
+	    "00\r\n\r\n", &used), HTTP_DONE);
+	ck_assert_str_eq(p.req.body, "0123456789");
+	http_parser_free(&p);
+
+	/* Empty list elements do not count; the coding is case-insensitive. */
+	ck_assert_int_eq(parse_str(&p, "POST / HTTP/1.1\r\nHost: h\r\n"
+	    "Transfer-Encoding: , CHUNKED ,\r\n\r\n1\r\nz\r\n0\r\n\r\n",
+	    &used), HTTP_DONE);
+	ck_assert_str_eq(p.req.body, "z");
+	http_parser_free(&p);
+
+	/* An empty chunked body. */
+	ck_assert_int_eq(parse_str(&p, CHUNKED_HEAD "0\r\n\r\n", &used),
+	    HTTP_DONE);
+	ck_assert_uint_eq(p.req.body_len, 0);
+	ck_assert_str_eq(p.req.body, "");
+	http_parser_free(&p);
+
+	/* Not done before the final CRLF. */
+	s = CHUNKED_HEAD "1\r\na\r\n0\r\n";
+	ck_assert_int_eq(parse_str(&p, s, &used), HTTP_NEED_MORE);
+	ck_assert_uint_eq(used, strlen(s));
+	http_parser_free(&p);
+
+	/* Framing errors. */
+	ERR(CHUNKED_HEAD "\r\n", 400, "chunk size");
+	ERR(CHUNKED_HEAD "zz\r\n", 400, "chunk size");
+	ERR(CHUNKED_HEAD "-1\r\n", 400, "chunk size");
+	ERR(CHUNKED_HEAD " 1\r\na\r\n", 400, "chunk size");
+	ERR(CHUNKED_HEAD "1\na\r\n0\r\n\r\n", 400, "bare LF");
+	ERR(CHUNKED_HEAD "1\r\na\n0\r\n\r\n", 400, "bare LF");
+	ERR(CHUNKED_HEAD "1\ra\r\n", 400, "bare CR");
+	ERR(CHUNKED_HEAD "1\r\nab\r\n", 400, "longer than its size");
+	ERR(CHUNKED_HEAD "1x\r\na\r\n", 400, "extension");
+	ERR(CHUNKED_HEAD "1;\r\na\r\n", 400, "extension");
+	ERR(CHUNKED_HEAD "1;a=\r\na\r\n", 400, "extension");
+	ERR(CHUNKED_HEAD "1;a=\"b\r\na\r\n", 400, "extension");
+	ERR(CHUNKED_HEAD "1;a=\"\x01\"\r\na\r\n", 400, "extension");
+	ERR(CHUNKED_HEAD "1;a\x7f\r\na\r\n", 400, "extension");
+	ERR(CHUNKED_HEAD "0\r\nBad Trailer: 1\r\n\r\n", 400, "whitespace");
+	ERR(CHUNKED_HEAD "0\r\nNoColon\r\n\r\n", 400, "colon");
+	ERR(CHUNKED_HEAD "0\r\n folded\r\n\r\n", 400, "folding");
+	ERR(CHUNKED_HEAD "fffffffffffffffffffffff\r\n", 413, "too large");
+	ERR(CHUNKED_HEAD "100001\r\n", 413, "too large");
+
+	/* Bounds: decoded body, chunk line, framing, trailer. */
+	http_limits_default(&lim);
+	lim.max_body = 4;
+	lim.max_headers = 2;
+	lim.max_header_bytes = 40;
+	http_parser_init(&p, &lim);
+	s = CHUNKED_HEAD "2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n";
+	ck_assert_int_eq(feed(&p, s, strlen(s), 0, 1, &used), HTTP_DONE);
+	ck_assert_str_eq(p.req.body, "abcd");
+	http_parser_free(&p);
+	http_parser_init(&p, &lim);
+	s = CHUNKED_HEAD "2\r\nab\r\n3\r\ncde\r\n0\r\n\r\n";
+	ck_assert_int_eq(feed(&p, s, strlen(s), 0, 0, &used), HTTP_ERROR);
+	ck_assert_int_eq(p.status, 413);
+	http_parser_free(&p);
+
+	big = malloc(8192);
+	ck_assert_ptr_nonnull(big);
+	/* A chunk-size line at, then past, HTTP_CHUNK_LINE_MAX. */
+	for (i = 0; i < 2; i++) {
+		strcpy(big, CHUNKED_HEAD "1;e=");
+		memset(big + strlen(big), 'v', HTTP_CHUNK_LINE_MAX - 4 + i);
+		strcpy(big + strlen(CHUNKED_HEAD) + HTTP_CHUNK_LINE_MAX + i,
+		    "\r\na\r\n0\r\n\r\n");
+		http_parser_init(&p, NULL);
+		ck_assert_int_eq(feed(&p, big, strlen(big), 0, 7, &used),
+		    i == 0 ? HTTP_DONE : HTTP_ERROR);
+		if (i == 1) {
+			ck_assert_int_eq(p.status, 400);
+			ck_assert_ptr_nonnull(strstr(p.error, "too long"));
+		}
+		ck_assert_uint_le(p.linecap, HTTP_CHUNK_LINE_MAX);
+		http_parser_free(&p);
+	}
+	/* Framing beyond the body bound: long extensions on 1-byte chunks. */
+	strcpy(big, CHUNKED_HEAD);
+	for (i = 0; i < 4; i++) {
+		n = strlen(big);
+		memcpy(big + n, "1;e=", 4);
+		memset(big + n + 4, 'v', 1000);
+		strcpy(big + n + 1004, "\r\nx\r\n");
+	}
+	strcat(big, "0\r\n\r\n");
+	http_parser_init(&p, &lim);
+	ck_assert_int_eq(feed(&p, big, strlen(big), 0, 0, &used), HTTP_ERROR);
+	ck_assert_int_eq(p.status, 413);
+	ck_assert_ptr_nonnull(strstr(p.error, "framing"));
+	http_parser_free(&p);
+	free(big);
+
+	/* Trailer count and size, bound like the head. */
+	http_parser_init(&p, &lim);
+	s = CHUNKED_HEAD "0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+	ck_assert_int_eq(feed(&p, s, strlen(s), 0, 0, &used), HTTP_ERROR);
+	ck_assert_int_eq(p.status, 431);
+	http_parser_free(&p);
+	http_parser_init(&p, &lim);
+	s = CHUNKED_HEAD "0\r\nA: 0123456789012345678901234567890123456789\r\n"
+	    "\r\n";
+	ck_assert_int_eq(feed(&p, s, strlen(s), 0, 0, &used), HTTP_ERROR);
+	ck_assert_int_eq(p.status, 431);
+	http_parser_free(&p);
+
+	/* Expect: 100-continue is wanted until the body starts. */
+	http_parser_init(&p, NULL);
+	s = "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+	    "Transfer-Encoding: chunked\r\n\r\n";
+	ck_assert_int_eq(http_parse(&p, s, strlen(s) - 1, &used),
+	    HTTP_NEED_MORE);
+	ck_assert_int_eq(http_wants_continue(&p), 0);
+	ck_assert_int_eq(http_head_done(&p), 0);
+	ck_assert_int_eq(http_parse(&p, "\n", 1, &used), HTTP_NEED_MORE);
+	ck_assert_int_eq(http_wants_continue(&p), 1);
+	ck_assert_int_eq(http_head_done(&p), 1);
+	ck_assert_int_eq(http_parse(&p, "1", 1, &used), HTTP_NEED_MORE);
+	ck_assert_int_eq(http_wants_continue(&p), 0);
+	http_parser_free(&p);
+	http_parser_init(&p, NULL);
+	s = "POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+	    "Content-Length: 2\r\n\r\n";
+	ck_assert_int_eq(http_parse(&p, s, strlen(s), &used), HTTP_NEED_MORE);
+	ck_assert_int_eq(http_wants_continue(&p), 1);
+	ck_assert_int_eq(http_parse(&p, "a", 1, &used), HTTP_NEED_MORE);
+	ck_assert_int_eq(http_wants_continue(&p), 0);
+	http_parser_free(&p);
+}
+END_TEST
+
+/*
+ * Every request, valid or not, fed in random fragments as a socket
+ * delivers them, parses the same as fed whole.
+ */
+START_TEST(test_random_fragments)
+{
+	static const char *const reqs[] = {
+		CHUNKED_HEAD "5\r\nhello\r\n6;a=\"q\"\r\n world\r\n0\r\n"
+		    "T: 1\r\n\r\n\x81\x80",
+		CHUNKED_HEAD "1\r\nab\r\n",
+		CHUNKED_HEAD "1\r\na\n",
+		CHUNKED_HEAD "0\r\nA B: 1\r\n\r\n",
+		"POST /m HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+		    "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"POST /m HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n"
+		    "Content-Length: 6\r\n\r\nhello!",
+		"POST /m HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello",
+		"GET /a?b=c HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\nxy",
+		"POST /m HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked"
+		    "\r\n\r\n",
+	};
+	struct http_parser p;
+	char		 want[2048], got[2048];
+	size_t		 i, k, off, n, len, used, total;
+	enum http_result rv;
+
+	srandom(16);
+	for (i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+		len = strlen(reqs[i]);
+		if (i == 0)
+			len += 2;	/* the frame bytes after it */
+		http_parser_init(&p, NULL);
+		rv = feed(&p, reqs[i], len, 0, 0, &used);
+		summary(&p, rv, used, want, sizeof(want));
+		http_parser_free(&p);
+		ck_assert_int_ne(rv, HTTP_NEED_MORE);
+		for (k = 0; k < 200; k++) {
+			http_parser_init(&p, NULL);
+			rv = HTTP_NEED_MORE;
+			for (off = total = 0; off < len; off += n) {
+				n = 1 + (size_t)random() % 9;
+				if (n > len - off)
+					n = len - off;
+				rv = http_parse(&p, reqs[i] + off, n, &used);
+				total += used;
+				if (rv != HTTP_NEED_MORE)
+					break;
+				ck_assert_uint_eq(used, n);
+			}
+			summary(&p, rv, total, got, sizeof(got));
+			http_parser_free(&p);
+			ck_assert_msg(strcmp(got, want) == 0, "req %zu: %s != %s",
+			    i, got, want);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_has_token)
 {
 	ck_assert(http_has_token("Upgrade", "upgrade"));
@@ -650,6 +896,8 @@ http_suite(void)
 	tcase_add_test(tc, test_splits);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_chunked);
+	tcase_add_test(tc, test_random_fragments);
 	tcase_add_test(tc, test_has_token);
 	tcase_add_test(tc, test_query);
 	tcase_add_test(tc, test_reason);
