@@ -469,7 +469,7 @@ ctl_accept(struct evconnlistener *evl, evutil_socket_t fd,
 	}
 	snprintf(peer, sizeof(peer), "uid %u pid %d", (unsigned)cr.uid,
 	    (int)cr.pid);
-	listener_take(sup, fd, LT_CONTROL, peer);
+	listener_take(sup, fd, LT_CONTROL, peer, NULL);
 }
 
 /*

@@ -243,21 +243,17 @@ quote(const char *s, char *buf, size_t len)
 	buf[i] = '\0';
 }
 
-int
-guard_site(const struct config *conf, int fd, const struct http_request *req,
-    struct guard_err *e)
+void
+guard_local(int fd, struct guard_local *l)
 {
 	struct sockaddr_storage ss;
 	const struct sockaddr_in *sin;
 	const struct sockaddr_in6 *sin6;
 	socklen_t sl = sizeof(ss);
-	const char *host = http_header(req, "Host");
-	const char *origin = http_header(req, "Origin");
-	char addr[INET6_ADDRSTRLEN], own[INET6_ADDRSTRLEN + 16];
-	char q[96];
-	int loopback = 0;
+	char addr[INET6_ADDRSTRLEN];
 
-	own[0] = '\0';
+	l->own[0] = '\0';
+	l->loopback = 0;
 	/* inet_ntop, not getnameinfo: the latter costs 10 us a request. */
 	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == -1)
 		ss.ss_family = AF_UNSPEC;	/* only server-names match */
@@ -265,17 +261,29 @@ guard_site(const struct config *conf, int fd, const struct http_request *req,
 		sin6 = (const struct sockaddr_in6 *)&ss;
 		if (inet_ntop(AF_INET6, &sin6->sin6_addr, addr,
 		    sizeof(addr)) != NULL)
-			snprintf(own, sizeof(own), "[%s]:%u", addr,
+			snprintf(l->own, sizeof(l->own), "[%s]:%u", addr,
 			    ntohs(sin6->sin6_port));
-		loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
+		l->loopback = IN6_IS_ADDR_LOOPBACK(&sin6->sin6_addr);
 	} else if (ss.ss_family == AF_INET) {
 		sin = (const struct sockaddr_in *)&ss;
 		if (inet_ntop(AF_INET, &sin->sin_addr, addr,
 		    sizeof(addr)) != NULL)
-			snprintf(own, sizeof(own), "%s:%u", addr,
+			snprintf(l->own, sizeof(l->own), "%s:%u", addr,
 			    ntohs(sin->sin_port));
-		loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
+		l->loopback = (ntohl(sin->sin_addr.s_addr) >> 24) == 127;
 	}
+}
+
+int
+guard_site(const struct config *conf, const struct guard_local *l,
+    const struct http_request *req, struct guard_err *e)
+{
+	const char *host = http_header(req, "Host");
+	const char *origin = http_header(req, "Origin");
+	const char *own = l->own;
+	char q[96];
+	int loopback = l->loopback;
+
 	/* Browsers always send Host; a client without one is no page. */
 	if (host != NULL && !host_ok(conf, host, own, loopback)) {
 		quote(host, q, sizeof(q));

@@ -62,6 +62,7 @@ struct pending {
 	char			 hdr[40];	/* "X-Request-Id: ...\r\n" */
 	char			 peer[64];	/* the client */
 	char			 sockpeer[64];	/* the socket's peer */
+	struct guard_local	 local;		/* the address it reached */
 };
 
 /* New connections from one client address in one second. */
@@ -396,7 +397,7 @@ pending_dispatch(struct pending *p)
 		answer_health(p, path);
 		return;
 	}
-	if (!p->control && guard_site(sup->conf, p->fd, req, &ge) == -1) {
+	if (!p->control && guard_site(sup->conf, &p->local, req, &ge) == -1) {
 		pending_error(p, ge.status, ge.code, ge.msg);
 		return;
 	}
@@ -810,7 +811,8 @@ pending_timeout(evutil_socket_t fd, short ev, void *arg)
 /* See supervisor.h.  The client's address is peer's unless it is a
  * trusted proxy, which says who the client is. */
 void
-listener_take(struct sup *sup, int fd, int flags, const char *peer)
+listener_take(struct sup *sup, int fd, int flags, const char *peer,
+    const struct guard_local *local)
 {
 	struct config *conf = sup->conf;
 	struct http_limits lim;
@@ -836,6 +838,10 @@ listener_take(struct sup *sup, int fd, int flags, const char *peer)
 	snprintf(p->hdr, sizeof(p->hdr), "X-Request-Id: %s\r\n", p->req);
 	snprintf(p->peer, sizeof(p->peer), "%s", peer);
 	snprintf(p->sockpeer, sizeof(p->sockpeer), "%s", peer);
+	if (local != NULL)
+		p->local = *local;
+	else if (!control)
+		guard_local(fd, &p->local);
 	p->proxy = !control && pp_trusted(conf->trusted, conf->ntrusted, peer);
 	p->pp = p->proxy && (flags & LT_PROXY);
 	lim.max_request_line = conf->max_request_line;
@@ -894,7 +900,7 @@ accept_cb(struct evconnlistener *evl, evutil_socket_t fd,
 		tls_accept(l->sup, fd, host);
 	else
 		listener_take(l->sup, fd, l->proxy_protocol ? LT_PROXY : 0,
-		    host);
+		    host, NULL);
 }
 
 static void

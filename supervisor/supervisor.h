@@ -168,6 +168,11 @@ void		 control_request(struct sup *, int fd,
 void		 control_answer(struct sup *, struct worker *, uint32_t id,
 		    int truncated, const char *json, size_t len);
 
+/* guard.c: the listener address a connection came in on, as Host names it. */
+struct guard_local {
+	char		 own[64];	/* "[ADDR]:PORT"; "" when unknown */
+	int		 loopback;
+};
 /* guard.c: a refusal, for the listener to answer. */
 struct guard_err {
 	int		 status;
@@ -179,8 +184,10 @@ struct guard_err {
  * Host and, from a browser, comes from its own origin or an
  * allowed-origin: 0, or -1 with *e set.
  */
-int		 guard_site(const struct config *, int fd,
+int		 guard_site(const struct config *, const struct guard_local *,
 		    const struct http_request *, struct guard_err *);
+/* Into *l, the address the client reached on fd (a TCP socket). */
+void		 guard_local(int fd, struct guard_local *l);
 /*
  * Whether role, with its token's session scope, may use the request's
  * endpoint (the role table): 0, or -1 with *e set (404 for no endpoint).
@@ -211,8 +218,9 @@ void		 listener_pause(struct sup *);
  */
 #define LT_CONTROL	0x01	/* the control socket: peers checked by uid */
 #define LT_PROXY	0x02	/* the listener takes PROXY headers */
+/* local: the address the client reached; NULL: fd's own. */
 void		 listener_take(struct sup *, int fd, int flags,
-		    const char *peer);
+		    const char *peer, const struct guard_local *local);
 /* Writes out (consumed) to fd, then closes it. */
 void		 listener_reply(struct sup *, int fd, struct evbuffer *out);
 

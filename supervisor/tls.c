@@ -50,6 +50,7 @@ struct tls_conn {
 	int			 plain_eof;	/* the worker sent all */
 	int			 plain_shut;	/* SHUT_WR done on plain */
 	char			 peer[64];
+	struct guard_local	 local;		/* the address it reached */
 };
 
 struct tls {
@@ -397,7 +398,7 @@ conn_relay(struct tls_conn *c)
 	log_debug("%s: TLS %s %s", c->peer,
 	    SSL_get_version(bufferevent_openssl_get_ssl(c->net)),
 	    SSL_get_cipher_name(bufferevent_openssl_get_ssl(c->net)));
-	listener_take(t->sup, sv[1], 0, c->peer);
+	listener_take(t->sup, sv[1], 0, c->peer, &c->local);
 }
 
 static void
@@ -490,6 +491,7 @@ tls_accept(struct sup *sup, int fd, const char *peer)
 	c->t = t;
 	c->state = TLS_HANDSHAKE;
 	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	guard_local(fd, &c->local);
 	TAILQ_INSERT_TAIL(&t->conns, c, entry);
 	t->nhandshake++;
 	if ((c->tmo = evtimer_new(sup->base, conn_timeout, c)) == NULL) {

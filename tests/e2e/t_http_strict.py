@@ -364,7 +364,9 @@ def test_proxies(d, pport):
 
 def test():
     pport = free_port()
-    d = Daemon(extra="max-body 2k\nhandshake-timeout 2s\nlingering-time 3s\n"
+    # Raw requests below say "Host: x": a name this server answers to.
+    d = Daemon(extra="server-name x\n"
+               "max-body 2k\nhandshake-timeout 2s\nlingering-time 3s\n"
                "lingering-timeout 2s\nmax-connections-per-address 3 rate 20\n"
                "trusted-proxy %s\nlisten 127.0.0.1:%d proxy-protocol\n"
                % (PROXY, pport))

@@ -170,6 +170,7 @@ START_TEST(test_site)
 	socklen_t sl = sizeof(sin);
 	struct config *c = conf("allowed-origin http://app.example\n");
 	struct guard_err e;
+	struct guard_local gl;
 	char text[512];
 	int l, s, a;
 
@@ -183,14 +184,16 @@ START_TEST(test_site)
 	ck_assert((s = socket(AF_INET, SOCK_STREAM, 0)) != -1);
 	ck_assert(connect(s, (struct sockaddr *)&sin, sizeof(sin)) == 0);
 	ck_assert((a = accept(l, NULL, NULL)) != -1);
+	guard_local(a, &gl);
+	ck_assert(gl.loopback);
 
 	snprintf(text, sizeof(text), "GET /chat HTTP/1.1\nHost: localhost:%u\n"
 	    "Origin: http://localhost:%u\n\n", ntohs(sin.sin_port),
 	    ntohs(sin.sin_port));
-	ck_assert_int_eq(guard_site(c, a, req(text), &e), 0);
-	ck_assert_int_eq(guard_site(c, a, req("GET /chat HTTP/1.0\n\n"), &e),
+	ck_assert_int_eq(guard_site(c, &gl, req(text), &e), 0);
+	ck_assert_int_eq(guard_site(c, &gl, req("GET /chat HTTP/1.0\n\n"), &e),
 	    0);
-	ck_assert_int_eq(guard_site(c, a, req("GET /chat HTTP/1.1\n"
+	ck_assert_int_eq(guard_site(c, &gl, req("GET /chat HTTP/1.1\n"
 	    "Host: evil.example\n\n"), &e), -1);
 	ck_assert_int_eq(e.status, 421);
 	snprintf(text, sizeof(text), "Host 'evil.example' is not this "
@@ -200,7 +203,7 @@ START_TEST(test_site)
 	ck_assert_str_eq(e.msg, text);
 	snprintf(text, sizeof(text), "GET /chat HTTP/1.1\nHost: 127.0.0.1:%u\n"
 	    "Origin: http://evil.example\n\n", ntohs(sin.sin_port));
-	ck_assert_int_eq(guard_site(c, a, req(text), &e), -1);
+	ck_assert_int_eq(guard_site(c, &gl, req(text), &e), -1);
 	ck_assert_int_eq(e.status, 403);
 	ck_assert_str_eq(e.msg, "Origin 'http://evil.example' is not allowed "
 	    "to use this server; if pages of that origin may, add "
@@ -209,8 +212,8 @@ START_TEST(test_site)
 	 * address. */
 	snprintf(text, sizeof(text), "GET /chat HTTP/1.0\n"
 	    "Origin: http://127.0.0.1:%u\n\n", ntohs(sin.sin_port));
-	ck_assert_int_eq(guard_site(c, a, req(text), &e), 0);
-	ck_assert_int_eq(guard_site(c, a, req("GET /chat HTTP/1.0\n"
+	ck_assert_int_eq(guard_site(c, &gl, req(text), &e), 0);
+	ck_assert_int_eq(guard_site(c, &gl, req("GET /chat HTTP/1.0\n"
 	    "Origin: http://app.example\n\n"), &e), 0);
 	close(a);
 	close(s);
