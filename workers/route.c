@@ -540,7 +540,11 @@ post_message(struct conn *c, const char *sid)
 	cJSON *o, *f;
 	char msg[256], *txt;
 
-	o = cJSON_ParseWithLength(r->body ? r->body : "", r->body_len);
+	if ((o = proto_json(r->body ? r->body : "", r->body_len,
+	    c->wk->conf->max_json_depth, msg, sizeof(msg))) == NULL) {
+		conn_http_error(c, 400, "BAD_REQUEST", msg);
+		return;
+	}
 	if (!cJSON_IsObject(o)) {
 		cJSON_Delete(o);
 		conn_http_error(c, 400, "BAD_REQUEST", "body must be one JSON "
@@ -722,7 +726,11 @@ create_session(struct conn *c)
 	int created;
 
 	if (r->body_len > 0) {
-		body = cJSON_ParseWithLength(r->body, r->body_len);
+		if ((body = proto_json(r->body, r->body_len,
+		    c->wk->conf->max_json_depth, msg, sizeof(msg))) == NULL) {
+			conn_http_error(c, 400, "BAD_REQUEST", msg);
+			return;
+		}
 		if (!cJSON_IsObject(body)) {
 			cJSON_Delete(body);
 			conn_http_error(c, 400, "BAD_REQUEST",
