@@ -193,7 +193,8 @@ proto_json(const char *text, size_t len, unsigned max_depth, char *msg,
 	if (strings_check(text, len, msg, msglen) == -1)
 		return NULL;
 	if ((root = cJSON_ParseWithLengthOpts(text, len, &end, 0)) == NULL) {
-		snprintf(msg, msglen, "not valid JSON (RFC 8259)");
+		snprintf(msg, msglen, "not valid JSON (RFC 8259); send one JSON "
+		    "object");
 		return NULL;
 	}
 	while (end < text + len && (*end == ' ' || *end == '\t' ||

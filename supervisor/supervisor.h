@@ -101,6 +101,7 @@ struct sup {
 	gid_t			 ctl_gid;	/* its group, or -1 */
 	TAILQ_HEAD(, ctlq)	 ctlqs;		/* questions waiting for workers */
 	uint32_t		 next_query;
+	struct quota		*quota;		/* shared with the workers */
 };
 
 /* What the workers last reported, summed over both generations. */

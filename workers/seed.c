@@ -36,6 +36,7 @@
 #include "deliver.h"
 #include "evt.h"
 #include "input.h"
+#include "route.h"
 #include "seed.h"
 #include "sess.h"
 #include "wk.h"
@@ -334,9 +335,12 @@ seed_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	char msg[256];
 	cJSON *o = body_of(c, msg, sizeof(msg));
 
+	const char *m = NULL;
+
 	/* The supervisor routed it by the body's sessionId; a body that
 	 * seed_post refuses creates nothing. */
-	*create = cJSON_IsString(cJSON_GetObjectItem(o, "message"));
+	*create = o != NULL && proto_str(o, "message", 1,
+	    c->wk->conf->max_message, &m, msg, sizeof(msg)) == 0 && m != NULL;
 	cJSON_Delete(o);
 	snprintf(sid, sidlen, "%s", c->ic.session);
 	return store_valid_id(sid);
@@ -420,7 +424,8 @@ seed_post(struct conn *c)
 		return;
 	}
 	free(txt);
-	if ((s = sess_get(c->wk, c->ic.session, 1, NULL, NULL, &err)) ==
+	if ((s = sess_get(c->wk, c->ic.session, route_creator(c, NULL), NULL,
+	    NULL, &err)) ==
 	    NULL) {
 		proto_in_free(&in);
 		/* Not opened here: the supervisor need not route it here. */

@@ -22,6 +22,7 @@
 #include "parley/log.h"
 #include "parley/metrics.h"
 #include "parley/proto.h"
+#include "parley/quota.h"
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
@@ -673,6 +674,37 @@ sess_own(struct sess *s)
 	s->wk->agent->resume(s);
 }
 
+/*
+ * Charges a session about to be created to its creator's address and
+ * subject, on the host's shared counters: 0, or -1 (logged) when either
+ * already made its max-sessions-per-address or -subject in the window.
+ */
+static int
+sess_create_quota(struct sess *s)
+{
+	const struct config *conf = s->wk->conf;
+	char ka[80], ks[IPC_SUB_MAX + 4];
+	struct quota_key k[2];
+	uint64_t retry = 0;
+	size_t which = 0;
+
+	snprintf(ka, sizeof(ka), "a:%s", s->cr_peer);
+	snprintf(ks, sizeof(ks), "s:%s", s->cr_sub);
+	k[0].key = ka;
+	k[0].limit = conf->max_sess_per_addr;
+	k[1].key = s->cr_sub[0] != '\0' ? ks : "";
+	k[1].limit = conf->max_sess_per_subject;
+	if (quota_take(s->wk->quota, k, 2, conf->sess_create_window_ms,
+	    util_now_ms(), &which, &retry) == 0)
+		return 0;
+	log_info("session %s not created: %s '%s' created %u sessions in "
+	    "the window (max-sessions-per-%s); %llu ms left", s->id,
+	    which == 0 ? "address" : "subject", which == 0 ? s->cr_peer :
+	    s->cr_sub, k[which].limit, which == 0 ? "address" : "subject",
+	    (unsigned long long)retry);
+	return -1;
+}
+
 static void
 sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 {
@@ -691,10 +723,17 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 		return;
 	}
 	if (err != 0) {
-		if (err == ENOENT && s->load_created == 0 && s->fresh) {
-			/* A waiter that may create came while it loaded. */
+		if (err == ENOENT && s->load_created == 0 && s->may_create) {
+			/* Absent, and a waiter may create it: if its address
+			 * and subject are within their bounds. */
+			if (sess_create_quota(s) == -1) {
+				loads_settle(s, "RATE_LIMITED");
+				wk_released(wk, s->id);
+				sess_free(s);
+				wk_maybe_exit(wk);
+				return;
+			}
 			s->loading = s->load_created = 1;
-			s->fresh = 0;
 			store_open_async(wk->store, s->id, 1, ID_SCAN,
 			    sess_opened, s);
 			return;
@@ -727,8 +766,21 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 		sess_check_idle(s);
 }
 
+/* A waiter that may create the session: the first one is charged. */
+static void
+sess_may_create(struct sess *s, const struct sess_creator *cr)
+{
+	if (cr == NULL || s->may_create)
+		return;
+	s->may_create = 1;
+	snprintf(s->cr_peer, sizeof(s->cr_peer), "%s", cr->peer ? cr->peer :
+	    "");
+	snprintf(s->cr_sub, sizeof(s->cr_sub), "%s", cr->subject ?
+	    cr->subject : "");
+}
+
 void
-sess_load(struct wk *wk, const char *id, int create,
+sess_load(struct wk *wk, const char *id, const struct sess_creator *cr,
     void (*loaded)(void *, const char *), void *arg)
 {
 	struct sess_wait *w = NULL;
@@ -762,15 +814,14 @@ sess_load(struct wk *wk, const char *id, int create,
 		w->arg = arg;
 		TAILQ_INSERT_TAIL(&s->loads, w, entry);
 	}
-	if (s->loading) {
-		/* fresh doubles as "a later waiter may create" while loading */
-		if (create && !s->load_created)
-			s->fresh = 1;
+	sess_may_create(s, cr);
+	if (s->loading)
 		return;
-	}
+	/* Opened as it is first: only an absent one is made, and only once
+	 * its creator is within its bounds (sess_opened). */
 	s->loading = 1;
-	s->load_created = create;
-	store_open_async(wk->store, id, create, ID_SCAN, sess_opened, s);
+	s->load_created = 0;
+	store_open_async(wk->store, id, 0, ID_SCAN, sess_opened, s);
 }
 
 void
@@ -807,8 +858,8 @@ get_loaded(void *arg, const char *err)
 }
 
 struct sess *
-sess_get(struct wk *wk, const char *id, int create, int *created,
-    cJSON *body, const char **err)
+sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
+    int *created, cJSON *body, const char **err)
 {
 	struct get_result r = { 0, NULL };
 	struct sess *s;
@@ -820,7 +871,7 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 		return NULL;
 	}
 	if ((s = sess_find(wk, id)) == NULL || s->loading) {
-		sess_load(wk, id, create, get_loaded, &r);
+		sess_load(wk, id, cr, get_loaded, &r);
 		if (!r.done) {
 			sess_load_cancel(wk, &r);
 			*err = "PENDING";
@@ -835,8 +886,8 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			return NULL;
 		}
 	}
-	if (create && s->fresh && !s->follower) {
-		/* Its first user says what it is. */
+	if (cr != NULL && s->fresh && !s->follower) {
+		/* Its first user says what it is, and whose it is. */
 		if (body != NULL) {
 			cJSON_Delete(s->meta);
 			s->meta = NULL;
@@ -845,11 +896,14 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			    cJSON_GetStringValue(cJSON_GetObjectItem(
 			    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
 			    "agents"), 0), "agentId")));
-			sess_meta_save(s);
 			PARTS(s, part)
 				if (part->own != NULL)
 					part->own(s);
 		}
+		if (cr->subject != NULL && cr->subject[0] != '\0')
+			proto_set(s->meta, "owner",
+			    cJSON_CreateString(cr->subject));
+		sess_meta_save(s);
 		if (created)
 			*created = 1;
 		s->fresh = 0;

@@ -108,6 +108,10 @@ struct sess {
 	int			 loading;	/* the store is opening it */
 	int			 load_created;	/* opened with create */
 	int			 fresh;		/* its load created it */
+	int			 may_create;	/* a waiter may create it */
+	char			 cr_peer[64];	/* that waiter's address */
+	char			 cr_sub[IPC_SUB_MAX + 1];	/* and subject */
+	uint64_t		 log_bytes;	/* its log took in (quota) */
 	int			 follower;	/* another process owns it */
 	int			 broken;	/* the store failed it */
 	int			 scan_paused;	/* the log tail's last pause
@@ -136,12 +140,25 @@ struct sess_result {
 };
 
 /*
- * Loads a session into memory (create: making it when absent).  Calls
- * loaded(arg, NULL) once it is, or loaded(arg, err) with NOT_FOUND,
- * OVERLOADED or INTERNAL; at once when it completes before returning
- * (local store, already loaded).  sess_load_cancel forgets a waiter.
+ * Who asks for a session that may not exist yet, and may create it:
+ * route.c makes one only for a role that creates (user, agent, admin)
+ * and a request that is valid.  Creating one counts against the host's
+ * max-sessions-per-address and max-sessions-per-subject (wk->quota).
  */
-void		 sess_load(struct wk *, const char *id, int create,
+struct sess_creator {
+	const char	*peer;		/* the client's address */
+	const char	*subject;	/* the token's subject, "" for static */
+};
+
+/*
+ * Loads a session into memory (cr: making it when absent, for cr; NULL:
+ * only an existing one).  Calls loaded(arg, NULL) once it is, or
+ * loaded(arg, err) with NOT_FOUND, OVERLOADED, RATE_LIMITED (cr made too
+ * many) or INTERNAL; at once when it completes before returning (local
+ * store, already loaded).  sess_load_cancel forgets a waiter.
+ */
+void		 sess_load(struct wk *, const char *id,
+		    const struct sess_creator *cr,
 		    void (*loaded)(void *, const char *err), void *arg);
 void		 sess_load_cancel(struct wk *, void *arg);
 /* Forgets the answers a closing connection was waiting for. */
@@ -154,7 +171,8 @@ void		 sess_store_failed(void *wk, struct store_sess *, int err);
  * completes at once (local store).  NULL with *err set: NOT_FOUND,
  * OVERLOADED, INTERNAL, or PENDING (use sess_load first).
  */
-struct sess	*sess_get(struct wk *, const char *id, int create, int *created,
+struct sess	*sess_get(struct wk *, const char *id,
+		    const struct sess_creator *cr, int *created,
 		    cJSON *create_body, const char **err);
 struct sess	*sess_find(struct wk *, const char *id);
 uint64_t	 sess_last_seq(const struct sess *);
