@@ -77,15 +77,8 @@ route_msg_creates(const struct conn *c, const struct proto_in *in)
 int
 route_may_access(const struct sess *s, const struct ipc_conn *ic)
 {
-	const char *owner = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
-	    "owner"));
-
-	if (owner == NULL || owner[0] == '\0' || ic->role == IPC_ROLE_ADMIN)
-		return 1;
-	if (strcmp(ic->subject, owner) == 0)
-		return 1;
-	/* A static token has no subject: only a share lets it in. */
-	return ipc_scope_names(ic->scope, s->id);
+	return ipc_owner_allows(cJSON_GetStringValue(cJSON_GetObjectItem(
+	    s->meta, "owner")), ic, s->id);
 }
 
 /* The message a session that could not be opened is answered with. */

@@ -218,6 +218,9 @@ sess_meta_save(struct sess *s)
 	    cJSON_CreateString(sess_status(s)));
 	proto_set(s->meta, "updatedAt",
 	    cJSON_CreateNumber((double)util_now_ms()));
+	/* What the log took in, for session-log-quota: it may lag the
+	 * appends since the last save (a crash forgets those). */
+	proto_set(s->meta, "logBytes", cJSON_CreateNumber((double)s->log_bytes));
 	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
 		return;
 	if (store_meta_write_async(s->st, txt, strlen(txt)) == -1) {
@@ -227,6 +230,43 @@ sess_meta_save(struct sess *s)
 			sess_break(s, EIO);
 	}
 	free(txt);
+}
+
+void
+sess_req_note(struct sess *s, uint64_t seq, const char *reqid)
+{
+	unsigned i = s->chat_req_next++ % SESS_CHAT_REQS;
+
+	s->chat_req[i].seq = seq;
+	snprintf(s->chat_req[i].req, sizeof(s->chat_req[i].req), "%s",
+	    reqid != NULL ? reqid : "");
+}
+
+void
+sess_req_find(const struct sess *s, uint64_t seq, char out[17])
+{
+	unsigned i;
+
+	out[0] = '\0';
+	for (i = 0; i < SESS_CHAT_REQS; i++)
+		if (s->chat_req[i].seq == seq && seq != 0)
+			memcpy(out, s->chat_req[i].req, 17);
+}
+
+int
+sess_log_room(struct sess *s, size_t need, struct sess_result *r)
+{
+	size_t quota = s->wk->conf->session_log_quota;
+
+	if (quota == 0 || (s->log_bytes <= quota &&
+	    need <= quota - s->log_bytes))
+		return 1;
+	sess_result_err(r, "QUOTA_EXCEEDED", 413, "the session's log has "
+	    "taken in %llu KiB; with this message it would pass its quota of "
+	    "%zu KiB (session-log-quota): nothing was logged; start a new "
+	    "session, or ask the operator to raise the quota",
+	    (unsigned long long)(s->log_bytes >> 10), quota >> 10);
+	return 0;
 }
 
 static void	acks_settle(struct sess *, int failed);
@@ -337,6 +377,7 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 		return 0;
 	}
 	s->wk->events++;
+	s->log_bytes += e->len;
 	if (s->wk->conf->fsync == CFG_FSYNC_BATCH && s->wk->sync_ev &&
 	    !evtimer_pending(s->wk->sync_ev, NULL)) {
 		struct timeval tv;
@@ -649,6 +690,7 @@ meta_load(struct sess *s)
 	    "assistant");
 	if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "queue")))
 		proto_set(s->meta, "queue", cJSON_CreateArray());
+	s->log_bytes = (uint64_t)proto_count(s->meta, "logBytes");
 	t = cJSON_GetObjectItem(s->meta, "status");
 	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
 	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")))

@@ -53,7 +53,8 @@ struct sess_from {
  * to done, at once or once the store has the message.
  */
 struct sess_client {
-	uint64_t	 id;		/* its connection's, for clientId */
+	char		 cid[19];	/* clientId: "c-" and 16 random hex
+					   digits, one per connection */
 	const char	*reqid;		/* for the log */
 	unsigned	 waits;		/* answers waiting in sessions */
 	void		(*done)(struct sess_client *, struct sess *,
@@ -74,6 +75,8 @@ struct sess_wait {
 	void			*arg;
 };
 TAILQ_HEAD(sess_waits, sess_wait);
+
+#define SESS_CHAT_REQS	16	/* chats whose request id a turn finds */
 
 struct sess {
 	TAILQ_ENTRY(sess)	 entry;
@@ -112,6 +115,12 @@ struct sess {
 	char			 cr_peer[64];	/* that waiter's address */
 	char			 cr_sub[IPC_SUB_MAX + 1];	/* and subject */
 	uint64_t		 log_bytes;	/* its log took in (quota) */
+	struct {
+		uint64_t	 seq;
+		char		 req[17];
+	}			 chat_req[SESS_CHAT_REQS];	/* a chat's
+					   request id, for its turn's log */
+	unsigned		 chat_req_next;
 	int			 follower;	/* another process owns it */
 	int			 broken;	/* the store failed it */
 	int			 scan_paused;	/* the log tail's last pause
@@ -196,6 +205,15 @@ void		 sess_meta_save(struct sess *);
  * adds to it (thoughts, pending actions) must leave room for the turns'
  * history.  0 with r filled (RATE_LIMITED) when it may not.
  */
+/* Remembers (in a small ring) the request id of the chat logged at seq. */
+void		 sess_req_note(struct sess *, uint64_t seq, const char *reqid);
+/* The request id of the chat at seq into out, when remembered; else "". */
+void		 sess_req_find(const struct sess *, uint64_t seq, char out[17]);
+/*
+ * Whether the session's log may take in need more bytes within
+ * session-log-quota: 1, or 0 with r set (QUOTA_EXCEEDED, 413).
+ */
+int		 sess_log_room(struct sess *, size_t need, struct sess_result *);
 int		 sess_meta_room(struct sess *, const cJSON *item,
 		    unsigned copies, struct sess_result *r);
 /* The agent as events name it: agentId, status, role, provider. */
