@@ -322,6 +322,7 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 	cJSON *o, *f;
 	char ts[32], *txt;
 	uint64_t seq, now = util_now_ms();
+	size_t len;
 
 	if (s->follower || s->broken || s->st == NULL) {
 		cJSON_Delete(body);
@@ -341,7 +342,8 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 	}
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	if (txt == NULL || (e = evt_new(seq, txt, strlen(txt))) == NULL) {
+	if (txt == NULL || (e = evt_new(seq, txt, len = strlen(txt))) ==
+	    NULL) {
 		free(txt);
 		return 0;
 	}
@@ -377,7 +379,8 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 		return 0;
 	}
 	s->wk->events++;
-	s->log_bytes += e->len;
+	s->log_bytes += len;	/* e may be gone: a local append is durable
+				   inside the call */
 	if (s->wk->conf->fsync == CFG_FSYNC_BATCH && s->wk->sync_ev &&
 	    !evtimer_pending(s->wk->sync_ev, NULL)) {
 		struct timeval tv;
