@@ -144,6 +144,17 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	X("lingering-timeout", KW_TOP, 1, 1, 0, kw_duration, \
 	    C(lingering_timeout_ms), 100, 10 * MS_M, \
 	    "lingering-timeout DURATION") \
+	X("max-sessions-per-address", KW_TOP, 1, 1, 0, kw_number, \
+	    C(max_sess_per_addr), 0, 1000000, \
+	    "max-sessions-per-address N") \
+	X("max-sessions-per-subject", KW_TOP, 1, 1, 0, kw_number, \
+	    C(max_sess_per_subject), 0, 1000000, \
+	    "max-sessions-per-subject N") \
+	X("session-create-window", KW_TOP, 1, 1, 0, kw_duration, \
+	    C(sess_create_window_ms), MS_S, MS_D, \
+	    "session-create-window DURATION") \
+	X("session-log-quota", KW_TOP, 1, 1, 0, kw_size, \
+	    C(session_log_quota), 0, 1024 * GIB, "session-log-quota SIZE") \
 	X("default-provider", KW_TOP, 1, 1, 0, kw_default_provider, 0, 0, 0, \
 	    "default-provider NAME") \
 	X("token", KW_TOP, 3, 5, KWF_MULTI, cfg_kw_token, 0, 0, 0, \
@@ -937,6 +948,10 @@ config_init(struct config *c)
 	c->max_conn_per_addr = 1000;
 	c->lingering_time_ms = 30 * MS_S;
 	c->lingering_timeout_ms = 5 * MS_S;
+	c->max_sess_per_addr = 1000;
+	c->max_sess_per_subject = 1000;
+	c->sess_create_window_ms = MS_M;
+	c->session_log_quota = 256 * MIB;
 	c->max_turns = 10;
 	c->max_agents = 8;
 	c->max_team_turns = 8;

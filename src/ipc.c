@@ -169,6 +169,18 @@ ipc_scope_names(const char *scope, const char *sid)
 	return scope_match(scope, sid, 1);
 }
 
+int
+ipc_owner_allows(const char *owner, const struct ipc_conn *ic,
+    const char *sid)
+{
+	if (owner == NULL || owner[0] == '\0' || ic->role == IPC_ROLE_ADMIN)
+		return 1;
+	if (ic->subject[0] != '\0' && strcmp(ic->subject, owner) == 0)
+		return 1;
+	/* Another subject, or a static token (no subject): a share. */
+	return ipc_scope_names(ic->scope, sid);
+}
+
 static void
 chan_fail(struct ipc_chan *c)
 {

@@ -6,6 +6,7 @@
 
 #include "parley/proto.h"
 #include "parley/store.h"
+#include "parley/utf8.h"
 
 /* Depth of nesting, stopping as soon as it passes limit. */
 static unsigned
@@ -96,24 +97,123 @@ proto_u64(const cJSON *o, const char *field, int required, uint64_t *out,
 	return 0;
 }
 
+/* The value of the 4 hex digits at p, or -1. */
+static long
+hex4(const char *p, const char *end)
+{
+	long v = 0;
+	int i;
+
+	if (end - p < 4)
+		return -1;
+	for (i = 0; i < 4; i++) {
+		char h = p[i];
+
+		v <<= 4;
+		if (h >= '0' && h <= '9')
+			v |= h - '0';
+		else if (h >= 'a' && h <= 'f')
+			v |= h - 'a' + 10;
+		else if (h >= 'A' && h <= 'F')
+			v |= h - 'A' + 10;
+		else
+			return -1;
+	}
+	return v;
+}
+
 /*
- * cJSON turns the escape \u0000 into a terminator, silently cutting the
- * string; a message carrying one is refused instead.
+ * What cJSON would let through into a string and every reader after it
+ * would see differently: a raw control byte, \u0000 (cJSON's terminator
+ * cuts the string there), a \u escape of a surrogate that is not a
+ * high-low pair (no character; it would be written out as CESU bytes).
+ * Syntax errors are left to the parser.  0, or -1 with msg.
  */
 static int
-has_nul_escape(const char *text, size_t len)
+strings_check(const char *text, size_t len, char *msg, size_t msglen)
 {
-	const char *p = text, *end = text + len, *q;
-	size_t bs;
+	const char *p = text, *end = text + len;
+	long u, lo;
+	int in = 0;
 
-	while ((p = memmem(p, (size_t)(end - p), "u0000", 5)) != NULL) {
-		for (bs = 0, q = p; q > text && q[-1] == '\\'; q--)
-			bs++;
-		if (bs % 2 == 1)
-			return 1;
-		p += 5;
+	for (; p < end; p++) {
+		if (!in) {
+			in = *p == '"';
+			continue;
+		}
+		if (*p == '"') {
+			in = 0;
+			continue;
+		}
+		if ((unsigned char)*p < 0x20) {
+			snprintf(msg, msglen, "a string holds the raw control "
+			    "byte 0x%02x; escape it (\\n, \\u001f)",
+			    (unsigned char)*p);
+			return -1;
+		}
+		if (*p != '\\' || ++p == end || *p != 'u')
+			continue;
+		if ((u = hex4(p + 1, end)) == -1)
+			continue;	/* the parser says what is wrong */
+		p += 4;
+		if (u == 0) {
+			snprintf(msg, msglen, "strings must not contain "
+			    "\\u0000");
+			return -1;
+		}
+		if (u >= 0xdc00 && u <= 0xdfff)
+			goto lone;
+		if (u < 0xd800 || u > 0xdbff)
+			continue;
+		if (end - p < 7 || p[1] != '\\' || p[2] != 'u' ||
+		    (lo = hex4(p + 3, end)) < 0xdc00 || lo > 0xdfff)
+			goto lone;
+		p += 6;
 	}
 	return 0;
+lone:
+	snprintf(msg, msglen, "a string holds a \\u escape of a lone "
+	    "surrogate (U+D800 to U+DFFF not in a high-low pair)");
+	return -1;
+}
+
+cJSON *
+proto_json(const char *text, size_t len, unsigned max_depth, char *msg,
+    size_t msglen)
+{
+	const char *end = NULL;
+	cJSON *root;
+
+	if (!utf8_valid((const unsigned char *)text, len)) {
+		snprintf(msg, msglen, "the JSON text is not valid UTF-8 (RFC 3629: "
+		    "no overlong forms, surrogates or code points above "
+		    "U+10FFFF)");
+		return NULL;
+	}
+	if (strings_check(text, len, msg, msglen) == -1)
+		return NULL;
+	if ((root = cJSON_ParseWithLengthOpts(text, len, &end, 0)) == NULL) {
+		snprintf(msg, msglen, "not valid JSON (RFC 8259); send one JSON "
+		    "object");
+		return NULL;
+	}
+	while (end < text + len && (*end == ' ' || *end == '\t' ||
+	    *end == '\n' || *end == '\r'))
+		end++;
+	if (end != text + len) {
+		snprintf(msg, msglen, "bytes follow the JSON value (at byte "
+		    "%zu); send exactly one JSON value", (size_t)(end - text));
+		goto bad;
+	}
+	if (json_depth(root, max_depth + 1) > max_depth) {
+		snprintf(msg, msglen, "JSON nests deeper than %u levels",
+		    max_depth);
+		goto bad;
+	}
+	return root;
+bad:
+	cJSON_Delete(root);
+	return NULL;
 }
 
 int
@@ -124,22 +224,10 @@ proto_parse(const char *text, size_t len, unsigned max_depth,
 
 	memset(in, 0, sizeof(*in));
 	*code = "BAD_REQUEST";
-	if (has_nul_escape(text, len)) {
-		snprintf(msg, msglen, "strings must not contain \\u0000");
+	if ((in->root = proto_json(text, len, max_depth, msg, msglen)) == NULL)
 		return -1;
-	}
-	in->root = cJSON_ParseWithLength(text, len);
-	if (in->root == NULL) {
-		snprintf(msg, msglen, "message is not valid JSON");
-		return -1;
-	}
 	if (!cJSON_IsObject(in->root)) {
 		snprintf(msg, msglen, "message must be a JSON object");
-		goto bad;
-	}
-	if (json_depth(in->root, max_depth + 1) > max_depth) {
-		snprintf(msg, msglen, "message nests deeper than %u levels",
-		    max_depth);
 		goto bad;
 	}
 	v = cJSON_GetObjectItemCaseSensitive(in->root, "v");

@@ -7,6 +7,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "parley/utf8.h"
 
@@ -67,9 +68,20 @@ utf8_feed(struct utf8_state *st, const unsigned char *buf, size_t len)
 	if (s == UTF8_FAILED)
 		return -1;
 	for (i = 0; i < len; i++) {
-		unsigned char	c = buf[i];
+		unsigned char	c;
+		uint64_t	w;
 
 		if (s == 0) {
+			/* Runs of ASCII, the bulk of JSON, a word at a time. */
+			while (len - i >= 8) {
+				memcpy(&w, buf + i, 8);
+				if (w & 0x8080808080808080ULL)
+					break;
+				i += 8;
+			}
+			if (i == len)
+				break;
+			c = buf[i];
 			if (c < 0x80)
 				continue;
 			s = utf8_lead(c);
@@ -77,6 +89,7 @@ utf8_feed(struct utf8_state *st, const unsigned char *buf, size_t len)
 				break;
 			continue;
 		}
+		c = buf[i];
 		if (c < range_lo[RANGE(s)] || c > range_hi[RANGE(s)]) {
 			s = UTF8_FAILED;
 			break;

@@ -22,6 +22,7 @@
 #include <event2/listener.h>
 
 #include "parley/config.h"
+#include "parley/proto.h"
 #include "parley/ctl.h"
 #include "parley/http.h"
 #include "parley/log.h"
@@ -310,8 +311,11 @@ set_log_level(struct sup *sup, int fd, const struct http_request *req)
 {
 	cJSON *b, *lv, *o;
 	enum log_level l;
+	char msg[200];
 
-	b = cJSON_ParseWithLength(req->body, req->body_len);
+	/* The one check for JSON from outside, as every endpoint's. */
+	b = proto_json(req->body ? req->body : "", req->body_len,
+	    sup->conf->max_json_depth, msg, sizeof(msg));
 	lv = cJSON_GetObjectItemCaseSensitive(b, "level");
 	if (!cJSON_IsString(lv) || log_level_parse(lv->valuestring, &l) == -1) {
 		cJSON_Delete(b);

@@ -21,10 +21,14 @@
 
 #include "parley/config.h"
 #include "parley/log.h"
+#include "parley/quota.h"
 #include "parley/store.h"
 #include "parley/util.h"
 #include "supervisor.h"
 #include "tls.h"
+
+/* Shared counters: a client address or subject per slot, in a window. */
+#define SUP_QUOTA_SLOTS	16384
 
 static void
 usage(void)
@@ -533,6 +537,9 @@ main(int argc, char *argv[])
 	sup.stop_ev = evtimer_new(sup.base, stop_check, &sup);
 	sup.status_ev = event_new(sup.base, -1, EV_PERSIST, status_cb, &sup);
 	event_add(sup.status_ev, &status_tv);
+	/* Before the first fork: every worker shares the one table. */
+	if ((sup.quota = quota_new(SUP_QUOTA_SLOTS)) == NULL)
+		fatal("quota table");
 	pool_start(&sup);
 
 	event_base_dispatch(sup.base);

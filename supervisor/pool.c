@@ -427,7 +427,7 @@ worker_spawn(struct worker *w)
 		close_range(4, ~0U, 0);
 		/* close_range took the log file with it. */
 		log_reopen();
-		worker_main(w->conf, w->slot, 3);
+		worker_main(w->conf, w->slot, 3, sup->quota);
 	}
 	sigprocmask(SIG_SETMASK, &saved, NULL);
 	close(sv[1]);

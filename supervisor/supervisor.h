@@ -112,6 +112,7 @@ struct sup {
 	TAILQ_HEAD(, ctlq)	 ctlqs;		/* questions waiting for workers */
 	uint32_t		 next_query;
 	struct tls		*tls;		/* tls.c's state, NULL until used */
+	struct quota		*quota;		/* shared with the workers */
 };
 
 /* What the workers last reported, summed over both generations. */

@@ -1111,7 +1111,9 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 	deliver_sub_init(&c->sub, wk, &conn_deliver_ops, c->reqid);
 	c->sub.role = (int)c->ic.role;
 	c->sub.agent = c->agent;
-	c->cl.id = ic->conn_id;
+	/* Random, not the request id: every reader of the log sees it. */
+	memcpy(c->cl.cid, "c-", 2);
+	util_randhex(c->cl.cid + 2, 8);
 	c->cl.reqid = c->reqid;
 	c->h = h;
 	c->cl.done = h->answer;

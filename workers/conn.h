@@ -93,6 +93,7 @@ struct conn {
 	int			 control;	/* /sessions/{id}/control */
 	int			 present;	/* counted in its agent's presence */
 	char			 agent[SESS_AGENT_MAX + 1]; /* ?agentId=, or "" */
+	struct sess_creator	 creator;	/* route_creator's answer */
 	uint64_t		 sent;		/* logged events written */
 	uint64_t		 opened_ms;	/* monotonic */
 	struct seed		*seed;		/* /api/agents/stream (seed.c) */

@@ -242,13 +242,45 @@ input_autonomy(struct sess *s, struct sess_client *c,
 	sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
 }
 
+/*
+ * Whether the message fits in the session's log quota (sess_log_room),
+ * counting it as it would be logged: 1, or 0 with r set.  What only
+ * decides on or stops work already in the log (cancel, terminate, pause,
+ * resume_session, tool_approve, elicitation_answer, action_approve)
+ * always passes: a full session can still be finished.
+ */
+static int
+input_log_room(struct sess *s, const struct proto_in *in,
+    struct sess_result *r)
+{
+	static const char *free_types[] = { "ping", "resume", "cancel",
+	    "terminate", "pause", "resume_session", "tool_approve",
+	    "elicitation_answer", "action_approve" };
+	size_t i, need;
+	char *txt;
+
+	if (s->wk->conf->session_log_quota == 0)
+		return 1;
+	for (i = 0; i < sizeof(free_types) / sizeof(free_types[0]); i++)
+		if (strcmp(in->type, free_types[i]) == 0)
+			return 1;
+	if ((txt = cJSON_PrintUnformatted(in->root)) == NULL) {
+		sess_result_err(r, "OVERLOADED", 503, "%s", "out of memory; "
+		    "retry");
+		return 0;
+	}
+	/* and the envelope the session adds: seq, ts, clientId */
+	need = strlen(txt) + 128;
+	free(txt);
+	return sess_log_room(s, need, r);
+}
+
 void
 input_apply(struct sess *s, struct sess_client *c,
     const struct sess_from *from, struct proto_in *in, struct sess_result *r)
 {
 	const char *message = NULL, *to = NULL;
 	int role = from->role, external;
-	char clientid[32];
 	cJSON *b;
 	uint64_t seq;
 
@@ -274,6 +306,8 @@ input_apply(struct sess *s, struct sess_client *c,
 		follow_input(s, c, from, in, r);
 		return;
 	}
+	if (!input_log_room(s, in, r))
+		return;
 	if (strcmp(in->type, "chat") == 0) {
 		if (sess_id_repeat(s, c, in->id, r))
 			return;
@@ -314,11 +348,10 @@ input_apply(struct sess *s, struct sess_client *c,
 		cJSON_AddStringToObject(b, "message", message);
 		if (to != NULL)
 			cJSON_AddStringToObject(b, "to", to);
-		if (c != NULL) {
-			snprintf(clientid, sizeof(clientid), "c-%llu",
-			    (unsigned long long)c->id);
-			cJSON_AddStringToObject(b, "clientId", clientid);
-		}
+		/* An opaque id per connection (conn.c), never the
+		 * request id: other clients read it. */
+		if (c != NULL)
+			cJSON_AddStringToObject(b, "clientId", c->cid);
 		if (in->id != NULL)
 			cJSON_AddStringToObject(b, "id", in->id);
 		if ((seq = sess_emit(s, "user_message", b)) == 0) {
@@ -329,6 +362,8 @@ input_apply(struct sess *s, struct sess_client *c,
 		}
 		if (in->id != NULL)
 			sess_id_add(s, in->id, seq);
+		if (c != NULL)
+			sess_req_note(s, seq, c->reqid);
 		r->seq = seq;
 		r->no_turn = external;
 		if (!external) {

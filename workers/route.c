@@ -35,7 +35,6 @@
 #define HOLD_MS		250	/* wait for a resume before going live */
 
 static void	route_http(struct conn *, const unsigned char *, size_t);
-static int	acts_on_session(const char *, size_t);
 static void	route_answer(struct conn *, struct sess *, const char *,
 		    const struct sess_result *);
 
@@ -43,6 +42,60 @@ static struct conn *
 cl_conn(struct sess_client *cl)
 {
 	return (struct conn *)(void *)((char *)cl - offsetof(struct conn, cl));
+}
+
+const struct sess_creator *
+route_creator(struct conn *c, const struct http_request *r)
+{
+	int role = (int)c->ic.role;
+	char v[16];
+
+	if (role != IPC_ROLE_USER && role != IPC_ROLE_AGENT &&
+	    role != IPC_ROLE_ADMIN)
+		return NULL;
+	/* Before route_who narrows the role, the query says it will. */
+	if (r != NULL && r->query != NULL && http_query_param(r->query,
+	    "role", v, sizeof(v)) == 0 && strcmp(v, "observer") == 0)
+		return NULL;
+	c->creator.peer = c->ic.peer;
+	c->creator.subject = c->ic.subject;
+	return &c->creator;
+}
+
+int
+route_msg_creates(const struct conn *c, const struct proto_in *in)
+{
+	const char *m = NULL;
+	char msg[160];
+
+	return strcmp(in->type, "chat") == 0 && proto_str(in->root, "message",
+	    1, c->wk->conf->max_message, &m, msg, sizeof(msg)) == 0 &&
+	    m != NULL && cJSON_GetObjectItemCaseSensitive(in->root, "to") ==
+	    NULL;
+}
+
+int
+route_may_access(const struct sess *s, const struct ipc_conn *ic)
+{
+	return ipc_owner_allows(cJSON_GetStringValue(cJSON_GetObjectItem(
+	    s->meta, "owner")), ic, s->id);
+}
+
+/* The message a session that could not be opened is answered with. */
+static const char *
+open_error(const char *err)
+{
+	if (strcmp(err, "NOT_FOUND") == 0)
+		return "no such session (it never existed or its retention "
+		    "period passed); a first chat creates one";
+	if (strcmp(err, "RATE_LIMITED") == 0)
+		return "too many sessions were created from this address or "
+		    "by this subject (max-sessions-per-address, "
+		    "max-sessions-per-subject); retry later";
+	if (strcmp(err, "FORBIDDEN") == 0)
+		return "the session belongs to another subject; it needs "
+		    "the admin role or a token whose sessions name it";
+	return "the session could not be opened";
 }
 
 /*
@@ -161,11 +214,13 @@ route_loaded(void *arg, const char *err)
 	if (c->park_text) {
 		c->park_text = 0;
 		if (err != NULL) {
-			conn_send_error(c, err,
-			    "the session could not be opened",
-			    NULL);
-			conn_close(c, WS_CLOSE_SERVICE_RESTART, "session "
-			    "unavailable; retry");
+			conn_send_error(c, err, open_error(err), NULL);
+			if (strcmp(err, "NOT_FOUND") == 0 ||
+			    strcmp(err, "RATE_LIMITED") == 0)
+				conn_close(c, WS_CLOSE_POLICY, err);
+			else
+				conn_close(c, WS_CLOSE_SERVICE_RESTART,
+				    "session unavailable; retry");
 		} else if (park != NULL)
 			route_text(c, (const char *)park, len);
 	} else {
@@ -194,6 +249,7 @@ route_text(struct conn *c, const char *text, size_t len)
 	struct proto_in in;
 	struct sess_result r;
 	struct sess *s;
+	const struct sess_creator *cr;
 	const char *code, *err;
 	char msg[256];
 	uint64_t last = 0;
@@ -238,6 +294,9 @@ route_text(struct conn *c, const char *text, size_t len)
 			proto_in_free(&in);
 			return;
 		}
+		/* Only a first chat makes a session: a resume or anything
+		 * else for an id that does not exist is NOT_FOUND. */
+		cr = route_msg_creates(c, &in) ? route_creator(c, NULL) : NULL;
 		if (!c->parked && ((s = sess_find(c->wk, in.session)) == NULL ||
 		    s->loading)) {
 			/* Opened first (a shared store answers later); the
@@ -246,16 +305,20 @@ route_text(struct conn *c, const char *text, size_t len)
 			snprintf(c->park_sid, sizeof(c->park_sid), "%s",
 			    in.session);
 			c->parking = 1;
-			sess_load(c->wk, in.session, 1, route_loaded, c);
+			sess_load(c->wk, in.session, cr, route_loaded, c);
 			c->parking = 0;
 			proto_in_free(&in);
 			return;
 		}
-		if ((s = sess_get(c->wk, in.session, 1, NULL, NULL,
-		    &err)) == NULL) {
-			conn_send_error(c, err,
-			    "the session could not be opened",
-			    in.id);
+		if ((s = sess_get(c->wk, in.session, cr, NULL, NULL,
+		    &err)) == NULL || !route_may_access(s, &c->ic)) {
+			if (s != NULL)
+				err = "FORBIDDEN";
+			conn_send_error(c, err, open_error(err), in.id);
+			if (strcmp(err, "NOT_FOUND") == 0 ||
+			    strcmp(err, "RATE_LIMITED") == 0 ||
+			    strcmp(err, "FORBIDDEN") == 0)
+				conn_close(c, WS_CLOSE_POLICY, err);
 			proto_in_free(&in);
 			return;
 		}
@@ -400,6 +463,10 @@ session_error(struct conn *c, const char *err, const char *sid)
 	} else if (strcmp(err, "OVERLOADED") == 0)
 		conn_http_error(c, 503, "OVERLOADED", "this worker holds its "
 		    "maximum number of sessions; retry later");
+	else if (strcmp(err, "RATE_LIMITED") == 0 ||
+	    strcmp(err, "FORBIDDEN") == 0)
+		conn_http_error(c, err[0] == 'R' ? 429 : 403, err,
+		    open_error(err));
 	else
 		conn_http_error(c, 500, "INTERNAL", "the session could not be "
 		    "opened; see the server log");
@@ -535,6 +602,77 @@ get_page(struct conn *c, struct sess *s, int audit)
 	    page_done, c);
 }
 
+/*
+ * The body of POST /sessions/SID/messages as a client message: 0 with in
+ * filled, or -1 with *code and msg (HTTP 400).  A body without sessionId
+ * is about the path's session.
+ */
+static int
+post_parse(struct conn *c, const char *sid, struct proto_in *in,
+    const char **code, char *msg, size_t msglen)
+{
+	const struct http_request *r = &c->hp.req;
+	cJSON *o, *f;
+	char *txt;
+	int rc;
+
+	memset(in, 0, sizeof(*in));
+	*code = "BAD_REQUEST";
+	if ((o = proto_json(r->body ? r->body : "", r->body_len,
+	    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
+		return -1;
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		snprintf(msg, msglen, "body must be one JSON client event, "
+		    "e.g. {\"v\":1,\"type\":\"chat\",\"message\":\"hi\"}");
+		return -1;
+	}
+	f = cJSON_GetObjectItemCaseSensitive(o, "sessionId");
+	if (f == NULL)
+		cJSON_AddStringToObject(o, "sessionId", sid);
+	else if (!cJSON_IsString(f) || strcmp(f->valuestring, sid) != 0) {
+		cJSON_Delete(o);
+		*code = "SESSION_MISMATCH";
+		snprintf(msg, msglen, "sessionId in the body differs from the "
+		    "session in the path");
+		return -1;
+	}
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (txt == NULL) {
+		snprintf(msg, msglen, "out of memory");
+		return -1;
+	}
+	rc = proto_parse(txt, strlen(txt), c->wk->conf->max_json_depth, in,
+	    code, msg, msglen);
+	free(txt);
+	if (rc == 0 && (strcmp(in->type, "resume") == 0 ||
+	    strcmp(in->type, "ping") == 0)) {
+		proto_in_free(in);
+		snprintf(msg, msglen, "resume and ping belong on a stream, not "
+		    "in POST /sessions/{id}/messages");
+		return -1;
+	}
+	return rc;
+}
+
+/* Whether POST .../messages may create sid: a valid chat from a creator. */
+static int
+post_creates(struct conn *c, const char *sid)
+{
+	struct proto_in in;
+	const char *code;
+	char msg[256];
+	int yes;
+
+	if (route_creator(c, &c->hp.req) == NULL ||
+	    post_parse(c, sid, &in, &code, msg, sizeof(msg)) == -1)
+		return 0;
+	yes = route_msg_creates(c, &in);
+	proto_in_free(&in);
+	return yes;
+}
+
 static void
 post_message(struct conn *c, const char *sid)
 {
@@ -543,45 +681,14 @@ post_message(struct conn *c, const char *sid)
 	struct sess_result res;
 	struct proto_in in;
 	struct sess *s;
-	cJSON *o, *f;
-	char msg[256], *txt;
+	char msg[256];
 
-	o = cJSON_ParseWithLength(r->body ? r->body : "", r->body_len);
-	if (!cJSON_IsObject(o)) {
-		cJSON_Delete(o);
-		conn_http_error(c, 400, "BAD_REQUEST", "body must be one JSON "
-		    "client event, e.g. {\"v\":1,\"type\":\"chat\",\"message\":"
-		    "\"hi\"}");
-		return;
-	}
-	f = cJSON_GetObjectItemCaseSensitive(o, "sessionId");
-	if (f == NULL)
-		cJSON_AddStringToObject(o, "sessionId", sid);
-	else if (!cJSON_IsString(f) || strcmp(f->valuestring, sid) != 0) {
-		cJSON_Delete(o);
-		conn_http_error(c, 400, "SESSION_MISMATCH",
-		    "sessionId in the body "
-		    "differs from the session in the path");
-		return;
-	}
-	txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (proto_parse(txt, strlen(txt), c->wk->conf->max_json_depth, &in,
-	    &code, msg, sizeof(msg)) == -1) {
-		free(txt);
+	if (post_parse(c, sid, &in, &code, msg, sizeof(msg)) == -1) {
 		conn_http_error(c, 400, code, msg);
 		return;
 	}
-	free(txt);
-	if (strcmp(in.type, "resume") == 0 || strcmp(in.type, "ping") == 0) {
-		proto_in_free(&in);
-		conn_http_error(c, 400, "BAD_REQUEST",
-		    "resume and ping belong on a "
-		    "stream, not in POST /sessions/{id}/messages");
-		return;
-	}
-	if ((s = sess_get(c->wk, sid, !acts_on_session(r->body, r->body_len),
-	    NULL, NULL, &err)) == NULL) {
+	if ((s = sess_get(c->wk, sid, route_msg_creates(c, &in) ?
+	    route_creator(c, NULL) : NULL, NULL, NULL, &err)) == NULL) {
 		proto_in_free(&in);
 		session_error(c, err, sid);
 		return;
@@ -643,50 +750,82 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 }
 
 /*
- * A POST /sessions whose config.autonomy is no level, or more autonomous
- * than the operator's max-autonomy, is answered 400 or 403 here: 1.
+ * A config.autonomy that is no level (400) or more autonomous than the
+ * operator's max-autonomy (403): that status with msg; else 0.
  */
 static int
-autonomy_refused(struct conn *c, const cJSON *body)
+autonomy_check(const struct config *conf, const cJSON *body, char *msg,
+    size_t msglen)
 {
-	const struct config *conf = c->wk->conf;
 	const cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(body,
 	    "config"), "autonomy");
 	enum policy_autonomy level;
-	char msg[160];
 
 	if (a == NULL)
 		return 0;
 	if (!cJSON_IsString(a) || policy_autonomy_parse(a->valuestring,
 	    &level) == -1) {
-		conn_http_error(c, 400, "BAD_REQUEST", "field 'config.autonomy' "
-		    "must be FULL_AUTO, SUPERVISED, CAUTIOUS or MANUAL");
-		return 1;
+		snprintf(msg, msglen, "field 'config.autonomy' must be "
+		    "FULL_AUTO, SUPERVISED, CAUTIOUS or MANUAL");
+		return 400;
 	}
 	if (policy_autonomy_cmp(level, conf->max_autonomy) > 0) {
-		snprintf(msg, sizeof(msg), "field 'config.autonomy': the "
-		    "operator allows at most %s (max-autonomy in parleyd.conf)",
+		snprintf(msg, msglen, "field 'config.autonomy': the operator "
+		    "allows at most %s (max-autonomy in parleyd.conf)",
 		    policy_autonomy_name(conf->max_autonomy));
-		conn_http_error(c, 403, "FORBIDDEN", msg);
-		return 1;
+		return 403;
 	}
 	return 0;
 }
 
-/* A POST /sessions whose config.thoughtVisibility is no mode: 400, 1. */
+/*
+ * The body of POST /sessions, checked before anything is made: 0 with
+ * *bodyp (NULL when empty; the caller's), or the HTTP status to answer
+ * with, *code and msg.
+ */
 static int
-thought_vis_refused(struct conn *c, const cJSON *body)
+create_check(struct conn *c, cJSON **bodyp, const char **code, char *msg,
+    size_t msglen)
 {
-	const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(body,
-	    "config"), "thoughtVisibility");
+	const struct http_request *r = &c->hp.req;
+	const cJSON *v;
+	cJSON *body = NULL;
 	enum thought_vis m;
+	int http;
 
-	if (v == NULL || (cJSON_IsString(v) &&
-	    thought_vis_parse(v->valuestring, &m) == 0))
-		return 0;
-	conn_http_error(c, 400, "BAD_REQUEST", "field "
-	    "'config.thoughtVisibility' must be all, selective or summary");
-	return 1;
+	*bodyp = NULL;
+	*code = "BAD_REQUEST";
+	if (r->body_len > 0) {
+		if ((body = proto_json(r->body, r->body_len,
+		    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
+			return 400;
+		if (!cJSON_IsObject(body)) {
+			snprintf(msg, msglen, "body must be a JSON object");
+			goto bad;
+		}
+	}
+	if ((http = autonomy_check(c->wk->conf, body, msg, msglen)) != 0) {
+		if (http == 403)
+			*code = "FORBIDDEN";
+		cJSON_Delete(body);
+		return http;
+	}
+	v = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "config"),
+	    "thoughtVisibility");
+	if (v != NULL && (!cJSON_IsString(v) ||
+	    thought_vis_parse(v->valuestring, &m) == -1)) {
+		snprintf(msg, msglen, "field 'config.thoughtVisibility' must "
+		    "be all, selective or summary");
+		goto bad;
+	}
+	if (life_check(body, msg, msglen) == -1 ||
+	    team_create_check(c->wk->conf, body, msg, msglen) == -1)
+		goto bad;
+	*bodyp = body;
+	return 0;
+bad:
+	cJSON_Delete(body);
+	return 400;
 }
 
 /*
@@ -720,34 +859,17 @@ get_thoughts(struct conn *c, struct sess *s)
 static void
 create_session(struct conn *c)
 {
-	const struct http_request *r = &c->hp.req;
-	const char *err, *sid = c->ic.session;
+	const char *err, *code, *sid = c->ic.session;
 	struct sess *s;
-	cJSON *body = NULL, *o;
+	cJSON *body, *o;
 	char ts[32], msg[256];
-	int created;
+	int created, http;
 
-	if (r->body_len > 0) {
-		body = cJSON_ParseWithLength(r->body, r->body_len);
-		if (!cJSON_IsObject(body)) {
-			cJSON_Delete(body);
-			conn_http_error(c, 400, "BAD_REQUEST",
-			    "body must be a JSON "
-			    "object");
-			return;
-		}
-	}
-	if (autonomy_refused(c, body) || thought_vis_refused(c, body)) {
-		cJSON_Delete(body);
+	if ((http = create_check(c, &body, &code, msg, sizeof(msg))) != 0) {
+		conn_http_error(c, http, code, msg);
 		return;
 	}
-	if (life_check(body, msg, sizeof(msg)) == -1 ||
-	    team_create_check(c->wk->conf, body, msg, sizeof(msg)) == -1) {
-		cJSON_Delete(body);
-		conn_http_error(c, 400, "BAD_REQUEST", msg);
-		return;
-	}
-	s = sess_get(c->wk, sid, 1, &created, body, &err);
+	s = sess_get(c->wk, sid, route_creator(c, NULL), &created, body, &err);
 	cJSON_Delete(body);
 	if (s == NULL) {
 		session_error(c, err, sid);
@@ -771,29 +893,6 @@ create_session(struct conn *c)
 
 static void	route_request(struct conn *, const unsigned char *, size_t);
 /*
- * Whether a POSTed message only acts on a session that must exist (pause,
- * resume_session, terminate, cancel): such a message for a session that
- * never existed is a mistake (404), and creates nothing.
- */
-static int
-acts_on_session(const char *body, size_t len)
-{
-	static const char *types[] = { "pause", "resume_session",
-	    "terminate", "cancel" };
-	cJSON *o = cJSON_ParseWithLength(body ? body : "", len);
-	const char *t = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
-	    "type"));
-	size_t i;
-	int yes = 0;
-
-	for (i = 0; t != NULL && i < sizeof(types) / sizeof(types[0]); i++)
-		if (strcmp(t, types[i]) == 0)
-			yes = 1;
-	cJSON_Delete(o);
-	return yes;
-}
-
-/*
  * The session a request is about, and whether the request may create it;
  * 0 when it needs none loaded.
  */
@@ -810,11 +909,23 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		snprintf(sid, sidlen, "%s", c->ic.session);
 		return store_valid_id(sid);
 	}
-	if (strcmp(path, "/api/agents/stream") == 0)
-		return seed_session(c, sid, sidlen, create);
-	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
-		if (c->ic.role == IPC_ROLE_OBSERVER || !c->ic.session[0])
+	if (strcmp(path, "/api/agents/stream") == 0) {
+		if (seed_session(c, sid, sidlen, create) == 0)
 			return 0;
+		*create = *create && route_creator(c, r) != NULL;
+		return 1;
+	}
+	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
+		cJSON *body;
+		const char *code;
+		char msg[256];
+
+		/* Made only for a creator and a valid body: else nothing
+		 * is loaded and create_session answers. */
+		if (route_creator(c, r) == NULL || !c->ic.session[0] ||
+		    create_check(c, &body, &code, msg, sizeof(msg)) != 0)
+			return 0;
+		cJSON_Delete(body);
 		snprintf(sid, sidlen, "%s", c->ic.session);
 		*create = 1;
 		return 1;
@@ -827,11 +938,14 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	memcpy(sid, path + 10, n);
 	sid[n] = '\0';
 	sub = path[10 + n] == '/' ? path + 10 + n + 1 : "";
-	/* An EventSource may open before the page posts its first message. */
+	if (!store_valid_id(sid))
+		return 0;
+	/* An EventSource may open before the page posts its first message;
+	 * a POST creates only with a valid chat (post_creates). */
 	if (strcmp(sub, "stream") == 0 || strcmp(sub, "events") == 0)
-		*create = 1;
+		*create = route_creator(c, r) != NULL;
 	else if (strcmp(sub, "messages") == 0)
-		*create = !acts_on_session(r->body, r->body_len);
+		*create = post_creates(c, sid);
 	else if (*sub != '\0' && strcmp(sub, "log") != 0 &&
 	    strcmp(sub, "control") != 0 && strcmp(sub, "dashboard") != 0 &&
 	    strcmp(sub, "thoughts") != 0)
@@ -848,6 +962,7 @@ route_http(struct conn *c, const unsigned char *raw, size_t rawlen)
 {
 	struct wk *wk = c->wk;
 	struct sess *s;
+	char sid[IPC_SID_MAX + 1];
 	int create;
 
 	if (c->method[0] == '\0') {
@@ -861,12 +976,19 @@ route_http(struct conn *c, const unsigned char *raw, size_t rawlen)
 	    ((s = sess_find(wk, c->park_sid)) == NULL || s->loading)) {
 		route_park(c, raw, rawlen, 0);
 		c->parking = 1;
-		sess_load(wk, c->park_sid, create, route_loaded, c);
+		sess_load(wk, c->park_sid, create ? route_creator(c,
+		    &c->hp.req) : NULL, route_loaded, c);
 		c->parking = 0;
 		return;
 	}
 	c->routed = 1;
-	route_request(c, raw, rawlen);
+	/* Loaded: an owned session is its owner's (route_may_access). */
+	if (route_session(c, sid, sizeof(sid), &create) &&
+	    (s = sess_find(wk, sid)) != NULL && !s->loading &&
+	    !route_may_access(s, &c->ic))
+		conn_http_error(c, 403, "FORBIDDEN", open_error("FORBIDDEN"));
+	else
+		route_request(c, raw, rawlen);
 	http_parser_free(&c->hp);
 }
 
@@ -1084,12 +1206,14 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		return;
 	}
 	if (strcmp(sub, "stream") == 0) {
-		if (conn_ws_upgrade(c) == -1)
-			return;
-		if ((s = sess_get(c->wk, sid, 1, NULL, NULL, &err)) == NULL) {
-			conn_close(c, WS_CLOSE_INTERNAL, err);
+		/* Made only for a role that creates (route_creator). */
+		if ((s = sess_get(c->wk, sid, route_creator(c, NULL), NULL,
+		    NULL, &err)) == NULL) {
+			session_error(c, err, sid);
 			return;
 		}
+		if (conn_ws_upgrade(c) == -1)
+			return;
 		if (c->agent[0] != '\0' && team_agent(s, c->agent) != NULL) {
 			/* It would read that agent's private reasoning and
 			 * speak for it. */

@@ -36,6 +36,7 @@
 #include "deliver.h"
 #include "evt.h"
 #include "input.h"
+#include "route.h"
 #include "seed.h"
 #include "sess.h"
 #include "wk.h"
@@ -306,16 +307,23 @@ seed_error(struct conn *c, const char *code, const char *msg, int http)
 	conn_close(c, WS_CLOSE_NORMAL, NULL);
 }
 
-/* The body, when it is an object with a string sessionId; else NULL. */
+/*
+ * The body, when it passes proto_json and is an object; else NULL with
+ * msg saying why.
+ */
 static cJSON *
-body_of(struct conn *c)
+body_of(struct conn *c, char *msg, size_t msglen)
 {
 	const struct http_request *r = &c->hp.req;
 	cJSON *o;
 
-	o = cJSON_ParseWithLength(r->body ? r->body : "", r->body_len);
+	if ((o = proto_json(r->body ? r->body : "", r->body_len,
+	    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
+		return NULL;
 	if (!cJSON_IsObject(o)) {
 		cJSON_Delete(o);
+		snprintf(msg, msglen, "body must be a JSON object "
+		    "{\"sessionId\":\"ID\",\"message\":\"TEXT\"}");
 		return NULL;
 	}
 	return o;
@@ -324,10 +332,15 @@ body_of(struct conn *c)
 int
 seed_session(struct conn *c, char *sid, size_t sidlen, int *create)
 {
-	cJSON *o = body_of(c);
+	char msg[256];
+	cJSON *o = body_of(c, msg, sizeof(msg));
 
-	/* The supervisor routed it by the body's sessionId. */
-	*create = cJSON_IsString(cJSON_GetObjectItem(o, "message"));
+	const char *m = NULL;
+
+	/* The supervisor routed it by the body's sessionId; a body that
+	 * seed_post refuses creates nothing. */
+	*create = o != NULL && proto_str(o, "message", 1,
+	    c->wk->conf->max_message, &m, msg, sizeof(msg)) == 0 && m != NULL;
 	cJSON_Delete(o);
 	snprintf(sid, sidlen, "%s", c->ic.session);
 	return store_valid_id(sid);
@@ -348,9 +361,8 @@ seed_post(struct conn *c)
 		    "/api/agents/stream with {\"sessionId\",\"message\"}");
 		return;
 	}
-	if ((o = body_of(c)) == NULL) {
-		seed_error(c, "BAD_REQUEST", "body must be a JSON object "
-		    "{\"sessionId\":\"ID\",\"message\":\"TEXT\"}", 400);
+	if ((o = body_of(c, msg, sizeof(msg))) == NULL) {
+		seed_error(c, "BAD_REQUEST", msg, 400);
 		return;
 	}
 	sid = cJSON_GetStringValue(cJSON_GetObjectItem(o, "sessionId"));
@@ -390,12 +402,13 @@ seed_post(struct conn *c)
 	if (id != NULL)
 		snprintf(c->seed->id, sizeof(c->seed->id), "%s", id);
 	else {
-		char hex[9];
+		char hex[33];
 
-		/* Unique across hosts too: an id seen before is a repeat. */
-		util_randhex(hex, 4);
-		snprintf(c->seed->id, sizeof(c->seed->id), "seed-%s-%s",
-		    c->reqid, hex);
+		/* Unique across hosts too (an id seen before is a repeat),
+		 * and random: the log shows it to every reader, so it must
+		 * not carry the request id. */
+		util_randhex(hex, 16);
+		snprintf(c->seed->id, sizeof(c->seed->id), "seed-%s", hex);
 	}
 	m = proto_head("chat", sid);
 	cJSON_AddStringToObject(m, "message", message);
@@ -411,7 +424,8 @@ seed_post(struct conn *c)
 		return;
 	}
 	free(txt);
-	if ((s = sess_get(c->wk, c->ic.session, 1, NULL, NULL, &err)) ==
+	if ((s = sess_get(c->wk, c->ic.session, route_creator(c, NULL), NULL,
+	    NULL, &err)) ==
 	    NULL) {
 		proto_in_free(&in);
 		/* Not opened here: the supervisor need not route it here. */

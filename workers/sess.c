@@ -22,6 +22,7 @@
 #include "parley/log.h"
 #include "parley/metrics.h"
 #include "parley/proto.h"
+#include "parley/quota.h"
 #include "parley/store.h"
 #include "parley/util.h"
 #include "parley/ws.h"
@@ -217,6 +218,9 @@ sess_meta_save(struct sess *s)
 	    cJSON_CreateString(sess_status(s)));
 	proto_set(s->meta, "updatedAt",
 	    cJSON_CreateNumber((double)util_now_ms()));
+	/* What the log took in, for session-log-quota: it may lag the
+	 * appends since the last save (a crash forgets those). */
+	proto_set(s->meta, "logBytes", cJSON_CreateNumber((double)s->log_bytes));
 	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
 		return;
 	if (store_meta_write_async(s->st, txt, strlen(txt)) == -1) {
@@ -226,6 +230,43 @@ sess_meta_save(struct sess *s)
 			sess_break(s, EIO);
 	}
 	free(txt);
+}
+
+void
+sess_req_note(struct sess *s, uint64_t seq, const char *reqid)
+{
+	unsigned i = s->chat_req_next++ % SESS_CHAT_REQS;
+
+	s->chat_req[i].seq = seq;
+	snprintf(s->chat_req[i].req, sizeof(s->chat_req[i].req), "%s",
+	    reqid != NULL ? reqid : "");
+}
+
+void
+sess_req_find(const struct sess *s, uint64_t seq, char out[17])
+{
+	unsigned i;
+
+	out[0] = '\0';
+	for (i = 0; i < SESS_CHAT_REQS; i++)
+		if (s->chat_req[i].seq == seq && seq != 0)
+			memcpy(out, s->chat_req[i].req, 17);
+}
+
+int
+sess_log_room(struct sess *s, size_t need, struct sess_result *r)
+{
+	size_t quota = s->wk->conf->session_log_quota;
+
+	if (quota == 0 || (s->log_bytes <= quota &&
+	    need <= quota - s->log_bytes))
+		return 1;
+	sess_result_err(r, "QUOTA_EXCEEDED", 413, "the session's log has "
+	    "taken in %llu KiB; with this message it would pass its quota of "
+	    "%zu KiB (session-log-quota): nothing was logged; start a new "
+	    "session, or ask the operator to raise the quota",
+	    (unsigned long long)(s->log_bytes >> 10), quota >> 10);
+	return 0;
 }
 
 static void	acks_settle(struct sess *, int failed);
@@ -281,6 +322,7 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 	cJSON *o, *f;
 	char ts[32], *txt;
 	uint64_t seq, now = util_now_ms();
+	size_t len;
 
 	if (s->follower || s->broken || s->st == NULL) {
 		cJSON_Delete(body);
@@ -300,7 +342,8 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 	}
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
-	if (txt == NULL || (e = evt_new(seq, txt, strlen(txt))) == NULL) {
+	if (txt == NULL || (e = evt_new(seq, txt, len = strlen(txt))) ==
+	    NULL) {
 		free(txt);
 		return 0;
 	}
@@ -336,6 +379,8 @@ sess_emit(struct sess *s, const char *type, cJSON *body)
 		return 0;
 	}
 	s->wk->events++;
+	s->log_bytes += len;	/* e may be gone: a local append is durable
+				   inside the call */
 	if (s->wk->conf->fsync == CFG_FSYNC_BATCH && s->wk->sync_ev &&
 	    !evtimer_pending(s->wk->sync_ev, NULL)) {
 		struct timeval tv;
@@ -648,6 +693,7 @@ meta_load(struct sess *s)
 	    "assistant");
 	if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "queue")))
 		proto_set(s->meta, "queue", cJSON_CreateArray());
+	s->log_bytes = (uint64_t)proto_count(s->meta, "logBytes");
 	t = cJSON_GetObjectItem(s->meta, "status");
 	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
 	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")))
@@ -673,6 +719,37 @@ sess_own(struct sess *s)
 	s->wk->agent->resume(s);
 }
 
+/*
+ * Charges a session about to be created to its creator's address and
+ * subject, on the host's shared counters: 0, or -1 (logged) when either
+ * already made its max-sessions-per-address or -subject in the window.
+ */
+static int
+sess_create_quota(struct sess *s)
+{
+	const struct config *conf = s->wk->conf;
+	char ka[80], ks[IPC_SUB_MAX + 4];
+	struct quota_key k[2];
+	uint64_t retry = 0;
+	size_t which = 0;
+
+	snprintf(ka, sizeof(ka), "a:%s", s->cr_peer);
+	snprintf(ks, sizeof(ks), "s:%s", s->cr_sub);
+	k[0].key = ka;
+	k[0].limit = conf->max_sess_per_addr;
+	k[1].key = s->cr_sub[0] != '\0' ? ks : "";
+	k[1].limit = conf->max_sess_per_subject;
+	if (quota_take(s->wk->quota, k, 2, conf->sess_create_window_ms,
+	    util_now_ms(), &which, &retry) == 0)
+		return 0;
+	log_info("session %s not created: %s '%s' created %u sessions in "
+	    "the window (max-sessions-per-%s); %llu ms left", s->id,
+	    which == 0 ? "address" : "subject", which == 0 ? s->cr_peer :
+	    s->cr_sub, k[which].limit, which == 0 ? "address" : "subject",
+	    (unsigned long long)retry);
+	return -1;
+}
+
 static void
 sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 {
@@ -691,10 +768,17 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 		return;
 	}
 	if (err != 0) {
-		if (err == ENOENT && s->load_created == 0 && s->fresh) {
-			/* A waiter that may create came while it loaded. */
+		if (err == ENOENT && s->load_created == 0 && s->may_create) {
+			/* Absent, and a waiter may create it: if its address
+			 * and subject are within their bounds. */
+			if (sess_create_quota(s) == -1) {
+				loads_settle(s, "RATE_LIMITED");
+				wk_released(wk, s->id);
+				sess_free(s);
+				wk_maybe_exit(wk);
+				return;
+			}
 			s->loading = s->load_created = 1;
-			s->fresh = 0;
 			store_open_async(wk->store, s->id, 1, ID_SCAN,
 			    sess_opened, s);
 			return;
@@ -727,8 +811,21 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 		sess_check_idle(s);
 }
 
+/* A waiter that may create the session: the first one is charged. */
+static void
+sess_may_create(struct sess *s, const struct sess_creator *cr)
+{
+	if (cr == NULL || s->may_create)
+		return;
+	s->may_create = 1;
+	snprintf(s->cr_peer, sizeof(s->cr_peer), "%s", cr->peer ? cr->peer :
+	    "");
+	snprintf(s->cr_sub, sizeof(s->cr_sub), "%s", cr->subject ?
+	    cr->subject : "");
+}
+
 void
-sess_load(struct wk *wk, const char *id, int create,
+sess_load(struct wk *wk, const char *id, const struct sess_creator *cr,
     void (*loaded)(void *, const char *), void *arg)
 {
 	struct sess_wait *w = NULL;
@@ -762,15 +859,14 @@ sess_load(struct wk *wk, const char *id, int create,
 		w->arg = arg;
 		TAILQ_INSERT_TAIL(&s->loads, w, entry);
 	}
-	if (s->loading) {
-		/* fresh doubles as "a later waiter may create" while loading */
-		if (create && !s->load_created)
-			s->fresh = 1;
+	sess_may_create(s, cr);
+	if (s->loading)
 		return;
-	}
+	/* Opened as it is first: only an absent one is made, and only once
+	 * its creator is within its bounds (sess_opened). */
 	s->loading = 1;
-	s->load_created = create;
-	store_open_async(wk->store, id, create, ID_SCAN, sess_opened, s);
+	s->load_created = 0;
+	store_open_async(wk->store, id, 0, ID_SCAN, sess_opened, s);
 }
 
 void
@@ -807,8 +903,8 @@ get_loaded(void *arg, const char *err)
 }
 
 struct sess *
-sess_get(struct wk *wk, const char *id, int create, int *created,
-    cJSON *body, const char **err)
+sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
+    int *created, cJSON *body, const char **err)
 {
 	struct get_result r = { 0, NULL };
 	struct sess *s;
@@ -820,7 +916,7 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 		return NULL;
 	}
 	if ((s = sess_find(wk, id)) == NULL || s->loading) {
-		sess_load(wk, id, create, get_loaded, &r);
+		sess_load(wk, id, cr, get_loaded, &r);
 		if (!r.done) {
 			sess_load_cancel(wk, &r);
 			*err = "PENDING";
@@ -835,8 +931,8 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			return NULL;
 		}
 	}
-	if (create && s->fresh && !s->follower) {
-		/* Its first user says what it is. */
+	if (cr != NULL && s->fresh && !s->follower) {
+		/* Its first user says what it is, and whose it is. */
 		if (body != NULL) {
 			cJSON_Delete(s->meta);
 			s->meta = NULL;
@@ -845,11 +941,14 @@ sess_get(struct wk *wk, const char *id, int create, int *created,
 			    cJSON_GetStringValue(cJSON_GetObjectItem(
 			    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
 			    "agents"), 0), "agentId")));
-			sess_meta_save(s);
 			PARTS(s, part)
 				if (part->own != NULL)
 					part->own(s);
 		}
+		if (cr->subject != NULL && cr->subject[0] != '\0')
+			proto_set(s->meta, "owner",
+			    cJSON_CreateString(cr->subject));
+		sess_meta_save(s);
 		if (created)
 			*created = 1;
 		s->fresh = 0;

@@ -54,7 +54,8 @@ struct sess_from {
  * to done, at once or once the store has the message.
  */
 struct sess_client {
-	uint64_t	 id;		/* its connection's, for clientId */
+	char		 cid[19];	/* clientId: "c-" and 16 random hex
+					   digits, one per connection */
 	const char	*reqid;		/* for the log */
 	unsigned	 waits;		/* answers waiting in sessions */
 	void		(*done)(struct sess_client *, struct sess *,
@@ -75,6 +76,8 @@ struct sess_wait {
 	void			*arg;
 };
 TAILQ_HEAD(sess_waits, sess_wait);
+
+#define SESS_CHAT_REQS	16	/* chats whose request id a turn finds */
 
 struct sess {
 	TAILQ_ENTRY(sess)	 entry;
@@ -109,6 +112,16 @@ struct sess {
 	int			 loading;	/* the store is opening it */
 	int			 load_created;	/* opened with create */
 	int			 fresh;		/* its load created it */
+	int			 may_create;	/* a waiter may create it */
+	char			 cr_peer[64];	/* that waiter's address */
+	char			 cr_sub[IPC_SUB_MAX + 1];	/* and subject */
+	uint64_t		 log_bytes;	/* its log took in (quota) */
+	struct {
+		uint64_t	 seq;
+		char		 req[17];
+	}			 chat_req[SESS_CHAT_REQS];	/* a chat's
+					   request id, for its turn's log */
+	unsigned		 chat_req_next;
 	int			 follower;	/* another process owns it */
 	int			 broken;	/* the store failed it */
 	int			 scan_paused;	/* the log tail's last pause
@@ -137,12 +150,25 @@ struct sess_result {
 };
 
 /*
- * Loads a session into memory (create: making it when absent).  Calls
- * loaded(arg, NULL) once it is, or loaded(arg, err) with NOT_FOUND,
- * OVERLOADED or INTERNAL; at once when it completes before returning
- * (local store, already loaded).  sess_load_cancel forgets a waiter.
+ * Who asks for a session that may not exist yet, and may create it:
+ * route.c makes one only for a role that creates (user, agent, admin)
+ * and a request that is valid.  Creating one counts against the host's
+ * max-sessions-per-address and max-sessions-per-subject (wk->quota).
  */
-void		 sess_load(struct wk *, const char *id, int create,
+struct sess_creator {
+	const char	*peer;		/* the client's address */
+	const char	*subject;	/* the token's subject, "" for static */
+};
+
+/*
+ * Loads a session into memory (cr: making it when absent, for cr; NULL:
+ * only an existing one).  Calls loaded(arg, NULL) once it is, or
+ * loaded(arg, err) with NOT_FOUND, OVERLOADED, RATE_LIMITED (cr made too
+ * many) or INTERNAL; at once when it completes before returning (local
+ * store, already loaded).  sess_load_cancel forgets a waiter.
+ */
+void		 sess_load(struct wk *, const char *id,
+		    const struct sess_creator *cr,
 		    void (*loaded)(void *, const char *err), void *arg);
 void		 sess_load_cancel(struct wk *, void *arg);
 /* Forgets the answers a closing connection was waiting for. */
@@ -155,7 +181,8 @@ void		 sess_store_failed(void *wk, struct store_sess *, int err);
  * completes at once (local store).  NULL with *err set: NOT_FOUND,
  * OVERLOADED, INTERNAL, or PENDING (use sess_load first).
  */
-struct sess	*sess_get(struct wk *, const char *id, int create, int *created,
+struct sess	*sess_get(struct wk *, const char *id,
+		    const struct sess_creator *cr, int *created,
 		    cJSON *create_body, const char **err);
 struct sess	*sess_find(struct wk *, const char *id);
 uint64_t	 sess_last_seq(const struct sess *);
@@ -179,6 +206,15 @@ void		 sess_meta_save(struct sess *);
  * adds to it (thoughts, pending actions) must leave room for the turns'
  * history.  0 with r filled (RATE_LIMITED) when it may not.
  */
+/* Remembers (in a small ring) the request id of the chat logged at seq. */
+void		 sess_req_note(struct sess *, uint64_t seq, const char *reqid);
+/* The request id of the chat at seq into out, when remembered; else "". */
+void		 sess_req_find(const struct sess *, uint64_t seq, char out[17]);
+/*
+ * Whether the session's log may take in need more bytes within
+ * session-log-quota: 1, or 0 with r set (QUOTA_EXCEEDED, 413).
+ */
+int		 sess_log_room(struct sess *, size_t need, struct sess_result *);
 int		 sess_meta_room(struct sess *, const cJSON *item,
 		    unsigned copies, struct sess_result *r);
 /* The agent as events name it: agentId, status, role, provider. */

@@ -724,12 +724,6 @@ fetch_message(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	m = cJSON_GetObjectItem(o, "to");
 	if (cJSON_IsString(m))
 		snprintf(f->to, sizeof(f->to), "%s", m->valuestring);
-	/* clientId is "c-" and the connection's id in decimal (input_apply):
-	 * the request id the client's log lines carry, in hex. */
-	m = cJSON_GetObjectItem(o, "clientId");
-	if (cJSON_IsString(m) && strncmp(m->valuestring, "c-", 2) == 0 &&
-	    m->valuestring[2] >= '0' && m->valuestring[2] <= '9')
-		log_reqid(f->req, strtoull(m->valuestring + 2, NULL, 10));
 	cJSON_Delete(o);
 	return 1;
 }
@@ -951,6 +945,8 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 		log_warnx("session %s: the message of seq %llu is not at hand; "
 		    "the turn runs without it", s->id,
 		    (unsigned long long)input_seq);
+	/* Its client's request id, for the turn's log lines. */
+	sess_req_find(s, input_seq, f.req);
 	if (agent == NULL || team_agent(s, agent) == NULL)
 		team_first(s, input_seq, *f.to ? f.to : NULL, t->agent,
 		    sizeof(t->agent));
@@ -1090,6 +1086,7 @@ turn_end_logged(struct sess *s, const cJSON *t, uint64_t seq,
 		reply = strdup(cJSON_GetObjectItem(end, "reply")->valuestring);
 	steps = cJSON_Duplicate(cJSON_GetObjectItem(t, "steps"), 1);
 	(void)sess_log_read(s, seq - 1, 1, fetch_message, &f);
+	sess_req_find(s, seq, f.req);
 	log_rinfo(f.req, s->id, "turn %s had ended (%s%s) when its worker "
 	    "stopped; it is not run again", m ? m : "?", type, ef.found ?
 	    ", logged" : ", now logged");

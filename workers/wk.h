@@ -30,6 +30,7 @@ struct sess_part;
 struct wk {
 	struct event_base	*base;
 	struct config		*conf;
+	struct quota		*quota;		/* the host's, shared */
 	struct store		*store;
 	struct ipc_chan		*chan;
 	struct llm_ctx		*llm;

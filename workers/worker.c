@@ -422,7 +422,7 @@ sigterm_cb(evutil_socket_t sig, short ev, void *arg)
 }
 
 void
-worker_main(struct config *conf, int slot, int ipc_fd)
+worker_main(struct config *conf, int slot, int ipc_fd, struct quota *quota)
 {
 	static const struct timeval stats_tv = { STATS_MS / 1000, 0 };
 	struct timeval hb, sweep_tv;
@@ -441,6 +441,7 @@ worker_main(struct config *conf, int slot, int ipc_fd)
 	if ((wk = calloc(1, sizeof(*wk))) == NULL)
 		fatal("calloc");
 	wk->conf = conf;
+	wk->quota = quota;
 	wk->slot = slot;
 	wk->started_ms = util_mono_ms();
 	metrics_init(&wk->metrics);

@@ -141,6 +141,15 @@ struct config {
 	unsigned		 ntrusted;
 	uint64_t		 lingering_time_ms;	/* default 30s */
 	uint64_t		 lingering_timeout_ms;	/* default 5s */
+	/* Sessions created per window (session-create-window, default 1m)
+	 * by one client address and by one token subject, summed over the
+	 * host's workers; 0 = unlimited.  Default 1000 each. */
+	unsigned		 max_sess_per_addr;
+	unsigned		 max_sess_per_subject;
+	uint64_t		 sess_create_window_ms;
+	/* Bytes a session's log may take in (client and server events),
+	 * default 256m; 0 = unlimited. */
+	size_t			 session_log_quota;
 	unsigned		 max_turns;	/* model calls in one turn, default 10 */
 	unsigned		 max_agents;	/* internal agents a session may
 						   have, default 8 */

@@ -172,6 +172,13 @@ int		 ipc_scope_allows(const char *scope, const char *sid);
 /* Whether the scope names sid itself, not through a pattern: a share. */
 int		 ipc_scope_names(const char *scope, const char *sid);
 /*
+ * Whether connection ic may use session sid owned by owner (the JWT
+ * subject that created it; NULL or "": unowned, anyone in scope): its
+ * subject, the admin role, or a share (ipc_scope_names) lets it in.
+ */
+int		 ipc_owner_allows(const char *owner, const struct ipc_conn *ic,
+		    const char *sid);
+/*
  * Delivers what the peer sent before it exited and is still unread (the
  * supervisor, reaping a worker); never waits.
  */

@@ -22,7 +22,18 @@ struct proto_in {
 };
 
 /*
- * Parses one client message.  0 with in filled, or -1 with *code set to
+ * The one check every JSON text from outside passes before anything reads
+ * or logs it (client messages on every transport, every JSON request
+ * body): valid UTF-8, no raw control byte, \u0000 or lone-surrogate \u
+ * escape in a string, one JSON value with only whitespace after it,
+ * nesting within max_depth.  Returns the value (the caller's), or NULL
+ * with msg saying what was wrong; the error code is always BAD_REQUEST.
+ */
+cJSON	*proto_json(const char *text, size_t len, unsigned max_depth,
+	    char *msg, size_t msglen);
+
+/*
+ * Parses one client message (through proto_json).  0 with in filled, or -1 with *code set to
  * "PROTOCOL_MISMATCH" or "BAD_REQUEST" and msg naming the field.  A
  * message that cannot be parsed at all still yields *sid_out = NULL.
  */

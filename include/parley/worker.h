@@ -6,9 +6,12 @@
 #define PARLEY_WORKER_H
 
 struct config;
+struct quota;
 
-/* Runs a worker on its end of the IPC socket; never returns. */
-void	worker_main(struct config *conf, int slot, int ipc_fd)
+/* Runs a worker on its end of the IPC socket; never returns.  quota: the
+ * host's shared counters (sessions created per address and subject). */
+void	worker_main(struct config *conf, int slot, int ipc_fd,
+	    struct quota *quota)
 	    __attribute__((noreturn));
 
 #endif

@@ -841,6 +841,43 @@ START_TEST(scope_patterns)
 }
 END_TEST
 
+/* Who may use an owned session: its subject, an admin, or a share. */
+START_TEST(owner_checks)
+{
+	struct ipc_conn ic;
+
+	memset(&ic, 0, sizeof(ic));
+	ic.role = IPC_ROLE_USER;
+	/* unowned: anyone the scope lets in */
+	ck_assert(ipc_owner_allows(NULL, &ic, "s1"));
+	ck_assert(ipc_owner_allows("", &ic, "s1"));
+	/* a static token (no subject) on an owned session: no */
+	ck_assert(!ipc_owner_allows("alice", &ic, "s1"));
+	/* the owner */
+	strcpy(ic.subject, "alice");
+	ck_assert(ipc_owner_allows("alice", &ic, "s1"));
+	/* another subject, unscoped or through a pattern: no */
+	strcpy(ic.subject, "bob");
+	ck_assert(!ipc_owner_allows("alice", &ic, "s1"));
+	strcpy(ic.scope, "s*");
+	ck_assert(!ipc_owner_allows("alice", &ic, "s1"));
+	/* a share names the id itself */
+	strcpy(ic.scope, "x\ns1");
+	ck_assert(ipc_owner_allows("alice", &ic, "s1"));
+	ck_assert(!ipc_owner_allows("alice", &ic, "s2"));
+	/* admin, with or without a subject */
+	ic.scope[0] = '\0';
+	ic.role = IPC_ROLE_ADMIN;
+	ck_assert(ipc_owner_allows("alice", &ic, "s1"));
+	ic.subject[0] = '\0';
+	ck_assert(ipc_owner_allows("alice", &ic, "s1"));
+	/* a subject is compared whole */
+	ic.role = IPC_ROLE_USER;
+	strcpy(ic.subject, "alic");
+	ck_assert(!ipc_owner_allows("alice", &ic, "s1"));
+}
+END_TEST
+
 START_TEST(byte_by_byte_fd)
 {
 	struct fx f;
@@ -910,6 +947,7 @@ ipc_suite(void)
 	tcase_add_test(tc, byte_by_byte);
 	tcase_add_test(tc, byte_by_byte_fd);
 	tcase_add_test(tc, scope_patterns);
+	tcase_add_test(tc, owner_checks);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -562,6 +562,92 @@ START_TEST(error_roundtrip)
 }
 END_TEST
 
+/* ---- proto_json: the one check for every way in ---- */
+
+/* proto_json on len bytes of s: 0 accepted, -1 refused with word in msg. */
+static int
+json_rc(const char *s, size_t len, const char *word)
+{
+	char msg[256] = "";
+	cJSON *o = proto_json(s, len, DEPTH, msg, sizeof(msg));
+
+	if (o != NULL) {
+		cJSON_Delete(o);
+		return 0;
+	}
+	ck_assert_msg(msg[0] != '\0', "no message");
+	if (word != NULL)
+		ck_assert_msg(strstr(msg, word) != NULL, "'%s' not in '%s'",
+		    word, msg);
+	return -1;
+}
+
+#define JSON_BAD(lit, word) \
+	ck_assert_int_eq(json_rc(lit, sizeof(lit) - 1, word), -1)
+#define JSON_GOOD(lit) \
+	ck_assert_int_eq(json_rc(lit, sizeof(lit) - 1, NULL), 0)
+
+START_TEST(json_utf8)
+{
+	JSON_GOOD("{\"m\":\"h\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}");
+	JSON_BAD("{\"m\":\"\xff\xfe\"}", "UTF-8");
+	JSON_BAD("{\"m\":\"\xed\xa0\x80\"}", "UTF-8");	/* CESU surrogate */
+	JSON_BAD("{\"m\":\"\xed\xbf\xbf\"}", "UTF-8");
+	JSON_BAD("{\"m\":\"\xc0\xaf\"}", "UTF-8");	/* overlong '/' */
+	JSON_BAD("{\"m\":\"\xe0\x80\xaf\"}", "UTF-8");
+	JSON_BAD("{\"m\":\"\xf4\x90\x80\x80\"}", "UTF-8");	/* > U+10FFFF */
+	JSON_BAD("{\"m\":\"\xe2\x82\"}", "UTF-8");	/* cut sequence */
+	/* outside a string too */
+	JSON_BAD("{\"m\":1}\xff", "UTF-8");
+}
+END_TEST
+
+START_TEST(json_escapes)
+{
+	JSON_GOOD("{\"m\":\"\\ud83d\\ude00 \\u00e9 \\\\u0000\"}");
+	JSON_BAD("{\"m\":\"a\\u0000b\"}", "u0000");
+	JSON_BAD("{\"m\":\"\\u0000\"}", "u0000");
+	JSON_BAD("{\"\\u0000\":1}", "u0000");	/* in a key */
+	JSON_BAD("{\"m\":\"\\ud800\"}", "surrogate");
+	JSON_BAD("{\"m\":\"\\ud800x\"}", "surrogate");
+	JSON_BAD("{\"m\":\"\\udc00\"}", "surrogate");
+	JSON_BAD("{\"m\":\"\\ud800\\u0041\"}", "surrogate");
+	JSON_BAD("{\"m\":\"\\ud800\\ud800\"}", "surrogate");
+	JSON_BAD("{\"m\":\"a\tb\"}", "control");
+	JSON_BAD("{\"m\":\"a\nb\"}", "control");
+	/* a raw NUL inside a string would cut it as \u0000 does */
+	ck_assert_int_eq(json_rc("{\"m\":\"a\0b\"}", 11, "control"), -1);
+	/* an escaped quote does not end the string */
+	JSON_BAD("{\"m\":\"\\\"\\u0000\"}", "u0000");
+}
+END_TEST
+
+START_TEST(json_trailing)
+{
+	JSON_GOOD("{\"m\":1}");
+	JSON_GOOD(" \r\n{\"m\":1}\t\r\n ");
+	JSON_BAD("{\"m\":1}x", "follow");
+	JSON_BAD("{\"m\":1}{\"m\":2}", "follow");
+	JSON_BAD("{\"m\":1} 1", "follow");
+	ck_assert_int_eq(json_rc("{\"m\":1}\0x", 9, "follow"), -1);
+	JSON_BAD("", "JSON");
+	JSON_BAD("{\"m\":", "JSON");
+	JSON_BAD("[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]"
+	    "]]]]]]]]]]]]]]", "deeper");
+}
+END_TEST
+
+START_TEST(json_parse_same)
+{
+	/* proto_parse answers what proto_json does, as BAD_REQUEST */
+	bad("{\"v\":1,\"type\":\"chat\",\"sessionId\":\"s\",\"message\":"
+	    "\"\xed\xa0\x80\"}", "UTF-8");
+	bad("{\"v\":1,\"type\":\"chat\",\"sessionId\":\"s\"} x", "follow");
+	bad("{\"v\":1,\"type\":\"chat\",\"sessionId\":\"s\",\"message\":"
+	    "\"\\udfff\"}", "surrogate");
+}
+END_TEST
+
 static Suite *
 proto_suite(void)
 {
@@ -580,6 +666,13 @@ proto_suite(void)
 	tcase_add_test(tc, parse_id);
 	tcase_add_test(tc, parse_depth);
 	tcase_add_test(tc, parse_small_msg_buffer);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("json");
+	tcase_add_test(tc, json_utf8);
+	tcase_add_test(tc, json_escapes);
+	tcase_add_test(tc, json_trailing);
+	tcase_add_test(tc, json_parse_same);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("fields");
