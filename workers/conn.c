@@ -667,6 +667,8 @@ conn_auth(struct conn *c, const struct proto_in *in)
 {
 	const struct config *conf = c->wk->conf;
 	const char *tok = NULL, *sid = conn_sid(c);
+	const struct sess *s;
+	struct ipc_conn nic;
 	struct jwt_claims cl;
 	char msg[300], why[200];
 	cJSON *b;
@@ -699,11 +701,23 @@ conn_auth(struct conn *c, const struct proto_in *in)
 		    "this connection's session", in->id);
 		return;
 	}
-	memcpy(c->ic.scope, cl.scope, sizeof(c->ic.scope));
-	c->ic.expires_ms = cl.exp > 0 ? (uint64_t)cl.exp * 1000 : 0;
+	nic = c->ic;
+	memcpy(nic.scope, cl.scope, sizeof(nic.scope));
+	nic.expires_ms = cl.exp > 0 ? (uint64_t)cl.exp * 1000 : 0;
 	/* An observer stream or dashboard stays one, whatever the token. */
-	if (c->ic.role != IPC_ROLE_OBSERVER)
-		c->ic.role = (uint32_t)cl.role;
+	if (nic.role != IPC_ROLE_OBSERVER)
+		nic.role = (uint32_t)cl.role;
+	/* A session reached through the old token's admin role or share
+	 * must still be reachable through the new one's. */
+	if (sid[0] != '\0' && (s = sess_find(c->wk, sid)) != NULL &&
+	    s->meta != NULL && !ipc_owner_allows(cJSON_GetStringValue(
+	    cJSON_GetObjectItem(s->meta, "owner")), &nic, sid)) {
+		conn_send_error(c, "FORBIDDEN", "the session belongs to "
+		    "another subject and the new token neither has the admin "
+		    "role nor names the session", in->id);
+		return;
+	}
+	c->ic = nic;
 	c->sub.role = (int)c->ic.role;
 	c->auth_asked = 0;
 	if (c->auth_ev != NULL)

@@ -138,7 +138,8 @@ async def run(tmp):
             {"kty": "oct", "alg": "HS512", "kid": "jwks-hs", "k": b64u(HS512)}]}, f)
     conf += "jwt-jwks %s\n" % jwks
     conf += ("jwt-issuer %s\njwt-audience %s\njwt-leeway 0s\njwt-grace %ds\n"
-             "token static-admin role admin\n" % (ISS, AUD, GRACE))
+             "token static-admin role admin\ntoken static-user role user\n"
+             % (ISS, AUD, GRACE))
     d = Daemon(extra=conf)
     with with_daemon(d):
         # every algorithm, each by its kid; the token goes in the header
@@ -155,6 +156,30 @@ async def run(tmp):
         # static tokens keep working beside JWTs
         st, _ = d.http_json("GET", "/sessions/jwt-eddsa", headers=bearer("static-admin"))
         check(st == 200, "static token beside JWTs -> %d %s" % (st, _))
+
+        # owners: a session alice's JWT created is hers; others need the
+        # admin role or a token whose sessions name it (a share)
+        alice = make(keys, sub="alice")
+        st, js = d.http_json("POST", "/sessions", {"sessionId": "own-1"}, bearer(alice))
+        check(st == 201, "alice creates own-1 -> %s %s" % (st, js))
+        for who, tok, want in (
+                ("alice herself", alice, 200),
+                ("bob, any session", make(keys, sub="bob"), 403),
+                ("bob, prefix own-*", make(keys, sub="bob", sessions=["own-*"]), 403),
+                ("bob, shared own-1", make(keys, sub="bob", sessions=["own-1"]), 200),
+                ("carol, JWT admin", make(keys, sub="carol", role="admin"), 200),
+                ("static user token", "static-user", 403),
+                ("static admin token", "static-admin", 200)):
+            st, js = d.http_json("GET", "/sessions/own-1", headers=bearer(tok))
+            check(st == want, "owner: %s GET /sessions/own-1 -> %s (want %d) %s"
+                  % (who, st, want, js))
+        st, js = d.http_json("POST", "/sessions/own-1/messages",
+                             {"type": "chat", "message": "bob-was-here"},
+                             bearer(make(keys, sub="bob")))
+        check(st == 403, "owner: bob posts to alice's session -> %s %s" % (st, js))
+        st, _, data = d.http("GET", "/sessions/own-1/log", headers=bearer("static-admin"))
+        check(st == 200 and b"bob-was-here" not in data,
+              "owner: bob's refused chat in the log: %d %r" % (st, data[:300]))
 
         # refusals: 401 with the reason, nothing secret in it
         pem = open(keys.pub["rsa"], "rb").read()
