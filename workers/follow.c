@@ -248,6 +248,9 @@ follow_input(struct sess *s, struct sess_client *c,
 	cJSON_AddNumberToObject(o, "role", role);
 	if (from->agent[0] != '\0')
 		cJSON_AddStringToObject(o, "agent", from->agent);
+	/* The owner's audit trail names the subject, as for its own. */
+	if (from->subject != NULL && from->subject[0] != '\0')
+		cJSON_AddStringToObject(o, "subject", from->subject);
 	cJSON_AddItemToObject(o, "m", cJSON_Duplicate(in->root, 1));
 	if (in->id == NULL) {
 		/* So a redelivery to a new owner is still one message. */

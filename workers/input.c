@@ -488,7 +488,7 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 	struct sess_result r;
 	struct sess_from from;
 	const char *code, *agent;
-	char msg[256], *txt, who[SESS_AGENT_MAX + 1];
+	char msg[256], *txt, who[SESS_AGENT_MAX + 1], sub[IPC_SUB_MAX + 1];
 	cJSON *o, *m;
 	uint64_t seq;
 
@@ -501,6 +501,9 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 	agent = cJSON_GetStringValue(cJSON_GetObjectItem(o, "agent"));
 	snprintf(who, sizeof(who), "%s", agent != NULL ? agent : "");
 	from.agent = who;
+	agent = cJSON_GetStringValue(cJSON_GetObjectItem(o, "subject"));
+	snprintf(sub, sizeof(sub), "%s", agent != NULL ? agent : "");
+	from.subject = sub;
 	if (cJSON_IsObject(cJSON_GetObjectItem(o, "presence"))) {
 		/* A follower's count of an agent's streams (life.c). */
 		life_inbox(s, cJSON_GetObjectItem(o, "presence"));
