@@ -205,13 +205,18 @@ who_key(int role, const char *agent, char *out, size_t len)
 		snprintf(out, len, "%s", role_name(role));
 }
 
-/* Adds "by" and, for an agent, "approverId" to an answer's body b. */
+/*
+ * Adds "by", for an agent "approverId", and for a JWT its "subject" to
+ * an answer's body b.
+ */
 static void
-add_by(cJSON *b, int role, const char *agent)
+add_by(cJSON *b, int role, const char *agent, const char *subject)
 {
 	cJSON_AddStringToObject(b, "by", role_name(role));
 	if (role == IPC_ROLE_AGENT)
 		cJSON_AddStringToObject(b, "approverId", agent);
+	if (subject != NULL && subject[0] != '\0')
+		cJSON_AddStringToObject(b, "subject", subject);
 }
 
 /* Logs that pending action w expired and forgets it; the seq, or 0. */
@@ -451,7 +456,7 @@ approval_noted(struct sess *s, cJSON *w, const char *agent)
 	cJSON_AddStringToObject(b, "tool", tool);
 	cJSON_AddStringToObject(b, "risk", str(a, "risk"));
 	cJSON_AddStringToObject(b, "decision", "approved");
-	add_by(b, IPC_ROLE_AGENT, agent);
+	add_by(b, IPC_ROLE_AGENT, agent, NULL);
 	cJSON_AddStringToObject(b, "awaiting", "human");
 	cJSON_AddStringToObject(b, "summary", sum);
 	util_iso8601(ts, util_now_ms());
@@ -460,12 +465,13 @@ approval_noted(struct sess *s, cJSON *w, const char *agent)
 }
 
 /*
- * An answer to action id from (role, agent): approve or reject.  1 when
- * logged (r->seq), 0 when a repeat (r says duplicate), -1 with r's error.
+ * An answer to action id from (role, agent, JWT subject or NULL): approve
+ * or reject.  1 when logged (r->seq), 0 when a repeat (r says duplicate),
+ * -1 with r's error.
  */
 static int
-answer(struct sess *s, int role, const char *agent, const char *id,
-    int approve, const char *reason, struct sess_result *r)
+answer(struct sess *s, int role, const char *agent, const char *subject,
+    const char *id, int approve, const char *reason, struct sess_result *r)
 {
 	char key[SESS_AGENT_MAX + 8];
 	cJSON *w, *b, *ap;
@@ -499,7 +505,7 @@ answer(struct sess *s, int role, const char *agent, const char *id,
 		b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "actionId", id);
 		cJSON_AddStringToObject(b, "agentId", str(w, "agentId"));
-		add_by(b, role, agent);
+		add_by(b, role, agent, subject);
 		if (reason != NULL)
 			cJSON_AddStringToObject(b, "reason", reason);
 		if ((seq = emit(s, "action_rejected", b, 1)) != 0)
@@ -514,7 +520,7 @@ answer(struct sess *s, int role, const char *agent, const char *id,
 		b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "actionId", id);
 		cJSON_AddStringToObject(b, "agentId", str(w, "agentId"));
-		add_by(b, role, agent);
+		add_by(b, role, agent, subject);
 		cJSON_AddItemToArray(ap, cJSON_CreateString(key));
 		cJSON_AddItemToObject(b, "approvals", cJSON_Duplicate(ap, 1));
 		if ((seq = emit(s, "action_approved", b, 1)) == 0)
@@ -688,8 +694,8 @@ answer_input(struct sess *s, const struct sess_from *f, struct proto_in *in,
 			    "approve)");
 			return -1;
 		}
-		return answer(s, f->role, f->agent, id, strcmp(decision,
-		    "approve") == 0, reason, r);
+		return answer(s, f->role, f->agent, f->subject, id,
+		    strcmp(decision, "approve") == 0, reason, r);
 	}
 	if (proto_str(in->root, "error", 0, ACTION_REASON_MAX, &error, r->msg,
 	    sizeof(r->msg)) == -1) {

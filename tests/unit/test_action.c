@@ -211,11 +211,11 @@ START_TEST(approve_execute_result_once)
 	ck_assert_ptr_nonnull(approve_entry(&fs.s, id, APPROVE_ACTIONS));
 
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "manus", id, 1, NULL,
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "manus", NULL, id, 1, NULL,
 	    &r), -1);
 	ck_assert_str_eq(r.code, "FORBIDDEN");
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "", id, 1, NULL, &r),
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "", NULL, id, 1, NULL, &r),
 	    -1);
 	ck_assert_str_eq(r.code, "FORBIDDEN");
 	memset(&r, 0, sizeof(r));
@@ -224,7 +224,7 @@ START_TEST(approve_execute_result_once)
 	ck_assert_int_eq(r.http, 409);
 
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "claude", id, 1, NULL,
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "claude", NULL, id, 1, NULL,
 	    &r), 1);
 	ck_assert_int_eq(fake_count("action_approved"), 1);
 	ck_assert_int_eq(fake_count("action_execute"), 1);
@@ -234,7 +234,7 @@ START_TEST(approve_execute_result_once)
 	ck_assert_str_eq(str(w, "phase"), "executing");
 
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", id, 0, NULL, &r), 0);
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", NULL, id, 0, NULL, &r), 0);
 	ck_assert(r.duplicate);
 	ck_assert_int_eq(fake_count("action_rejected"), 0);
 	memset(&r, 0, sizeof(r));
@@ -268,19 +268,19 @@ START_TEST(human_needed_and_refused_log)
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(fake_logged(
 	    "action_proposed", 0), "needsHuman")));
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "claude", id, 1, NULL,
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "claude", NULL, id, 1, NULL,
 	    &r), 1);
 	ck_assert_int_eq(fake_count("action_approved"), 0);
 	ck_assert_str_eq(str(fake_logged("audit_entry", 0), "awaiting"),
 	    "human");
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "claude", id, 1, NULL,
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_AGENT, "claude", NULL, id, 1, NULL,
 	    &r), 0);
 	ck_assert(r.duplicate);
 	/* The log refuses the person's approval: nothing changes. */
 	fs.refuse = 1;
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", id, 1, NULL, &r),
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", NULL, id, 1, NULL, &r),
 	    -1);
 	ck_assert_str_eq(r.code, "OVERLOADED");
 	w = approve_entry(&fs.s, id, APPROVE_ACTIONS);
@@ -289,7 +289,7 @@ START_TEST(human_needed_and_refused_log)
 	    "approvals")), 1);
 	fs.refuse = 0;
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", id, 1, NULL, &r), 1);
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", NULL, id, 1, NULL, &r), 1);
 	ck_assert_int_eq(fake_count("action_approved"), 1);
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fake_logged(
 	    "action_approved", 0), "approvals")), 2);
@@ -308,8 +308,8 @@ START_TEST(expired_and_followed)
 	w = approve_entry(&fs.s, keep, APPROVE_ACTIONS);
 	proto_set(w, "ts", cJSON_CreateNumber(1000));
 	memset(&r, 0, sizeof(r));
-	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", keep, 1, NULL, &r),
-	    -1);
+	ck_assert_int_eq(answer(&fs.s, IPC_ROLE_USER, "", NULL, keep, 1, NULL,
+	    &r), -1);
 	ck_assert_str_eq(r.code, "NOT_FOUND");
 	ck_assert_ptr_nonnull(strstr(r.msg, "expired"));
 	ck_assert_int_eq(fake_count("action_expired"), 1);
@@ -364,14 +364,34 @@ START_TEST(directives_once_per_agent)
 }
 END_TEST
 
+/* An answer names its approver's JWT subject only when there is one. */
+START_TEST(by_subject)
+{
+	cJSON *b = cJSON_CreateObject(), *n = cJSON_CreateObject();
+
+	add_by(b, IPC_ROLE_USER, "", "alice");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(b, "by")),
+	    "user");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(b,
+	    "subject")), "alice");
+	add_by(n, IPC_ROLE_AGENT, "critic", NULL);
+	ck_assert_ptr_null(cJSON_GetObjectItem(n, "subject"));
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(n,
+	    "approverId")), "critic");
+	cJSON_Delete(b);
+	cJSON_Delete(n);
+}
+END_TEST
+
 int
 main(void)
 {
-	Suite *s = suite_create("action");
+Suite *s = suite_create("action");
 	TCase *tc = tcase_create("action");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, check_normal_form);
+	tcase_add_test(tc, by_subject);
 	tcase_add_test(tc, check_refusals);
 	tcase_add_test(tc, approve_execute_result_once);
 	tcase_add_test(tc, human_needed_and_refused_log);
