@@ -8,6 +8,8 @@
  * one fragment of (b & 0x7f) + 1 bytes and, in its high bit, a flag a
  * harness may use (the IPC harness: a descriptor came with this read).
  * A first byte of 0 sends the payload whole, so seeds are "\0" + the bytes.
+ * A parser must read the payload the same way whole and cut: the stream
+ * harnesses digest what it produced both ways and compare.
  * Every fragment is copied into a heap block of its exact size, so a
  * parser that reads past what it was given is caught by ASan.
  */
@@ -75,6 +77,25 @@ fuzz_cut_next(struct fuzz_cut *c, const uint8_t **frag)
 	c->left -= n;
 	*frag = c->frag;
 	return n;
+}
+
+/* The same payload as one fragment, to compare with the cut. */
+static inline void
+fuzz_cut_whole(struct fuzz_cut *c, const struct fuzz_cut *from)
+{
+	memset(c, 0, sizeof(*c));
+	c->p = from->p;
+	c->left = from->left;
+}
+
+/* Adds bytes to a running FNV-1a digest of what a parser produced. */
+static inline void
+fuzz_sum(uint64_t *h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	while (n-- > 0)
+		*h = (*h ^ *b++) * 1099511628211ULL;
 }
 
 static inline void
