@@ -24,9 +24,12 @@ look(const struct proto_in *in)
 	    in->session != NULL);
 	FUZZ_CHECK(strlen(in->type) <= 64 && strlen(in->session) <= 128);
 	FUZZ_CHECK(in->id == NULL || strlen(in->id) <= PROTO_ID_MAX);
+	/* An absent optional field leaves s alone, as proto.h says. */
+	s = NULL;
 	if (proto_str(in->root, "text", 0, 65536, &s, msg, sizeof(msg)) == 0 &&
 	    s != NULL)
 		FUZZ_CHECK(strlen(s) <= 65536);
+	s = NULL;
 	(void)proto_str(in->root, "clientId", 0, 128, &s, msg, sizeof(msg));
 	(void)proto_u64(in->root, "since", 0, &u, msg, sizeof(msg));
 	(void)proto_u64(in->root, "seq", 0, &u, msg, sizeof(msg));
