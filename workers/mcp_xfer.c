@@ -327,7 +327,7 @@ xfer_result(struct xfer *x, CURLcode rc, long status, char *why, size_t wlen,
 		    (doc = cJSON_ParseWithLength(x->resp, x->rlen)) != NULL) {
 			err = cJSON_GetObjectItemCaseSensitive(doc, "error");
 			m = cJSON_GetObjectItemCaseSensitive(err, "message");
-			if (cJSON_IsString(m)) {
+			if (cJSON_IsString(m) && m->valuestring[0] != '\0') {
 				snprintf(why, wlen, "HTTP %ld: %.200s", status,
 				    m->valuestring);
 				cJSON_Delete(doc);
@@ -353,7 +353,8 @@ xfer_result(struct xfer *x, CURLcode rc, long status, char *why, size_t wlen,
 		*rpc_error = 1;
 		m = cJSON_GetObjectItemCaseSensitive(err, "message");
 		it = cJSON_GetObjectItemCaseSensitive(err, "code");
-		if (cJSON_IsString(m))
+		/* An empty message (or one a NUL cuts short) says nothing. */
+		if (cJSON_IsString(m) && m->valuestring[0] != '\0')
 			snprintf(why, wlen, "%.*s", MCP_MAX_ERRMSG,
 			    m->valuestring);
 		else
