@@ -4,7 +4,8 @@ literals of tests/unit/*.c, the messages and configurations of tests/e2e,
 etc/parleyd.conf, and frames and IPC messages built here like the tests
 build theirs.  Run from the source tree: python3 fuzz/seeds.py.  A seed for
 a harness that cuts its input (fuzz/fuzz.h) starts with a cut byte: "\\0"
-(whole) and, for a few, a cut into small fragments."""
+(whole) and, for a few, a cut into small fragments.  Inputs that fuzzing
+found (crash-*) stay in the corpus."""
 import ast
 import hashlib
 import json
@@ -112,8 +113,10 @@ def files(d, ext):
 def write(name, seeds, cut=True, ncut=8):
     d = os.path.join(OUT, name)
     os.makedirs(d, exist_ok=True)
+    # Its own seeds only: crash-* files are inputs fuzzing found, kept.
     for f in os.listdir(d):
-        os.unlink(os.path.join(d, f))
+        if re.fullmatch(r"[0-9a-f]{16}", f):
+            os.unlink(os.path.join(d, f))
     seen, k = set(), 0
     for s in seeds:
         if not s or len(s) > MAX_SEED or s in seen:
