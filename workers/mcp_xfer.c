@@ -297,18 +297,16 @@ fail:
 }
 
 /*
- * What came back: 0 with x->msg holding a result, or -1 with why set.
- * *rpc_error is set when the server answered with a JSON-RPC error.
+ * xfer_outcome's reading of what came back, given the HTTP status: apart
+ * so that it runs without a transfer (fuzz/mcp.c feeds it).
  */
-int
-xfer_outcome(struct xfer *x, CURLcode rc, char *why, size_t wlen,
+static int
+xfer_result(struct xfer *x, CURLcode rc, long status, char *why, size_t wlen,
     int *rpc_error)
 {
 	cJSON	*doc, *it, *err, *m;
-	long	 status = 0;
 
 	*rpc_error = 0;
-	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (x->msg == NULL && !x->is_sse && x->rlen > 0 && status >= 200 &&
 	    status < 300 && (doc = cJSON_ParseWithLength(x->resp,
 	    x->rlen)) != NULL) {
@@ -329,7 +327,7 @@ xfer_outcome(struct xfer *x, CURLcode rc, char *why, size_t wlen,
 		    (doc = cJSON_ParseWithLength(x->resp, x->rlen)) != NULL) {
 			err = cJSON_GetObjectItemCaseSensitive(doc, "error");
 			m = cJSON_GetObjectItemCaseSensitive(err, "message");
-			if (cJSON_IsString(m)) {
+			if (cJSON_IsString(m) && m->valuestring[0] != '\0') {
 				snprintf(why, wlen, "HTTP %ld: %.200s", status,
 				    m->valuestring);
 				cJSON_Delete(doc);
@@ -355,7 +353,8 @@ xfer_outcome(struct xfer *x, CURLcode rc, char *why, size_t wlen,
 		*rpc_error = 1;
 		m = cJSON_GetObjectItemCaseSensitive(err, "message");
 		it = cJSON_GetObjectItemCaseSensitive(err, "code");
-		if (cJSON_IsString(m))
+		/* An empty message (or one a NUL cuts short) says nothing. */
+		if (cJSON_IsString(m) && m->valuestring[0] != '\0')
 			snprintf(why, wlen, "%.*s", MCP_MAX_ERRMSG,
 			    m->valuestring);
 		else
@@ -364,4 +363,18 @@ xfer_outcome(struct xfer *x, CURLcode rc, char *why, size_t wlen,
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * What came back: 0 with x->msg holding a result, or -1 with why set.
+ * *rpc_error is set when the server answered with a JSON-RPC error.
+ */
+int
+xfer_outcome(struct xfer *x, CURLcode rc, char *why, size_t wlen,
+    int *rpc_error)
+{
+	long	 status = 0;
+
+	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
+	return xfer_result(x, rc, status, why, wlen, rpc_error);
 }

@@ -915,6 +915,51 @@ START_TEST(test_sse_splits)
 }
 END_TEST
 
+/*
+ * Found by fuzz/mcp.c: a JSON-RPC error whose message is empty, or cut
+ * short by a NUL byte, came back as an empty reason (a tool result
+ * saying nothing); it says "JSON-RPC error CODE" instead.
+ */
+START_TEST(test_rpc_error_text)
+{
+	static const char nul_msg[] = "{\"jsonrpc\":\"2.0\",\"id\":1,"
+	    "\"error\":{\"message\":\"\0\0\0\0\0\0\0%4\"}}";
+	static const struct {
+		const char	*body;
+		size_t		 len;
+		long		 status;
+		int		 rpcerr;
+		const char	*why;
+	} t[] = {
+		{ nul_msg, sizeof(nul_msg) - 1, 200, 1, "JSON-RPC error 0" },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32000,"
+		  "\"message\":\"\"}}", 0, 200, 1, "JSON-RPC error -32000" },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1,"
+		  "\"message\":\"no such tool\"}}", 0, 200, 1, "no such tool" },
+		{ "{\"error\":{\"message\":\"\"}}", 0, 400, 0,
+		  "HTTP status 400" },
+		{ "{\"error\":{\"message\":\"bad token\"}}", 0, 401, 0,
+		  "HTTP 401: bad token" },
+	};
+	struct xfer	*x;
+	char		 why[256];
+	size_t		 i, len;
+	int		 rpcerr;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		x = bare_xfer(1, 0);
+		len = t[i].len ? t[i].len : strlen(t[i].body);
+		ck_assert_uint_eq(write_cb((char *)(uintptr_t)t[i].body, 1, len,
+		    x), len);
+		ck_assert_int_eq(xfer_result(x, CURLE_OK, t[i].status, why,
+		    sizeof(why), &rpcerr), -1);
+		ck_assert_int_eq(rpcerr, t[i].rpcerr);
+		ck_assert_str_eq(why, t[i].why);
+		bare_free(x);
+	}
+}
+END_TEST
+
 START_TEST(test_json_body)
 {
 	static const char body[] = "[{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":"
@@ -1287,6 +1332,7 @@ mcp_suite(void)
 	tcase_add_test(tc, test_unreachable);
 	tcase_add_test(tc, test_sse_splits);
 	tcase_add_test(tc, test_json_body);
+	tcase_add_test(tc, test_rpc_error_text);
 	tcase_add_test(tc, test_headers);
 	tcase_add_test(tc, test_full_name);
 	tcase_add_test(tc, test_asks);
