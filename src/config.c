@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "parley/config.h"
+#include "parley/util.h"
 #include "config_int.h"
 
 #define CFG_MAX_FILE	(1024 * 1024)
@@ -225,6 +226,12 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    P(price_output), 0, 1000000, "price-output NUMBER") \
 	X("max-retries", KW_PROVIDER, 1, 1, KWF_HTTP, kw_number, \
 	    P(max_retries), 0, 10, "max-retries N") \
+	X("attempt-timeout", KW_PROVIDER, 1, 1, KWF_HTTP, kw_duration, \
+	    P(attempt_timeout_ms), MS_S, MS_D, "attempt-timeout DURATION") \
+	X("max-reply", KW_PROVIDER, 1, 1, KWF_HTTP, kw_size, P(max_reply), \
+	    64 * KIB, GIB, "max-reply SIZE") \
+	X("max-result", KW_MCP, 1, 1, 0, kw_size, M(max_result), KIB, \
+	    256 * MIB, "max-result SIZE") \
 	X("mcp-server", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, \
 	    cfg_kw_mcp_server, 0, 0, 0, "mcp-server NAME {") \
 	X("header", KW_MCP, 1, 1, KWF_MULTI, cfg_kw_header, 0, 0, 0, \
@@ -426,20 +433,6 @@ fmt_duration(uint64_t ms, char *buf, size_t len)
 	return buf;
 }
 
-static const char *
-fmt_size(uint64_t b, char *buf, size_t len)
-{
-	if (b != 0 && b % GIB == 0)
-		snprintf(buf, len, "%llug", (unsigned long long)(b / GIB));
-	else if (b != 0 && b % MIB == 0)
-		snprintf(buf, len, "%llum", (unsigned long long)(b / MIB));
-	else if (b != 0 && b % KIB == 0)
-		snprintf(buf, len, "%lluk", (unsigned long long)(b / KIB));
-	else
-		snprintf(buf, len, "%llu", (unsigned long long)b);
-	return buf;
-}
-
 int
 cfg_set_string(struct parser *p, char **field, const char *val)
 {
@@ -480,6 +473,8 @@ cfg_number_arg(struct parser *p, const struct keyword *kw, const char *arg,
 void *
 cfg_field(struct parser *p, const struct keyword *kw)
 {
+	if (p->mblock != NULL)
+		return (char *)p->mblock + kw->off;
 	return (p->block != NULL ? (char *)p->block : (char *)p->conf) +
 	    kw->off;
 }
@@ -591,8 +586,8 @@ kw_size(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	if (parse_size(argv[0], &v) == -1 || v < kw->lo || v > kw->hi)
 		return perr(p, "%s: expected a size from %s to %s (a number "
 		    "with optional k, m or g), got '%.80s'", kw->name,
-		    fmt_size(kw->lo, lo, sizeof(lo)),
-		    fmt_size(kw->hi, hi, sizeof(hi)), argv[0]);
+		    util_fmt_size(kw->lo, lo, sizeof(lo)),
+		    util_fmt_size(kw->hi, hi, sizeof(hi)), argv[0]);
 	sz = (size_t)v;
 	memcpy(cfg_field(p, kw), &sz, sizeof(sz));
 	return 0;

@@ -32,6 +32,8 @@ cfg_provider_new(const char *name, unsigned line)
 	pr->timeout_ms = 60 * MS_S;
 	pr->idle_timeout_ms = 60 * MS_S;
 	pr->max_retries = 2;
+	pr->attempt_timeout_ms = CFG_ATTEMPT_TIMEOUT;
+	pr->max_reply = CFG_MAX_REPLY_BODY;
 	pr->line = line;
 	return pr;
 }
@@ -323,6 +325,7 @@ cfg_kw_mcp_server(struct parser *p, const struct keyword *kw, int argc,
 		return perr(p, "out of memory");
 	snprintf(m->name, sizeof(m->name), "%s", argv[0]);
 	m->timeout_ms = 0;	/* tool-timeout, unless the block sets one */
+	m->max_result = CFG_MAX_RESULT;
 	m->line = p->line;
 	TAILQ_INSERT_TAIL(&p->conf->mcp_servers, m, entry);
 	p->mblock = m;

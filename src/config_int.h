@@ -38,6 +38,7 @@
 
 #define C(f)	offsetof(struct config, f)
 #define P(f)	offsetof(struct cfg_provider, f)
+#define M(f)	offsetof(struct cfg_mcp_server, f)
 
 /* Range of a provider's timeout and idle-timeout (first byte, gaps). */
 #define PROV_TIMEOUT_LO	100

@@ -123,3 +123,22 @@ util_trim(uint64_t *last_ms, uint64_t every_ms)
 	*last_ms = now;
 	malloc_trim(0);
 }
+
+const char *
+util_fmt_size(uint64_t b, char *buf, size_t len)
+{
+	static const char units[] = "gmk";
+	unsigned	 i;
+	uint64_t	 u;
+
+	for (i = 0; i < 3; i++) {
+		u = 1ULL << (10 * (3 - i));
+		if (b != 0 && b % u == 0) {
+			snprintf(buf, len, "%llu%c", (unsigned long long)(b / u),
+			    units[i]);
+			return buf;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)b);
+	return buf;
+}

@@ -9,6 +9,12 @@
  * timeouts); once tokens reached the session it only starts over when the
  * session takes a retrying callback, which voids the reply so far.
  *
+ * Every attempt has two bounds whatever the server sends: an overall
+ * deadline (attempt-timeout: keep-alive pings and comments reset the idle
+ * timeout, never this) and a size (max-reply: the response body's bytes).
+ * A deadline is retried like the other timeouts; a reply past the size is
+ * not, since the same request would likely grow as large again.
+ *
  * Callbacks into the session may cancel calls, but libcurl forbids
  * removing handles from inside its callbacks: a cancel made there only
  * marks the call, and the call is freed once libcurl has returned.
@@ -25,6 +31,7 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
+#include "parley/log.h"
 #include "parley/util.h"
 #include "curlev.h"
 #include "llm.h"
@@ -34,6 +41,13 @@
 #define HTTP_BACKOFF_FIRST	500	/* ms */
 #define HTTP_BACKOFF_CAP	8000	/* ms */
 #define HTTP_RETRY_AFTER_MAX	60000	/* a longer wish gets our backoff */
+
+/* Which bound of the attempt ended it. */
+enum call_over {
+	OVER_NONE,
+	OVER_DEADLINE,		/* attempt-timeout */
+	OVER_SIZE		/* max-reply */
+};
 
 enum call_state {
 	CALL_WAIT,		/* before an attempt (c->ev is the delay) */
@@ -64,6 +78,13 @@ struct llm_call {
 	uint64_t		 idle_ms;
 	unsigned		 max_retries;
 	unsigned		 retries;	/* used so far */
+	char			 name[64];	/* the provider block's */
+	uint64_t		 attempt_ms;
+	size_t			 max_reply;
+	uint64_t		 deadline;	/* util_mono_ms of this attempt's */
+	size_t			 rxlen;		/* body bytes of this attempt */
+	int			 at_deadline;	/* the timer is the deadline's */
+	enum call_over		 over;
 
 	enum call_state		 state;
 	struct event		*ev;		/* timeouts, backoff, ending */
@@ -172,13 +193,35 @@ arm(struct llm_call *c, uint64_t ms)
 	evtimer_add(c->ev, &tv);
 }
 
+/*
+ * How long a running attempt waits for its next byte: want (the first-byte
+ * or idle timeout), cut to what is left before deadline; 0 once past it.
+ */
+static uint64_t
+run_wait_ms(uint64_t want, uint64_t now, uint64_t deadline)
+{
+	if (now >= deadline)
+		return 0;
+	return want < deadline - now ? want : deadline - now;
+}
+
+/* Waits up to want ms for a byte, or until the attempt's deadline. */
+static void
+arm_run(struct llm_call *c, uint64_t want)
+{
+	uint64_t ms = run_wait_ms(want, util_mono_ms(), c->deadline);
+
+	c->at_deadline = ms < want;
+	arm(c, ms);
+}
+
 /* The first or the next byte came: the idle timeout starts again. */
 static void
 got_byte(struct llm_call *c)
 {
 	c->got_byte = 1;
 	if (c->state == CALL_RUN)
-		arm(c, c->idle_ms);
+		arm_run(c, c->idle_ms);
 }
 
 /* Header names compare without case; values lose surrounding blanks. */
@@ -268,6 +311,11 @@ write_cb(char *buf, size_t size, size_t n, void *arg)
 	got_byte(c);
 	if (c->state != CALL_RUN)
 		return n;
+	if (n > c->max_reply - c->rxlen) {
+		c->over = OVER_SIZE;
+		return 0;	/* stops the transfer: call_end reports it */
+	}
+	c->rxlen += n;
 	/* The start of the body, for an error not sent as a stream (a 2xx
 	 * from a proxy can be a plain JSON error too). */
 	room = sizeof(c->errbody) - 1 - c->errlen;
@@ -352,6 +400,8 @@ attempt_start(struct llm_call *c, char *msg, size_t msize)
 	c->errbuf[0] = '\0';
 	c->got_byte = 0;
 	c->timedout = 0;
+	c->rxlen = 0;
+	c->over = OVER_NONE;
 	llm_stream_free(c->st);
 	c->st = llm_stream_new(c->proto->type, &wcbs, c);
 	curl_slist_free_all(c->hdrs);
@@ -410,7 +460,8 @@ attempt_start(struct llm_call *c, char *msg, size_t msize)
 		return -1;
 	}
 	c->state = CALL_RUN;
-	arm(c, c->timeout_ms);
+	c->deadline = util_mono_ms() + c->attempt_ms;
+	arm_run(c, c->timeout_ms);
 	return 0;
 }
 
@@ -423,6 +474,25 @@ fmt_ms(char *buf, size_t size, uint64_t ms)
 		snprintf(buf, size, "%llus", (unsigned long long)(ms / 1000));
 	else
 		snprintf(buf, size, "%llums", (unsigned long long)ms);
+}
+
+/* What bound ended the attempt, and the directive that raises it. */
+static void
+over_msg(const struct llm_call *c, char *msg, size_t size)
+{
+	char v[32];
+
+	if (c->over == OVER_DEADLINE) {
+		fmt_ms(v, sizeof(v), c->attempt_ms);
+		snprintf(msg, size, "%s: the reply did not end within "
+		    "attempt-timeout %s (raise it in provider %s for longer "
+		    "replies)", c->proto->type, v, c->name);
+	} else {
+		util_fmt_size(c->max_reply, v, sizeof(v));
+		snprintf(msg, size, "%s: the reply is larger than max-reply "
+		    "%s (raise it in provider %s for longer replies)",
+		    c->proto->type, v, c->name);
+	}
 }
 
 static int
@@ -544,6 +614,12 @@ call_end(struct llm_call *c, CURLcode rc)
 		call_report(c, NULL);
 		return;
 	}
+	if (c->over != OVER_NONE) {
+		over_msg(c, msg, sizeof(msg));
+		log_warnx("%s", msg);
+		call_fail(c, c->over == OVER_DEADLINE, msg);
+		return;
+	}
 	if (c->timedout) {
 		fmt_ms(t, sizeof(t), c->got_byte ? c->idle_ms : c->timeout_ms);
 		snprintf(msg, sizeof(msg), c->got_byte ?
@@ -621,7 +697,10 @@ call_ev(evutil_socket_t fd, short what, void *arg)
 			call_report(c, msg);
 		break;
 	case CALL_RUN:
-		c->timedout = 1;
+		if (c->at_deadline)
+			c->over = OVER_DEADLINE;
+		else
+			c->timedout = 1;
 		call_end(c, CURLE_OPERATION_TIMEDOUT);
 		break;
 	case CALL_ENDING:
@@ -671,6 +750,10 @@ llm_http_start(struct llm_ctx *ctx, const struct cfg_provider *p,
 	c->idle_ms = p->idle_timeout_ms ? p->idle_timeout_ms :
 	    HTTP_DEFAULT_TIMEOUT;
 	c->max_retries = p->max_retries;
+	snprintf(c->name, sizeof(c->name), "%s", p->name);
+	c->attempt_ms = p->attempt_timeout_ms ? p->attempt_timeout_ms :
+	    CFG_ATTEMPT_TIMEOUT;
+	c->max_reply = p->max_reply ? p->max_reply : CFG_MAX_REPLY_BODY;
 	c->state = CALL_WAIT;
 	if (c->url == NULL || c->body == NULL ||
 	    (p->api_key_env != NULL && *p->api_key_env != '\0' &&

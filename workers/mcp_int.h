@@ -62,7 +62,8 @@ struct xfer {
 	int			 sent_sid;	/* carried an Mcp-Session-Id */
 	unsigned		 gen;		/* srv->gen when sent */
 	int			 is_sse;
-	int			 too_big;
+	int			 too_big;	/* the body passed max */
+	size_t			 max, got;	/* body bytes allowed, read */
 	int			 dropped;	/* a request unanswered */
 	struct sse_parser	*sse;
 	char			*resp;		/* JSON body */

@@ -33,7 +33,8 @@
 #include "curlev.h"
 #include "mcp_int.h"
 
-#define MCP_MAX_BODY		(4 * 1024 * 1024)	/* one response */
+#define MCP_MAX_BODY		(4 * 1024 * 1024)	/* one response but a
+							   tools/call's */
 #define MCP_MAX_ASKS		16		/* server requests queued or
 						   being answered, per ctx */
 #define MCP_MAX_RPC_ID		128		/* a server's string id */
@@ -136,24 +137,29 @@ sse_cb(void *arg, const char *type, const char *data, size_t len)
 	return 0;
 }
 
+/*
+ * The body's bytes, JSON or an event stream, count against x->max, so a
+ * stream of notifications without end is cut as a big result is.
+ */
 static size_t
 write_cb(char *p, size_t size, size_t n, void *arg)
 {
 	struct xfer	*x = arg;
 	size_t		 len = size * n;
 
+	if (len > x->max - x->got) {
+		x->too_big = 1;
+		return 0;
+	}
+	x->got += len;
 	if (x->is_sse) {
 		if (x->sse == NULL &&
-		    (x->sse = sse_parser_new(MCP_MAX_BODY, sse_cb, x)) == NULL)
+		    (x->sse = sse_parser_new(x->max, sse_cb, x)) == NULL)
 			return 0;
 		/* Our response is in: abort, the rest is not ours. */
 		if (sse_parser_feed(x->sse, p, len) != 0)
 			return 0;
 		return len;
-	}
-	if (len > MCP_MAX_BODY - x->rlen) {
-		x->too_big = 1;
-		return 0;
 	}
 	if (util_append(&x->resp, &x->rlen, &x->rcap, p, len) == -1)
 		return 0;
@@ -247,6 +253,10 @@ xfer_start(struct mcp_ctx *ctx, struct mcp_srv *srv, enum xfer_kind kind,
 		ctx->nanswers++;
 	x->id = id;
 	x->body = body;
+	/* max-result bounds what a tool returns; the protocol's own answers
+	 * (tools/list pages) keep the fixed bound. */
+	x->max = kind == X_CALL && cfg->max_result > 0 ? cfg->max_result :
+	    MCP_MAX_BODY;
 	x->gen = srv->gen;
 	TAILQ_INSERT_TAIL(&ctx->xfers, x, entry);
 	if (add_header(x, "%s", "Content-Type: application/json") == -1 ||
@@ -305,6 +315,7 @@ xfer_result(struct xfer *x, CURLcode rc, long status, char *why, size_t wlen,
     int *rpc_error)
 {
 	cJSON	*doc, *it, *err, *m;
+	char	 v[32];
 
 	*rpc_error = 0;
 	if (x->msg == NULL && !x->is_sse && x->rlen > 0 && status >= 200 &&
@@ -335,7 +346,14 @@ xfer_result(struct xfer *x, CURLcode rc, long status, char *why, size_t wlen,
 			}
 			cJSON_Delete(doc);
 		}
-		if (x->too_big)
+		if (x->too_big && x->kind == X_CALL) {
+			util_fmt_size(x->max, v, sizeof(v));
+			snprintf(why, wlen, "the result is larger than "
+			    "max-result %s (raise it in mcp-server %s for "
+			    "larger results)", v, x->srv->cfg->name);
+			log_warnx("mcp server %s: tools/call %ld: %s",
+			    x->srv->cfg->name, x->id, why);
+		} else if (x->too_big)
 			snprintf(why, wlen, "response larger than %d bytes",
 			    MCP_MAX_BODY);
 		else if (rc != CURLE_OK)

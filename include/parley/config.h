@@ -61,9 +61,13 @@ TAILQ_HEAD(cfg_names, cfg_name);
 
 /*
  * provider NAME { type openai|anthropic|script; ... }. reply, chunk,
- * delay and stamp are only set for script; url .. max_retries only for openai and
- * anthropic (for script they keep their defaults).
+ * delay and stamp are only set for script; url .. max_reply only for
+ * openai and anthropic (for script they keep their defaults).
  */
+#define CFG_ATTEMPT_TIMEOUT	(10 * 60 * 1000ULL)	/* ms */
+#define CFG_MAX_REPLY_BODY	((size_t)64 * 1024 * 1024)
+#define CFG_MAX_RESULT		((size_t)1024 * 1024)	/* mcp-server */
+
 struct cfg_provider {
 	char			 name[64];
 	char			 type[16];	/* "openai", "anthropic", "script" */
@@ -87,14 +91,19 @@ struct cfg_provider {
 	double			 price_input;	/* USD per 1M tokens, default 0 */
 	double			 price_output;	/* same */
 	unsigned		 max_retries;	/* 0..10, default 2 */
+	uint64_t		 attempt_timeout_ms;	/* one attempt, start to
+						   end, default 10m */
+	size_t			 max_reply;	/* body bytes of one attempt,
+						   default 64m */
 	TAILQ_ENTRY(cfg_provider) entry;
 	unsigned		 line;		/* 0 = built-in demo */
 };
 
 /*
- * mcp-server NAME { url URL; header "K: V"; timeout DURATION }: a Model
- * Context Protocol server reached over Streamable HTTP.  NAME is 1 to 32
- * of [A-Za-z0-9_-] without "__": tools are offered as NAME__TOOL.
+ * mcp-server NAME { url URL; header "K: V"; timeout DURATION; max-result
+ * SIZE }: a Model Context Protocol server reached over Streamable HTTP.
+ * NAME is 1 to 32 of [A-Za-z0-9_-] without "__": tools are offered as
+ * NAME__TOOL.
  */
 #define CFG_MCP_MAX_HEADERS	32
 struct cfg_mcp_server {
@@ -103,6 +112,8 @@ struct cfg_mcp_server {
 	char			*headers[CFG_MCP_MAX_HEADERS];	/* "K: V" */
 	unsigned		 nheaders;
 	uint64_t		 timeout_ms;	/* per tool call, default 30s */
+	size_t			 max_result;	/* a tools/call response,
+						   default 1m */
 	TAILQ_ENTRY(cfg_mcp_server) entry;
 	unsigned		 line;
 };

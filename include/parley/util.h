@@ -19,6 +19,8 @@ void		util_randhex(char *out, size_t nbytes);
  */
 int		util_append(char **buf, size_t *len, size_t *cap,
 		    const void *data, size_t n);
+/* b as parleyd.conf writes a size ("64m", "16k", "1000"); returns buf. */
+const char	*util_fmt_size(uint64_t b, char *buf, size_t len);
 struct timeval;
 void		util_tv(struct timeval *, uint64_t ms);
 void		util_tv_us(struct timeval *, uint64_t us);

@@ -7,6 +7,9 @@
 # events come out with the server's real answers, those answers reach the
 # model (its final text holds them), and the turn ends with done.  A call
 # of a tool the server lacks ends as a tool_result error, not a dead turn.
+# max-result: a result of js/big_mcp.mjs (the MCP SDK's server) within the
+# bound reaches the model whole, a larger one is the call's TOOL_ERROR
+# naming the directive, logged, and the turn still ends with done.
 import sys, os, re
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -150,6 +153,40 @@ async def main():
             check("denied by the operator" in tokens_text(ev),
                   "the model did not read the denial: %r" % tokens_text(ev))
             check(len(of_type(ev, "done")) == 1, "policy turn: no done")
+    finally:
+        srv.stop()
+    await max_result()
+
+
+async def max_result():
+    srv = Everything("big_mcp.mjs")
+    try:
+        mcp = ("mcp-server big {\n    url %s\n    max-result 64k\n}\n"
+               "autonomy FULL_AUTO\n" % srv.url())
+        calls = [{"name": "big__big", "arguments": {"bytes": 60000}},
+                 {"name": "big__big", "arguments": {"bytes": 70000}}]
+        d = Daemon(extra=mcp, default="tooly",
+                   providers=provider_block("tooly", script_tool(calls),
+                                            chunk=4096))
+        with with_daemon(d):
+            ev = await turn_with_tools(d, "mcp-big")
+            r = of_type(ev, "tool_result")
+            check(len(r) == 2, "max-result: tool_results %s"
+                  % [short(e) for e in ev])
+            ok, big = r if r[0].get("result") else r[::-1]
+            check(ok.get("result") == "z" * 60000 and not ok.get("error"),
+                  "a result within max-result: %s" % str(ok)[:300])
+            err = big.get("error") or {}
+            check(err.get("code") == "TOOL_ERROR" and
+                  "larger than max-result 64k" in err.get("message", "") and
+                  "mcp-server big" in err.get("message", ""),
+                  "a result past max-result: %s" % str(big)[:300])
+            check("z" * 60000 in tokens_text(ev) and
+                  "larger than max-result 64k" in tokens_text(ev),
+                  "the model did not read both results")
+            check(len(of_type(ev, "done")) == 1, "max-result turn: no done")
+            check("larger than max-result 64k" in d.log_text(),
+                  "max-result not in the log: %s" % d.log_tail())
     finally:
         srv.stop()
 

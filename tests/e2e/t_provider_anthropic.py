@@ -10,7 +10,8 @@
 # through an error "recoverable", invalid_request_error after tokens is
 # final; 429 + retry-after; 401 not retried; first-byte timeout; cancel
 # during a stall closes the connection; tool_use blocks run as tool calls
-# and their results go back to the model.
+# and their results go back to the model; ping events without end meet
+# attempt-timeout, a reply without end max-reply (provider_bounds).
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -263,5 +264,7 @@ SCENARIOS = [s_text, s_truncated, s_529_exhaust, s_overloaded_200_retried,
 async def test():
     with with_fakellm() as f:
         await provider_suite(f, providers(f.port), "an", KEY, SCENARIOS)
+        await provider_bounds(f, "anthropic", "http://127.0.0.1:%d" % f.port,
+                              TEXT)
 
 run_test("provider_anthropic", test)

@@ -8,7 +8,9 @@
 # "recoverable"); an error chunk mid-stream; first-byte and idle timeouts;
 # cancel during a stall closes the provider connection; parallel tool_calls run
 # and every finish_reason end the turn; no key configured sends no
-# Authorization; a base URL with a path prefix; the key never reaches the log.
+# Authorization; a base URL with a path prefix; the key never reaches the log;
+# keep-alive comments without end meet attempt-timeout, a reply without end
+# max-reply (lib/parley.py provider_bounds).
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -404,6 +406,9 @@ async def test():
             check("PARLEY_E2E_UNSET_KEY" in e["message"],
                   "error does not name the unset variable: %r" % e["message"])
             check(not f.requests(), "a request went out without the key")
+
+        await provider_bounds(f, "openai", "http://127.0.0.1:%d/v1" % f.port,
+                              TEXT)
 
     # HTTPS with a self-signed certificate: verification is on, so the
     # call fails with a certificate error before any request is made.

@@ -150,6 +150,8 @@ check_defaults(const struct config *c)
 	ck_assert_uint_eq(pr->idle_timeout_ms, 60000);
 	ck_assert(pr->price_input == 0.0 && pr->price_output == 0.0);
 	ck_assert_uint_eq(pr->max_retries, 2);
+	ck_assert_uint_eq(pr->attempt_timeout_ms, 600000);
+	ck_assert_uint_eq(pr->max_reply, 64 * 1024 * 1024);
 	ck_assert_ptr_nonnull(strstr(pr->reply, "Hello from Parley. This is "
 	    "the built-in demo provider"));
 	ck_assert_ptr_nonnull(strstr(pr->reply, "and set default-provider."));
@@ -484,6 +486,24 @@ START_TEST(test_errors)
 	  "1000000, got '1000000.5'" },
 	{ "provider p {\n type openai\n model m\n max-retries 11\n}\n",
 	  "x.conf:4: max-retries: expected a number from 0 to 10, got '11'" },
+	{ "provider p {\n type openai\n model m\n attempt-timeout 500ms\n}\n",
+	  "x.conf:4: attempt-timeout: expected a duration from 1s to 1d (a "
+	  "number with ms, s, m, h or d), got '500ms'" },
+	{ "provider p {\n type openai\n model m\n max-reply 1k\n}\n",
+	  "x.conf:4: max-reply: expected a size from 64k to 1g (a number with "
+	  "optional k, m or g), got '1k'" },
+	{ "provider p {\n type script\n reply a\n max-reply 1m\n}\n",
+	  "x.conf:4: max-reply: not used by type script (only by openai and "
+	  "anthropic)" },
+	{ "max-result 1m\n", "x.conf:1: max-result: only allowed inside an "
+	  "mcp-server block" },
+	{ "provider p {\n type openai\n model m\n max-result 1m\n}\n",
+	  "x.conf:4: max-result: not allowed inside a provider block" },
+	{ "mcp-server m {\n url http://h/mcp\n max-result 512\n}\n",
+	  "x.conf:3: max-result: expected a size from 1k to 256m (a number "
+	  "with optional k, m or g), got '512'" },
+	{ "mcp-server m {\n url http://h/mcp\n max-reply 1m\n}\n",
+	  "x.conf:3: max-reply: not allowed inside an mcp-server block" },
 	{ "model m\n", "x.conf:1: model: only allowed inside a provider "
 	  "block" },
 	{ "timeout 5s\n", "x.conf:1: timeout: only allowed inside a provider "
@@ -848,6 +868,8 @@ START_TEST(test_llm_providers)
 	    "    price-input 0.15\n"
 	    "    price-output 0.6\n"
 	    "    max-retries 5\n"
+	    "    attempt-timeout 30m\n"
+	    "    max-reply 2m\n"
 	    "}\n"
 	    "provider claude {\n"
 	    "    model claude-sonnet-4-5\n"
@@ -887,6 +909,8 @@ START_TEST(test_llm_providers)
 	ck_assert(pr->price_input > 0.1499999 && pr->price_input < 0.1500001);
 	ck_assert(pr->price_output > 0.5999999 && pr->price_output < 0.6000001);
 	ck_assert_uint_eq(pr->max_retries, 5);
+	ck_assert_uint_eq(pr->attempt_timeout_ms, 30 * 60000);
+	ck_assert_uint_eq(pr->max_reply, 2 * 1024 * 1024);
 	ck_assert_ptr_null(pr->reply);
 
 	pr = config_provider(c, "claude");
@@ -1560,6 +1584,7 @@ START_TEST(test_mcp_servers)
 	    "    header \"Authorization: Bearer abc\"\n"
 	    "    header \"X-Trace:  1\"\n"
 	    "    timeout 5s\n"
+	    "    max-result 64k\n"
 	    "}\n"
 	    "mcp-server b-2 {\n url https://example.com/mcp }\n");
 	ck_assert_msg(c != NULL, "%s", errbuf);
@@ -1572,6 +1597,7 @@ START_TEST(test_mcp_servers)
 	ck_assert_str_eq(m->headers[0], "Authorization: Bearer abc");
 	ck_assert_str_eq(m->headers[1], "X-Trace:  1");
 	ck_assert_uint_eq(m->timeout_ms, 5000);
+	ck_assert_uint_eq(m->max_result, 64 * 1024);
 	ck_assert_uint_eq(m->line, 1);
 	m = TAILQ_NEXT(m, entry);
 	ck_assert_ptr_nonnull(m);
@@ -1579,6 +1605,7 @@ START_TEST(test_mcp_servers)
 	ck_assert_str_eq(m->url, "https://example.com/mcp");
 	ck_assert_uint_eq(m->nheaders, 0);
 	ck_assert_uint_eq(m->timeout_ms, 30000);
+	ck_assert_uint_eq(m->max_result, 1024 * 1024);
 	ck_assert_ptr_null(TAILQ_NEXT(m, entry));
 	/* A provider's url still loses its trailing '/'. */
 	config_free(c);

@@ -2,7 +2,7 @@
  * The providers: stream decoders fed recorded provider bytes whole, byte
  * by byte and in odd splits, request bodies (with tools, tool calls and
  * tool results), the libcurl path against an in-process fake server
- * (retries, timeouts, cancel), and the script provider's "@tool" fixture.
+ * (retries, timeouts, cancel, the attempt's deadline and size), and the script provider's "@tool" fixture.
  */
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -605,12 +605,15 @@ struct fake {
 	size_t			 served;
 	char			 req[8192];	/* the last request */
 	int			 stall;		/* never reply */
+	int			 drip_ms;	/* after the reply, a keep-alive
+						   comment this often, forever */
 	struct fconn		*conns[16];
 };
 
 struct fconn {
 	struct fake		*f;
 	struct bufferevent	*bev;
+	struct event		*tick;		/* drip */
 	int			 slot;
 };
 
@@ -618,8 +621,21 @@ static void
 fc_free(struct fconn *fc)
 {
 	fc->f->conns[fc->slot] = NULL;
+	if (fc->tick != NULL)
+		event_free(fc->tick);
 	bufferevent_free(fc->bev);
 	free(fc);
+}
+
+static void
+fc_drip(evutil_socket_t fd, short what, void *arg)
+{
+	struct fconn	*fc = arg;
+	struct timeval	 tv;
+
+	bufferevent_write(fc->bev, ": ping\n\n", 8);
+	util_tv(&tv, fc->f->drip_ms);
+	evtimer_add(fc->tick, &tv);
 }
 
 static void
@@ -667,6 +683,12 @@ fc_read(struct bufferevent *bev, void *arg)
 	r = f->replies[f->served < f->nreplies ? f->served : f->nreplies - 1];
 	f->served++;
 	bufferevent_write(bev, r, strlen(r));
+	if (f->drip_ms > 0) {
+		fc->tick = evtimer_new(f->base, fc_drip, fc);
+		fc_drip(-1, 0, fc);
+		bufferevent_setcb(bev, NULL, NULL, fc_event, fc);
+		return;
+	}
 	bufferevent_setcb(bev, NULL, fc_write, fc_event, fc);
 }
 
@@ -999,6 +1021,71 @@ START_TEST(test_http_timeout_cancel)
 }
 END_TEST
 
+/* Pings forever, and a reply without end: each attempt has its bounds. */
+START_TEST(test_http_bounds)
+{
+	static const char *const r[] = {
+	    SSE_HEAD "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+	    "\"a\"}}]}\n\n",
+	};
+	static const char *const big[] = {
+	    SSE_HEAD "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+	    "\"0123456789\"}}]}\n\ndata: {\"choices\":[{\"index\":0,"
+	    "\"delta\":{\"content\":\"0123456789\"}}]}\n\ndata: {\"choices\":"
+	    "[{\"index\":0,\"delta\":{\"content\":\"0123456789\"}}]}\n\n"
+	    "data: [DONE]\n\n",
+	};
+	struct fake f;
+	struct out o;
+	struct cfg_provider *p;
+	uint64_t t0;
+
+	/* The wait for a byte never passes the deadline. */
+	ck_assert_uint_eq(run_wait_ms(5000, 100, 1100), 1000);
+	ck_assert_uint_eq(run_wait_ms(200, 100, 1100), 200);
+	ck_assert_uint_eq(run_wait_ms(200, 1100, 1100), 0);
+	ck_assert_uint_eq(run_wait_ms(200, 2000, 1100), 0);
+
+	/* Keep-alive comments every 50ms reset the idle timeout, not the
+	 * deadline; it is retried like the other timeouts. */
+	fake_init(&f, r, 1);
+	f.drip_ms = 50;
+	p = prov("openai", url_of(&f));
+	p->idle_timeout_ms = 1000;
+	p->attempt_timeout_ms = 400;
+	p->max_retries = 1;
+	t0 = util_mono_ms();
+	fake_run(&f, p, &o);
+	ck_assert_int_eq(o.errors, 1);
+	ck_assert_uint_eq(f.served, 2);
+	ck_assert_uint_ge(util_mono_ms() - t0, 800);
+	ck_assert_str_eq(o.err, "openai: the reply did not end within "
+	    "attempt-timeout 400ms (raise it in provider t for longer "
+	    "replies)");
+
+	/* Past max-reply: not retried, the stream stops at once. */
+	fake_init(&f, big, 1);
+	p = prov("anthropic", url_of(&f));
+	p->max_reply = 100;
+	fake_run(&f, p, &o);
+	ck_assert_int_eq(o.errors, 1);
+	ck_assert_uint_eq(f.served, 1);
+	ck_assert_int_eq(o.done, 0);
+	ck_assert_str_eq(o.err, "anthropic: the reply is larger than "
+	    "max-reply 100 (raise it in provider t for longer replies)");
+
+	/* Within both, the same reply completes. */
+	fake_init(&f, big, 1);
+	p = prov("openai", url_of(&f));
+	p->max_reply = 1024;
+	p->attempt_timeout_ms = 5000;
+	fake_run(&f, p, &o);
+	ck_assert_int_eq(o.errors, 0);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_str_eq(o.text, "012345678901234567890123456789");
+}
+END_TEST
+
 /* --- requests with tools, tool calls and tool results --- */
 
 /* Long bodies: the failure message names only what was sent. */
@@ -1194,6 +1281,7 @@ llm_suite(void)
 	tcase_add_test(th, test_http_no_retry);
 	tcase_add_test(th, test_http_retrying);
 	tcase_add_test(th, test_http_timeout_cancel);
+	tcase_add_test(th, test_http_bounds);
 	tcase_add_test(th, test_http_tools);
 	suite_add_tcase(s, th);
 	return s;

@@ -197,6 +197,39 @@ fake_ask(struct fake *f, struct evhttp_request *req, long id,
 	    ask_closed, f);
 }
 
+/*
+ * big {n, sse}: a text result of n bytes, as JSON or as an event stream;
+ * notes {n}: an event stream of n progress notifications, then a short
+ * result.
+ */
+static void
+fake_big(struct evhttp_request *req, long id, const char *name,
+    const cJSON *args)
+{
+	struct evbuffer	*b = evbuffer_new();
+	int		 i, n = cJSON_GetObjectItem(args, "n")->valueint;
+	int		 sse = strcmp(name, "notes") == 0 ||
+			    cJSON_IsTrue(cJSON_GetObjectItem(args, "sse"));
+
+	if (strcmp(name, "notes") == 0) {
+		for (i = 0; i < n; i++)
+			evbuffer_add_printf(b, "data: {\"jsonrpc\":\"2.0\","
+			    "\"method\":\"notifications/progress\",\"params\":"
+			    "{\"progress\":%d}}\n\n", i);
+		n = 2;
+	}
+	evbuffer_add_printf(b, "%s{\"jsonrpc\":\"2.0\",\"id\":%ld,\"result\":"
+	    "{\"content\":[{\"type\":\"text\",\"text\":\"", sse ? "data: " : "",
+	    id);
+	for (i = 0; i < n; i++)
+		evbuffer_add(b, "x", 1);
+	evbuffer_add_printf(b, "\"}]}}%s", sse ? "\n\n" : "");
+	evhttp_add_header(evhttp_request_get_output_headers(req),
+	    "Content-Type", sse ? "text/event-stream" : "application/json");
+	evhttp_send_reply(req, 200, "OK", b);
+	evbuffer_free(b);
+}
+
 static void
 fake_call(struct fake *f, struct evhttp_request *req, long id,
     const cJSON *params)
@@ -265,6 +298,8 @@ fake_call(struct fake *f, struct evhttp_request *req, long id,
 		reply_json(req, 200, buf);
 	} else if (strcmp(n, "http500") == 0) {
 		reply_json(req, 500, "oops");
+	} else if (strcmp(n, "big") == 0 || strcmp(n, "notes") == 0) {
+		fake_big(req, id, n, args);
 	} else if (strcmp(n, "ask") == 0) {
 		fake_ask(f, req, id, args);
 	} else if (strcmp(n, "slow") == 0) {
@@ -384,8 +419,8 @@ fake_cb(struct evhttp_request *req, void *arg)
 			    "{\"name\":\"slow\"},{\"name\":\"weird.name/x\"},"
 			    "{\"name\":\"structured\"},{\"name\":\"nope\"},"
 			    "{\"name\":\"wrongid\"},{\"name\":\"http500\"},"
-			    "{\"name\":\"ask\"},"
-			    "{\"name\":\"add\"},"
+			    "{\"name\":\"ask\"},{\"name\":\"big\"},"
+			    "{\"name\":\"notes\"},{\"name\":\"add\"},"
 			    "{\"name\":\"a_very_long_tool_name_that_does_not_fit_"
 			    "in_sixty_four_characters_at_all\"}]}}",
 			    id->valueint);
@@ -574,7 +609,7 @@ START_TEST(test_list)
 	ck_assert_uint_eq(mcp_tools(fx.ctx, &t), 0);
 	n = wait_tools(&fx, &t, 5000);
 	/* Both pages; nameless, duplicate and too long tools skipped. */
-	ck_assert_uint_eq(n, 11);
+	ck_assert_uint_eq(n, 13);
 	a = find_tool(t, n, "fake__add");
 	ck_assert_ptr_nonnull(a);
 	ck_assert_str_eq(a->server, "fake");
@@ -695,6 +730,48 @@ START_TEST(test_calls)
 	ck_assert_ptr_nonnull(strstr(r.text, "not a JSON object"));
 	call_wait(&fx, "fake__add", "{\"a\":", 0, &r);
 	ck_assert_str_eq(r.code, "TOOL_ERROR");
+	fx_free(&fx);
+}
+END_TEST
+
+/* max-result bounds a tool's answer, JSON or a stream. */
+START_TEST(test_max_result)
+{
+	static const char *const over = "MCP server fake: the result is "
+	    "larger than max-result 1k (raise it in mcp-server fake for "
+	    "larger results)";
+	struct fixture		 fx;
+	const struct mcp_tool	*t;
+	struct result		 r;
+
+	fx_init(&fx, NULL, 0, " max-result 1k\n");
+	ck_assert_uint_eq(fx.conf->mcp_servers.tqh_first->max_result, 1024);
+	ck_assert_uint_gt(wait_tools(&fx, &t, 5000), 0);
+	call_wait(&fx, "fake__big", "{\"n\":900}", 0, &r);
+	ck_assert_int_eq(r.is_error, 0);
+	ck_assert_uint_eq(strlen(r.text), 900);
+	call_wait(&fx, "fake__big", "{\"n\":1000}", 0, &r);
+	ck_assert_int_eq(r.is_error, 1);
+	ck_assert_str_eq(r.code, "TOOL_ERROR");
+	ck_assert_str_eq(r.text, over);
+	call_wait(&fx, "fake__big", "{\"n\":3000,\"sse\":true}", 0, &r);
+	ck_assert_int_eq(r.is_error, 1);
+	ck_assert_str_eq(r.text, over);
+	/* Notifications count too: a stream without end is cut. */
+	call_wait(&fx, "fake__notes", "{\"n\":5}", 0, &r);
+	ck_assert_int_eq(r.is_error, 0);
+	call_wait(&fx, "fake__notes", "{\"n\":100}", 0, &r);
+	ck_assert_int_eq(r.is_error, 1);
+	ck_assert_str_eq(r.text, over);
+	/* The server is still usable. */
+	call_wait(&fx, "fake__add", "{\"a\":1,\"b\":2}", 0, &r);
+	ck_assert_str_eq(r.text, "sum=3");
+	fx_free(&fx);
+
+	/* The default. */
+	fx_init(&fx, NULL, 0, NULL);
+	ck_assert_uint_eq(fx.conf->mcp_servers.tqh_first->max_result,
+	    CFG_MAX_RESULT);
 	fx_free(&fx);
 }
 END_TEST
@@ -869,6 +946,7 @@ bare_xfer(long id, int sse)
 	ck_assert_ptr_nonnull(x);
 	x->id = id;
 	x->is_sse = sse;
+	x->max = MCP_MAX_BODY;
 	return x;
 }
 
@@ -1012,7 +1090,7 @@ START_TEST(test_json_body)
 
 	/* Bounded. */
 	x = bare_xfer(1, 0);
-	x->rlen = MCP_MAX_BODY - 2;
+	x->got = MCP_MAX_BODY - 2;
 	ck_assert_uint_eq(write_cb((char *)(uintptr_t)"abc", 1, 3, x), 0);
 	ck_assert_int_eq(x->too_big, 1);
 	bare_free(x);
@@ -1325,6 +1403,7 @@ mcp_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_list);
 	tcase_add_test(tc, test_calls);
+	tcase_add_test(tc, test_max_result);
 	tcase_add_test(tc, test_timeout_cancel);
 	tcase_add_test(tc, test_reinit_404);
 	tcase_add_test(tc, test_versions);

@@ -1017,6 +1017,61 @@ async def cancel_in_stall(d, f, sid, text):
     return ev
 
 
+async def provider_bounds(f, ptype, url, text):
+    """attempt-timeout and max-reply of a `ptype` provider at url (fakellm
+    f): keep-alive pings after a token reach the deadline, which is retried
+    (a recoverable error, then the final one naming the directive); a reply
+    without end passes max-reply and is not retried; both are logged; each
+    provider connection is closed; a normal reply still fits."""
+    d = Daemon(providers='provider bound {\n    type %s\n    url "%s"\n'
+               '    model "m"\n    timeout 1s\n    idle-timeout 1s\n'
+               '    max-retries 1\n    attempt-timeout 2s\n'
+               '    max-reply 64k\n}\n' % (ptype, url), default="bound")
+    with with_daemon(d):
+        f.reset()
+        f.script([{"kind": "pings", "after_chunks": 1, "interval_ms": 100,
+                   "text": text, "seconds": 30, "repeat": 2}])
+        t0 = time.monotonic()
+        ev = await chat_turn(d, "bound-pings", "hi")
+        took = time.monotonic() - t0
+        e = final_error(ev, "pings past attempt-timeout")
+        check("attempt-timeout 2s" in e["message"] and
+              "provider bound" in e["message"],
+              "deadline message %r" % e["message"])
+        check(not e.get("retrying"), "final error %s" % e)
+        check([x for x in of_type(ev, "error") if x.get("retrying")],
+              "the deadline was not retried: %s" % of_type(ev, "error"))
+        check(3.5 <= took < 15, "two 2s attempts took %.1fs" % took)
+        f.wait_for(lambda rs: len(rs) == 2 and
+                   all(r["state"] == "client_closed" for r in rs),
+                   timeout=5, what="both pinging requests closed by parleyd")
+
+        f.reset()
+        f.script([{"kind": "endless", "text": "y" * 500, "delay_ms": 1,
+                   "seconds": 30, "repeat": 2}])
+        ev = await chat_turn(d, "bound-endless", "hi")
+        e = final_error(ev, "reply past max-reply")
+        check("max-reply 64k" in e["message"] and
+              "provider bound" in e["message"],
+              "size message %r" % e["message"])
+        f.wait_for(lambda rs: len(rs) == 1 and
+                   rs[0]["state"] == "client_closed", timeout=5,
+                   what="the endless request closed by parleyd")
+        await asyncio.sleep(1.0)
+        check(len(f.requests()) == 1, "a reply past max-reply was retried: "
+              "%d requests" % len(f.requests()))
+        log = d.log_text()
+        check("attempt-timeout 2s" in log and "max-reply 64k" in log,
+              "the bounds are not in parleyd's log: %s" % d.log_tail())
+
+        f.reset()
+        f.script([{"kind": "text", "text": text}])
+        ev = await chat_turn(d, "bound-fine", "hi")
+        check(tokens_text(ev) == text, "text within the bounds %r"
+              % tokens_text(ev))
+        one_done(ev, "within the bounds")
+
+
 async def garbage_then_ok(d, f, sid, junk):
     """The body junk (broken JSON, an endless line): the turn ends (no
     crash, bounded memory) and the session still works."""
