@@ -7,7 +7,9 @@ a harness that cuts its input (fuzz/fuzz.h) starts with a cut byte: "\\0"
 (whole) and, for a few, a cut into small fragments.  Inputs that fuzzing
 found (crash-*) stay in the corpus."""
 import ast
+import base64
 import hashlib
+import hmac
 import json
 import os
 import re
@@ -282,6 +284,52 @@ def main():
     ipc += [b"\0" + m for m in plain] + [b"\0" + b"".join(plain[:6])]
     ipc.append(CUT + b"".join(plain[:4]))
     write("ipc", ipc, cut=False)
+
+    # JWT (fuzz/jwt.c): the first byte picks a token (0), a JWKS file (1)
+    # or claims the harness signs with its HS256 key (2).
+    def b64u(b):
+        return base64.urlsafe_b64encode(b).rstrip(b"=")
+    secret = b"fuzz-secret-0123456789abcdef-0123"
+    claims = [
+        {"sub": "alice", "role": "user", "exp": 1800000600, "iss": "iss",
+         "aud": "aud", "sessions": ["s1", "team-*"]},
+        {"sub": "bob", "role": "admin", "exp": 1800000600, "nbf": 1799999990,
+         "iat": 1799999990, "iss": "iss", "aud": ["x", "aud"]},
+        {"sub": "c", "role": "observer", "exp": 1, "iss": "iss", "aud": "aud"},
+        {"role": "user", "iss": "iss", "aud": "aud"},
+    ]
+    heads = [{"alg": "HS256", "kid": "hs", "typ": "JWT"},
+             {"alg": "EdDSA", "kid": "ed"}, {"alg": "none"},
+             {"alg": "HS256", "crit": ["exp"]}]
+    jwt = []
+    for h in heads:
+        for c in claims:
+            hj, cj = json.dumps(h).encode(), json.dumps(c).encode()
+            jwt.append(b"\x02" + hj + b"\n" + cj)
+            si = b64u(hj) + b"." + b64u(cj)
+            sig = hmac.new(secret, si, hashlib.sha256).digest()
+            jwt.append(b"\x00" + si + b"." + b64u(sig))
+    jwt.append(b"\x01" + json.dumps({"keys": [
+        {"kty": "OKP", "crv": "Ed25519", "kid": "k1", "x": b64u(b"\x01" * 32).decode()},
+        {"kty": "oct", "alg": "HS512", "kid": "k2", "k": b64u(b"s" * 64).decode()},
+        {"kty": "EC", "crv": "P-256", "kid": "k3", "x": b64u(b"\x02" * 32).decode(),
+         "y": b64u(b"\x03" * 32).decode()},
+        {"kty": "RSA", "kid": "k4", "n": b64u(b"\xc1" * 256).decode(), "e": "AQAB"}]}).encode())
+    write("jwt", jwt, cut=False)
+
+    # PROXY protocol (fuzz/proxyproto.c): v1 and v2 headers, then a request.
+    req = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    sig = b"\r\n\r\n\x00\r\nQUIT\n"
+    v2_4 = sig + b"\x21\x11" + struct.pack(">H", 12) + bytes([192, 0, 2, 1, 10, 0, 0, 1]) + struct.pack(">HH", 4000, 80)
+    v2_6 = sig + b"\x21\x21" + struct.pack(">H", 36) + bytes(range(16)) + bytes(16) + struct.pack(">HH", 4000, 443)
+    v2_local = sig + b"\x20\x00" + struct.pack(">H", 0)
+    v2_tlv = sig + b"\x21\x11" + struct.pack(">H", 19) + bytes([192, 0, 2, 1, 10, 0, 0, 1]) + struct.pack(">HH", 1, 2) + b"\x04\x00\x04abcd"
+    pp = [b"PROXY TCP4 192.0.2.1 10.0.0.1 4000 80\r\n" + req,
+          b"PROXY TCP6 2001:db8::1 ::1 4000 443\r\n" + req,
+          b"PROXY UNKNOWN\r\n" + req, b"PROXY TCP4 1.2.3.4\r\n",
+          v2_4 + req, v2_6 + req, v2_local + req, v2_tlv + req, req,
+          b"192.0.2.7, 10.0.0.9\n203.0.113.5", b"unknown, 10.0.0.1"]
+    write("proxyproto", pp)
 
 
 if __name__ == "__main__":

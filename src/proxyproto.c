@@ -161,11 +161,14 @@ parse_v1(const unsigned char *buf, size_t len, struct pp_header *h)
 	int		 nf = 0, v6;
 
 	n = len < PP_V1_MAX ? len : PP_V1_MAX;
-	if ((cr = memchr(buf, '\r', n)) == NULL) {
+	cr = memchr(buf, '\r', n);
+	/* A bare LF before any CR decides now, whatever comes after: the
+	 * verdict must not depend on where a read ended (fuzz/proxyproto.c). */
+	if (memchr(buf, '\n', cr != NULL ? (size_t)(cr - buf) : n) != NULL)
+		return pp_fail(h, "PROXY v1 line must end in CRLF");
+	if (cr == NULL) {
 		if (len >= PP_V1_MAX)
 			return pp_fail(h, "PROXY v1 line too long");
-		if (memchr(buf, '\n', n) != NULL)
-			return pp_fail(h, "PROXY v1 line must end in CRLF");
 		return PP_NEED_MORE;
 	}
 	n = (size_t)(cr - buf);

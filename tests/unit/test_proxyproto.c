@@ -126,6 +126,27 @@ v2(unsigned char *out, unsigned cmd, unsigned fam, const void *addr,
 	return 16 + len;
 }
 
+/*
+ * Found by fuzz/proxyproto.c: a bare LF, then a CR later in the line; the
+ * verdict was an error at the LF and "need more" once the CR came.
+ */
+START_TEST(test_v1_lf_then_cr)
+{
+	static const char in[] = "PROXY UNKO\nG\rNNWET /health q";
+	struct pp_header h;
+	size_t n;
+
+	for (n = 1; n <= strlen("PROXY UNKO"); n++)
+		ck_assert_int_eq(pp_parse((const unsigned char *)in, n, &h),
+		    PP_NEED_MORE);
+	for (; n <= sizeof(in) - 1; n++) {
+		ck_assert_int_eq(pp_parse((const unsigned char *)in, n, &h),
+		    PP_ERROR);
+		ck_assert_str_eq(h.error, "PROXY v1 line must end in CRLF");
+	}
+}
+END_TEST
+
 START_TEST(test_v2)
 {
 	struct pp_header h;
@@ -276,6 +297,7 @@ proxyproto_suite(void)
 
 	tcase_add_test(tc, test_v1);
 	tcase_add_test(tc, test_v1_bound);
+	tcase_add_test(tc, test_v1_lf_then_cr);
 	tcase_add_test(tc, test_v2);
 	tcase_add_test(tc, test_cidr);
 	tcase_add_test(tc, test_xff);
