@@ -124,4 +124,21 @@ fuzz_quiet(void)
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
+/*
+ * The stream harnesses' entry: run reads the input cut as a socket would
+ * deliver it, then whole; where the reads end must not change the digest
+ * of what it read.
+ */
+#define FUZZ_CUT_TWICE(data, size, run) do {				\
+	struct fuzz_cut	 cut_, whole_;					\
+	uint64_t	 a_, b_;					\
+									\
+	fuzz_quiet();							\
+	fuzz_cut_init(&cut_, (data), (size));				\
+	fuzz_cut_whole(&whole_, &cut_);					\
+	a_ = run(&cut_);						\
+	b_ = run(&whole_);						\
+	FUZZ_CHECK(a_ == b_);						\
+} while (0)
+
 #endif
