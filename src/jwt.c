@@ -22,6 +22,7 @@
 
 #include "parley/jwt.h"
 #include "parley/store.h"
+#include "parley/util.h"
 
 #define JWT_SIG_MAX	1024	/* bytes of a signature: RSA 8192 bits */
 #define JWT_RSA_MIN	2048	/* bits of the smallest RSA key taken */
@@ -98,22 +99,6 @@ jwt_keys_free(struct jwt_keys *ks)
 	ks->nkeys = 0;
 }
 
-static int
-b64url_val(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
-}
-
 /*
  * Strict base64url without padding (RFC 7515 2, appendix C): only the
  * 64 letters, no '=', no length that leaves 1 char over, and the unused
@@ -130,7 +115,7 @@ b64url_decode(const char *s, size_t len, unsigned char *out, size_t outcap)
 	if (len % 4 == 1)
 		return -1;
 	for (i = 0; i < len; i++) {
-		if ((v = b64url_val((unsigned char)s[i])) < 0)
+		if ((v = util_b64_value((unsigned char)s[i], 1)) < 0)
 			return -1;
 		acc = (acc << 6) | (unsigned)v;
 		if ((bits += 6) >= 8) {

@@ -77,6 +77,22 @@ util_randhex(char *out, size_t nbytes)
 	out[2 * nbytes] = '\0';
 }
 
+int
+util_b64_value(unsigned char c, int url)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == (url ? '-' : '+'))
+		return 62;
+	if (c == (url ? '_' : '/'))
+		return 63;
+	return -1;
+}
+
 void
 util_tv(struct timeval *tv, uint64_t ms)
 {

@@ -13,6 +13,7 @@
 
 #include "parley/utf8.h"
 #include "parley/ws.h"
+#include "parley/util.h"
 
 #define WS_GUID		"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define WS_KEY_B64LEN	24	/* base64 of 16 bytes, with "==" */
@@ -22,7 +23,6 @@
 
 enum { WS_ST_HEADER, WS_ST_PAYLOAD, WS_ST_FAILED };
 
-static int	ws_b64_value(char);
 static int	ws_is_control(int);
 static int	ws_close_code_ok(unsigned int);
 static enum ws_status ws_fail(struct ws_parser *, uint16_t, const char *);
@@ -33,22 +33,6 @@ static int	ws_msg_reserve(struct ws_parser *, size_t);
 static void	ws_msg_reset(struct ws_parser *);
 static int	ws_finish_frame(struct ws_parser *, struct ws_message *);
 static int	ws_payload(struct ws_parser *, const unsigned char *, size_t);
-
-static int
-ws_b64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
 
 int
 ws_accept_key(const char *client_key, char out[29])
@@ -63,12 +47,12 @@ ws_accept_key(const char *client_key, char out[29])
 	if (client_key == NULL || strlen(client_key) != WS_KEY_B64LEN)
 		return -1;
 	for (i = 0; i < WS_KEY_B64LEN - 2; i++)
-		if (ws_b64_value(client_key[i]) == -1)
+		if (util_b64_value((unsigned char)client_key[i], 0) == -1)
 			return -1;
 	if (client_key[22] != '=' || client_key[23] != '=')
 		return -1;
 	/* the last symbol carries 2 bits of the 16th byte; the rest is padding */
-	v = ws_b64_value(client_key[21]);
+	v = util_b64_value((unsigned char)client_key[21], 0);
 	if ((v & 0x0f) != 0)
 		return -1;
 

@@ -22,6 +22,11 @@ int		util_append(char **buf, size_t *len, size_t *cap,
 /* b as parleyd.conf writes a size ("64m", "16k", "1000"); returns buf. */
 const char	*util_fmt_size(uint64_t b, char *buf, size_t len);
 struct timeval;
+/*
+ * The 6-bit value of base64 letter c (RFC 4648): with url, the base64url
+ * alphabet ('-', '_'), else the standard one ('+', '/'); -1 for none.
+ */
+int		util_b64_value(unsigned char c, int url);
 void		util_tv(struct timeval *, uint64_t ms);
 void		util_tv_us(struct timeval *, uint64_t us);
 /*
