@@ -326,7 +326,10 @@ async def origins():
         st, text = request(d, "http", "GET", log, None, None,
                            {"Origin": "http://other.example"})
         check(st == 403, "a refused reload let every origin in: %d" % st)
-        # Health is public by design: no Host check either.
+        # Health is public by design: no Host check either.  The reload
+        # above restarts the workers; wait for them so that a 503 here
+        # could only mean a refusal, not a worker still starting.
+        d.wait_ready()
         for p in ("/health", "/health/live", "/health/ready"):
             st, text = request(d, "http", "GET", p, None, None,
                                {"Origin": "http://evil.example"},
