@@ -24,7 +24,8 @@ const NODE_H = 56;
 const COL_W = 212;
 const ROW_H = 72;
 const PAD = 16;
-const EXCERPT = 28;
+const TOP = 36;          // room above row 0 for reference arcs
+const EXCERPT = 32;
 
 function excerpt(s, n) {
   s = String(s ?? "").replace(/\s+/g, " ").trim();
@@ -45,7 +46,8 @@ export class ThoughtGraph {
     this.onSelect = opts.onSelect || (() => {});
     this.maxNodes = opts.maxNodes || 300;
     this.agentLabel = opts.agentLabel || ((id) => id || "?");
-    this.nodes = new Map();   // thoughtId -> {g, t (thought rendered), key}
+    this.nodes = new Map();   // thoughtId -> {g, key}
+    this.edges = new Map();   // edge key -> <path>
     this.pos = new Map();     // thoughtId -> {col, row}
     this.drawn = [];          // thoughtIds drawn, arrival order
     this.parentOf = new Map();
@@ -62,7 +64,10 @@ export class ThoughtGraph {
       svg("marker", {
         id: "tg-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
         markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse",
-      }, svg("path", { d: "M0,0 L10,5 L0,10 z", class: "tg-arrow" })));
+      }, svg("path", { d: "M0,0 L10,5 L0,10 z", class: "tg-arrow" })),
+      // Text is clipped to its node's box (in each node's own coordinates).
+      svg("clipPath", { id: "tg-clip", clipPathUnits: "userSpaceOnUse" },
+        svg("rect", { x: 6, y: 0, width: NODE_W - 12, height: NODE_H })));
     this.edgeLayer = svg("g", { class: "tg-edges" });
     this.nodeLayer = svg("g", { class: "tg-nodes" });
     this.el.append(defs, this.edgeLayer, this.nodeLayer);
@@ -80,6 +85,7 @@ export class ThoughtGraph {
     this.el.removeEventListener("click", this._onClick);
     this.el.removeEventListener("keydown", this._onKey);
     this.nodes.clear();
+    this.edges.clear();
   }
 
   // all: thoughts in arrival order ({thoughtId, agentId, content, category,
@@ -115,7 +121,7 @@ export class ThoughtGraph {
         n.g = g;
         n.key = key;
       }
-      n.g.setAttribute("transform", `translate(${PAD + p.col * COL_W},${PAD + p.row * ROW_H})`);
+      n.g.setAttribute("transform", `translate(${PAD + p.col * COL_W},${TOP + p.row * ROW_H})`);
     }
     // Keep DOM order = arrival order so the reading order is sensible.
     let prev = null;
@@ -129,7 +135,7 @@ export class ThoughtGraph {
 
     this._edges(list, byId);
     this.el.setAttribute("width", PAD * 2 + maxCol * COL_W + NODE_W);
-    this.el.setAttribute("height", PAD * 2 + maxRow * ROW_H + NODE_H);
+    this.el.setAttribute("height", TOP + PAD + maxRow * ROW_H + NODE_H);
 
     // Roving tabindex: exactly one node is in the tab order.
     if (!this.focusId || !byId.has(this.focusId)) {
@@ -230,82 +236,91 @@ export class ThoughtGraph {
     }
   }
 
+  // Edges are kept by (from, to, kind) too: a path is created once and its
+  // d changed only when one of its ends moved.
   _edges(list, byId) {
-    const frag = [];
+    const next = new Map();
+    const put = (key, cls, from, to, d, marker) => {
+      let e = this.edges.get(key);
+      if (!e) {
+        e = svg("path", { class: cls, "data-from": from, "data-to": to });
+        if (marker) e.setAttribute("marker-end", marker);
+        this.edgeLayer.append(e);
+      }
+      if (e.tgD !== d) {
+        e.setAttribute("d", d);
+        e.tgD = d;
+      }
+      next.set(key, e);
+    };
     for (const t of list) {
       const p = this.pos.get(t.thoughtId);
-      const x1 = PAD + p.col * COL_W, y1 = PAD + p.row * ROW_H + NODE_H / 2;
+      const x1 = PAD + p.col * COL_W, y1 = TOP + p.row * ROW_H + NODE_H / 2;
       const up = this.parentOf.get(t.thoughtId);
       if (up) {
         const q = this.pos.get(up);
-        const x0 = PAD + q.col * COL_W + NODE_W, y0 = PAD + q.row * ROW_H + NODE_H / 2;
+        const x0 = PAD + q.col * COL_W + NODE_W, y0 = TOP + q.row * ROW_H + NODE_H / 2;
         const mx = (x0 + x1) / 2;
-        frag.push(svg("path", {
-          class: "tg-edge tg-reply",
-          d: `M${x0},${y0} C${mx},${y0} ${mx},${y1} ${x1},${y1}`,
-          "data-from": t.thoughtId, "data-to": up,
-        }));
+        put(`r\u0001${t.thoughtId}`, "tg-edge tg-reply", t.thoughtId, up,
+          `M${x0},${y0} C${mx},${y0} ${mx},${y1} ${x1},${y1}`, null);
       }
       for (const ref of Array.isArray(t.references) ? t.references : []) {
-        if (typeof ref !== "string" || !ref.startsWith("th_") || !byId.has(ref) || ref === up) continue;
+        if (typeof ref !== "string" || !ref.startsWith("th_") || !byId.has(ref) || ref === up ||
+            ref === t.thoughtId) continue;
         const q = this.pos.get(ref);
         // From the top of the newer thought to the top of the one it names.
-        const ax = PAD + p.col * COL_W + NODE_W / 2, ay = PAD + p.row * ROW_H;
-        const bx = PAD + q.col * COL_W + NODE_W / 2, by = PAD + q.row * ROW_H;
+        const ax = PAD + p.col * COL_W + NODE_W / 2, ay = TOP + p.row * ROW_H;
+        const bx = PAD + q.col * COL_W + NODE_W / 2, by = TOP + q.row * ROW_H;
         const lift = 18 + Math.min(60, Math.abs(ax - bx) / 6 + Math.abs(ay - by) / 6);
-        const cy = Math.min(ay, by) - lift;
-        frag.push(svg("path", {
-          class: "tg-edge tg-ref",
-          d: `M${ax},${ay} C${ax},${cy} ${bx},${cy} ${bx},${by}`,
-          "marker-end": "url(#tg-arrow)",
-          "data-from": t.thoughtId, "data-to": ref,
-        }));
+        const cy = Math.max(4, Math.min(ay, by) - lift);
+        put(`f\u0001${t.thoughtId}\u0001${ref}`, "tg-edge tg-ref", t.thoughtId, ref,
+          `M${ax},${ay} C${ax},${cy} ${bx},${cy} ${bx},${by}`, "url(#tg-arrow)");
       }
     }
-    this.edgeLayer.replaceChildren(...frag);
+    for (const [key, e] of this.edges) if (!next.has(key)) e.remove();
+    this.edges = next;
+  }
+
+  // One node drawn once, cloned for each thought (much cheaper than
+  // building each node element by element).
+  _template() {
+    if (this.tpl) return this.tpl;
+    const bw = NODE_W - 52;
+    this.tpl = svg("g", { class: "tg-node", role: "button", tabindex: "-1" },
+      svg("title"),
+      svg("rect", { class: "tg-box", width: NODE_W, height: NODE_H, rx: 6, ry: 6 }),
+      svg("rect", { class: "tg-stripe", width: 5, height: NODE_H, rx: 2, ry: 2 }),
+      svg("text", { class: "tg-head", x: 12, y: 16, "clip-path": "url(#tg-clip)" }),
+      svg("text", { class: "tg-body", x: 12, y: 33, "clip-path": "url(#tg-clip)" }),
+      svg("rect", { class: "tg-conf-track", x: 12, y: 42, width: bw, height: 5, rx: 2, ry: 2 }),
+      svg("rect", { class: "tg-conf-bar", x: 12, y: 42, width: 0, height: 5, rx: 2, ry: 2 }),
+      svg("text", { class: "tg-conf", x: NODE_W - 8, y: 48, "text-anchor": "end" }),
+      svg("text", { class: "tg-flag", x: NODE_W - 8, y: 16, "text-anchor": "end" }));
+    return this.tpl;
   }
 
   _node(t) {
     const agent = this.agentLabel(t.agentId);
     const conf = typeof t.confidence === "number" ? Math.max(0, Math.min(1, t.confidence)) : null;
     const cat = t.category || "?";
-    const text = t.redacted ? "(redacted)" : excerpt(t.content, EXCERPT);
-    const label = `${agent}, ${cat}, confidence ${confidenceText(t.confidence)}` +
-      (t.actionable ? ", actionable" : "") + ": " + (t.redacted ? "redacted" : excerpt(t.content, 120));
-    const g = svg("g", {
-      class: "tg-node " + categoryClass(t.category) + (t.actionable ? " actionable" : "") +
-        (t.redacted ? " redacted" : ""),
-      "data-thought-id": t.thoughtId,
-      "data-category": cat,
-      role: "button",
-      tabindex: "-1",
-      "aria-label": label,
-    });
-    const title = svg("title");
+    const g = this._template().cloneNode(true);
+    g.setAttribute("class", "tg-node " + categoryClass(t.category) + (t.actionable ? " actionable" : "") +
+      (t.redacted ? " redacted" : ""));
+    g.setAttribute("data-thought-id", t.thoughtId);
+    g.setAttribute("data-category", cat);
+    g.setAttribute("aria-label", `${agent}, ${cat}, confidence ${confidenceText(t.confidence)}` +
+      (t.actionable ? ", actionable" : "") + ": " + (t.redacted ? "redacted" : excerpt(t.content, 120)));
+    const [title, , , head, body, , bar, num, flag] = g.children;
     title.textContent = (t.redacted ? "(redacted)" : excerpt(t.content, 600)) +
       `\n\u2014 ${agent} \u00b7 ${cat} \u00b7 ${confidenceText(t.confidence)}`;
-    g.append(title);
-    g.append(svg("rect", { class: "tg-box", width: NODE_W, height: NODE_H, rx: 6, ry: 6 }));
-    g.append(svg("rect", { class: "tg-stripe", width: 5, height: NODE_H, rx: 2, ry: 2 }));
-    const head = svg("text", { class: "tg-head", x: 12, y: 16 });
-    head.textContent = excerpt(agent, 16) + " \u00b7 " + cat;
-    const body = svg("text", { class: "tg-body", x: 12, y: 33 });
-    body.textContent = text;
-    g.append(head, body);
-    if (t.actionable) {
-      const a = svg("text", { class: "tg-flag", x: NODE_W - 8, y: 16, "text-anchor": "end" });
-      a.textContent = "\u2691";
-      g.append(a);
-    }
+    head.textContent = excerpt(agent, 18) + " \u00b7 " + cat;
+    body.textContent = t.redacted ? "(redacted)" : excerpt(t.content, EXCERPT);
     // Confidence: a bar and the number.
-    const bw = NODE_W - 52;
-    g.append(svg("rect", { class: "tg-conf-track", x: 12, y: 42, width: bw, height: 5, rx: 2, ry: 2 }));
-    if (conf !== null) {
-      g.append(svg("rect", { class: "tg-conf-bar", x: 12, y: 42, width: Math.max(1, bw * conf), height: 5, rx: 2, ry: 2 }));
-    }
-    const num = svg("text", { class: "tg-conf", x: NODE_W - 8, y: 48, "text-anchor": "end" });
+    if (conf !== null) bar.setAttribute("width", Math.max(1, (NODE_W - 52) * conf));
+    else bar.remove();
     num.textContent = confidenceText(t.confidence);
-    g.append(num);
+    if (t.actionable) flag.textContent = "\u2691";
+    else flag.remove();
     return g;
   }
 }

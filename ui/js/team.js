@@ -54,6 +54,7 @@ export function create(ctx) {
   let actionOrder = [];
   const directives = [];
   const sent = new Map();     // client message id -> {kind, actionId?}
+  const timers = new Set();
 
   let visible = false;
   let destroyed = false;
@@ -254,7 +255,7 @@ export function create(ctx) {
       actions.set(id, a);
       actionOrder.push(id);
     }
-    if (ev.action && typeof ev.action === "object") a.action = ev.action;
+    if (ev.action && typeof ev.action === "object") a.action = Object.assign({}, a.action, ev.action);
     if (state === "proposed" && typeof ev.agentId === "string") a.proposer = ev.agentId;
     if (typeof ev.proposer === "string") a.proposer = ev.proposer;
     if (typeof ev.needsHuman === "boolean") a.needsHuman = ev.needsHuman;
@@ -407,6 +408,15 @@ export function create(ctx) {
     a.busy = true;
     a.err = null;
     touchAction(actionId);
+    // No answer at all (a connection that stays down): let the person retry.
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      if (destroyed || !a.busy || a.state !== "proposed") return;
+      a.busy = false;
+      a.err = "No answer from the server yet; try again once connected.";
+      touchAction(actionId);
+    }, 20000);
+    timers.add(timer);
   }
 
   const onDirKey = (e) => {
@@ -702,6 +712,8 @@ export function create(ctx) {
       destroyed = true;
       visible = false;
       for (const u of unsubs) u();
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
       dirInput.removeEventListener("keydown", onDirKey);
       dirSend.removeEventListener("click", onDirClick);
       actionsEl.removeEventListener("click", onActionClick);
