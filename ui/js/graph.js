@@ -16,8 +16,10 @@
 
 import { svg } from "./dom.js";
 
+// thought_share's categories, and "reasoning": an internal agent's streamed
+// reasoning block, logged as a thought by the server.
 export const CATEGORIES = ["observation", "analysis", "hypothesis", "plan",
-  "critique", "synthesis", "question"];
+  "critique", "synthesis", "question", "reasoning"];
 
 const NODE_W = 176;
 const NODE_H = 56;

@@ -221,9 +221,14 @@ export function create(ctx) {
     if (!t || typeof t.thoughtId !== "string") return false;
     const old = thoughts.get(t.thoughtId);
     if (old) {
-      // Same thought again (replay overlap, or /thoughts then the event):
-      // keep the fuller copy.
-      if (old.redacted && !t.redacted) Object.assign(old, t, { redacted: false });
+      // Same thought again: /thoughts then the event (keep the fuller copy),
+      // or an internal agent's reasoning block logged again when its
+      // interrupted turn re-ran (same thoughtId, later seq: the new text).
+      if ((old.redacted && !t.redacted) || (typeof seq === "number" && typeof old.seq === "number" && seq > old.seq)) {
+        Object.assign(old, t, { redacted: !!t.redacted, seq });
+        if (ts) old.ts = ts;
+        return true;
+      }
       return false;
     }
     const x = Object.assign({}, t);
