@@ -136,6 +136,7 @@ export class ThoughtGraph {
     }
 
     this._edges(list, byId);
+    this._highlight();
     this.el.setAttribute("width", PAD * 2 + maxCol * COL_W + NODE_W);
     this.el.setAttribute("height", TOP + PAD + maxRow * ROW_H + NODE_H);
 
@@ -152,8 +153,22 @@ export class ThoughtGraph {
     return { drawn: list.length, total: all.length };
   }
 
+  // The selected thought's links stand out.
+  _highlight() {
+    const id = this.selected;
+    for (const e of this.edges.values()) {
+      const on = !!id && (e.getAttribute("data-from") === id || e.getAttribute("data-to") === id);
+      if (on !== !!e.tgHl) {
+        e.classList.toggle("hl", on);
+        e.tgHl = on;
+        if (on) this.edgeLayer.append(e);   // on top of the other edges
+      }
+    }
+  }
+
   select(id) {
     this.selected = id;
+    this._highlight();
     if (id && this.nodes.has(id)) this.focusId = id;
     for (const [tid, n] of this.nodes) {
       n.g.classList.toggle("selected", tid === id);
