@@ -28,6 +28,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "supervisor.h"
+#include "ui.h"
 #include "tls.h"
 
 #define MAX_PENDING	4096	/* connections still sending their request */
@@ -372,6 +373,22 @@ agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
 	cJSON_Delete(b);
 }
 
+/* The web page, when req asks for it: 1 once answered. */
+static int
+answer_ui(struct pending *p)
+{
+	struct evbuffer *out = evbuffer_new();
+
+	if (out == NULL)
+		return 0;
+	if (!ui_answer(p->sup->conf, &p->hp.req, p->hdr, out)) {
+		evbuffer_free(out);
+		return 0;
+	}
+	pending_send(p, out);
+	return 1;
+}
+
 static int
 is_health(const char *path)
 {
@@ -401,6 +418,8 @@ pending_dispatch(struct pending *p)
 		pending_error(p, ge.status, ge.code, ge.msg);
 		return;
 	}
+	if (!p->control && answer_ui(p))
+		return;
 	memset(&ic, 0, sizeof(ic));
 	/* The control socket's peers were let in by their uid. */
 	if (p->control) {
