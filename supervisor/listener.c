@@ -465,7 +465,8 @@ pending_dispatch(struct pending *p)
 	}
 	sid[0] = '\0';
 	if (sup->draining && (strcmp(path, "/chat") == 0 ||
-	    strcmp(path, "/sessions") == 0)) {
+	    (strcmp(path, "/sessions") == 0 &&
+	    strcmp(req->method, "POST") == 0))) {
 		pending_error(p, 503, "OVERLOADED", DRAINING_MSG);
 		return;
 	}
@@ -474,9 +475,18 @@ pending_dispatch(struct pending *p)
 	} else if (strcmp(path, "/sessions") == 0) {
 		cJSON *b = NULL, *f;
 
+		if (strcmp(req->method, "GET") == 0) {
+			ic.role = (uint32_t)role;
+			fd = p->fd;
+			p->fd = -1;
+			pending_detach(p);
+			control_sessions(sup, fd, req, &ic);
+			pending_free(p, 0);
+			return;
+		}
 		if (strcmp(req->method, "POST") != 0) {
-			pending_error(p, 405, "BAD_REQUEST",
-			    "use POST /sessions to create a session");
+			pending_error(p, 405, "BAD_REQUEST", "use GET /sessions "
+			    "to list sessions, POST /sessions to create one");
 			return;
 		}
 		if (req->body_len > 0 &&
