@@ -65,7 +65,8 @@ export class ThoughtGraph {
     const defs = svg("defs", null,
       svg("marker", {
         id: "tg-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
-        markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse",
+        markerUnits: "userSpaceOnUse", markerWidth: 8, markerHeight: 8,
+        orient: "auto-start-reverse",
       }, svg("path", { d: "M0,0 L10,5 L0,10 z", class: "tg-arrow" })),
       // Text is clipped to its node's box (in each node's own coordinates).
       svg("clipPath", { id: "tg-clip", clipPathUnits: "userSpaceOnUse" },

@@ -93,7 +93,7 @@ export function create(ctx) {
   });
   graphEl.append(graph.el);
 
-  const view = h("div", { class: "team-view" },
+  const view = h("div", { class: "team-view" }, h("div", { class: "team-view-in" },
     h("div", { class: "team-side" },
       h("section", { class: "team-panel team-roster-panel", attrs: { "aria-labelledby": `team-roster-h-${uid}` } },
         h("h2", { id: `team-roster-h-${uid}` }, "Team"), strategyEl, rosterEl),
@@ -110,7 +110,7 @@ export function create(ctx) {
         h("div", { class: "team-graph-head" },
           h("h2", { id: `team-graph-h-${uid}` }, "Thoughts ", thoughtCount), legend),
         graphNote, graphEl),
-      detailEl));
+      detailEl)));
   ctx.root.classList.add("team-root");
   ctx.root.append(view);
   renderDetail();
@@ -398,7 +398,13 @@ export function create(ctx) {
       return;
     }
     const id = conn.send({ type: "directive", message });
-    if (typeof id === "string") sent.set(id, { kind: "directive", message });
+    if (typeof id !== "string") {
+      // The Conn's queue is full (the server has been away a while).
+      notice = { text: "Not sent: too many messages are waiting for the server. Try again once connected.", error: true };
+      want("notice");
+      return;
+    }
+    sent.set(id, { kind: "directive", message });
     dirInput.value = "";
     notice = { text: "Sending\u2026", error: false };
     want("notice");
@@ -410,7 +416,8 @@ export function create(ctx) {
     const msg = { type: "action_approve", actionId };
     if (decision === "reject") msg.decision = "reject";
     const id = conn.send(msg);
-    if (typeof id === "string") sent.set(id, { kind: "action", actionId });
+    if (typeof id !== "string") return;   // not queued; the Conn said why
+    sent.set(id, { kind: "action", actionId });
     a.busy = true;
     a.err = null;
     touchAction(actionId);
