@@ -166,6 +166,7 @@ export function create(ctx) {
         if (!p || typeof p.actionId !== "string") continue;
         const phase = p.phase === "approved" || p.phase === "executing" ? p.phase : "proposed";
         const a = actionFrom(p, phase);
+        if (typeof p.agentId === "string") a.proposer = p.agentId;   // as in action_proposed
         if (Array.isArray(p.approvals)) a.approvals = p.approvals.slice();
         if (p.expiresAt) a.expiresAt = p.expiresAt;
         if (typeof p.ts === "number") a.ts = p.ts;
