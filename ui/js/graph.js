@@ -21,13 +21,13 @@ import { svg } from "./dom.js";
 export const CATEGORIES = ["observation", "analysis", "hypothesis", "plan",
   "critique", "synthesis", "question", "reasoning"];
 
-const NODE_W = 176;
+const NODE_W = 184;
 const NODE_H = 56;
-const COL_W = 212;
+const COL_W = 220;
 const ROW_H = 72;
 const PAD = 16;
 const TOP = 36;          // room above row 0 for reference arcs
-const EXCERPT = 32;
+const EXCERPT = 26;
 
 function excerpt(s, n) {
   s = String(s ?? "").replace(/\s+/g, " ").trim();
@@ -56,6 +56,9 @@ export class ThoughtGraph {
     this.firstChild = new Map();
     this.selected = null;
     this.focusId = null;      // the one node with tabindex 0 (roving)
+    this.zoom = 1;
+    this.w = 1;
+    this.h = 1;
 
     this.el = svg("svg", {
       class: "thought-svg", role: "group",
@@ -138,8 +141,9 @@ export class ThoughtGraph {
 
     this._edges(list, byId);
     this._highlight();
-    this.el.setAttribute("width", PAD * 2 + maxCol * COL_W + NODE_W);
-    this.el.setAttribute("height", TOP + PAD + maxRow * ROW_H + NODE_H);
+    this.w = PAD * 2 + maxCol * COL_W + NODE_W;
+    this.h = TOP + PAD + maxRow * ROW_H + NODE_H;
+    this._size();
 
     // Roving tabindex: exactly one node is in the tab order.
     if (!this.focusId || !byId.has(this.focusId)) {
@@ -152,6 +156,19 @@ export class ThoughtGraph {
       n.g.setAttribute("aria-pressed", id === this.selected ? "true" : "false");
     }
     return { drawn: list.length, total: all.length };
+  }
+
+  // Zoom: the drawing keeps its coordinates (viewBox), the element scales.
+  setZoom(z) {
+    this.zoom = Math.max(0.25, Math.min(2, z));
+    this._size();
+    return this.zoom;
+  }
+
+  _size() {
+    this.el.setAttribute("viewBox", `0 0 ${this.w} ${this.h}`);
+    this.el.setAttribute("width", Math.ceil(this.w * this.zoom));
+    this.el.setAttribute("height", Math.ceil(this.h * this.zoom));
   }
 
   // The selected thought's links stand out.

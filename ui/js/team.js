@@ -69,6 +69,12 @@ export function create(ctx) {
   const strategyEl = h("p", { class: "team-strategy muted" });
   const graphEl = h("div", { id: "thought-graph", class: "team-graph", attrs: { tabindex: "-1" } });
   const graphNote = h("p", { class: "team-graph-note muted", attrs: { "aria-live": "polite" } });
+  const zoomText = h("span", { class: "tg-zoom-level muted", attrs: { "aria-live": "polite" } }, "100%");
+  const zoomBar = h("div", { class: "tg-zoom", attrs: { role: "group", "aria-label": "Zoom" } },
+    h("button", { attrs: { type: "button", title: "Zoom out", "aria-label": "Zoom out" }, dataset: { zoom: "out" }, text: "\u2212" }),
+    zoomText,
+    h("button", { attrs: { type: "button", title: "Zoom in", "aria-label": "Zoom in" }, dataset: { zoom: "in" }, text: "+" }),
+    h("button", { attrs: { type: "button", title: "Actual size" }, dataset: { zoom: "reset" }, text: "1:1" }));
   const thoughtCount = h("span", { class: "team-count muted" });
   const detailEl = h("aside", { id: "thought-detail", class: "team-detail", attrs: { "aria-live": "polite", "aria-label": "Selected thought" } });
   const actionsEl = h("ul", { id: "actions", class: "team-actions", attrs: { "aria-label": "Actions" } });
@@ -108,7 +114,7 @@ export function create(ctx) {
     h("div", { class: "team-main" },
       h("section", { class: "team-panel team-graph-panel", attrs: { "aria-labelledby": `team-graph-h-${uid}` } },
         h("div", { class: "team-graph-head" },
-          h("h2", { id: `team-graph-h-${uid}` }, "Thoughts ", thoughtCount), legend),
+          h("h2", { id: `team-graph-h-${uid}` }, "Thoughts ", thoughtCount), zoomBar, legend),
         graphNote, graphEl),
       detailEl)));
   ctx.root.classList.add("team-root");
@@ -453,6 +459,13 @@ export function create(ctx) {
       graph.focus(b.dataset.ref);
     }
   };
+  const onZoom = (e) => {
+    const b = e.target.closest && e.target.closest("button[data-zoom]");
+    if (!b) return;
+    const z = b.dataset.zoom === "in" ? graph.zoom * 1.25 : b.dataset.zoom === "out" ? graph.zoom / 1.25 : 1;
+    zoomText.textContent = `${Math.round(graph.setZoom(z) * 100)}%`;
+  };
+  zoomBar.addEventListener("click", onZoom);
   dirInput.addEventListener("keydown", onDirKey);
   dirSend.addEventListener("click", onDirClick);
   actionsEl.addEventListener("click", onActionClick);
@@ -765,6 +778,7 @@ export function create(ctx) {
       for (const u of unsubs) u();
       for (const t of timers) clearTimeout(t);
       timers.clear();
+      zoomBar.removeEventListener("click", onZoom);
       dirInput.removeEventListener("keydown", onDirKey);
       dirSend.removeEventListener("click", onDirClick);
       actionsEl.removeEventListener("click", onActionClick);
