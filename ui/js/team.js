@@ -253,8 +253,11 @@ export function create(ctx) {
     return true;
   }
 
-  function onThought(ev) {
+  function onThought(ev, meta) {
     if (addThought(ev.thought, ev.agentId, ev.seq, ev.ts)) {
+      // A thought that arrives live is marked once when drawn; the past,
+      // replayed, is not.
+      if (!meta.replay && visible) thoughts.get(ev.thought.thoughtId).fresh = true;
       if (selected && ev.thought.inResponseTo === selected) dirty.detail = true;
       want("graph");
     }
@@ -389,8 +392,8 @@ export function create(ctx) {
   };
   const unsubs = [];
   for (const [type, fn] of Object.entries(handlers)) {
-    const u = conn.on(type, (ev) => {
-      if (!destroyed && ev && typeof ev === "object") fn(ev);
+    const u = conn.on(type, (ev, meta) => {
+      if (!destroyed && ev && typeof ev === "object") fn(ev, meta || {});
     });
     if (typeof u === "function") unsubs.push(u);
   }
