@@ -60,9 +60,10 @@ export function create(ctx) {
   let destroyed = false;
   let fetched = false;
   let selected = null;
-  const dirty = { roster: false, graph: false, detail: false, actions: new Set(), actionsAll: false, directives: false, notice: false };
+  const dirty = { roster: false, graph: false, detail: false, actions: new Set(), actionsAll: false, directives: false, notice: false, ended: false };
   let notice = null;          // {text, error}
   let detailKey = null;       // what the side panel shows
+  let ended = false;          // session_complete seen: nothing more is taken
 
   // ---- DOM skeleton ----
   const rosterEl = h("ul", { id: "roster", class: "team-roster", attrs: { "aria-label": "Agents" } });
@@ -152,6 +153,7 @@ export function create(ctx) {
 
   // ---- events ----
   function onSessionState(ev) {
+    if (ev.status === "completed" || ev.status === "failed") setEnded();
     if (Array.isArray(ev.agents)) {
       const seen = new Set();
       for (const a of ev.agents) {
@@ -332,6 +334,13 @@ export function create(ctx) {
     touchAction(a.actionId);
   }
 
+  function setEnded() {
+    if (ended) return;
+    ended = true;
+    dirty.actionsAll = true;
+    want("ended");
+  }
+
   function onDirective(ev) {
     directives.push({ message: str(ev.message), from: str(ev.from), ts: ev.ts, seq: ev.seq });
     if (directives.length > MAX_DIRECTIVES) directives.splice(0, directives.length - MAX_DIRECTIVES);
@@ -387,6 +396,7 @@ export function create(ctx) {
     action_expired: onAction,
     audit_entry: (ev) => { if (typeof ev.actionId === "string") onAction(ev); },
     directive: onDirective,
+    session_complete: setEnded,
     ack: onReply,
     error: onReply,
   };
@@ -489,6 +499,14 @@ export function create(ctx) {
     if (dirty.actionsAll || dirty.actions.size) renderActions();
     if (dirty.directives) { dirty.directives = false; renderDirectives(); }
     if (dirty.notice) { dirty.notice = false; renderNotice(); }
+    if (dirty.ended) {
+      dirty.ended = false;
+      dirInput.disabled = dirSend.disabled = ended;
+      if (ended) {
+        notice = { text: "The session has ended: it takes no more directives or answers.", error: false };
+        renderNotice();
+      }
+    }
   }
 
   function renderRoster() {
@@ -702,11 +720,12 @@ export function create(ctx) {
 
     const notes = [];
     if (a.state === "proposed" && a.needsHuman) notes.push("needs a person's approval");
+    if (!FINAL.has(a.state) && ended) notes.push("left unfinished when the session ended");
     if (a.approvals && a.approvals.length) notes.push("approved by " + a.approvals.join(", "));
     if (a.state === "rejected") notes.push(`rejected by ${a.rejectedBy || "?"}` + (a.reason ? `: ${a.reason}` : ""));
     if (a.state === "expired") notes.push(`expired waiting for ${a.expiredPhase === "execution" ? "its result" : "approval"}` +
       (a.timeoutMs ? ` (${fmtDuration(a.timeoutMs)})` : ""));
-    if (!FINAL.has(a.state) && a.expiresAt) notes.push(`expires ${fmtTime(a.expiresAt)}`);
+    if (!FINAL.has(a.state) && a.expiresAt && !ended) notes.push(`expires ${fmtTime(a.expiresAt)}`);
     if (notes.length) li.append(h("p", { class: "action-notes muted" }, notes.join(" \u00b7 ")));
 
     if (a.state === "done") {
@@ -715,7 +734,7 @@ export function create(ctx) {
         h("summary", null, (isErr ? "Error" : "Result") + (typeof a.duration === "number" ? ` \u00b7 ${fmtDuration(a.duration)}` : "")),
         h("pre", null, json(isErr ? a.error : a.result))));
     }
-    if (a.state === "proposed") {
+    if (a.state === "proposed" && !ended) {
       li.append(h("div", { class: "action-buttons" },
         h("button", { class: "btn-approve", attrs: { type: "button", ...(a.busy ? { disabled: "" } : {}) }, dataset: { act: "approve" }, text: a.busy ? "Sending\u2026" : "Approve" }),
         h("button", { class: "btn-reject", attrs: { type: "button", ...(a.busy ? { disabled: "" } : {}) }, dataset: { act: "reject" }, text: "Reject" })));
@@ -766,7 +785,7 @@ export function create(ctx) {
       if (destroyed) return;
       visible = true;
       ctx.root.hidden = false;
-      dirty.roster = dirty.graph = dirty.detail = dirty.directives = dirty.notice = true;
+      dirty.roster = dirty.graph = dirty.detail = dirty.directives = dirty.notice = dirty.ended = true;
       dirty.actionsAll = true;
       want(null);
       fetchThoughts();
