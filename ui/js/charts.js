@@ -90,13 +90,13 @@ export function drawLine(el, opts) {
 	// y axis: its max and min
 	el.appendChild(text(x0 - 4, y0 + 4, "end", "chart-tick", fmt(hi)));
 	el.appendChild(text(x0 - 4, y1, "end", "chart-tick", fmt(lo)));
-	// x axis: the times of the oldest and newest samples shown
+	// x axis: the times of the newest sample and, once the line is long
+	// enough for both labels to fit, of the oldest one shown
 	if (opts.times && opts.times.length === 2) {
-		const n = first ? first.values.length : 0;
-		const xs = x1 - (Math.max(n, 1) - 1) * step;
-		el.appendChild(text(Math.max(x0, xs), LINE_H - 3,
-		    n > cap / 2 ? "start" : "middle", "chart-tick",
-		    opts.times[0] || ""));
+		const n = Math.min(first ? first.values.length : 0, cap);
+		if (n > 1 && (n - 1) * step >= 90)
+			el.appendChild(text(x1 - (n - 1) * step, LINE_H - 3,
+			    "start", "chart-tick", opts.times[0] || ""));
 		el.appendChild(text(x1, LINE_H - 3, "end", "chart-tick",
 		    opts.times[1] || ""));
 	}
@@ -126,9 +126,10 @@ export function drawLine(el, opts) {
 	});
 }
 
-const BAR_ROW = 16;
-const BAR_LABEL = 70;   // room for the bar's name
-const BAR_VALUE = 56;   // room for its value
+const BAR_W = W;
+const BAR_ROW = 14;
+const BAR_LABEL = 64;   // room for the bar's name
+const BAR_VALUE = 48;   // room for its value
 
 /*
  * A horizontal bar chart in el: opts = {bars: [{label, value}], format,
@@ -144,26 +145,26 @@ export function drawBars(el, opts) {
 		if (finite(b.value)) max = Math.max(max, b.value);
 	if (max <= 0) max = 1;
 	clear(el);
-	el.setAttribute("viewBox", `0 0 ${W} ${h}`);
+	el.setAttribute("viewBox", `0 0 ${BAR_W} ${h}`);
 	el.setAttribute("class", "chart chart-bars");
 	label(el, `${opts.title}: ` + (bars.length ? bars.map((b) =>
 	    `${b.label} ${finite(b.value) ? fmt(b.value) : "n/a"}`).join(", ") :
 	    "no agents"));
-	const x0 = BAR_LABEL, x1 = W - BAR_VALUE;
+	const x0 = BAR_LABEL, x1 = BAR_W - BAR_VALUE;
 	el.appendChild(svg("line", { x1: x0, x2: x0, y1: 2,
 	    y2: h - 14, class: "chart-axis" }));
 	bars.forEach((b, i) => {
 		const y = 4 + i * BAR_ROW;
 		const v = finite(b.value) ? b.value : 0;
 		const w = Math.max(v > 0 ? 1 : 0, (x1 - x0) * v / max);
-		const name = b.label.length > 11 ? b.label.slice(0, 10) + "…" :
+		const name = b.label.length > 12 ? b.label.slice(0, 11) + "…" :
 		    b.label;
-		const t = text(x0 - 4, y + 10, "end", "chart-tick", name);
+		const t = text(x0 - 4, y + 8, "end", "chart-tick", name);
 		t.appendChild(svg("title", null, b.label));
 		el.appendChild(t);
 		el.appendChild(svg("rect", { x: x0, y, width: w.toFixed(1),
 		    height: BAR_ROW - 5, class: `chart-bar chart-s${i % 6}` }));
-		el.appendChild(text(x0 + w + 3, y + 10, "start", "chart-tick",
+		el.appendChild(text(x0 + w + 3, y + 8, "start", "chart-tick",
 		    finite(b.value) ? fmt(b.value) : "n/a"));
 	});
 	// x axis: 0 and the largest value

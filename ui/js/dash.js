@@ -417,11 +417,8 @@ export function create(ctx) {
 			clear(chartsEl);
 			for (const c of CHARTS)
 				chartsEl.append(chartCard(c.metric, c.title));
-			for (const b of BARS) {
-				const card = chartCard(b.metric, b.title);
-				card.classList.add("chart-card-wide");
-				chartsEl.append(card);
-			}
+			for (const b of BARS)
+				chartsEl.append(chartCard(b.metric, b.title));
 		}
 		const last = samples[samples.length - 1];
 		const times = [fmtTime(samples[0].ts), fmtTime(last.ts)];
@@ -523,7 +520,9 @@ export function create(ctx) {
 		        h("span", { class: "pending-agent" }, str(ev.agentId)),
 		        h("time", { class: "pending-time" }, ev.ts ?
 		            fmtTime(ev.ts) : "")),
-		    ev.summary ? h("p", { class: "pending-summary" },
+		    // the summary is the tool and the start of its arguments:
+		    // shown when the arguments are not
+		    ev.summary && !args ? h("p", { class: "pending-summary" },
 		        str(ev.summary)) : null,
 		    args ? h("pre", { class: "pending-args" }, args) : null,
 		    h("div", { class: "pending-buttons" }, buttons),
