@@ -437,9 +437,15 @@ export function create(ctx) {
 			const el = chartEls.get(b.metric);
 			const bars = agents.map((a) => ({ label: agentName(a),
 			    value: num(b.get(a.usage)) }));
-			let sum = 0;
-			for (const x of bars) sum += x.value || 0;
-			el.value.textContent = agents.length ? b.fmt(sum) : "—";
+			// The session keeps a usage per agent only for some
+			// agents (a lone one always): the others show n/a.
+			let sum = 0, known = 0;
+			for (const x of bars) {
+				if (x.value === null) continue;
+				sum += x.value;
+				known++;
+			}
+			el.value.textContent = known ? b.fmt(sum) : "—";
 			el.detail.textContent = agents.length ?
 			    `${agents.length} agent${agents.length > 1 ? "s" : ""}` :
 			    "no agents";
@@ -725,9 +731,9 @@ export function create(ctx) {
 			const status = e && e.status ? e.status : 0;
 			let what = "";
 			if (status === 403 || code === "FORBIDDEN")
-				what = " The audit trail needs the admin role or a " +
-				    "token scoped to this session; entries logged " +
-				    "while this page is open are still shown.";
+				what = " Only the entries logged while this page " +
+				    "is open are shown; an admin token, or one " +
+				    "scoped to this session, reads the whole trail.";
 			else if (status === 401 || code === "UNAUTHORIZED")
 				what = " Enter a valid access token, then Refresh.";
 			else if (status === 404 || code === "NOT_FOUND")
