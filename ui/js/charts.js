@@ -127,7 +127,7 @@ export function drawLine(el, opts) {
 }
 
 const BAR_W = W;
-const BAR_ROW = 14;
+const BAR_ROW = 20;
 const BAR_LABEL = 64;   // room for the bar's name
 const BAR_VALUE = 48;   // room for its value
 
@@ -159,12 +159,12 @@ export function drawBars(el, opts) {
 		const w = Math.max(v > 0 ? 1 : 0, (x1 - x0) * v / max);
 		const name = b.label.length > 12 ? b.label.slice(0, 11) + "…" :
 		    b.label;
-		const t = text(x0 - 4, y + 8, "end", "chart-tick", name);
+		const t = text(x0 - 4, y + 10, "end", "chart-tick", name);
 		t.appendChild(svg("title", null, b.label));
 		el.appendChild(t);
 		el.appendChild(svg("rect", { x: x0, y, width: w.toFixed(1),
-		    height: BAR_ROW - 5, class: `chart-bar chart-s${i % 6}` }));
-		el.appendChild(text(x0 + w + 3, y + 8, "start", "chart-tick",
+		    height: BAR_ROW - 7, class: `chart-bar chart-s${i % 6}` }));
+		el.appendChild(text(x0 + w + 3, y + 10, "start", "chart-tick",
 		    finite(b.value) ? fmt(b.value) : "n/a"));
 	});
 	// x axis: 0 and the largest value
