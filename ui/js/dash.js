@@ -155,16 +155,21 @@ export function create(ctx) {
 		invalidate("head");
 	});
 	{
+		// (onState reports the current state at once: "closed" before
+		// the first connect, which here is "not connected yet".)
 		const off = dconn.onState((s) => {
 			if (destroyed) return;
-			dashState = s;
+			dashState = started ? s : "idle";
 			invalidate("head");
 		});
 		if (typeof off === "function") unsubs.push(off);
 	}
 
 	// --- the session's main stream: approvals and audit events ---
+	let mainSeq = 0;                // the main stream's session_state.lastSeq
 	sub(conn, "session_state", (ev) => {
+		if (num(ev.lastSeq) !== null && ev.lastSeq > mainSeq)
+			mainSeq = ev.lastSeq;
 		// Rebuilt on every (re)connect: what waits is what it says.
 		const keep = new Map(pending);
 		pending.clear();
@@ -761,6 +766,13 @@ export function create(ctx) {
 			root.hidden = false;
 			if (!started) {
 				started = true;
+				// The dashboard's logged events are not used here (the
+				// main stream brings them): it need not replay the log
+				// from seq 0, only from where the main stream is.
+				const from = Math.max(mainSeq, num(conn.lastSeq) || 0);
+				if (typeof dconn.seq === "number" && dconn.seq === 0 &&
+				    from > 0)
+					dconn.seq = from;
 				dconn.connect();
 				loadAudit();
 			}
