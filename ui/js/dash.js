@@ -613,11 +613,11 @@ export function create(ctx) {
 		const tr = h("tr", { dataset: { seq: String(seq),
 		    type: str(ev.type), decision: f.decision, risk: f.risk } },
 		    h("td", { class: "num" }, String(seq)),
-		    h("td", null, h("time", { attrs: { datetime:
+		    h("td", { class: "audit-time" }, h("time", { attrs: { datetime:
 		        str(ev.timestamp || ev.ts) } }, f.time ?
 		        fmtTime(f.time) : "")),
 		    h("td", { class: "audit-tool" }, f.tool),
-		    h("td", null, f.agent),
+		    h("td", { class: "audit-agent" }, f.agent),
 		    h("td", null, f.risk ? h("span", { class:
 		        `risk risk-${risk}` }, f.risk) : ""),
 		    h("td", null, f.decision ? h("span", { class:
