@@ -497,7 +497,15 @@ export function create(ctx) {
 		p.note = `Sending “${decision}”…`;
 		const id = conn.send({ type: "tool_approve", toolCallId,
 		    decision });
-		if (id != null) sentIds.set(id, toolCallId);
+		if (id != null)
+			sentIds.set(id, toolCallId);
+		else {
+			// Conn refused it (too many messages wait to be sent).
+			p.sent = null;
+			p.note = "";
+			p.error = "Not sent: the page is waiting for the server; " +
+			    "try again once the connection is live.";
+		}
 		invalidate("pending");
 	}
 
