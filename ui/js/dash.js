@@ -224,9 +224,9 @@ export function create(ctx) {
 		p.sent = null;
 		p.note = "";
 		p.error = `${str(ev.code) || "ERROR"}: ${str(ev.message)}` +
-		    (ev.code === "FORBIDDEN" ? " (answering needs the user or " +
-		    "admin role)" : ev.code === "NOT_FOUND" ? " (it was " +
-		    "answered or expired meanwhile)" : "");
+		    (ev.code === "FORBIDDEN" && !ev.message ? " (answering " +
+		    "needs the user or admin role)" : ev.code === "NOT_FOUND" ?
+		    " (it was answered or expired meanwhile)" : "");
 		invalidate("pending");
 	});
 
@@ -286,6 +286,17 @@ export function create(ctx) {
 	    hidden: true, attrs: { role: "alert" } });
 	const auditBody = h("tbody");
 	const auditEmpty = h("p", { class: "dash-empty" }, "No audit entries.");
+	const auditWrap = h("div", { class: "dash-table-wrap dash-audit-wrap",
+	    attrs: { tabindex: "0", "aria-label": "Audit trail entries" } },
+	    h("table", { id: "audit-table", class: "dash-table" },
+	        h("caption", { class: "dash-caption" },
+	            "Decisions on tool calls, autonomy changes and actions, " +
+	            "oldest first"),
+	        h("thead", null, h("tr", null,
+	            ["Seq", "Time", "Tool / event", "Agent", "Risk", "Decision",
+	             "By", "Summary"].map((t) =>
+	             h("th", { attrs: { scope: "col" } }, t)))),
+	        auditBody));
 	const auditRows = new Map();    // seq -> tr
 	const auditSeqs = [];           // the seqs in the table, ascending
 	const label = (text, control) => h("label", { class: "dash-filter" },
@@ -324,16 +335,7 @@ export function create(ctx) {
 	            label("Decision", fDecision), label("Risk", fRisk),
 	            refreshBtn),
 	        auditErr,
-	        h("div", { class: "dash-table-wrap dash-audit-wrap" },
-	            h("table", { id: "audit-table", class: "dash-table" },
-	                h("caption", { class: "dash-caption" },
-	                    "Decisions on tool calls, autonomy changes and " +
-	                    "actions, oldest first"),
-	                h("thead", null, h("tr", null,
-	                    ["Seq", "Time", "Tool / event", "Agent", "Risk",
-	                     "Decision", "By", "Summary"].map((t) =>
-	                     h("th", { attrs: { scope: "col" } }, t)))),
-	                auditBody)),
+	        auditWrap,
 	        auditEmpty));
 
 	// --- rendering ---
@@ -652,6 +654,10 @@ export function create(ctx) {
 	}
 
 	function renderAudit() {
+		// Like a log: a table scrolled to its end stays at its end.
+		const wrap = auditWrap;
+		const atEnd = wrap.scrollTop + wrap.clientHeight >=
+		    wrap.scrollHeight - 8;
 		if (auditNew.length) {
 			auditNew.sort((a, b) => a - b);
 			const tail = document.createDocumentFragment();
@@ -675,6 +681,8 @@ export function create(ctx) {
 			auditNew.length = 0;
 			auditBody.append(tail);
 			for (const s of tailSeqs) auditSeqs.push(s);
+			if (atEnd && tailSeqs.length)
+				wrap.scrollTop = wrap.scrollHeight;
 		}
 		const L = auditLoad;
 		if (L.error) {
