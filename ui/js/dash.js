@@ -587,31 +587,61 @@ export function create(ctx) {
 	}
 
 	// The row's fields, as shown and as filtered.
+	function clip(x, n) {
+		let t = typeof x === "string" ? x : "";
+		if (!t && x !== undefined && x !== null) {
+			try { t = JSON.stringify(x); } catch (e) { t = ""; }
+		}
+		return t.length > n ? t.slice(0, n) + "…" : t;
+	}
+
 	function auditFields(ev) {
 		const t = ev.type;
 		const f = { tool: "", agent: str(ev.agentId), risk: "",
 		    decision: "", by: str(ev.by), summary: "",
 		    time: ev.timestamp || ev.ts };
+		const who = ev.approverId ? `${f.by} ${str(ev.approverId)}`.trim() :
+		    f.by;
 		if (t === "audit_entry") {
 			f.tool = str(ev.tool);
 			f.risk = str(ev.risk);
 			f.decision = str(ev.decision);
 			f.summary = str(ev.summary);
+			if (!f.tool && ev.actionId) {
+				// an agent's approval of a proposed action
+				f.tool = "action approval";
+				f.by = who;
+				f.summary = [str(ev.actionId), f.summary,
+				    ev.awaiting ? `awaiting ${str(ev.awaiting)}` : ""]
+				    .filter(Boolean).join(" — ");
+			}
 		} else if (t === "autonomy_changed") {
 			f.tool = "autonomy";
 			f.summary = `${str(ev.previous) || "?"} → ${str(ev.level)}`;
 		} else {
 			const a = ev.action && typeof ev.action === "object" ?
 			    ev.action : null;
+			let what = "";
 			f.tool = t.replace("_", " ");
-			f.decision = t === "action_approved" ? "approved" :
-			    t === "action_rejected" ? "rejected" :
-			    t === "action_expired" ? "expired" : "";
-			f.summary = [str(ev.actionId), a ? str(a.description ||
-			    a.type) : "", ev.reason ? str(ev.reason) : "",
-			    ev.result !== undefined && typeof ev.result !== "object" ?
-			    str(ev.result) : ""].filter(Boolean).join(" — ");
-			if (!f.by && ev.approverId) f.by = str(ev.approverId);
+			if (t === "action_proposed" || t === "action_execute")
+				what = a ? [str(a.type), str(a.description)]
+				    .filter(Boolean).join(": ") : "";
+			else if (t === "action_approved") {
+				f.decision = "approved";
+				f.by = who;
+			} else if (t === "action_rejected") {
+				f.decision = "rejected";
+				f.by = who;
+				what = str(ev.reason);
+			} else if (t === "action_expired") {
+				f.decision = "expired";
+				what = ev.phase ? `expired while ${str(ev.phase)}` : "";
+			} else if (t === "action_result")
+				what = ev.error !== undefined && ev.error !== null ?
+				    "error: " + clip(ev.error && ev.error.message ||
+				    ev.error, 200) : clip(ev.result, 200);
+			f.summary = [str(ev.actionId), what].filter(Boolean)
+			    .join(" — ");
 		}
 		return f;
 	}
