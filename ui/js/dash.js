@@ -183,8 +183,10 @@ export function create(ctx) {
 		}
 		invalidate("pending");
 	});
-	sub(conn, "tool_approve_request", (ev) => {
-		if (!ev.toolCallId) return;
+	sub(conn, "tool_approve_request", (ev, meta) => {
+		// A request logged before this page connected still waits only
+		// if session_state said so: the others were answered since.
+		if (!ev.toolCallId || meta.replay) return;
 		if (!pending.has(ev.toolCallId))
 			pending.set(ev.toolCallId, { ev, sent: null, note: "",
 			    error: null });
