@@ -16,6 +16,7 @@ const WINDOW = 60;              // samples a line chart shows
 const AUDIT_PAGE = 1000;        // entries asked for per /api/audit page
 const AUDIT_PAGES = 100;        // pages read at most per load
 const ARGS_SHOWN = 400;         // characters of a pending call's arguments
+const DASH_WAIT_MS = 3000;      // for the main stream before the dashboard
 
 // The audit trail's events (man parley-protocol(7), GET /api/audit).
 const AUDIT_TYPES = new Set(["audit_entry", "autonomy_changed",
@@ -33,6 +34,10 @@ function num(v) {
 
 function str(v) {
 	return typeof v === "string" ? v : v == null ? "" : String(v);
+}
+
+function setText(el, t) {
+	if (el.textContent !== t) el.textContent = t;
 }
 
 function fmtBytes(n) {
@@ -167,9 +172,12 @@ export function create(ctx) {
 
 	// --- the session's main stream: approvals and audit events ---
 	let mainSeq = 0;                // the main stream's session_state.lastSeq
+	let mainReady = false;          // it has had one
 	sub(conn, "session_state", (ev) => {
 		if (num(ev.lastSeq) !== null && ev.lastSeq > mainSeq)
 			mainSeq = ev.lastSeq;
+		mainReady = true;
+		if (dashWait > 0) connectDash();
 		// Rebuilt on every (re)connect: what waits is what it says.
 		const keep = new Map(pending);
 		pending.clear();
@@ -294,6 +302,11 @@ export function create(ctx) {
 	        h("caption", { class: "dash-caption" },
 	            "Decisions on tool calls, autonomy changes and actions, " +
 	            "oldest first"),
+	        // fixed widths (dash.css): a new row does not lay out the
+	        // whole table again
+	        h("colgroup", null, ["seq", "time", "tool", "agent", "risk",
+	            "decision", "by", "summary"].map((c) =>
+	            h("col", { class: `audit-col-${c}` }))),
 	        h("thead", null, h("tr", null,
 	            ["Seq", "Time", "Tool / event", "Agent", "Risk", "Decision",
 	             "By", "Summary"].map((t) =>
@@ -355,7 +368,8 @@ export function create(ctx) {
 		if (parts.has("agents")) renderAgents();
 		if (parts.has("pending")) renderPending();
 		if (parts.has("audit")) renderAudit();
-		if (parts.has("audit") || parts.has("filter")) renderFilter();
+		if (parts.has("audit") || parts.has("filter"))
+			renderFilter(parts.has("filter"));
 	}
 
 	const STATE_TEXT = {
@@ -700,6 +714,9 @@ export function create(ctx) {
 				if (auditRows.has(seq) || !audit.has(seq)) continue;
 				const tr = auditRow(seq, audit.get(seq));
 				auditRows.set(seq, tr);
+				if (!filter) filter = readFilter();
+				if (matches(tr._dash, filter)) shown++;
+				else tr.hidden = true;
 				if (seq > max) {
 					tail.append(tr);
 					tailSeqs.push(seq);
@@ -727,28 +744,44 @@ export function create(ctx) {
 		    "Refresh";
 	}
 
-	function renderFilter() {
-		const tool = fTool.value.trim().toLowerCase();
-		const agent = fAgent.value.trim().toLowerCase();
-		const dec = fDecision.value, risk = fRisk.value;
-		let shown = 0;
-		for (const tr of auditRows.values()) {
-			const d = tr._dash;
-			const ok = (!tool || d.tool.includes(tool)) &&
-			    (!agent || d.agent.includes(agent)) &&
-			    (!dec || d.decision === dec) &&
-			    (!risk || d.risk === risk);
-			if (tr.hidden === ok) tr.hidden = !ok;
-			if (ok) shown++;
+	// The filters as they are now; a row is shown when it matches.
+	let filter = null;
+	let shown = 0;                  // rows that match it
+
+	function readFilter() {
+		return { tool: fTool.value.trim().toLowerCase(),
+		    agent: fAgent.value.trim().toLowerCase(),
+		    dec: fDecision.value, risk: fRisk.value };
+	}
+
+	function matches(d, f) {
+		return (!f.tool || d.tool.includes(f.tool)) &&
+		    (!f.agent || d.agent.includes(f.agent)) &&
+		    (!f.dec || d.decision === f.dec) &&
+		    (!f.risk || d.risk === f.risk);
+	}
+
+	// New rows are filtered as they are made (renderAudit); every row
+	// is walked again only when a filter changed.
+	function renderFilter(changed) {
+		if (changed || !filter) {
+			filter = readFilter();
+			shown = 0;
+			for (const tr of auditRows.values()) {
+				const ok = matches(tr._dash, filter);
+				if (tr.hidden === ok) tr.hidden = !ok;
+				if (ok) shown++;
+			}
 		}
+		const f = filter;
 		const total = auditRows.size;
-		const filtered = tool || agent || dec || risk;
-		auditCount.textContent = total ? filtered ?
-		    `(${shown} of ${total})` : `(${total})` : "";
+		const filtered = f.tool || f.agent || f.dec || f.risk;
+		setText(auditCount, total ? filtered ? `(${shown} of ${total})` :
+		    `(${total})` : "");
 		auditEmpty.hidden = shown > 0;
-		auditEmpty.textContent = auditLoad.state === "loading" && !total ?
+		setText(auditEmpty, auditLoad.state === "loading" && !total ?
 		    "Loading the audit trail…" : total ?
-		    "No entry matches the filters." : "No audit entries yet.";
+		    "No entry matches the filters." : "No audit entries yet.");
 	}
 
 	// --- the audit trail from the server ---
@@ -756,7 +789,7 @@ export function create(ctx) {
 		const gen = ++auditLoad.gen;
 		auditLoad.state = "loading";
 		auditLoad.error = null;
-		invalidate("audit", "filter");
+		invalidate("audit");
 		let after = 0, pages = 0;
 		try {
 			for (;;) {
@@ -799,7 +832,27 @@ export function create(ctx) {
 			    e && e.message ? e.message : String(e)]
 			    .filter(Boolean).join(" — ") + "." + what;
 		}
-		invalidate("audit", "filter");
+		invalidate("audit");
+	}
+
+	// The dashboard's logged events are not used here (the main stream
+	// brings them all), so it starts where the main stream went live
+	// instead of replaying the whole log again: it waits for the main
+	// stream's first session_state, at most DASH_WAIT_MS.
+	// (Conn has no option for where to start: its seq is set here.)
+	let dashWait = 0;
+	function connectDash() {
+		if (destroyed || dashWait === -1) return;
+		if (!mainReady && !dashWait) {
+			dashWait = setTimeout(connectDash, DASH_WAIT_MS);
+			return;
+		}
+		clearTimeout(dashWait);
+		dashWait = -1;
+		const from = Math.max(mainSeq, num(conn.lastSeq) || 0);
+		if (typeof dconn.seq === "number" && dconn.seq === 0 && from > 0)
+			dconn.seq = from;
+		dconn.connect();
 	}
 
 	function tick() {
@@ -814,19 +867,11 @@ export function create(ctx) {
 			root.hidden = false;
 			if (!started) {
 				started = true;
-				// The dashboard's logged events are not used here (the
-				// main stream brings them): it need not replay the log
-				// from seq 0, only from where the main stream is.
-				const from = Math.max(mainSeq, num(conn.lastSeq) || 0);
-				if (typeof dconn.seq === "number" && dconn.seq === 0 &&
-				    from > 0)
-					dconn.seq = from;
-				dconn.connect();
+				connectDash();
 				loadAudit();
 			}
 			if (!staleTimer) staleTimer = setInterval(tick, 2000);
-			invalidate("head", "charts", "agents", "pending", "audit",
-			    "filter");
+			invalidate("head", "charts", "agents", "pending", "audit");
 		},
 		hide() {
 			visible = false;
@@ -842,6 +887,8 @@ export function create(ctx) {
 			visible = false;
 			if (staleTimer) clearInterval(staleTimer);
 			staleTimer = 0;
+			if (dashWait > 0) clearTimeout(dashWait);
+			dashWait = -1;
 			for (const off of unsubs) {
 				try { off(); } catch (e) { /* already gone */ }
 			}
