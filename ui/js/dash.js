@@ -40,6 +40,11 @@ function setText(el, t) {
 	if (el.textContent !== t) el.textContent = t;
 }
 
+function attrOf(el, name, v) {
+	if (v === null) el.removeAttribute(name);
+	else if (el.getAttribute(name) !== v) el.setAttribute(name, v);
+}
+
 function fmtBytes(n) {
 	if (n < 1024) return `${fmtNumber(Math.round(n))} B`;
 	if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
@@ -289,7 +294,9 @@ export function create(ctx) {
 	    RISKS.map((r) => h("option", { attrs: { value: r } }, r)));
 	const refreshBtn = h("button", { id: "audit-refresh",
 	    class: "dash-button", attrs: { type: "button" },
-	    on: { click: () => loadAudit() } }, "Refresh");
+	    on: { click: () => {
+		if (auditLoad.state !== "loading") loadAudit();
+	    } } }, "Refresh");
 	const auditCount = h("span", { class: "dash-count",
 	    attrs: { "aria-live": "polite" } });
 	const auditErr = h("div", { class: "error-banner dash-error",
@@ -739,9 +746,12 @@ export function create(ctx) {
 			auditErr.textContent = L.error;
 		} else
 			auditErr.hidden = true;
-		refreshBtn.disabled = L.state === "loading";
-		refreshBtn.textContent = L.state === "loading" ? "Loading…" :
-		    "Refresh";
+		// Not disabled while loading: a focused button that is disabled
+		// loses the keyboard focus.
+		attrOf(refreshBtn, "aria-disabled", L.state === "loading" ? "true" :
+		    null);
+		setText(refreshBtn, L.state === "loading" ? "Loading…" :
+		    "Refresh");
 	}
 
 	// The filters as they are now; a row is shown when it matches.
