@@ -591,7 +591,10 @@ export function create(ctx) {
 				pendingEl.append(card);
 			}
 			const d = card._dash;
-			for (const b of d.buttons) b.disabled = !!p.sent;
+			// aria-disabled, not disabled: the focused button keeps the
+			// focus until its card goes (then the list gets it)
+			for (const b of d.buttons)
+				attrOf(b, "aria-disabled", p.sent ? "true" : null);
 			card.dataset.state = p.sent ? "sent" : "waiting";
 			d.note.textContent = p.note;
 			d.note.hidden = !p.note;
