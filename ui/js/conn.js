@@ -22,10 +22,13 @@ export function backoff(attempt) {
 }
 
 export class Conn {
-  constructor({ sessionId, path = "stream", role = "user" }) {
+  // from: "start" replays the whole log first; "live" starts where the
+  // session is (a second stream of a session whose past another shows).
+  constructor({ sessionId, path = "stream", role = "user", from = "start" }) {
     this.sessionId = sessionId;
     this.path = path;
     this.role = role;
+    this.fromLive = from === "live";
     this.listeners = new Map();
     this.stateListeners = new Set();
     this.state = "closed";
@@ -70,7 +73,9 @@ export class Conn {
 
   url() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const q = new URLSearchParams({ lastSeq: String(this.seq) });
+    // No lastSeq: the server goes live after session_state.lastSeq.
+    const q = new URLSearchParams(this.fromLive && this.liveAfter === null ?
+      {} : { lastSeq: String(this.seq) });
     if (this.path === "stream" && this.role !== "user") q.set("role", this.role);
     return scheme + "//" + location.host + "/sessions/" +
       encodeURIComponent(this.sessionId) + "/" + this.path + "?" + q;
@@ -120,7 +125,10 @@ export class Conn {
     if (ev.type === "heartbeat") return;
     if (ev.type === "session_state") {
       const first = this.liveAfter === null;
-      if (first) this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
+      if (first) {
+        this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
+        if (this.fromLive) this.seq = this.liveAfter;
+      }
       this.attempt = 0;
       this.setState("live");
       this.emit(ev, { replay: false, first });

@@ -16,7 +16,6 @@ const WINDOW = 60;              // samples a line chart shows
 const AUDIT_PAGE = 1000;        // entries asked for per /api/audit page
 const AUDIT_PAGES = 100;        // pages read at most per load
 const ARGS_SHOWN = 400;         // characters of a pending call's arguments
-const DASH_WAIT_MS = 3000;      // for the main stream before the dashboard
 
 // The audit trail's events (man parley-protocol(7), GET /api/audit).
 const AUDIT_TYPES = new Set(["audit_entry", "autonomy_changed",
@@ -141,8 +140,10 @@ export function create(ctx) {
 	const dirty = new Set();
 
 	// --- the dashboard's own stream ---
+	// Its logged events are not used here (the main stream brings them
+	// all), so it starts where the session is instead of replaying the log.
 	const dconn = new Conn({ sessionId: sid, path: "dashboard",
-	    role: "observer" });
+	    role: "observer", from: "live" });
 	const sub = (c, type, fn) => {
 		const off = c.on(type, (ev, meta) => {
 			if (!destroyed) fn(ev, meta || {});
@@ -176,13 +177,7 @@ export function create(ctx) {
 	}
 
 	// --- the session's main stream: approvals and audit events ---
-	let mainSeq = 0;                // the main stream's session_state.lastSeq
-	let mainReady = false;          // it has had one
 	sub(conn, "session_state", (ev) => {
-		if (num(ev.lastSeq) !== null && ev.lastSeq > mainSeq)
-			mainSeq = ev.lastSeq;
-		mainReady = true;
-		if (dashWait > 0) connectDash();
 		// Rebuilt on every (re)connect: what waits is what it says.
 		const keep = new Map(pending);
 		pending.clear();
@@ -848,25 +843,6 @@ export function create(ctx) {
 		invalidate("audit");
 	}
 
-	// The dashboard's logged events are not used here (the main stream
-	// brings them all), so it starts where the main stream went live
-	// instead of replaying the whole log again: it waits for the main
-	// stream's first session_state, at most DASH_WAIT_MS.
-	// (Conn has no option for where to start: its seq is set here.)
-	let dashWait = 0;
-	function connectDash() {
-		if (destroyed || dashWait === -1) return;
-		if (!mainReady && !dashWait) {
-			dashWait = setTimeout(connectDash, DASH_WAIT_MS);
-			return;
-		}
-		clearTimeout(dashWait);
-		dashWait = -1;
-		const from = Math.max(mainSeq, num(conn.lastSeq) || 0);
-		if (typeof dconn.seq === "number" && dconn.seq === 0 && from > 0)
-			dconn.seq = from;
-		dconn.connect();
-	}
 
 	function tick() {
 		// Only while shown: notices a stream that stopped sending.
@@ -880,7 +856,7 @@ export function create(ctx) {
 			root.hidden = false;
 			if (!started) {
 				started = true;
-				connectDash();
+				dconn.connect();
 				loadAudit();
 			}
 			if (!staleTimer) staleTimer = setInterval(tick, 2000);
@@ -900,8 +876,6 @@ export function create(ctx) {
 			visible = false;
 			if (staleTimer) clearInterval(staleTimer);
 			staleTimer = 0;
-			if (dashWait > 0) clearTimeout(dashWait);
-			dashWait = -1;
 			for (const off of unsubs) {
 				try { off(); } catch (e) { /* already gone */ }
 			}
