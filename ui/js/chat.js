@@ -10,8 +10,9 @@
 import { h, clear, schedule, fmtTime, fmtDuration, fmtCost, fmtNumber } from "./dom.js";
 import { MarkdownView } from "./markdown.js";
 
-const WINDOW = 60;              // messages built when the view first paints
+const WINDOW = 40;              // messages built when the view first paints
 const MAX_BANNERS = 4;
+const REPLAY_PAINT_MS = 250;    // longest wait for a paint while replaying
 const MAX_SHOWN_JSON = 20000;   // characters of tool args/result shown
 const LEVELS = ["FULL_AUTO", "SUPERVISED", "CAUTIOUS", "MANUAL"];
 const LEVEL_LABELS = {
@@ -71,9 +72,15 @@ function pretty(v) {
     }
   }
   if (out.length > MAX_SHOWN_JSON)
-    out = out.slice(0, MAX_SHOWN_JSON) + "\n… (" + fmtNumber(out.length - MAX_SHOWN_JSON) +
+    out = out.slice(0, MAX_SHOWN_JSON) + "\n… (" + num(out.length - MAX_SHOWN_JSON) +
       " more characters)";
   return out;
+}
+
+// A count with thousands separators; cheap (no Intl object per call), as
+// it runs for every message's usage line.
+function num(n) {
+  return Number.isInteger(n) ? String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",") : fmtNumber(n);
 }
 
 function toolKey(ev) {
@@ -112,7 +119,8 @@ export function create(ctx) {
   let firstShown = -1;            // index in entries of the first built entry
   let expanded = false;           // the user asked for earlier messages
   let stickToBottom = true;
-  let pendingLevel = null;        // id of a set_autonomy not yet answered
+  let pendingLevel = null;
+  let holdSince = 0;              // first frame a paint was held for replay        // id of a set_autonomy not yet answered
 
   // ---- DOM skeleton ----
   const root = ctx.root;
@@ -601,6 +609,19 @@ export function create(ctx) {
     if (!visible) return;
     const replayed = sawReplay;
     sawReplay = false;
+    // While the logged past pours in, building the last messages on every
+    // frame is wasted work (they are pushed out by the next ones): wait for
+    // a frame without replayed events, painting at most every REPLAY_PAINT_MS
+    // to show progress.
+    if (replayed) {
+      const now = performance.now();
+      if (!holdSince) holdSince = now;
+      if (now - holdSince < REPLAY_PAINT_MS) {
+        paint();
+        return;
+      }
+    }
+    holdSince = 0;
 
     const wasAtBottom = stickToBottom;
     // Which entries are built: the last WINDOW unless the user asked for more.
@@ -621,7 +642,7 @@ export function create(ctx) {
     dirty.clear();
     earlier.hidden = firstShown <= 0;
     if (firstShown > 0)
-      earlier.textContent = "Show earlier messages (" + fmtNumber(firstShown) + " more)";
+      earlier.textContent = "Show earlier messages (" + num(firstShown) + " more)";
 
     if (approvalsDirty) renderApprovals();
     if (controlsDirty) renderControls();
@@ -723,9 +744,9 @@ export function create(ctx) {
     if (m.usage || (m.done && !m.failed)) {
       const u = m.usage || {};
       const parts = [];
-      if (u.inputTokens != null) parts.push(fmtNumber(u.inputTokens) + " in");
-      if (u.outputTokens != null) parts.push(fmtNumber(u.outputTokens) + " out");
-      if (u.inputTokens == null && u.tokens != null) parts.push(fmtNumber(u.tokens) + " tokens");
+      if (u.inputTokens != null) parts.push(num(u.inputTokens) + " in");
+      if (u.outputTokens != null) parts.push(num(u.outputTokens) + " out");
+      if (u.inputTokens == null && u.tokens != null) parts.push(num(u.tokens) + " tokens");
       const cost = u.cost != null ? fmtCost(u.cost) : "";
       m.foot.append(h("div", { class: "usage", attrs: { title: "Tokens and cost of this turn" } },
         h("span", { class: "usage-tokens" }, parts.join(" · ") + (parts.length ? " tokens" : "")),
@@ -956,7 +977,7 @@ export function create(ctx) {
     else list.prepend(frag);
     firstShown = nf;
     earlier.hidden = firstShown <= 0;
-    earlier.textContent = "Show earlier messages (" + fmtNumber(firstShown) + " more)";
+    earlier.textContent = "Show earlier messages (" + num(firstShown) + " more)";
     log.scrollTop += log.scrollHeight - before;
   }
 
