@@ -273,7 +273,7 @@ export function create(ctx) {
   function getTool(ev, create) {
     const k = toolKey(ev);
     let t = tools.get(k);
-    if (!t) {
+    if (!t && (ev.step == null || !ev.messageId)) {
       // Events that lack step or messageId still find their call.
       const keys = toolsById.get(str(ev.toolCallId)) || [];
       for (let i = keys.length - 1; i >= 0 && !t; i--) {
@@ -335,14 +335,29 @@ export function create(ctx) {
   function reconcile(state, fromConnect) {
     if (Array.isArray(state.pendingApprovals)) {
       const keys = new Set(state.pendingApprovals.map(toolKey));
-      for (const [k, ap] of approvals)
-        if (!keys.has(k)) ap.answered = true;
+      for (const [k, ap] of approvals) {
+        if (keys.has(k) || ap.answered) continue;
+        ap.answered = true;
+        const t = tools.get(k);
+        if (t && t.phase === "approval") {
+          t.phase = "answered";
+          touchTool(t);
+        }
+      }
       // The prompts come back here; their tool cards come with the logged
       // tool_approve_request, at its place in the transcript.
       for (const p of state.pendingApprovals) {
         const ap = approvals.get(toolKey(p));
-        if (!ap) addApproval(p, null);
-        else if (!ap.finalized) ap.answered = false;
+        if (!ap) {
+          addApproval(p, null);
+        } else if (!ap.finalized && ap.answered) {
+          ap.answered = false;
+          const t = tools.get(toolKey(p));
+          if (t && t.phase === "answered") {
+            t.phase = "approval";
+            touchTool(t);
+          }
+        }
       }
       approvalsDirty = true;
       if (fromConnect) snapshot = { lastSeq: Number(state.lastSeq) || 0, approvals: keys,
@@ -492,8 +507,9 @@ export function create(ctx) {
         if (t.args === undefined) t.args = ev.args;
         t.risk = str(ev.risk) || t.risk;
         t.summary = str(ev.summary);
+        const ap = addApproval(ev, meta);
+        if (ap.answered && t.phase === "approval") t.phase = "answered";
         addToolTo(agentEntry(ev, meta), t);
-        addApproval(ev, meta);
         break;
       }
       case "audit_entry": {
@@ -767,6 +783,7 @@ export function create(ctx) {
     if (t.phase === "not run") return t.decision === "cancelled" ? "cancelled" :
       t.decision === "timeout" ? "approval timed out" : "not run (" + t.decision + ")";
     if (t.phase === "gone") return "no longer waiting";
+    if (t.phase === "answered") return "approval answered";
     if (t.phase === "ended") return "ended";
     if (t.state === "running") return t.client ? "waiting for a client" : "running…";
     if (t.state === "error") return "error";
