@@ -8,6 +8,7 @@
 // only (markdown.js builds nodes; tool and user text go through textContent).
 
 import { h, clear, schedule, fmtTime, fmtDuration, fmtCost, fmtNumber } from "./dom.js";
+import { authNeeded } from "./api.js";
 import { MarkdownView } from "./markdown.js";
 
 const WINDOW = 40;              // messages built when the view first paints
@@ -883,11 +884,11 @@ export function create(ctx) {
         on: { click: () => { send({ type: "chat", message: lastUserText }); box.remove(); } },
       }, "Retry"));
     }
-    if (code === "UNAUTHORIZED" && typeof ctx.navigate === "function") {
+    if (code === "UNAUTHORIZED") {
       box.append(h("button", {
         class: "error-token",
         attrs: { type: "button" },
-        on: { click: () => ctx.navigate("#/token") },
+        on: { click: () => authNeeded(str(ev.message)) },
       }, "Enter token"));
     }
     if (dismissible) {
