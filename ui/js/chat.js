@@ -397,6 +397,13 @@ export function create(ctx) {
     addToolTo(agentEntry(ev, meta), t);
   }
 
+  // A message that will get no more tokens (done, or its turn stopped).
+  function endMessage(m) {
+    if (m.ended) return;
+    m.ended = true;
+    touch(m);
+  }
+
   function addNote(kind, ev, meta) {
     const e = { kind, ev, el: null, index: entries.length, live: !(meta && meta.replay) };
     entries.push(e);
@@ -430,21 +437,22 @@ export function create(ctx) {
         controlsDirty = true;
       }
     }
-    if (ev.code === "LLM_ERROR" && ev.messageId) {
-      const m = byMessage.get(ev.messageId);
+    if (ev.messageId) {
+      const m = byMessage.get(str(ev.messageId));
       if (m && ev.retrying) {
-        // The reply since the last tool result is replaced by the retry.
+        // LLM_ERROR retrying: the reply since the last tool result is
+        // replaced by the one that follows (same messageId).
         m.text = m.text.slice(0, m.checkpoint);
         m.textDirty = true;
         touch(m);
-      } else if (m && !ev.retrying) {
-        m.failed = ev;
-        m.done = true;
-        openTurns.delete(m.id);
-        controlsDirty = true;
-        touch(m);
-      } else if (!ev.retrying) {
-        openTurns.delete(ev.messageId);
+      } else if (!ev.retrying && ev.severity !== "warning") {
+        // The turn's message stops here (a provider failure ends the
+        // turn; a worker's death re-runs it under another messageId).
+        if (m) {
+          if (ev.code === "LLM_ERROR") m.failed = ev;
+          endMessage(m);
+        }
+        openTurns.delete(str(ev.messageId));
         controlsDirty = true;
       }
     }
@@ -464,8 +472,13 @@ export function create(ctx) {
         reconcile(fromConnect && !Array.isArray(ev.pendingApprovals)
           ? Object.assign({}, ev, { pendingApprovals: [] }) : ev, fromConnect);
         if (fromConnect && (ev.status === "idle" || ev.status === "completed" ||
-            ev.status === "failed"))
+            ev.status === "failed")) {
+          for (const id of openTurns) {
+            const m = byMessage.get(id);
+            if (m) endMessage(m);
+          }
           openTurns.clear();
+        }
         controlsDirty = statusDirty = true;
         paint();
         break;
@@ -586,6 +599,10 @@ export function create(ctx) {
         break;
       case "session_complete":
         sessionStatus = "completed";
+        for (const id of openTurns) {
+          const m = byMessage.get(id);
+          if (m) endMessage(m);
+        }
         openTurns.clear();
         addNote("ended", ev, meta);
         controlsDirty = true;
@@ -740,9 +757,10 @@ export function create(ctx) {
       m.view.set(m.text);
       m.textDirty = false;
     }
-    if (m.done) m.body.removeAttribute("aria-busy");
-    else m.body.setAttribute("aria-busy", "true");
-    m.el.classList.toggle("streaming", !m.done);
+    const streaming = !m.done && !m.ended;
+    if (streaming) m.body.setAttribute("aria-busy", "true");
+    else m.body.removeAttribute("aria-busy");
+    m.el.classList.toggle("streaming", streaming);
     // Tool cards, in the order they were asked for.
     for (const k of m.tools) {
       const t = tools.get(k);
