@@ -13,7 +13,8 @@ import { MarkdownView } from "./markdown.js";
 
 const WINDOW = 40;              // messages built when the view first paints
 const MAX_BANNERS = 4;
-const REPLAY_PAINT_MS = 250;    // longest wait for a paint while replaying
+const REPLAY_FIRST_MS = 300;    // first paint while the past is still replayed
+const REPLAY_PAINT_MS = 1000;   // then at most one progress paint a second
 const MAX_SHOWN_JSON = 20000;   // characters of tool args/result shown
 const LEVELS = ["FULL_AUTO", "SUPERVISED", "CAUTIOUS", "MANUAL"];
 const LEVEL_LABELS = {
@@ -121,7 +122,8 @@ export function create(ctx) {
   let expanded = false;           // the user asked for earlier messages
   let stickToBottom = true;
   let pendingLevel = null;
-  let holdSince = 0;              // first frame a paint was held for replay        // id of a set_autonomy not yet answered
+  let holdSince = 0;              // first frame a paint was held for replay
+  let paintedOnce = false;        // id of a set_autonomy not yet answered
 
   // ---- DOM skeleton ----
   const root = ctx.root;
@@ -645,17 +647,18 @@ export function create(ctx) {
     sawReplay = false;
     // While the logged past pours in, building the last messages on every
     // frame is wasted work (they are pushed out by the next ones): wait for
-    // a frame without replayed events, painting at most every REPLAY_PAINT_MS
-    // to show progress.
+    // a frame without replayed events; to show progress, paint anyway
+    // after REPLAY_FIRST_MS, then at most every REPLAY_PAINT_MS.
     if (replayed) {
       const now = performance.now();
       if (!holdSince) holdSince = now;
-      if (now - holdSince < REPLAY_PAINT_MS) {
+      if (now - holdSince < (paintedOnce ? REPLAY_PAINT_MS : REPLAY_FIRST_MS)) {
         paint();
         return;
       }
     }
     holdSince = 0;
+    if (entries.length) paintedOnce = true;
 
     const wasAtBottom = stickToBottom;
     // Which entries are built: the last WINDOW unless the user asked for more.
