@@ -933,9 +933,15 @@ export function create(ctx) {
 
   function renderApprovals() {
     const pending = [];
+    let refocus = false;
     for (const ap of approvals.values()) {
       if (ap.answered) {
-        if (ap.el) { ap.el.remove(); ap.el = null; }
+        if (ap.el) {
+          // Keyboard users keep their place: the focus moves on, not to <body>.
+          if (ap.el.contains(document.activeElement)) refocus = true;
+          ap.el.remove();
+          ap.el = null;
+        }
         continue;
       }
       pending.push(ap);
@@ -975,6 +981,10 @@ export function create(ctx) {
       ap.stateEl.textContent = ap.sent ? "sent: " + ap.sent + "…" : "";
     }
     approvalBox.hidden = pending.length === 0;
+    if (refocus) {
+      const next = pending.length && pending[0].buttons.find((b) => !b.disabled);
+      (next || input).focus();
+    }
   }
 
   function renderControls() {
