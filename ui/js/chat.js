@@ -121,9 +121,9 @@ export function create(ctx) {
   let firstShown = -1;            // index in entries of the first built entry
   let expanded = false;           // the user asked for earlier messages
   let stickToBottom = true;
-  let pendingLevel = null;
+  let pendingLevel = null;        // id of a set_autonomy not yet answered
   let holdSince = 0;              // first frame a paint was held for replay
-  let paintedOnce = false;        // id of a set_autonomy not yet answered
+  let paintedOnce = false;        // a paint showed messages
 
   // ---- DOM skeleton ----
   const root = ctx.root;
@@ -226,6 +226,7 @@ export function create(ctx) {
     if (ap.answered) return;
     ap.sent = decision;
     ap.sentId = send({ type: "tool_approve", toolCallId: ap.ev.toolCallId, decision });
+    if (!ap.sentId) ap.sent = "";
     approvalsDirty = true;
     paint();
   }
@@ -584,8 +585,10 @@ export function create(ctx) {
         m.turns = ev.turns;
         m.maxTurns = !!ev.maxTurnsReached;
         openTurns.delete(m.id);
-        for (const t of tools.values())
-          if (t.messageId === m.id && t.state === "running" && !t.phase) t.phase = "ended";
+        for (const k of m.tools) {
+          const t = tools.get(k);
+          if (t && t.state === "running" && !t.phase) t.phase = "ended";
+        }
         controlsDirty = true;
         touch(m);
         break;
