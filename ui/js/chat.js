@@ -635,6 +635,9 @@ export function create(ctx) {
 
   function onScroll() {
     stickToBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    // Scrolled up to the top: the earlier messages come by themselves.
+    if (log.scrollTop < 30 && firstShown > 0 && !stickToBottom && visible)
+      schedule(skey("earlier"), () => { if (!destroyed && log.scrollTop < 30) showEarlier(); });
   }
 
   function running() {
