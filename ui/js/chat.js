@@ -328,7 +328,7 @@ export function create(ctx) {
     }
     // A request logged before the last connect that session_state no
     // longer lists was answered (maybe by an event this page cannot see).
-    if (meta && meta.replay && snapshot && typeof ev.seq === "number" &&
+    if (snapshot && typeof ev.seq === "number" &&
         ev.seq <= snapshot.lastSeq && !snapshot.approvals.has(k))
       ap.answered = true;
     approvalsDirty = true;
@@ -394,7 +394,7 @@ export function create(ctx) {
     if (!t.tool) t.tool = str(ev.tool);
     if (t.args === undefined) t.args = ev.args;
     if (!t.risk) t.risk = str(ev.risk);
-    if (meta && meta.replay && snapshot && typeof ev.seq === "number" &&
+    if (snapshot && typeof ev.seq === "number" &&
         ev.seq <= snapshot.lastSeq && !snapshot.calls.has(t.key) && t.state === "running")
       t.phase = "gone";
     addToolTo(agentEntry(ev, meta), t);
