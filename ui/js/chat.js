@@ -44,6 +44,14 @@ const HINTS = {
   INTERNAL: "Retry; if it happens again, check the server log.",
 };
 
+// agent_state statuses of a turn at work (an external agent's own
+// statuses, such as connected, are not), as the status line says them.
+const BUSY = {
+  thinking: "thinking…",
+  tool: "running a tool…",
+  waiting_approval: "waiting for approval",
+};
+
 let instances = 0;
 
 function str(v) {
@@ -642,7 +650,7 @@ export function create(ctx) {
 
   function running() {
     if (openTurns.size > 0) return true;
-    for (const a of agents.values()) if (a.status && a.status !== "idle") return true;
+    for (const a of agents.values()) if (BUSY[a.status]) return true;
     return sessionStatus === "running";
   }
 
@@ -1009,13 +1017,8 @@ export function create(ctx) {
 
   function renderStatus() {
     const parts = [];
-    for (const [id, a] of agents) {
-      if (!a.status || a.status === "idle") continue;
-      const what = a.status === "thinking" ? "thinking…" :
-        a.status === "tool" ? "running a tool…" :
-          a.status === "waiting_approval" ? "waiting for approval" : a.status;
-      parts.push(agentName(id) + " is " + what);
-    }
+    for (const [id, a] of agents)
+      if (BUSY[a.status]) parts.push(agentName(id) + " is " + BUSY[a.status]);
     let text = parts.join(" · ");
     if (!text && connState === "reconnecting") text = "";
     if (statusLine.textContent !== text) statusLine.textContent = text;
