@@ -46,11 +46,11 @@ const HINTS = {
 
 // agent_state statuses of a turn at work (an external agent's own
 // statuses, such as connected, are not), as the status line says them.
-const BUSY = {
-  thinking: "thinking…",
-  tool: "running a tool…",
-  waiting_approval: "waiting for approval",
-};
+const BUSY = new Map([
+  ["thinking", "thinking…"],
+  ["tool", "running a tool…"],
+  ["waiting_approval", "waiting for approval"],
+]);
 
 let instances = 0;
 
@@ -650,7 +650,7 @@ export function create(ctx) {
 
   function running() {
     if (openTurns.size > 0) return true;
-    for (const a of agents.values()) if (BUSY[a.status]) return true;
+    for (const a of agents.values()) if (BUSY.has(a.status)) return true;
     return sessionStatus === "running";
   }
 
@@ -906,7 +906,7 @@ export function create(ctx) {
 
   function errorBox(ev, dismissible) {
     const code = str(ev.code) || "ERROR";
-    let hint = HINTS[code] || "Retry, or reload the page.";
+    let hint = Object.hasOwn(HINTS, code) ? HINTS[code] : "Retry, or reload the page.";
     if (code === "LLM_ERROR" && ev.retrying) hint = "The provider's stream broke; the model call is starting over.";
     if (code === "RATE_LIMITED" && (ev.retryAfterMs || ev.retryAfter)) {
       const ms = ev.retryAfterMs || ev.retryAfter * 1000;
@@ -1018,7 +1018,7 @@ export function create(ctx) {
   function renderStatus() {
     const parts = [];
     for (const [id, a] of agents)
-      if (BUSY[a.status]) parts.push(agentName(id) + " is " + BUSY[a.status]);
+      if (BUSY.has(a.status)) parts.push(agentName(id) + " is " + BUSY.get(a.status));
     let text = parts.join(" · ");
     if (!text && connState === "reconnecting") text = "";
     if (statusLine.textContent !== text) statusLine.textContent = text;
