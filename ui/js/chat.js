@@ -315,7 +315,7 @@ export function create(ctx) {
 
   function approvalAnswered(ev) {
     let ap = approvals.get(toolKey(ev));
-    if (!ap) {
+    if (!ap && (ev.step == null || !ev.messageId)) {
       for (const a of approvals.values())
         if (a.ev.toolCallId === ev.toolCallId && (!ev.messageId || a.ev.messageId === ev.messageId))
           ap = a;
@@ -373,7 +373,8 @@ export function create(ctx) {
       }
       approvalsDirty = true;
       if (fromConnect) snapshot = { lastSeq: Number(state.lastSeq) || 0, approvals: keys,
-                                    calls: new Set() };
+                                    calls: new Set(), status: "", agents: [],
+                                    settled: false };
     }
     if (Array.isArray(state.pendingClientCalls)) {
       const keys = new Set(state.pendingClientCalls.map(toolKey));
@@ -440,8 +441,15 @@ export function create(ctx) {
     if (mine) {
       if (mine.type === "chat" && input.value === "") input.value = str(mine.message);
       if (mine.type === "tool_approve") {
-        for (const ap of approvals.values())
-          if (ap.sentId === ev.id) { ap.sent = ""; ap.sentId = null; approvalsDirty = true; }
+        for (const ap of approvals.values()) {
+          if (ap.sentId !== ev.id) continue;
+          // NOT_FOUND: nothing is pending for it any more (answered
+          // elsewhere, expired); otherwise the buttons are usable again.
+          if (ev.code === "NOT_FOUND") ap.answered = true;
+          ap.sent = "";
+          ap.sentId = null;
+          approvalsDirty = true;
+        }
       }
       if (mine.type === "set_autonomy" && ev.id === pendingLevel) {
         pendingLevel = null;
@@ -471,9 +479,33 @@ export function create(ctx) {
     else banner(ev);
   }
 
+  // The page has caught up with the connect's session_state: what it said
+  // of the agents and the session now holds (the log's last agent_state of
+  // a turn a dead worker left is not the truth any more).
+  function settle() {
+    snapshot.settled = true;
+    for (const a of snapshot.agents) noteAgent(a);
+    if (["idle", "completed", "failed"].includes(snapshot.status)) {
+      for (const id of openTurns) {
+        const m = byMessage.get(id);
+        if (m) endMessage(m);
+      }
+      openTurns.clear();
+    }
+    statusDirty = controlsDirty = true;
+    paint();
+  }
+
   function handle(ev, meta) {
     if (destroyed || !ev || typeof ev.type !== "string") return;
     if (meta && meta.replay) sawReplay = true;
+    dispatch(ev, meta);
+    if (snapshot && !snapshot.settled && typeof ev.seq === "number" &&
+        ev.seq >= snapshot.lastSeq)
+      settle();
+  }
+
+  function dispatch(ev, meta) {
     switch (ev.type) {
       case "session_state": {
         const fromConnect = typeof ev.seq !== "number";
@@ -482,13 +514,10 @@ export function create(ctx) {
         if (LEVELS.includes(ev.autonomy)) autonomy = ev.autonomy;
         reconcile(fromConnect && !Array.isArray(ev.pendingApprovals)
           ? Object.assign({}, ev, { pendingApprovals: [] }) : ev, fromConnect);
-        if (fromConnect && (ev.status === "idle" || ev.status === "completed" ||
-            ev.status === "failed")) {
-          for (const id of openTurns) {
-            const m = byMessage.get(id);
-            if (m) endMessage(m);
-          }
-          openTurns.clear();
+        if (fromConnect) {
+          snapshot.status = str(ev.status);
+          snapshot.agents = Array.isArray(ev.agents) ? ev.agents : [];
+          if (Number(conn.lastSeq || 0) >= snapshot.lastSeq) settle();
         }
         controlsDirty = statusDirty = true;
         paint();
