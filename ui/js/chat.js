@@ -41,7 +41,7 @@ const HINTS = {
   RESUME_GAP: "Older events were trimmed by retention; the transcript starts later.",
   AGENT_DISCONNECT: "An external agent dropped: wait for it to reconnect, or cancel.",
   OVERLOADED: "The server is busy: retry in a few seconds.",
-  INTERNAL: "Retry; if it happens again, check the server log.",
+  INTERNAL: "If the turn carries on (it is re-run after a worker stopped) there is nothing to do; otherwise retry, and check the server log if it happens again.",
 };
 
 // agent_state statuses of a turn at work (an external agent's own
