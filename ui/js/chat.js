@@ -151,6 +151,17 @@ export function create(ctx) {
              "aria-label": "Conversation" },
     on: { scroll: onScroll },
   }, earlier, list);
+  const jump = h("button", {
+    class: "jump-latest",
+    attrs: { type: "button" },
+    hidden: true,
+    on: { click: () => {
+      stickToBottom = true;
+      jump.hidden = true;
+      log.scrollTop = log.scrollHeight;
+      paint();
+    } },
+  }, "New messages ↓");
   const statusLine = h("div", {
     class: "chat-status",
     attrs: { role: "status", "aria-live": "polite" },
@@ -189,7 +200,7 @@ export function create(ctx) {
       sendBtn,
       cancelBtn,
       h("label", { class: "chat-autonomy" }, "Autonomy ", autonomySel)));
-  root.append(banners, log, statusLine, approvalBox, composer);
+  root.append(banners, log, jump, statusLine, approvalBox, composer);
 
   // ---- sending ----
 
@@ -672,6 +683,7 @@ export function create(ctx) {
 
   function onScroll() {
     stickToBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    if (stickToBottom) jump.hidden = true;
     // Scrolled up to the top: the earlier messages come by themselves.
     if (log.scrollTop < 30 && firstShown > 0 && !stickToBottom && visible)
       schedule(skey("earlier"), () => { if (!destroyed && log.scrollTop < 30) showEarlier(); });
@@ -716,11 +728,14 @@ export function create(ctx) {
       }
       firstShown = nf;
     }
+    const count = list.childElementCount;
     for (const e of dirty) {
       if (e.index < firstShown) continue;
       renderEntry(e);
     }
     dirty.clear();
+    // Reading further up: say that something came, do not scroll.
+    if (!wasAtBottom && list.childElementCount > count) jump.hidden = false;
     earlier.hidden = firstShown <= 0;
     if (firstShown > 0)
       earlier.textContent = "Show earlier messages (" + num(firstShown) + " more)";
