@@ -12,6 +12,8 @@ const BASE_MS = 1000, MAX_MS = 30000, JITTER = 0.5;
 const QUEUE_MAX = 200;		// unsent and unacknowledged messages
 const OPEN_TIMEOUT_MS = 10000;	// a connect that neither opens nor fails
 const STALE_MS = 45000;		// no frame at all (heartbeats are 15 s)
+const PAGE = 1000;		// events per /log page (the server's most)
+const PAGES_MAX = 200;		// then the WebSocket replays the rest
 
 let idCounter = 0;
 const idBase = Math.random().toString(36).slice(2, 8);
@@ -39,6 +41,8 @@ export class Conn {
     this.ws = null;
     this.timer = 0;
     this.closed = false;
+    this.prefetched = this.fromLive;
+    this.prefetching = false;
   }
 
   get lastSeq() { return this.seq; }
@@ -81,8 +85,34 @@ export class Conn {
       encodeURIComponent(this.sessionId) + "/" + this.path + "?" + q;
   }
 
+  // The logged past, read in pages over HTTP before the socket opens:
+  // several times faster than a replay of one WebSocket frame per event,
+  // which is what a long session's first paint waits for.  Any failure
+  // (a new session is 404) leaves the rest to the socket's replay.
+  async prefetch() {
+    this.prefetched = true;
+    this.prefetching = true;
+    this.setState("connecting");
+    const base = "/sessions/" + encodeURIComponent(this.sessionId) + "/log?limit=" + PAGE + "&after=";
+    try {
+      for (let i = 0; i < PAGES_MAX && !this.closed; i++) {
+        const evs = await api("GET", base + this.seq);
+        if (this.closed || !Array.isArray(evs)) break;
+        for (const ev of evs)
+          if (ev && typeof ev === "object" && typeof ev.seq === "number") this.receive(ev);
+        if (evs.length < PAGE) break;
+      }
+    } catch { /* the socket replays from this.seq */ }
+    this.prefetching = false;
+    this.connect();
+  }
+
   connect() {
-    if (this.closed || this.ws) return;
+    if (this.closed || this.ws || this.prefetching) return;
+    if (!this.prefetched && this.seq === 0) {
+      this.prefetch();
+      return;
+    }
     this.setState(this.attempt === 0 && this.liveAfter === null ? "connecting" : "reconnecting");
     const t = getToken();
     let ws;
@@ -143,7 +173,8 @@ export class Conn {
     if (typeof ev.seq === "number") {
       if (ev.seq <= this.seq) return;	// replayed twice: already delivered
       this.seq = ev.seq;
-      this.emit(ev, { replay: this.liveAfter !== null && ev.seq <= this.liveAfter });
+      this.emit(ev, { replay: this.prefetching ||
+        (this.liveAfter !== null && ev.seq <= this.liveAfter) });
       return;
     }
     this.emit(ev, { replay: false });
