@@ -13,7 +13,6 @@ const QUEUE_MAX = 200;		// unsent and unacknowledged messages
 const OPEN_TIMEOUT_MS = 10000;	// a connect that neither opens nor fails
 const STALE_MS = 45000;		// no frame at all (heartbeats are 15 s)
 const PAGE = 1000;		// events per /log page (the server's most)
-const PAGES_MAX = 200;		// then the WebSocket replays the rest
 
 let idCounter = 0;
 const idBase = Math.random().toString(36).slice(2, 8);
@@ -41,8 +40,8 @@ export class Conn {
     this.ws = null;
     this.timer = 0;
     this.closed = false;
-    this.prefetched = this.fromLive;
-    this.prefetching = false;
+    this.catchingUp = false;	// reading the past over /log (first connect)
+    this.held = [];		// logged events the socket brought meanwhile
   }
 
   get lastSeq() { return this.seq; }
@@ -77,42 +76,63 @@ export class Conn {
 
   url() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    // No lastSeq: the server goes live after session_state.lastSeq.
-    const q = new URLSearchParams(this.fromLive && this.liveAfter === null ?
+    // No lastSeq: the server goes live after session_state.lastSeq (and
+    // catchUp() reads the past up to there over HTTP, unless from "live").
+    const q = new URLSearchParams(this.liveAfter === null && (this.fromLive || this.viaLog()) ?
       {} : { lastSeq: String(this.seq) });
     if (this.path === "stream" && this.role !== "user") q.set("role", this.role);
     return scheme + "//" + location.host + "/sessions/" +
       encodeURIComponent(this.sessionId) + "/" + this.path + "?" + q;
   }
 
-  // The logged past, read in pages over HTTP before the socket opens:
-  // several times faster than a replay of one WebSocket frame per event,
-  // which is what a long session's first paint waits for.  Any failure
-  // (a new session is 404) leaves the rest to the socket's replay.
-  async prefetch() {
-    this.prefetched = true;
-    this.prefetching = true;
-    this.setState("connecting");
+  // Whether the first connect reads the past over /log: a user's stream
+  // (/log answers with the token's view, which is what it shows).
+  viaLog() {
+    return !this.fromLive && this.seq === 0 && this.path === "stream" && this.role === "user";
+  }
+
+  // The logged past up to the first session_state's lastSeq, read in pages
+  // over HTTP once the socket is live: several times faster than a replay
+  // of one WebSocket frame per event, which is what a long session's first
+  // paint waited for.  Views get session_state first, as on any connect,
+  // and no request is made for a session with no past (a new one).  What
+  // the socket brings meanwhile is held, then delivered in seq order, once
+  // each.  A failed page closes the socket: the reconnect replays from the
+  // last seq delivered, as after any drop.
+  async catchUp(upTo) {
+    this.catchingUp = true;
     const base = "/sessions/" + encodeURIComponent(this.sessionId) + "/log?limit=" + PAGE + "&after=";
+    let ok = true;
     try {
-      for (let i = 0; i < PAGES_MAX && !this.closed; i++) {
+      while (this.seq < upTo && !this.closed) {
         const evs = await api("GET", base + this.seq);
-        if (this.closed || !Array.isArray(evs)) break;
-        for (const ev of evs)
-          if (ev && typeof ev === "object" && typeof ev.seq === "number") this.receive(ev);
-        if (evs.length < PAGE) break;
+        if (this.closed) break;
+        if (!Array.isArray(evs) || evs.length === 0) { ok = false; break; }
+        for (const ev of evs) {
+          if (!ev || typeof ev !== "object" || typeof ev.seq !== "number" ||
+              ev.seq <= this.seq || ev.seq > upTo) continue;
+          this.seq = ev.seq;
+          this.emit(ev, { replay: true });
+        }
       }
-    } catch { /* the socket replays from this.seq */ }
-    this.prefetching = false;
-    this.connect();
+    } catch {
+      ok = false;
+    }
+    if (!ok) {
+      // what the socket held lies past a gap now
+      this.catchingUp = false;
+      this.held = [];
+      if (this.ws) this.ws.close(4000, "catch-up failed");
+      return;
+    }
+    this.catchingUp = false;
+    const held = this.held.sort((a, b) => a.seq - b.seq);
+    this.held = [];
+    for (const ev of held) this.receive(ev);
   }
 
   connect() {
-    if (this.closed || this.ws || this.prefetching) return;
-    if (!this.prefetched && this.seq === 0) {
-      this.prefetch();
-      return;
-    }
+    if (this.closed || this.ws) return;
     this.setState(this.attempt === 0 && this.liveAfter === null ? "connecting" : "reconnecting");
     const t = getToken();
     let ws;
@@ -155,6 +175,7 @@ export class Conn {
     if (ev.type === "heartbeat") return;
     if (ev.type === "session_state") {
       const first = this.liveAfter === null;
+      const catchUp = first && this.viaLog();
       if (first) {
         this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
         if (this.fromLive) this.seq = this.liveAfter;
@@ -163,6 +184,11 @@ export class Conn {
       this.setState("live");
       this.emit(ev, { replay: false, first });
       this.flushOutbox(true);
+      if (catchUp && this.liveAfter > this.seq) this.catchUp(this.liveAfter);
+      return;
+    }
+    if (this.catchingUp && typeof ev.seq === "number") {
+      this.held.push(ev);
       return;
     }
     if (ev.type === "ack") {
@@ -173,8 +199,7 @@ export class Conn {
     if (typeof ev.seq === "number") {
       if (ev.seq <= this.seq) return;	// replayed twice: already delivered
       this.seq = ev.seq;
-      this.emit(ev, { replay: this.prefetching ||
-        (this.liveAfter !== null && ev.seq <= this.liveAfter) });
+      this.emit(ev, { replay: this.liveAfter !== null && ev.seq <= this.liveAfter });
       return;
     }
     this.emit(ev, { replay: false });
