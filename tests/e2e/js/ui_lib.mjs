@@ -18,6 +18,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
 import puppeteer from "puppeteer-core";
+import WebSocket from "ws";
 
 export const BASE = process.env.UI_BASE || "http://127.0.0.1:7777";
 export const TOKEN = process.env.UI_TOKEN || "";
@@ -365,7 +366,13 @@ export async function main(name, body, opts = {}) {
 
 // Opens the chat of sid through its hash route and waits for the
 // connection to be live.
+// A fresh load each time: a hash change alone would leave the previous
+// session's state on screen while the harness looks for the new one.
 export async function openChat(t, sid, view = "chat") {
+  if (t.page.url() !== "about:blank") {
+    t.allowAborts();
+    await t.page.goto("about:blank");
+  }
   await t.goto(`/ui/#/s/${encodeURIComponent(sid)}/${view}`);
   await waitLive(t);
 }
@@ -414,4 +421,49 @@ export async function xssFindings(t) {
     }
     return out;
   });
+}
+
+// -- other clients of the session (an external agent, another user) ---------
+
+
+// A WebSocket to /sessions/{sid}/stream as query (e.g. "role=agent&agentId=a1");
+// send(msg) resolves the ack or error that answers it.
+export async function socket(sid, query, token = TOKEN) {
+  const url = BASE.replace(/^http/, "ws") + `/sessions/${encodeURIComponent(sid)}/stream?${query}`;
+  const opts = token ? { headers: { Authorization: "Bearer " + token } } : {};
+  const ws = new WebSocket(url, opts);
+  const waiting = new Map();
+  let n = 0;
+  await new Promise((res, rej) => {
+    ws.once("open", res);
+    ws.once("error", rej);
+  });
+  ws.on("message", (m) => {
+    let ev;
+    try { ev = JSON.parse(m.toString()); } catch { return; }
+    if ((ev.type === "ack" || ev.type === "error") && ev.id && waiting.has(ev.id)) {
+      waiting.get(ev.id)(ev);
+      waiting.delete(ev.id);
+    }
+  });
+  return {
+    ws,
+    send(msg) {
+      const id = msg.id || `h-${++n}`;
+      const full = { v: 1, sessionId: sid, ...msg, id };
+      return new Promise((res, rej) => {
+        const timer = setTimeout(() => rej(new UiFail(`no answer to ${full.type} ${id}`)), 10000);
+        waiting.set(id, (ev) => { clearTimeout(timer); res(ev); });
+        ws.send(JSON.stringify(full));
+      });
+    },
+    close() { ws.close(); },
+  };
+}
+
+// Sends msg on s and fails unless it is acknowledged.
+export async function sendAcked(s, msg) {
+  const a = await s.send(msg);
+  check(a.type === "ack", () => `${msg.type} -> ${JSON.stringify(a)}`);
+  return a;
 }
