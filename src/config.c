@@ -176,8 +176,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    C(jwt.audience), 0, 0, "jwt-audience AUDIENCE") \
 	X("jwt-leeway", KW_TOP, 1, 1, 0, kw_duration, C(jwt_leeway_ms), \
 	    0, 10 * MS_M, "jwt-leeway DURATION") \
-	X("jwt-require-exp", KW_TOP, 1, 1, 0, cfg_kw_jwt_require_exp, 0, 0, \
-	    0, "jwt-require-exp yes|no") \
+	X("jwt-require-exp", KW_TOP, 1, 1, 0, cfg_kw_yesno, \
+	    C(jwt.require_exp), 0, 0, "jwt-require-exp yes|no") \
 	X("jwt-grace", KW_TOP, 1, 1, 0, kw_duration, C(jwt_grace_ms), \
 	    0, MS_H, "jwt-grace DURATION") \
 	X("log-level", KW_TOP, 1, 1, 0, kw_log_level, 0, 0, 0, \
@@ -193,6 +193,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	X("user", KW_TOP, 1, 1, 0, cfg_kw_account, C(user), 0, 0, "user NAME") \
 	X("group", KW_TOP, 1, 1, 0, cfg_kw_account, C(group), 0, 0, \
 	    "group NAME") \
+	X("web-ui", KW_TOP, 1, 1, 0, cfg_kw_yesno, C(web_ui), 0, 0, \
+	    "web-ui yes|no") \
 	X("drain-timeout", KW_TOP, 1, 1, 0, kw_duration, C(drain_timeout_ms), \
 	    0, MS_H, "drain-timeout DURATION") \
 	X("provider", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, cfg_kw_provider, \
@@ -205,8 +207,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    1, 65536, "chunk N") \
 	X("delay", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_pdelay, 0, 0, \
 	    60 * MS_S, "delay DURATION") \
-	X("stamp", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_pstamp, 0, 0, 0, \
-	    "stamp yes|no") \
+	X("stamp", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_yesno, P(stamp), \
+	    0, 0, "stamp yes|no") \
 	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, cfg_kw_purl, 0, 0, 0, \
 	    "url URL") \
 	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pkeyenv, 0, 0, 0, \
@@ -572,6 +574,25 @@ kw_duration(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	if (cfg_duration_arg(p, kw, argv[0], &ms) == -1)
 		return -1;
 	memcpy(cfg_field(p, kw), &ms, sizeof(ms));
+	return 0;
+}
+
+/* yes or no into the int at the keyword's field. */
+int
+cfg_kw_yesno(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	int	v;
+
+	(void)argc;
+	if (strcmp(argv[0], "yes") == 0)
+		v = 1;
+	else if (strcmp(argv[0], "no") == 0)
+		v = 0;
+	else
+		return perr(p, "%s: expected yes or no, got '%.80s'", kw->name,
+		    argv[0]);
+	memcpy(cfg_field(p, kw), &v, sizeof(v));
 	return 0;
 }
 
@@ -942,6 +963,7 @@ config_init(struct config *c)
 	c->max_connections = 20000;
 	c->max_conn_per_addr = 1000;
 	c->lingering_time_ms = 30 * MS_S;
+	c->web_ui = 1;
 	c->lingering_timeout_ms = 5 * MS_S;
 	c->max_sess_per_addr = 1000;
 	c->max_sess_per_subject = 1000;

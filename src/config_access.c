@@ -707,14 +707,3 @@ cfg_kw_jwt_claim(struct parser *p, const struct keyword *kw, int argc,
 	return 0;
 }
 
-int
-cfg_kw_jwt_require_exp(struct parser *p, const struct keyword *kw, int argc,
-    char **argv)
-{
-	(void)argc;
-	if (strcmp(argv[0], "yes") != 0 && strcmp(argv[0], "no") != 0)
-		return perr(p, "%s: expected yes or no, got '%.40s'", kw->name,
-		    argv[0]);
-	p->conf->jwt.require_exp = argv[0][0] == 'y';
-	return 0;
-}

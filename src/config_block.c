@@ -103,20 +103,6 @@ cfg_kw_pdelay(struct parser *p, const struct keyword *kw, int argc, char **argv)
  * generator can measure provider -> client latency.
  */
 int
-cfg_kw_pstamp(struct parser *p, const struct keyword *kw, int argc, char **argv)
-{
-	(void)argc;
-	if (strcmp(argv[0], "yes") == 0)
-		p->block->stamp = 1;
-	else if (strcmp(argv[0], "no") == 0)
-		p->block->stamp = 0;
-	else
-		return perr(p, "%s: expected yes or no, got '%.80s'", kw->name,
-		    argv[0]);
-	return 0;
-}
-
-int
 cfg_kw_pdecimal(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
 {

@@ -116,6 +116,8 @@ int	cfg_number_arg(struct parser *, const struct keyword *, const char *,
  * pairs each field with a handler of its type.
  */
 void	*cfg_field(struct parser *, const struct keyword *);
+/* yes or no into the int at the field (cfg_field). */
+cfg_kw_fn cfg_kw_yesno;
 /* 1 to maxlen of [A-Za-z0-9._-]. */
 int	cfg_is_name(const char *, size_t);
 /* 1 to maxlen printable ASCII characters, no blanks. */
@@ -132,7 +134,7 @@ cfg_kw_fn cfg_kw_listen, cfg_kw_token, cfg_kw_token_env, cfg_kw_account,
 	    cfg_kw_control_socket, cfg_kw_allowed_origin, cfg_kw_server_name,
 	    cfg_kw_tls_file, cfg_kw_tls_ciphers, cfg_kw_tls_protocols,
 	    cfg_kw_jwt_key, cfg_kw_jwt_jwks, cfg_kw_jwt_claim,
-	    cfg_kw_jwt_require_exp, cfg_kw_max_conn_addr, cfg_kw_trusted_proxy;
+	    cfg_kw_max_conn_addr, cfg_kw_trusted_proxy;
 void	cfg_names_free(struct cfg_names *);
 /* Once the file is read: a tls listener has its certificate and key. */
 int	cfg_tls_check(struct parser *);
@@ -142,7 +144,7 @@ struct cfg_listen *cfg_listen_new(struct config *, const char *, uint64_t,
 
 /* config_block.c */
 cfg_kw_fn cfg_kw_provider, cfg_kw_ptype, cfg_kw_preply, cfg_kw_pdelay,
-	    cfg_kw_pstamp, cfg_kw_purl, cfg_kw_pkeyenv, cfg_kw_pmodel,
+	    cfg_kw_purl, cfg_kw_pkeyenv, cfg_kw_pmodel,
 	    cfg_kw_pdecimal, cfg_kw_timeout, cfg_kw_idle_timeout,
 	    cfg_kw_mcp_server, cfg_kw_header;
 /* A provider with the defaults every type starts from; NULL: no memory. */

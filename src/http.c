@@ -941,7 +941,7 @@ http_respond(struct evbuffer *out, int status, const char *content_type,
 
 	if (status < 100 || status > 999)
 		status = 500;
-	nobody = status < 200 || status == 204;
+	nobody = status < 200 || status == 204 || status == 304;
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\n", status,
 	    http_reason(status));
 	if (content_type != NULL && !nobody)

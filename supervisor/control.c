@@ -43,6 +43,9 @@ struct ctlq {
 	int			 truncated;
 	cJSON			*list;
 	struct event		*tmo;
+	/* GET /sessions from a client: whose list it is (see
+	 * control_sessions); NULL for parleyctl, who sees everything. */
+	struct ipc_conn		*who;
 };
 
 static void
@@ -180,6 +183,7 @@ ctlq_free(struct ctlq *q)
 	cJSON_Delete(q->list);
 	if (q->fd != -1)
 		close(q->fd);
+	free(q->who);
 	free(q);
 }
 
@@ -208,8 +212,14 @@ ctlq_timeout(evutil_socket_t fd, short ev, void *arg)
 	ctlq_finish(q, 1);
 }
 
+/*
+ * Asks every worker for the sessions in memory, answering fd when all
+ * have answered; who (copied; NULL for parleyctl) limits the list to what
+ * that client may open.
+ */
 static void
-ask_sessions(struct sup *sup, int fd, const struct http_request *req)
+ask_sessions(struct sup *sup, int fd, const struct http_request *req,
+    const struct ipc_conn *who)
 {
 	static const char *states[] = { "created", "running", "idle",
 	    "suspended", "paused", "completed", "failed", "following" };
@@ -245,6 +255,16 @@ ask_sessions(struct sup *sup, int fd, const struct http_request *req)
 		ctl_error(sup, fd, 500, "INTERNAL", "out of memory");
 		return;
 	}
+	if (who != NULL) {
+		if ((q->who = malloc(sizeof(*q->who))) == NULL) {
+			cJSON_Delete(q->list);
+			event_free(q->tmo);
+			free(q);
+			ctl_error(sup, fd, 500, "INTERNAL", "out of memory");
+			return;
+		}
+		memcpy(q->who, who, sizeof(*who));
+	}
 	q->sup = sup;
 	q->fd = fd;
 	q->id = ++sup->next_query;
@@ -257,6 +277,37 @@ ask_sessions(struct sup *sup, int fd, const struct http_request *req)
 	}
 	util_tv(&tv, CTL_QUERY_MS);
 	evtimer_add(q->tmo, &tv);
+}
+
+void
+control_sessions(struct sup *sup, int fd, const struct http_request *req,
+    const struct ipc_conn *who)
+{
+	ask_sessions(sup, fd, req, who);
+}
+
+/*
+ * Whether a worker's entry x goes to q's client, trimmed to what a client
+ * is told: a session it may open (scope and owner, as when it connects),
+ * once (not the mirrors other workers follow), without where it runs.
+ */
+static int
+ctlq_keep(const struct ctlq *q, cJSON *x)
+{
+	const char *sid = cJSON_GetStringValue(cJSON_GetObjectItem(x,
+	    "sessionId")), *owner = cJSON_GetStringValue(
+	    cJSON_GetObjectItem(x, "owner"));
+
+	if (q->who == NULL)
+		return 1;
+	if (sid == NULL || cJSON_IsTrue(cJSON_GetObjectItem(x, "follower")) ||
+	    !ipc_scope_allows(q->who->scope, sid) ||
+	    !ipc_owner_allows(owner, q->who, sid))
+		return 0;
+	cJSON_DeleteItemFromObject(x, "owner");
+	cJSON_DeleteItemFromObject(x, "follower");
+	cJSON_DeleteItemFromObject(x, "connections");
+	return 1;
 }
 
 void
@@ -292,11 +343,14 @@ control_answer(struct sup *sup, struct worker *w, uint32_t id,
 	} else {
 		for (x = arr->child; x != NULL; x = next) {
 			next = x->next;
-			if (!cJSON_IsObject(x))
+			if (!cJSON_IsObject(x) || !ctlq_keep(q, x))
 				continue;
 			cJSON_DetachItemViaPointer(arr, x);
-			cJSON_AddNumberToObject(x, "worker", w->slot);
-			cJSON_AddNumberToObject(x, "pid", (double)w->pid);
+			if (q->who == NULL) {
+				cJSON_AddNumberToObject(x, "worker", w->slot);
+				cJSON_AddNumberToObject(x, "pid",
+				    (double)w->pid);
+			}
 			cJSON_AddItemToArray(q->list, x);
 		}
 		cJSON_Delete(arr);
@@ -402,7 +456,7 @@ control_request(struct sup *sup, int fd, const struct http_request *req)
 	else if (strcmp(what, "workers") == 0 && get)
 		answer_workers(sup, fd);
 	else if (strcmp(what, "sessions") == 0 && get)
-		ask_sessions(sup, fd, req);
+		ask_sessions(sup, fd, req, NULL);
 	else if (strcmp(what, "reload") == 0 && post)
 		do_reload(sup, fd);
 	else if (strcmp(what, "drain") == 0 && post)

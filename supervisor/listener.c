@@ -28,6 +28,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "supervisor.h"
+#include "ui.h"
 #include "tls.h"
 
 #define MAX_PENDING	4096	/* connections still sending their request */
@@ -372,6 +373,22 @@ agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
 	cJSON_Delete(b);
 }
 
+/* The web page, when req asks for it: 1 once answered. */
+static int
+answer_ui(struct pending *p)
+{
+	struct evbuffer *out = evbuffer_new();
+
+	if (out == NULL)
+		return 0;
+	if (!ui_answer(p->sup->conf, &p->hp.req, p->hdr, out)) {
+		evbuffer_free(out);
+		return 0;
+	}
+	pending_send(p, out);
+	return 1;
+}
+
 static int
 is_health(const char *path)
 {
@@ -401,6 +418,8 @@ pending_dispatch(struct pending *p)
 		pending_error(p, ge.status, ge.code, ge.msg);
 		return;
 	}
+	if (!p->control && answer_ui(p))
+		return;
 	memset(&ic, 0, sizeof(ic));
 	/* The control socket's peers were let in by their uid. */
 	if (p->control) {
@@ -446,7 +465,8 @@ pending_dispatch(struct pending *p)
 	}
 	sid[0] = '\0';
 	if (sup->draining && (strcmp(path, "/chat") == 0 ||
-	    strcmp(path, "/sessions") == 0)) {
+	    (strcmp(path, "/sessions") == 0 &&
+	    strcmp(req->method, "POST") == 0))) {
 		pending_error(p, 503, "OVERLOADED", DRAINING_MSG);
 		return;
 	}
@@ -455,9 +475,18 @@ pending_dispatch(struct pending *p)
 	} else if (strcmp(path, "/sessions") == 0) {
 		cJSON *b = NULL, *f;
 
+		if (strcmp(req->method, "GET") == 0) {
+			ic.role = (uint32_t)role;
+			fd = p->fd;
+			p->fd = -1;
+			pending_detach(p);
+			control_sessions(sup, fd, req, &ic);
+			pending_free(p, 0);
+			return;
+		}
 		if (strcmp(req->method, "POST") != 0) {
-			pending_error(p, 405, "BAD_REQUEST",
-			    "use POST /sessions to create a session");
+			pending_error(p, 405, "BAD_REQUEST", "use GET /sessions "
+			    "to list sessions, POST /sessions to create one");
 			return;
 		}
 		if (req->body_len > 0 &&

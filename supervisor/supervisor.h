@@ -165,6 +165,10 @@ void		 control_close(struct sup *);
 /* Answers a /control/v1/ request; takes fd. */
 void		 control_request(struct sup *, int fd,
 		    const struct http_request *);
+/* Answers GET /sessions for a client: the sessions in memory that who
+ * may open (?state= as parleyctl's); takes fd. */
+void		 control_sessions(struct sup *, int fd,
+		    const struct http_request *, const struct ipc_conn *who);
 /* A worker's answer to question id (see pool_query). */
 void		 control_answer(struct sup *, struct worker *, uint32_t id,
 		    int truncated, const char *json, size_t len);

@@ -219,6 +219,11 @@ wk_query(struct wk *wk, const struct ipc_query *q)
 		    (double)sess_last_seq(s));
 		cJSON_AddBoolToObject(o, "paused", sess_paused(s));
 		cJSON_AddBoolToObject(o, "follower", s->follower);
+		/* For the supervisor's filter on GET /sessions; it is not
+		 * passed on to a client. */
+		if (cJSON_IsString(cJSON_GetObjectItem(s->meta, "owner")))
+			cJSON_AddStringToObject(o, "owner", cJSON_GetStringValue(
+			    cJSON_GetObjectItem(s->meta, "owner")));
 		txt = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 		if (txt == NULL)

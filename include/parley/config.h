@@ -151,6 +151,7 @@ struct config {
 	struct pp_cidr		*trusted;	/* trusted-proxy prefixes */
 	unsigned		 ntrusted;
 	uint64_t		 lingering_time_ms;	/* default 30s */
+	int			 web_ui;	/* serve /ui/ (default 1) */
 	uint64_t		 lingering_timeout_ms;	/* default 5s */
 	/* Sessions created per window (session-create-window, default 1m)
 	 * by one client address and by one token subject, summed over the

@@ -1,0 +1,216 @@
+// One WebSocket to a session, kept open: it reconnects with backoff and
+// jitter, resumes after the last seq it delivered, and so hands its
+// listeners every logged event exactly once and in order, however often
+// the connection drops, the worker dies or the session moves to another
+// host.  Messages it sends carry ids and are sent again after a drop until
+// acknowledged; the server applies an id once.
+
+import { getToken, api, authNeeded } from "./api.js";
+
+// The seed's schedule: 1 s doubling to 30 s, plus up to half again.
+const BASE_MS = 1000, MAX_MS = 30000, JITTER = 0.5;
+const QUEUE_MAX = 200;		// unsent and unacknowledged messages
+const OPEN_TIMEOUT_MS = 10000;	// a connect that neither opens nor fails
+const STALE_MS = 45000;		// no frame at all (heartbeats are 15 s)
+
+let idCounter = 0;
+const idBase = Math.random().toString(36).slice(2, 8);
+
+export function backoff(attempt) {
+  const base = Math.min(BASE_MS * Math.pow(2, attempt), MAX_MS);
+  return base + base * JITTER * Math.random();
+}
+
+export class Conn {
+  constructor({ sessionId, path = "stream", role = "user" }) {
+    this.sessionId = sessionId;
+    this.path = path;
+    this.role = role;
+    this.listeners = new Map();
+    this.stateListeners = new Set();
+    this.state = "closed";
+    this.seq = 0;		// highest seq delivered
+    this.liveAfter = null;	// lastSeq of the first session_state
+    this.outbox = [];		// [{id, msg, sent}] until acked
+    this.attempt = 0;
+    this.ws = null;
+    this.timer = 0;
+    this.closed = false;
+  }
+
+  get lastSeq() { return this.seq; }
+
+  on(type, fn) {
+    if (!this.listeners.has(type)) this.listeners.set(type, new Set());
+    this.listeners.get(type).add(fn);
+    return () => this.listeners.get(type).delete(fn);
+  }
+
+  onState(fn) {
+    this.stateListeners.add(fn);
+    fn(this.state);
+    return () => this.stateListeners.delete(fn);
+  }
+
+  setState(s) {
+    if (s === this.state) return;
+    this.state = s;
+    for (const fn of this.stateListeners) fn(s);
+  }
+
+  emit(ev, meta) {
+    for (const key of [ev.type, "*"]) {
+      const set = this.listeners.get(key);
+      if (!set) continue;
+      for (const fn of set) {
+        try { fn(ev, meta); } catch (e) { console.error("view failed on", ev.type, e); }
+      }
+    }
+  }
+
+  url() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const q = new URLSearchParams({ lastSeq: String(this.seq) });
+    if (this.path === "stream" && this.role !== "user") q.set("role", this.role);
+    return scheme + "//" + location.host + "/sessions/" +
+      encodeURIComponent(this.sessionId) + "/" + this.path + "?" + q;
+  }
+
+  connect() {
+    if (this.closed || this.ws) return;
+    this.setState(this.attempt === 0 && this.liveAfter === null ? "connecting" : "reconnecting");
+    const t = getToken();
+    let ws;
+    try {
+      // The token as a subprotocol beside "parley": a browser cannot set
+      // a header on a WebSocket, and a URL would put it in logs.
+      ws = t ? new WebSocket(this.url(), ["parley", "bearer." + t]) : new WebSocket(this.url());
+    } catch (e) {
+      // A token with characters a subprotocol cannot hold.
+      this.fail("this token cannot be sent as a WebSocket subprotocol (" + e.message + ")");
+      return;
+    }
+    this.ws = ws;
+    let opened = false;
+    const openTimer = setTimeout(() => { if (!opened) ws.close(); }, OPEN_TIMEOUT_MS);
+    let stale = 0;
+    const touch = () => {
+      clearTimeout(stale);
+      stale = setTimeout(() => ws.close(4000, "no frame for 45 s"), STALE_MS);
+    };
+    ws.onopen = () => { opened = true; clearTimeout(openTimer); touch(); };
+    ws.onmessage = (m) => {
+      touch();
+      let ev;
+      try { ev = JSON.parse(m.data); } catch { return; }
+      if (ev && typeof ev === "object") this.receive(ev);
+    };
+    ws.onclose = (c) => {
+      clearTimeout(openTimer);
+      clearTimeout(stale);
+      if (this.ws === ws) this.ws = null;
+      if (this.closed) return;
+      if (c.code === 4001) authNeeded("the token expired; enter a new one");
+      this.retry(opened);
+    };
+    ws.onerror = () => { /* onclose follows */ };
+  }
+
+  receive(ev) {
+    if (ev.type === "heartbeat") return;
+    if (ev.type === "session_state") {
+      const first = this.liveAfter === null;
+      if (first) this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
+      this.attempt = 0;
+      this.setState("live");
+      this.emit(ev, { replay: false, first });
+      this.flushOutbox(true);
+      return;
+    }
+    if (ev.type === "ack") {
+      this.outbox = this.outbox.filter((o) => o.id !== ev.id);
+    } else if (ev.type === "error" && typeof ev.seq !== "number" && ev.id) {
+      this.outbox = this.outbox.filter((o) => o.id !== ev.id);
+    }
+    if (typeof ev.seq === "number") {
+      if (ev.seq <= this.seq) return;	// replayed twice: already delivered
+      this.seq = ev.seq;
+      this.emit(ev, { replay: this.liveAfter !== null && ev.seq <= this.liveAfter });
+      return;
+    }
+    this.emit(ev, { replay: false });
+  }
+
+  retry(wasOpen) {
+    if (this.closed) return;
+    this.setState("reconnecting");
+    const delay = backoff(this.attempt++);
+    // A socket refused before it opened says nothing of why: ask over
+    // HTTP, which does (a bad token, a wrong scope, a full server).
+    if (!wasOpen && this.attempt >= 2) this.probe();
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.connect(), delay);
+  }
+
+  async probe() {
+    try {
+      await api("GET", "/sessions/" + encodeURIComponent(this.sessionId));
+    } catch (e) {
+      if (e.status === 401) return;	// api() asked for a token
+      if (e.status && e.status !== 404)
+        this.emit({ type: "error", code: e.code, message: e.message,
+          severity: "recoverable", local: true }, { replay: false });
+    }
+  }
+
+  fail(message) {
+    this.emit({ type: "error", code: "UNAUTHORIZED", message,
+      severity: "fatal", local: true }, { replay: false });
+    this.setState("closed");
+  }
+
+  // send(msg): fills v, sessionId and id; returns the id.
+  send(msg) {
+    const id = msg.id || "c-" + idBase + "-" + (++idCounter);
+    const full = Object.assign({ v: 1, sessionId: this.sessionId }, msg, { id });
+    if (this.outbox.length >= QUEUE_MAX) {
+      this.emit({ type: "error", code: "OVERLOADED", severity: "warning", local: true,
+        message: "too many messages are waiting for the server; wait for it to reconnect" },
+        { replay: false });
+      return null;
+    }
+    this.outbox.push({ id, msg: full, sent: false });
+    this.flushOutbox(false);
+    return id;
+  }
+
+  // Sends what is not sent yet; after a reconnect (again=true) also what
+  // was sent but never acknowledged: the server applies an id once.
+  flushOutbox(again) {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN || this.state !== "live") return;
+    for (const o of this.outbox) {
+      if (o.sent && !again) continue;
+      this.ws.send(JSON.stringify(o.msg));
+      o.sent = true;
+    }
+    // A message that needs no ack (ping) must not stay forever.
+    this.outbox = this.outbox.filter((o) => o.msg.type !== "ping");
+  }
+
+  // Starts over with a new token (after the dialog).
+  restart() {
+    if (this.closed) return;
+    clearTimeout(this.timer);
+    this.attempt = 0;
+    if (this.ws) this.ws.close(1000, "new token");
+    else this.connect();
+  }
+
+  close() {
+    this.closed = true;
+    clearTimeout(this.timer);
+    if (this.ws) this.ws.close(1000, "page left the session");
+    this.ws = null;
+    this.setState("closed");
+  }
+}
