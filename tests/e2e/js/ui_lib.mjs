@@ -218,9 +218,10 @@ class Ui {
     const cdp = await page.createCDPSession();
     this.cdp = cdp;
     await cdp.send("Network.enable");
-    cdp.on("Network.webSocketCreated", (e) => this.requests.push(e.url));
+    const wsUrls = new Map();
+    cdp.on("Network.webSocketCreated", (e) => { wsUrls.set(e.requestId, e.url); this.requests.push(e.url); });
     cdp.on("Network.webSocketWillSendHandshakeRequest", (e) =>
-      this.wsHandshakes.push({ url: e.request && e.request.url, headers: (e.request && e.request.headers) || {} }));
+      this.wsHandshakes.push({ url: wsUrls.get(e.requestId) || "", headers: (e.request && e.request.headers) || {} }));
     cdp.on("Network.webSocketFrameSent", (e) => this.wsFrames.push({ dir: "out", data: e.response.payloadData }));
     cdp.on("Network.webSocketFrameReceived", (e) => this.wsFrames.push({ dir: "in", data: e.response.payloadData }));
   }
@@ -426,6 +427,8 @@ export async function xssFindings(t) {
 // -- other clients of the session (an external agent, another user) ---------
 
 
+let socketIds = 0;
+
 // A WebSocket to /sessions/{sid}/stream as query (e.g. "role=agent&agentId=a1");
 // send(msg) resolves the ack or error that answers it.
 export async function socket(sid, query, token = TOKEN) {
@@ -433,7 +436,6 @@ export async function socket(sid, query, token = TOKEN) {
   const opts = token ? { headers: { Authorization: "Bearer " + token } } : {};
   const ws = new WebSocket(url, opts);
   const waiting = new Map();
-  let n = 0;
   await new Promise((res, rej) => {
     ws.once("open", res);
     ws.once("error", rej);
@@ -449,7 +451,8 @@ export async function socket(sid, query, token = TOKEN) {
   return {
     ws,
     send(msg) {
-      const id = msg.id || `h-${++n}`;
+      // ids are per session, whoever sends them: unique across sockets
+      const id = msg.id || `h-${process.pid}-${++socketIds}`;
       const full = { v: 1, sessionId: sid, ...msg, id };
       return new Promise((res, rej) => {
         const timer = setTimeout(() => rej(new UiFail(`no answer to ${full.type} ${id}`)), 10000);
@@ -464,6 +467,6 @@ export async function socket(sid, query, token = TOKEN) {
 // Sends msg on s and fails unless it is acknowledged.
 export async function sendAcked(s, msg) {
   const a = await s.send(msg);
-  check(a.type === "ack", () => `${msg.type} -> ${JSON.stringify(a)}`);
+  check(a.type === "ack" && !a.duplicate, () => `${msg.type} -> ${JSON.stringify(a)}`);
   return a;
 }

@@ -64,7 +64,7 @@ await main("ui_resume", async (t) => {
   await sendChat(t, "echo after a reload");
   const req = ofType(await logUntil(SID2, (e) => ofType(e, "tool_approve_request").length === 1,
     "tool_approve_request"), "tool_approve_request")[0];
-  const sel = `#chat-log .approval[data-tool-call-id="${req.toolCallId}"]`;
+  const sel = `section:has(#chat-log) .approval[data-tool-call-id="${req.toolCallId}"]`;
   await t.waitSel(sel, 10000, "the approval prompt before the reload");
   await t.reload();
   await waitLive(t);

@@ -19,14 +19,14 @@ const SID = "ui-views-1";
 
 await main("ui_views", async (t) => {
   const { page } = t;
-  const r = await rest("POST", "/sessions", { sessionId: SID, objective: "Show the views" });
+  const r = await rest("POST", "/sessions", { sessionId: SID, objective: "Show the views", config: { thoughtVisibility: "all" } });
   check(r.status === 201, `POST /sessions -> ${r.status} ${JSON.stringify(r.body)}`);
   const a1 = await socket(SID, "role=agent&agentId=analyst");
   const a2 = await socket(SID, "role=agent&agentId=reviewer");
   const th = [
-    [a1, { thoughtId: "t-1", content: "The retry loop re-sends after a timeout", category: "analysis", confidence: 0.9, references: [] }],
-    [a2, { thoughtId: "t-2", content: "That explains the duplicate orders", category: "hypothesis", confidence: 0.6, references: ["t-1"], inResponseTo: "t-1" }],
-    [a1, { thoughtId: "t-3", content: "Add an idempotency key to each order", category: "synthesis", confidence: 0.8, references: ["t-1", "t-2"], inResponseTo: "t-2", actionable: true }],
+    [a1, { thoughtId: "th_1", content: "The retry loop re-sends after a timeout", category: "analysis", confidence: 0.9, references: [] }],
+    [a2, { thoughtId: "th_2", content: "That explains the duplicate orders", category: "hypothesis", confidence: 0.6, references: ["th_1"], inResponseTo: "th_1" }],
+    [a1, { thoughtId: "th_3", content: "Add an idempotency key to each order", category: "synthesis", confidence: 0.8, references: ["th_1", "th_2"], inResponseTo: "th_2", actionable: true }],
   ];
   for (const [who, thought] of th) await sendAcked(who, { type: "thought_share", thought });
 
@@ -42,7 +42,7 @@ await main("ui_views", async (t) => {
   await sendChat(t, "now echo");
   const req = ofType(await logUntil(SID, (e) => ofType(e, "tool_approve_request").length === 1,
     "the echo's approval request"), "tool_approve_request")[0];
-  await t.waitSel(`#chat-log .approval[data-tool-call-id="${req.toolCallId}"]`, 10000, "the approval prompt");
+  await t.waitSel(`section:has(#chat-log) .approval[data-tool-call-id="${req.toolCallId}"]`, 10000, "the approval prompt");
   await t.shot("views-chat");
 
   // team
@@ -51,7 +51,7 @@ await main("ui_views", async (t) => {
   await t.waitFn("three thoughts in #thought-graph", () =>
     document.querySelectorAll("#thought-graph [data-thought-id]").length >= 3, null, 10000);
   const ids = await page.$$eval("#thought-graph [data-thought-id]", (els) => els.map((e) => e.getAttribute("data-thought-id")));
-  for (const id of ["t-1", "t-2", "t-3"])
+  for (const id of ["th_1", "th_2", "th_3"])
     check(ids.filter((x) => x === id).length === 1, `thought ${id} is ${ids.filter((x) => x === id).length} nodes in the graph: ${ids}`);
   check(await t.count("#thought-graph svg") >= 1, "#thought-graph has no <svg>");
   check(await page.$$eval("#thought-graph [data-thought-id]", (els) => els.every((e) => e.closest("svg"))),

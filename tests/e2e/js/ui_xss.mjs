@@ -35,7 +35,7 @@ await main("ui_xss", async (t) => {
   // the external agent's thought, an action it proposes, another user's
   // directive: before the page opens (replayed) ...
   const agent = await socket(SID, "role=agent&agentId=xss-agent");
-  await sendAcked(agent, { type: "thought_share", thought: { thoughtId: "t-xss-1",
+  await sendAcked(agent, { type: "thought_share", thought: { thoughtId: "th_xss1",
     content: PAYLOAD, category: "analysis", confidence: 0.8, references: [], actionable: true } });
   await sendAcked(agent, { type: "action_propose", action: { type: "code_change",
     description: PAYLOAD, params: { file: IMG } } });
@@ -49,9 +49,9 @@ await main("ui_xss", async (t) => {
     { kind: "text", text: `Model says ${PAYLOAD} end`, chunks: 7, delay_ms: 20 }]);
   await sendChat(t, `User says ${PAYLOAD}`);
   // ... and one thought while the page is live
-  await sendAcked(agent, { type: "thought_share", thought: { thoughtId: "t-xss-2",
+  await sendAcked(agent, { type: "thought_share", thought: { thoughtId: "th_xss2",
     content: `live ${PAYLOAD}`, category: "hypothesis", confidence: 0.4,
-    references: ["t-xss-1"], inResponseTo: "t-xss-1", actionable: false } });
+    references: ["th_xss1"], inResponseTo: "th_xss1", actionable: false } });
   const evs = await logUntil(SID, (e) => doneCount(e) === 1, "done of the turn");
   const res = ofType(evs, "tool_result");
   check(res.length === 1 && res[0].result === `Echo: ${PAYLOAD}`, `tool_result ${JSON.stringify(res)}`);
@@ -78,7 +78,7 @@ await main("ui_xss", async (t) => {
   await t.waitFn("both thoughts in #thought-graph", () =>
     document.querySelectorAll("#thought-graph [data-thought-id]").length >= 2, null, 10000);
   await t.waitSel("#actions .action[data-action-id]", 10000, "the proposed action");
-  await page.click('#thought-graph [data-thought-id="t-xss-1"]').catch((e) => log(`click on the thought: ${e.message}`));
+  await page.click('#thought-graph [data-thought-id="th_xss1"]').catch((e) => log(`click on the thought: ${e.message}`));
   await sleep(300);
   await noXss(t, "team");
   await visible(t, "team (thought, action or directive)", ["<img src=x onerror="]);
