@@ -72,6 +72,12 @@ await main("ui_auth", async (t) => {
   }
   const proto = t.wsHandshakes.map((h) => Object.entries(h.headers)
     .filter(([k]) => k.toLowerCase() === "sec-websocket-protocol").map(([, v]) => v).join()).filter(Boolean);
+  check(proto.some((p) => p.split(/\s*,\s*/).includes("bearer." + TOK)),
+    `no WebSocket handshake offered the token as subprotocol bearer.<token>: ${proto.map((p) => p.replace(TOK, "<token>")).join(" | ")}`);
+  const api = t.requestHeaders.filter((r) => /\/(sessions|api)(\/|\?|$)/.test(new URL(r.url).pathname));
+  check(api.some((r) => r.auth === "Bearer " + TOK), "no API request carried Authorization: Bearer <token>");
+  const wrongAuth = api.filter((r) => r.auth && r.auth !== "Bearer " + TOK && r.auth !== "Bearer " + WRONG);
+  check(wrongAuth.length === 0, `API request with an unexpected Authorization: ${wrongAuth[0] && wrongAuth[0].url}`);
   log(`WebSocket subprotocols offered: ${proto.length} handshakes (${proto.length ? "bearer.<token> among them: " + proto.some((p) => p.includes("bearer.")) : "none"})`);
   console.log(`UI-REQUESTS ${t.requests.length}`);
 }, { allowStatus: (url, st) => st === 401 });

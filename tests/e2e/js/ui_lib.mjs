@@ -171,6 +171,7 @@ class Ui {
     this.problems = [];
     this.consoleLines = [];
     this.requests = [];		// every URL the page asked for (HTTP and WebSocket)
+    this.requestHeaders = [];	// {url, method, auth} of every HTTP request
     this.wsFrames = [];		// {dir, url, data} of every WebSocket frame
     this.wsHandshakes = [];	// {url, headers} of every WebSocket upgrade request
     this.expectAbort = 0;	// requests aborted by a navigation until then are fine
@@ -201,7 +202,10 @@ class Ui {
         log(`console error: ${text}`);
     });
     page.on("pageerror", (e) => this.problem(`page error: ${e && e.message ? e.message : e}`));
-    page.on("request", (r) => this.requests.push(r.url()));
+    page.on("request", (r) => {
+      this.requests.push(r.url());
+      this.requestHeaders.push({ url: r.url(), method: r.method(), auth: r.headers().authorization || "" });
+    });
     page.on("requestfailed", (r) => {
       const err = r.failure() ? r.failure().errorText : "?";
       if (err === "net::ERR_ABORTED" && Date.now() < this.expectAbort) return;

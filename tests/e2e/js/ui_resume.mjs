@@ -15,7 +15,7 @@ import { main, check, sleep, log, logEvents, logUntil, ofType, doneCount,
   agentTexts } from "./ui_lib.mjs";
 
 const words = (p, n) => Array.from({ length: n }, (_, i) => `${p}${String(i).padStart(3, "0")}`).join(" ");
-const LONG = words("alpha", 120);	// 1,079 chars in 120 pieces
+const LONG = words("alpha", 160);	// 1,439 chars in 160 pieces
 const LONG2 = words("beta", 120);
 
 async function agentShown(t) {
@@ -28,7 +28,7 @@ await main("ui_resume", async (t) => {
   // a. reload mid-stream
   const SID = "ui-resume-1";
   await openChat(t, SID);
-  await fakeScript([{ kind: "text", text: LONG, chunks: 120, delay_ms: 40 }]);
+  await fakeScript([{ kind: "text", text: LONG, chunks: 160, delay_ms: 40 }]);
   await sendChat(t, "a long answer please");
   await t.waitFn("some streamed text before the reload", () => {
     const b = [...document.querySelectorAll("#chat-log .msg.msg-agent .msg-body")].pop();
