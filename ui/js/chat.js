@@ -8,11 +8,13 @@
 // only (markdown.js builds nodes; tool and user text go through textContent).
 
 import { h, clear, schedule, fmtTime, fmtDuration, fmtCost, fmtNumber } from "./dom.js";
+import { authNeeded } from "./api.js";
 import { MarkdownView } from "./markdown.js";
 
 const WINDOW = 40;              // messages built when the view first paints
 const MAX_BANNERS = 4;
-const REPLAY_PAINT_MS = 250;    // longest wait for a paint while replaying
+const REPLAY_FIRST_MS = 300;    // first paint while the past is still replayed
+const REPLAY_PAINT_MS = 1000;   // then at most one progress paint a second
 const MAX_SHOWN_JSON = 20000;   // characters of tool args/result shown
 const LEVELS = ["FULL_AUTO", "SUPERVISED", "CAUTIOUS", "MANUAL"];
 const LEVEL_LABELS = {
@@ -120,7 +122,8 @@ export function create(ctx) {
   let expanded = false;           // the user asked for earlier messages
   let stickToBottom = true;
   let pendingLevel = null;
-  let holdSince = 0;              // first frame a paint was held for replay        // id of a set_autonomy not yet answered
+  let holdSince = 0;              // first frame a paint was held for replay
+  let paintedOnce = false;        // id of a set_autonomy not yet answered
 
   // ---- DOM skeleton ----
   const root = ctx.root;
@@ -273,7 +276,7 @@ export function create(ctx) {
   function getTool(ev, create) {
     const k = toolKey(ev);
     let t = tools.get(k);
-    if (!t) {
+    if (!t && (ev.step == null || !ev.messageId)) {
       // Events that lack step or messageId still find their call.
       const keys = toolsById.get(str(ev.toolCallId)) || [];
       for (let i = keys.length - 1; i >= 0 && !t; i--) {
@@ -335,14 +338,29 @@ export function create(ctx) {
   function reconcile(state, fromConnect) {
     if (Array.isArray(state.pendingApprovals)) {
       const keys = new Set(state.pendingApprovals.map(toolKey));
-      for (const [k, ap] of approvals)
-        if (!keys.has(k)) ap.answered = true;
+      for (const [k, ap] of approvals) {
+        if (keys.has(k) || ap.answered) continue;
+        ap.answered = true;
+        const t = tools.get(k);
+        if (t && t.phase === "approval") {
+          t.phase = "answered";
+          touchTool(t);
+        }
+      }
       // The prompts come back here; their tool cards come with the logged
       // tool_approve_request, at its place in the transcript.
       for (const p of state.pendingApprovals) {
         const ap = approvals.get(toolKey(p));
-        if (!ap) addApproval(p, null);
-        else if (!ap.finalized) ap.answered = false;
+        if (!ap) {
+          addApproval(p, null);
+        } else if (!ap.finalized && ap.answered) {
+          ap.answered = false;
+          const t = tools.get(toolKey(p));
+          if (t && t.phase === "answered") {
+            t.phase = "approval";
+            touchTool(t);
+          }
+        }
       }
       approvalsDirty = true;
       if (fromConnect) snapshot = { lastSeq: Number(state.lastSeq) || 0, approvals: keys,
@@ -381,6 +399,13 @@ export function create(ctx) {
     addToolTo(agentEntry(ev, meta), t);
   }
 
+  // A message that will get no more tokens (done, or its turn stopped).
+  function endMessage(m) {
+    if (m.ended) return;
+    m.ended = true;
+    touch(m);
+  }
+
   function addNote(kind, ev, meta) {
     const e = { kind, ev, el: null, index: entries.length, live: !(meta && meta.replay) };
     entries.push(e);
@@ -414,21 +439,22 @@ export function create(ctx) {
         controlsDirty = true;
       }
     }
-    if (ev.code === "LLM_ERROR" && ev.messageId) {
-      const m = byMessage.get(ev.messageId);
+    if (ev.messageId) {
+      const m = byMessage.get(str(ev.messageId));
       if (m && ev.retrying) {
-        // The reply since the last tool result is replaced by the retry.
+        // LLM_ERROR retrying: the reply since the last tool result is
+        // replaced by the one that follows (same messageId).
         m.text = m.text.slice(0, m.checkpoint);
         m.textDirty = true;
         touch(m);
-      } else if (m && !ev.retrying) {
-        m.failed = ev;
-        m.done = true;
-        openTurns.delete(m.id);
-        controlsDirty = true;
-        touch(m);
-      } else if (!ev.retrying) {
-        openTurns.delete(ev.messageId);
+      } else if (!ev.retrying && ev.severity !== "warning") {
+        // The turn's message stops here (a provider failure ends the
+        // turn; a worker's death re-runs it under another messageId).
+        if (m) {
+          if (ev.code === "LLM_ERROR") m.failed = ev;
+          endMessage(m);
+        }
+        openTurns.delete(str(ev.messageId));
         controlsDirty = true;
       }
     }
@@ -448,8 +474,13 @@ export function create(ctx) {
         reconcile(fromConnect && !Array.isArray(ev.pendingApprovals)
           ? Object.assign({}, ev, { pendingApprovals: [] }) : ev, fromConnect);
         if (fromConnect && (ev.status === "idle" || ev.status === "completed" ||
-            ev.status === "failed"))
+            ev.status === "failed")) {
+          for (const id of openTurns) {
+            const m = byMessage.get(id);
+            if (m) endMessage(m);
+          }
           openTurns.clear();
+        }
         controlsDirty = statusDirty = true;
         paint();
         break;
@@ -492,8 +523,9 @@ export function create(ctx) {
         if (t.args === undefined) t.args = ev.args;
         t.risk = str(ev.risk) || t.risk;
         t.summary = str(ev.summary);
+        const ap = addApproval(ev, meta);
+        if (ap.answered && t.phase === "approval") t.phase = "answered";
         addToolTo(agentEntry(ev, meta), t);
-        addApproval(ev, meta);
         break;
       }
       case "audit_entry": {
@@ -569,6 +601,10 @@ export function create(ctx) {
         break;
       case "session_complete":
         sessionStatus = "completed";
+        for (const id of openTurns) {
+          const m = byMessage.get(id);
+          if (m) endMessage(m);
+        }
         openTurns.clear();
         addNote("ended", ev, meta);
         controlsDirty = true;
@@ -611,17 +647,18 @@ export function create(ctx) {
     sawReplay = false;
     // While the logged past pours in, building the last messages on every
     // frame is wasted work (they are pushed out by the next ones): wait for
-    // a frame without replayed events, painting at most every REPLAY_PAINT_MS
-    // to show progress.
+    // a frame without replayed events; to show progress, paint anyway
+    // after REPLAY_FIRST_MS, then at most every REPLAY_PAINT_MS.
     if (replayed) {
       const now = performance.now();
       if (!holdSince) holdSince = now;
-      if (now - holdSince < REPLAY_PAINT_MS) {
+      if (now - holdSince < (paintedOnce ? REPLAY_PAINT_MS : REPLAY_FIRST_MS)) {
         paint();
         return;
       }
     }
     holdSince = 0;
+    if (entries.length) paintedOnce = true;
 
     const wasAtBottom = stickToBottom;
     // Which entries are built: the last WINDOW unless the user asked for more.
@@ -723,9 +760,10 @@ export function create(ctx) {
       m.view.set(m.text);
       m.textDirty = false;
     }
-    if (m.done) m.body.removeAttribute("aria-busy");
-    else m.body.setAttribute("aria-busy", "true");
-    m.el.classList.toggle("streaming", !m.done);
+    const streaming = !m.done && !m.ended;
+    if (streaming) m.body.setAttribute("aria-busy", "true");
+    else m.body.removeAttribute("aria-busy");
+    m.el.classList.toggle("streaming", streaming);
     // Tool cards, in the order they were asked for.
     for (const k of m.tools) {
       const t = tools.get(k);
@@ -767,6 +805,7 @@ export function create(ctx) {
     if (t.phase === "not run") return t.decision === "cancelled" ? "cancelled" :
       t.decision === "timeout" ? "approval timed out" : "not run (" + t.decision + ")";
     if (t.phase === "gone") return "no longer waiting";
+    if (t.phase === "answered") return "approval answered";
     if (t.phase === "ended") return "ended";
     if (t.state === "running") return t.client ? "waiting for a client" : "running…";
     if (t.state === "error") return "error";
@@ -866,11 +905,11 @@ export function create(ctx) {
         on: { click: () => { send({ type: "chat", message: lastUserText }); box.remove(); } },
       }, "Retry"));
     }
-    if (code === "UNAUTHORIZED" && typeof ctx.navigate === "function") {
+    if (code === "UNAUTHORIZED") {
       box.append(h("button", {
         class: "error-token",
         attrs: { type: "button" },
-        on: { click: () => ctx.navigate("#/token") },
+        on: { click: () => authNeeded(str(ev.message)) },
       }, "Enter token"));
     }
     if (dismissible) {
