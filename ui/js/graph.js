@@ -65,7 +65,8 @@ export class ThoughtGraph {
     const defs = svg("defs", null,
       svg("marker", {
         id: "tg-arrow", viewBox: "0 0 10 10", refX: 9, refY: 5,
-        markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse",
+        markerUnits: "userSpaceOnUse", markerWidth: 8, markerHeight: 8,
+        orient: "auto-start-reverse",
       }, svg("path", { d: "M0,0 L10,5 L0,10 z", class: "tg-arrow" })),
       // Text is clipped to its node's box (in each node's own coordinates).
       svg("clipPath", { id: "tg-clip", clipPathUnits: "userSpaceOnUse" },
@@ -136,6 +137,7 @@ export class ThoughtGraph {
     }
 
     this._edges(list, byId);
+    this._highlight();
     this.el.setAttribute("width", PAD * 2 + maxCol * COL_W + NODE_W);
     this.el.setAttribute("height", TOP + PAD + maxRow * ROW_H + NODE_H);
 
@@ -152,8 +154,22 @@ export class ThoughtGraph {
     return { drawn: list.length, total: all.length };
   }
 
+  // The selected thought's links stand out.
+  _highlight() {
+    const id = this.selected;
+    for (const e of this.edges.values()) {
+      const on = !!id && (e.getAttribute("data-from") === id || e.getAttribute("data-to") === id);
+      if (on !== !!e.tgHl) {
+        e.classList.toggle("hl", on);
+        e.tgHl = on;
+        if (on) this.edgeLayer.append(e);   // on top of the other edges
+      }
+    }
+  }
+
   select(id) {
     this.selected = id;
+    this._highlight();
     if (id && this.nodes.has(id)) this.focusId = id;
     for (const [tid, n] of this.nodes) {
       n.g.classList.toggle("selected", tid === id);

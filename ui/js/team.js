@@ -62,6 +62,7 @@ export function create(ctx) {
   let selected = null;
   const dirty = { roster: false, graph: false, detail: false, actions: new Set(), actionsAll: false, directives: false, notice: false };
   let notice = null;          // {text, error}
+  let detailKey = null;       // what the side panel shows
 
   // ---- DOM skeleton ----
   const rosterEl = h("ul", { id: "roster", class: "team-roster", attrs: { "aria-label": "Agents" } });
@@ -92,7 +93,7 @@ export function create(ctx) {
   });
   graphEl.append(graph.el);
 
-  const view = h("div", { class: "team-view" },
+  const view = h("div", { class: "team-view" }, h("div", { class: "team-view-in" },
     h("div", { class: "team-side" },
       h("section", { class: "team-panel team-roster-panel", attrs: { "aria-labelledby": `team-roster-h-${uid}` } },
         h("h2", { id: `team-roster-h-${uid}` }, "Team"), strategyEl, rosterEl),
@@ -109,7 +110,7 @@ export function create(ctx) {
         h("div", { class: "team-graph-head" },
           h("h2", { id: `team-graph-h-${uid}` }, "Thoughts ", thoughtCount), legend),
         graphNote, graphEl),
-      detailEl));
+      detailEl)));
   ctx.root.classList.add("team-root");
   ctx.root.append(view);
   renderDetail();
@@ -165,6 +166,7 @@ export function create(ctx) {
         if (!p || typeof p.actionId !== "string") continue;
         const phase = p.phase === "approved" || p.phase === "executing" ? p.phase : "proposed";
         const a = actionFrom(p, phase);
+        if (typeof p.agentId === "string") a.proposer = p.agentId;   // as in action_proposed
         if (Array.isArray(p.approvals)) a.approvals = p.approvals.slice();
         if (p.expiresAt) a.expiresAt = p.expiresAt;
         if (typeof p.ts === "number") a.ts = p.ts;
@@ -397,7 +399,13 @@ export function create(ctx) {
       return;
     }
     const id = conn.send({ type: "directive", message });
-    if (typeof id === "string") sent.set(id, { kind: "directive", message });
+    if (typeof id !== "string") {
+      // The Conn's queue is full (the server has been away a while).
+      notice = { text: "Not sent: too many messages are waiting for the server. Try again once connected.", error: true };
+      want("notice");
+      return;
+    }
+    sent.set(id, { kind: "directive", message });
     dirInput.value = "";
     notice = { text: "Sending\u2026", error: false };
     want("notice");
@@ -409,7 +417,8 @@ export function create(ctx) {
     const msg = { type: "action_approve", actionId };
     if (decision === "reject") msg.decision = "reject";
     const id = conn.send(msg);
-    if (typeof id === "string") sent.set(id, { kind: "action", actionId });
+    if (typeof id !== "string") return;   // not queued; the Conn said why
+    sent.set(id, { kind: "action", actionId });
     a.busy = true;
     a.err = null;
     touchAction(actionId);
@@ -477,15 +486,32 @@ export function create(ctx) {
     let prev = null;
     for (const a of list) {
       keep.add(a.agentId);
-      const li = agentItem(a);
-      const old = els.get(a.agentId);
-      if (old) old.replaceWith(li);
-      if (prev) prev.after(li); else rosterEl.prepend(li);
+      const k = agentKey(a);
+      let li = els.get(a.agentId);
+      if (!li || li.tmKey !== k) {
+        const fresh = agentItem(a);
+        fresh.tmKey = k;
+        if (li) {
+          // Keep an opened tool list open.
+          const d = li.querySelector("details.agent-tools");
+          const nd = fresh.querySelector("details.agent-tools");
+          if (d && nd && d.open) nd.open = true;
+          li.replaceWith(fresh);
+        }
+        li = fresh;
+      }
+      if (prev ? prev.nextSibling !== li : rosterEl.firstChild !== li) {
+        if (prev) prev.after(li); else rosterEl.prepend(li);
+      }
       prev = li;
     }
     for (const [id, li] of els) if (!keep.has(id)) li.remove();
     if (!list.length) rosterEl.append(h("li", { class: "muted team-empty" }, "No agents yet."));
     else for (const li of [...rosterEl.children]) if (!li.dataset.agentId) li.remove();
+  }
+
+  function agentKey(a) {
+    return JSON.stringify([a.name, a.role, a.provider, a.model, a.tools, a.status, a.lead, a.kind, a.required]);
   }
 
   function agentItem(a) {
@@ -517,7 +543,7 @@ export function create(ctx) {
     graphNote.textContent = total === 0 ? "No thoughts yet." :
       drawn < total ? `Showing the last ${drawn} of ${total} thoughts.` : "";
     graphEl.classList.toggle("empty", total === 0);
-    if (selected) dirty.detail = true;
+    if (selected) dirty.detail = true;      // renderDetail skips an unchanged one
     if (dirty.detail) { dirty.detail = false; renderDetail(); }
   }
 
@@ -528,8 +554,22 @@ export function create(ctx) {
   }
 
   function renderDetail() {
-    clear(detailEl);
     const t = selected ? thoughts.get(selected) : null;
+    // The same thought as shown: leave it (and the focus, and what a
+    // screen reader is reading) alone.
+    const key = t ? [t.thoughtId, t.seq, str(t.content).length, t.redacted ? 1 : 0,
+      (replies.get(t.thoughtId) || []).length, agentName(t.agentId),
+      (t.references || []).filter((r) => thoughts.has(r)).length,
+      typeof t.inResponseTo === "string" && thoughts.has(t.inResponseTo) ? 1 : 0].join("\u0001") : "";
+    if (key === detailKey && detailEl.firstChild) return;
+    detailKey = key;
+    const focused = detailEl.contains(document.activeElement) && document.activeElement.dataset ?
+      document.activeElement.dataset.ref : null;
+    clear(detailEl);
+    if (focused) queueMicrotask(() => {
+      const b = [...detailEl.querySelectorAll("button[data-ref]")].find((x) => x.dataset.ref === focused);
+      if (b) b.focus();
+    });
     if (!t) {
       detailEl.append(h("h2", null, "Thought"),
         h("p", { class: "muted" }, "Select a thought in the graph (click it, or focus it and press Enter) to read it in full."));
@@ -594,7 +634,13 @@ export function create(ctx) {
       if (!li || all || ids.has(a.actionId)) {
         const fresh = actionItem(a);
         const hadFocus = li && li.contains(document.activeElement);
-        if (li) li.replaceWith(fresh);
+        if (li) {
+          for (const cls of ["action-params", "action-result"]) {
+            const d = li.querySelector(`details.${cls}`), nd = fresh.querySelector(`details.${cls}`);
+            if (d && nd) nd.open = d.open;
+          }
+          li.replaceWith(fresh);
+        }
         li = fresh;
         if (hadFocus) {
           const b = li.querySelector("button:not([disabled])") || li;
