@@ -155,16 +155,21 @@ export function create(ctx) {
 		invalidate("head");
 	});
 	{
+		// (onState reports the current state at once: "closed" before
+		// the first connect, which here is "not connected yet".)
 		const off = dconn.onState((s) => {
 			if (destroyed) return;
-			dashState = s;
+			dashState = started ? s : "idle";
 			invalidate("head");
 		});
 		if (typeof off === "function") unsubs.push(off);
 	}
 
 	// --- the session's main stream: approvals and audit events ---
+	let mainSeq = 0;                // the main stream's session_state.lastSeq
 	sub(conn, "session_state", (ev) => {
+		if (num(ev.lastSeq) !== null && ev.lastSeq > mainSeq)
+			mainSeq = ev.lastSeq;
 		// Rebuilt on every (re)connect: what waits is what it says.
 		const keep = new Map(pending);
 		pending.clear();
@@ -178,8 +183,10 @@ export function create(ctx) {
 		}
 		invalidate("pending");
 	});
-	sub(conn, "tool_approve_request", (ev) => {
-		if (!ev.toolCallId) return;
+	sub(conn, "tool_approve_request", (ev, meta) => {
+		// A request logged before this page connected still waits only
+		// if session_state said so: the others were answered since.
+		if (!ev.toolCallId || meta.replay) return;
 		if (!pending.has(ev.toolCallId))
 			pending.set(ev.toolCallId, { ev, sent: null, note: "",
 			    error: null });
@@ -219,9 +226,9 @@ export function create(ctx) {
 		p.sent = null;
 		p.note = "";
 		p.error = `${str(ev.code) || "ERROR"}: ${str(ev.message)}` +
-		    (ev.code === "FORBIDDEN" ? " (answering needs the user or " +
-		    "admin role)" : ev.code === "NOT_FOUND" ? " (it was " +
-		    "answered or expired meanwhile)" : "");
+		    (ev.code === "FORBIDDEN" && !ev.message ? " (answering " +
+		    "needs the user or admin role)" : ev.code === "NOT_FOUND" ?
+		    " (it was answered or expired meanwhile)" : "");
 		invalidate("pending");
 	});
 
@@ -281,6 +288,17 @@ export function create(ctx) {
 	    hidden: true, attrs: { role: "alert" } });
 	const auditBody = h("tbody");
 	const auditEmpty = h("p", { class: "dash-empty" }, "No audit entries.");
+	const auditWrap = h("div", { class: "dash-table-wrap dash-audit-wrap",
+	    attrs: { tabindex: "0", "aria-label": "Audit trail entries" } },
+	    h("table", { id: "audit-table", class: "dash-table" },
+	        h("caption", { class: "dash-caption" },
+	            "Decisions on tool calls, autonomy changes and actions, " +
+	            "oldest first"),
+	        h("thead", null, h("tr", null,
+	            ["Seq", "Time", "Tool / event", "Agent", "Risk", "Decision",
+	             "By", "Summary"].map((t) =>
+	             h("th", { attrs: { scope: "col" } }, t)))),
+	        auditBody));
 	const auditRows = new Map();    // seq -> tr
 	const auditSeqs = [];           // the seqs in the table, ascending
 	const label = (text, control) => h("label", { class: "dash-filter" },
@@ -319,16 +337,7 @@ export function create(ctx) {
 	            label("Decision", fDecision), label("Risk", fRisk),
 	            refreshBtn),
 	        auditErr,
-	        h("div", { class: "dash-table-wrap dash-audit-wrap" },
-	            h("table", { id: "audit-table", class: "dash-table" },
-	                h("caption", { class: "dash-caption" },
-	                    "Decisions on tool calls, autonomy changes and " +
-	                    "actions, oldest first"),
-	                h("thead", null, h("tr", null,
-	                    ["Seq", "Time", "Tool / event", "Agent", "Risk",
-	                     "Decision", "By", "Summary"].map((t) =>
-	                     h("th", { attrs: { scope: "col" } }, t)))),
-	                auditBody)),
+	        auditWrap,
 	        auditEmpty));
 
 	// --- rendering ---
@@ -492,7 +501,15 @@ export function create(ctx) {
 		p.note = `Sending “${decision}”…`;
 		const id = conn.send({ type: "tool_approve", toolCallId,
 		    decision });
-		if (id != null) sentIds.set(id, toolCallId);
+		if (id != null)
+			sentIds.set(id, toolCallId);
+		else {
+			// Conn refused it (too many messages wait to be sent).
+			p.sent = null;
+			p.note = "";
+			p.error = "Not sent: the page is waiting for the server; " +
+			    "try again once the connection is live.";
+		}
 		invalidate("pending");
 	}
 
@@ -572,31 +589,61 @@ export function create(ctx) {
 	}
 
 	// The row's fields, as shown and as filtered.
+	function clip(x, n) {
+		let t = typeof x === "string" ? x : "";
+		if (!t && x !== undefined && x !== null) {
+			try { t = JSON.stringify(x); } catch (e) { t = ""; }
+		}
+		return t.length > n ? t.slice(0, n) + "…" : t;
+	}
+
 	function auditFields(ev) {
 		const t = ev.type;
 		const f = { tool: "", agent: str(ev.agentId), risk: "",
 		    decision: "", by: str(ev.by), summary: "",
 		    time: ev.timestamp || ev.ts };
+		const who = ev.approverId ? `${f.by} ${str(ev.approverId)}`.trim() :
+		    f.by;
 		if (t === "audit_entry") {
 			f.tool = str(ev.tool);
 			f.risk = str(ev.risk);
 			f.decision = str(ev.decision);
 			f.summary = str(ev.summary);
+			if (!f.tool && ev.actionId) {
+				// an agent's approval of a proposed action
+				f.tool = "action approval";
+				f.by = who;
+				f.summary = [str(ev.actionId), f.summary,
+				    ev.awaiting ? `awaiting ${str(ev.awaiting)}` : ""]
+				    .filter(Boolean).join(" — ");
+			}
 		} else if (t === "autonomy_changed") {
 			f.tool = "autonomy";
 			f.summary = `${str(ev.previous) || "?"} → ${str(ev.level)}`;
 		} else {
 			const a = ev.action && typeof ev.action === "object" ?
 			    ev.action : null;
+			let what = "";
 			f.tool = t.replace("_", " ");
-			f.decision = t === "action_approved" ? "approved" :
-			    t === "action_rejected" ? "rejected" :
-			    t === "action_expired" ? "expired" : "";
-			f.summary = [str(ev.actionId), a ? str(a.description ||
-			    a.type) : "", ev.reason ? str(ev.reason) : "",
-			    ev.result !== undefined && typeof ev.result !== "object" ?
-			    str(ev.result) : ""].filter(Boolean).join(" — ");
-			if (!f.by && ev.approverId) f.by = str(ev.approverId);
+			if (t === "action_proposed" || t === "action_execute")
+				what = a ? [str(a.type), str(a.description)]
+				    .filter(Boolean).join(": ") : "";
+			else if (t === "action_approved") {
+				f.decision = "approved";
+				f.by = who;
+			} else if (t === "action_rejected") {
+				f.decision = "rejected";
+				f.by = who;
+				what = str(ev.reason);
+			} else if (t === "action_expired") {
+				f.decision = "expired";
+				what = ev.phase ? `expired while ${str(ev.phase)}` : "";
+			} else if (t === "action_result")
+				what = ev.error !== undefined && ev.error !== null ?
+				    "error: " + clip(ev.error && ev.error.message ||
+				    ev.error, 200) : clip(ev.result, 200);
+			f.summary = [str(ev.actionId), what].filter(Boolean)
+			    .join(" — ");
 		}
 		return f;
 	}
@@ -608,11 +655,11 @@ export function create(ctx) {
 		const tr = h("tr", { dataset: { seq: String(seq),
 		    type: str(ev.type), decision: f.decision, risk: f.risk } },
 		    h("td", { class: "num" }, String(seq)),
-		    h("td", null, h("time", { attrs: { datetime:
+		    h("td", { class: "audit-time" }, h("time", { attrs: { datetime:
 		        str(ev.timestamp || ev.ts) } }, f.time ?
 		        fmtTime(f.time) : "")),
 		    h("td", { class: "audit-tool" }, f.tool),
-		    h("td", null, f.agent),
+		    h("td", { class: "audit-agent" }, f.agent),
 		    h("td", null, f.risk ? h("span", { class:
 		        `risk risk-${risk}` }, f.risk) : ""),
 		    h("td", null, f.decision ? h("span", { class:
@@ -639,6 +686,10 @@ export function create(ctx) {
 	}
 
 	function renderAudit() {
+		// Like a log: a table scrolled to its end stays at its end.
+		const wrap = auditWrap;
+		const atEnd = wrap.scrollTop + wrap.clientHeight >=
+		    wrap.scrollHeight - 8;
 		if (auditNew.length) {
 			auditNew.sort((a, b) => a - b);
 			const tail = document.createDocumentFragment();
@@ -662,6 +713,8 @@ export function create(ctx) {
 			auditNew.length = 0;
 			auditBody.append(tail);
 			for (const s of tailSeqs) auditSeqs.push(s);
+			if (atEnd && tailSeqs.length)
+				wrap.scrollTop = wrap.scrollHeight;
 		}
 		const L = auditLoad;
 		if (L.error) {
@@ -761,6 +814,13 @@ export function create(ctx) {
 			root.hidden = false;
 			if (!started) {
 				started = true;
+				// The dashboard's logged events are not used here (the
+				// main stream brings them): it need not replay the log
+				// from seq 0, only from where the main stream is.
+				const from = Math.max(mainSeq, num(conn.lastSeq) || 0);
+				if (typeof dconn.seq === "number" && dconn.seq === 0 &&
+				    from > 0)
+					dconn.seq = from;
 				dconn.connect();
 				loadAudit();
 			}
