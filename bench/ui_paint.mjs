@@ -27,12 +27,28 @@ const browser = await puppeteer.launch({
 
 // A fresh context (no cache, no storage) and page that notes when
 // #conn-status first says live and what went wrong.
-async function freshPage() {
+// __lastAt: when the page's WebSocket received the filled session's last
+// event (a string search per frame, no second parse).
+async function freshPage(lastSeq) {
   const ctx = await browser.createBrowserContext();
   const page = await ctx.newPage();
   const problems = [];
   page.on("pageerror", (e) => problems.push("page error: " + e.message));
   page.on("console", (m) => { if (m.type() === "error") problems.push("console: " + m.text()); });
+  await page.evaluateOnNewDocument((last) => {
+    window.__lastAt = null;
+    const needle = `"seq":${last},`;
+    const W = window.WebSocket;
+    window.WebSocket = class extends W {
+      constructor(...a) {
+        super(...a);
+        this.addEventListener("message", (m) => {
+          if (window.__lastAt === null && typeof m.data === "string" && m.data.includes(needle))
+            window.__lastAt = performance.now();
+        });
+      }
+    };
+  }, lastSeq || -1);
   await page.evaluateOnNewDocument(() => {
     window.__liveAt = null;
     new MutationObserver(() => {
@@ -47,6 +63,7 @@ async function freshPage() {
 async function pageFacts(page) {
   const f = await page.evaluate(() => ({
     liveMs: window.__liveAt,
+    lastEventMs: window.__lastAt,
     marks: performance.getEntriesByType("mark").map((m) => [m.name, Math.round(m.startTime)]),
     measures: performance.getEntriesByType("measure").map((m) => [m.name, Math.round(m.duration)]),
     fcpMs: (performance.getEntriesByName("first-contentful-paint")[0] || {}).startTime || null,
@@ -63,7 +80,7 @@ async function pageFacts(page) {
 // Navigation start to the animation frame in which the last message of
 // the filled session shows its whole text.
 async function paintRun() {
-  const { ctx, page, problems } = await freshPage();
+  const { ctx, page, problems } = await freshPage(sc.lastSeq);
   try {
     await page.goto(`${BASE}/ui/#/s/${encodeURIComponent(sc.sid)}/chat`, { waitUntil: "domcontentloaded" });
     const h = await page.waitForFunction((mid, len) => {
@@ -129,7 +146,7 @@ try {
     const b = a || await emptyRun();
     const r = { round: i + 1, ...p, ...b, problems: [...p.problems, ...b.problems] };
     out.push(r);
-    console.log(`round ${i + 1}: paint ${Math.round(r.paintMs)} ms (live at ${Math.round(r.liveMs)} ms, ` +
+    console.log(`round ${i + 1}: paint ${Math.round(r.paintMs)} ms (live at ${Math.round(r.liveMs)} ms, last event in at ${Math.round(r.lastEventMs)} ms, ` +
       `${r.messages} messages, ${r.nodes} elements, script ${r.metrics.scriptMs} ms, layout ${r.metrics.layoutMs} ms); ` +
       `empty ${Math.round(r.emptyMs)} ms, ws replay ${Math.round(r.wsMs)} ms, /log ${Math.round(r.logMs)} ms` +
       (r.marks.length ? `; marks ${JSON.stringify(r.marks)}` : "") +
