@@ -41,8 +41,16 @@ const HINTS = {
   RESUME_GAP: "Older events were trimmed by retention; the transcript starts later.",
   AGENT_DISCONNECT: "An external agent dropped: wait for it to reconnect, or cancel.",
   OVERLOADED: "The server is busy: retry in a few seconds.",
-  INTERNAL: "Retry; if it happens again, check the server log.",
+  INTERNAL: "If the turn carries on (it is re-run after a worker stopped) there is nothing to do; otherwise retry, and check the server log if it happens again.",
 };
+
+// agent_state statuses of a turn at work (an external agent's own
+// statuses, such as connected, are not), as the status line says them.
+const BUSY = new Map([
+  ["thinking", "thinking…"],
+  ["tool", "running a tool…"],
+  ["waiting_approval", "waiting for approval"],
+]);
 
 let instances = 0;
 
@@ -121,9 +129,9 @@ export function create(ctx) {
   let firstShown = -1;            // index in entries of the first built entry
   let expanded = false;           // the user asked for earlier messages
   let stickToBottom = true;
-  let pendingLevel = null;
+  let pendingLevel = null;        // id of a set_autonomy not yet answered
   let holdSince = 0;              // first frame a paint was held for replay
-  let paintedOnce = false;        // id of a set_autonomy not yet answered
+  let paintedOnce = false;        // a paint showed messages
 
   // ---- DOM skeleton ----
   const root = ctx.root;
@@ -143,6 +151,17 @@ export function create(ctx) {
              "aria-label": "Conversation" },
     on: { scroll: onScroll },
   }, earlier, list);
+  const jump = h("button", {
+    class: "jump-latest",
+    attrs: { type: "button" },
+    hidden: true,
+    on: { click: () => {
+      stickToBottom = true;
+      jump.hidden = true;
+      log.scrollTop = log.scrollHeight;
+      paint();
+    } },
+  }, "New messages ↓");
   const statusLine = h("div", {
     class: "chat-status",
     attrs: { role: "status", "aria-live": "polite" },
@@ -181,7 +200,7 @@ export function create(ctx) {
       sendBtn,
       cancelBtn,
       h("label", { class: "chat-autonomy" }, "Autonomy ", autonomySel)));
-  root.append(banners, log, statusLine, approvalBox, composer);
+  root.append(banners, log, jump, statusLine, approvalBox, composer);
 
   // ---- sending ----
 
@@ -226,6 +245,7 @@ export function create(ctx) {
     if (ap.answered) return;
     ap.sent = decision;
     ap.sentId = send({ type: "tool_approve", toolCallId: ap.ev.toolCallId, decision });
+    if (!ap.sentId) ap.sent = "";
     approvalsDirty = true;
     paint();
   }
@@ -306,7 +326,7 @@ export function create(ctx) {
 
   function approvalAnswered(ev) {
     let ap = approvals.get(toolKey(ev));
-    if (!ap) {
+    if (!ap && (ev.step == null || !ev.messageId)) {
       for (const a of approvals.values())
         if (a.ev.toolCallId === ev.toolCallId && (!ev.messageId || a.ev.messageId === ev.messageId))
           ap = a;
@@ -327,7 +347,7 @@ export function create(ctx) {
     }
     // A request logged before the last connect that session_state no
     // longer lists was answered (maybe by an event this page cannot see).
-    if (meta && meta.replay && snapshot && typeof ev.seq === "number" &&
+    if (snapshot && typeof ev.seq === "number" &&
         ev.seq <= snapshot.lastSeq && !snapshot.approvals.has(k))
       ap.answered = true;
     approvalsDirty = true;
@@ -364,7 +384,8 @@ export function create(ctx) {
       }
       approvalsDirty = true;
       if (fromConnect) snapshot = { lastSeq: Number(state.lastSeq) || 0, approvals: keys,
-                                    calls: new Set() };
+                                    calls: new Set(), status: "", agents: [],
+                                    settled: false };
     }
     if (Array.isArray(state.pendingClientCalls)) {
       const keys = new Set(state.pendingClientCalls.map(toolKey));
@@ -393,7 +414,7 @@ export function create(ctx) {
     if (!t.tool) t.tool = str(ev.tool);
     if (t.args === undefined) t.args = ev.args;
     if (!t.risk) t.risk = str(ev.risk);
-    if (meta && meta.replay && snapshot && typeof ev.seq === "number" &&
+    if (snapshot && typeof ev.seq === "number" &&
         ev.seq <= snapshot.lastSeq && !snapshot.calls.has(t.key) && t.state === "running")
       t.phase = "gone";
     addToolTo(agentEntry(ev, meta), t);
@@ -431,8 +452,15 @@ export function create(ctx) {
     if (mine) {
       if (mine.type === "chat" && input.value === "") input.value = str(mine.message);
       if (mine.type === "tool_approve") {
-        for (const ap of approvals.values())
-          if (ap.sentId === ev.id) { ap.sent = ""; ap.sentId = null; approvalsDirty = true; }
+        for (const ap of approvals.values()) {
+          if (ap.sentId !== ev.id) continue;
+          // NOT_FOUND: nothing is pending for it any more (answered
+          // elsewhere, expired); otherwise the buttons are usable again.
+          if (ev.code === "NOT_FOUND") ap.answered = true;
+          ap.sent = "";
+          ap.sentId = null;
+          approvalsDirty = true;
+        }
       }
       if (mine.type === "set_autonomy" && ev.id === pendingLevel) {
         pendingLevel = null;
@@ -462,9 +490,33 @@ export function create(ctx) {
     else banner(ev);
   }
 
+  // The page has caught up with the connect's session_state: what it said
+  // of the agents and the session now holds (the log's last agent_state of
+  // a turn a dead worker left is not the truth any more).
+  function settle() {
+    snapshot.settled = true;
+    for (const a of snapshot.agents) noteAgent(a);
+    if (["idle", "completed", "failed"].includes(snapshot.status)) {
+      for (const id of openTurns) {
+        const m = byMessage.get(id);
+        if (m) endMessage(m);
+      }
+      openTurns.clear();
+    }
+    statusDirty = controlsDirty = true;
+    paint();
+  }
+
   function handle(ev, meta) {
     if (destroyed || !ev || typeof ev.type !== "string") return;
     if (meta && meta.replay) sawReplay = true;
+    dispatch(ev, meta);
+    if (snapshot && !snapshot.settled && typeof ev.seq === "number" &&
+        ev.seq >= snapshot.lastSeq)
+      settle();
+  }
+
+  function dispatch(ev, meta) {
     switch (ev.type) {
       case "session_state": {
         const fromConnect = typeof ev.seq !== "number";
@@ -473,13 +525,10 @@ export function create(ctx) {
         if (LEVELS.includes(ev.autonomy)) autonomy = ev.autonomy;
         reconcile(fromConnect && !Array.isArray(ev.pendingApprovals)
           ? Object.assign({}, ev, { pendingApprovals: [] }) : ev, fromConnect);
-        if (fromConnect && (ev.status === "idle" || ev.status === "completed" ||
-            ev.status === "failed")) {
-          for (const id of openTurns) {
-            const m = byMessage.get(id);
-            if (m) endMessage(m);
-          }
-          openTurns.clear();
+        if (fromConnect) {
+          snapshot.status = str(ev.status);
+          snapshot.agents = Array.isArray(ev.agents) ? ev.agents : [];
+          if (Number(conn.lastSeq || 0) >= snapshot.lastSeq) settle();
         }
         controlsDirty = statusDirty = true;
         paint();
@@ -584,8 +633,10 @@ export function create(ctx) {
         m.turns = ev.turns;
         m.maxTurns = !!ev.maxTurnsReached;
         openTurns.delete(m.id);
-        for (const t of tools.values())
-          if (t.messageId === m.id && t.state === "running" && !t.phase) t.phase = "ended";
+        for (const k of m.tools) {
+          const t = tools.get(k);
+          if (t && t.state === "running" && !t.phase) t.phase = "ended";
+        }
         controlsDirty = true;
         touch(m);
         break;
@@ -632,11 +683,15 @@ export function create(ctx) {
 
   function onScroll() {
     stickToBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+    if (stickToBottom) jump.hidden = true;
+    // Scrolled up to the top: the earlier messages come by themselves.
+    if (log.scrollTop < 30 && firstShown > 0 && !stickToBottom && visible)
+      schedule(skey("earlier"), () => { if (!destroyed && log.scrollTop < 30) showEarlier(); });
   }
 
   function running() {
     if (openTurns.size > 0) return true;
-    for (const a of agents.values()) if (a.status && a.status !== "idle") return true;
+    for (const a of agents.values()) if (BUSY.has(a.status)) return true;
     return sessionStatus === "running";
   }
 
@@ -659,6 +714,7 @@ export function create(ctx) {
     }
     holdSince = 0;
     if (entries.length) paintedOnce = true;
+    const t0 = performance.now();
 
     const wasAtBottom = stickToBottom;
     // Which entries are built: the last WINDOW unless the user asked for more.
@@ -672,11 +728,14 @@ export function create(ctx) {
       }
       firstShown = nf;
     }
+    const count = list.childElementCount;
     for (const e of dirty) {
       if (e.index < firstShown) continue;
       renderEntry(e);
     }
     dirty.clear();
+    // Reading further up: say that something came, do not scroll.
+    if (!wasAtBottom && list.childElementCount > count) jump.hidden = false;
     earlier.hidden = firstShown <= 0;
     if (firstShown > 0)
       earlier.textContent = "Show earlier messages (" + num(firstShown) + " more)";
@@ -687,10 +746,17 @@ export function create(ctx) {
     approvalsDirty = controlsDirty = statusDirty = false;
 
     if (wasAtBottom) log.scrollTop = log.scrollHeight;
-    // Announce additions only once the logged past is on the page.
-    if (!armed && !replayed) {
+    // Announce additions only once the logged past is on the page: the
+    // Conn has delivered up to the lastSeq its first session_state named.
+    if (!armed && !replayed && snapshot && Number(conn.lastSeq || 0) >= snapshot.lastSeq) {
       armed = true;
       log.setAttribute("aria-live", "polite");
+      // For bench/ui_paint: when the replayed past was first painted, and
+      // what that paint cost.
+      try {
+        performance.measure("chat-paint", { start: t0, end: performance.now() });
+        performance.mark("chat-first-paint", { detail: { entries: entries.length } });
+      } catch { /* no user timing */ }
     }
   }
 
@@ -884,7 +950,7 @@ export function create(ctx) {
 
   function errorBox(ev, dismissible) {
     const code = str(ev.code) || "ERROR";
-    let hint = HINTS[code] || "Retry, or reload the page.";
+    let hint = Object.hasOwn(HINTS, code) ? HINTS[code] : "Retry, or reload the page.";
     if (code === "LLM_ERROR" && ev.retrying) hint = "The provider's stream broke; the model call is starting over.";
     if (code === "RATE_LIMITED" && (ev.retryAfterMs || ev.retryAfter)) {
       const ms = ev.retryAfterMs || ev.retryAfter * 1000;
@@ -933,9 +999,15 @@ export function create(ctx) {
 
   function renderApprovals() {
     const pending = [];
+    let refocus = false;
     for (const ap of approvals.values()) {
       if (ap.answered) {
-        if (ap.el) { ap.el.remove(); ap.el = null; }
+        if (ap.el) {
+          // Keyboard users keep their place: the focus moves on, not to <body>.
+          if (ap.el.contains(document.activeElement)) refocus = true;
+          ap.el.remove();
+          ap.el = null;
+        }
         continue;
       }
       pending.push(ap);
@@ -975,6 +1047,10 @@ export function create(ctx) {
       ap.stateEl.textContent = ap.sent ? "sent: " + ap.sent + "…" : "";
     }
     approvalBox.hidden = pending.length === 0;
+    if (refocus) {
+      const next = pending.length && pending[0].buttons.find((b) => !b.disabled);
+      (next || input).focus();
+    }
   }
 
   function renderControls() {
@@ -985,13 +1061,8 @@ export function create(ctx) {
 
   function renderStatus() {
     const parts = [];
-    for (const [id, a] of agents) {
-      if (!a.status || a.status === "idle") continue;
-      const what = a.status === "thinking" ? "thinking…" :
-        a.status === "tool" ? "running a tool…" :
-          a.status === "waiting_approval" ? "waiting for approval" : a.status;
-      parts.push(agentName(id) + " is " + what);
-    }
+    for (const [id, a] of agents)
+      if (BUSY.has(a.status)) parts.push(agentName(id) + " is " + BUSY.get(a.status));
     let text = parts.join(" · ");
     if (!text && connState === "reconnecting") text = "";
     if (statusLine.textContent !== text) statusLine.textContent = text;

@@ -12,6 +12,8 @@ const BASE_MS = 1000, MAX_MS = 30000, JITTER = 0.5;
 const QUEUE_MAX = 200;		// unsent and unacknowledged messages
 const OPEN_TIMEOUT_MS = 10000;	// a connect that neither opens nor fails
 const STALE_MS = 45000;		// no frame at all (heartbeats are 15 s)
+const PAGE = 1000;		// events per /log page (the server's most)
+const PAGES_MAX = 200;		// then the WebSocket replays the rest
 
 let idCounter = 0;
 const idBase = Math.random().toString(36).slice(2, 8);
@@ -22,10 +24,13 @@ export function backoff(attempt) {
 }
 
 export class Conn {
-  constructor({ sessionId, path = "stream", role = "user" }) {
+  // from: "start" replays the whole log first; "live" starts where the
+  // session is (a second stream of a session whose past another shows).
+  constructor({ sessionId, path = "stream", role = "user", from = "start" }) {
     this.sessionId = sessionId;
     this.path = path;
     this.role = role;
+    this.fromLive = from === "live";
     this.listeners = new Map();
     this.stateListeners = new Set();
     this.state = "closed";
@@ -36,6 +41,8 @@ export class Conn {
     this.ws = null;
     this.timer = 0;
     this.closed = false;
+    this.prefetched = this.fromLive;
+    this.prefetching = false;
   }
 
   get lastSeq() { return this.seq; }
@@ -70,14 +77,42 @@ export class Conn {
 
   url() {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const q = new URLSearchParams({ lastSeq: String(this.seq) });
+    // No lastSeq: the server goes live after session_state.lastSeq.
+    const q = new URLSearchParams(this.fromLive && this.liveAfter === null ?
+      {} : { lastSeq: String(this.seq) });
     if (this.path === "stream" && this.role !== "user") q.set("role", this.role);
     return scheme + "//" + location.host + "/sessions/" +
       encodeURIComponent(this.sessionId) + "/" + this.path + "?" + q;
   }
 
+  // The logged past, read in pages over HTTP before the socket opens:
+  // several times faster than a replay of one WebSocket frame per event,
+  // which is what a long session's first paint waits for.  Any failure
+  // (a new session is 404) leaves the rest to the socket's replay.
+  async prefetch() {
+    this.prefetched = true;
+    this.prefetching = true;
+    this.setState("connecting");
+    const base = "/sessions/" + encodeURIComponent(this.sessionId) + "/log?limit=" + PAGE + "&after=";
+    try {
+      for (let i = 0; i < PAGES_MAX && !this.closed; i++) {
+        const evs = await api("GET", base + this.seq);
+        if (this.closed || !Array.isArray(evs)) break;
+        for (const ev of evs)
+          if (ev && typeof ev === "object" && typeof ev.seq === "number") this.receive(ev);
+        if (evs.length < PAGE) break;
+      }
+    } catch { /* the socket replays from this.seq */ }
+    this.prefetching = false;
+    this.connect();
+  }
+
   connect() {
-    if (this.closed || this.ws) return;
+    if (this.closed || this.ws || this.prefetching) return;
+    if (!this.prefetched && this.seq === 0) {
+      this.prefetch();
+      return;
+    }
     this.setState(this.attempt === 0 && this.liveAfter === null ? "connecting" : "reconnecting");
     const t = getToken();
     let ws;
@@ -120,7 +155,10 @@ export class Conn {
     if (ev.type === "heartbeat") return;
     if (ev.type === "session_state") {
       const first = this.liveAfter === null;
-      if (first) this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
+      if (first) {
+        this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
+        if (this.fromLive) this.seq = this.liveAfter;
+      }
       this.attempt = 0;
       this.setState("live");
       this.emit(ev, { replay: false, first });
@@ -135,7 +173,8 @@ export class Conn {
     if (typeof ev.seq === "number") {
       if (ev.seq <= this.seq) return;	// replayed twice: already delivered
       this.seq = ev.seq;
-      this.emit(ev, { replay: this.liveAfter !== null && ev.seq <= this.liveAfter });
+      this.emit(ev, { replay: this.prefetching ||
+        (this.liveAfter !== null && ev.seq <= this.liveAfter) });
       return;
     }
     this.emit(ev, { replay: false });

@@ -35,6 +35,15 @@ function str(v) {
 	return typeof v === "string" ? v : v == null ? "" : String(v);
 }
 
+function setText(el, t) {
+	if (el.textContent !== t) el.textContent = t;
+}
+
+function attrOf(el, name, v) {
+	if (v === null) el.removeAttribute(name);
+	else if (el.getAttribute(name) !== v) el.setAttribute(name, v);
+}
+
 function fmtBytes(n) {
 	if (n < 1024) return `${fmtNumber(Math.round(n))} B`;
 	if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
@@ -131,8 +140,10 @@ export function create(ctx) {
 	const dirty = new Set();
 
 	// --- the dashboard's own stream ---
+	// Its logged events are not used here (the main stream brings them
+	// all), so it starts where the session is instead of replaying the log.
 	const dconn = new Conn({ sessionId: sid, path: "dashboard",
-	    role: "observer" });
+	    role: "observer", from: "live" });
 	const sub = (c, type, fn) => {
 		const off = c.on(type, (ev, meta) => {
 			if (!destroyed) fn(ev, meta || {});
@@ -166,10 +177,7 @@ export function create(ctx) {
 	}
 
 	// --- the session's main stream: approvals and audit events ---
-	let mainSeq = 0;                // the main stream's session_state.lastSeq
 	sub(conn, "session_state", (ev) => {
-		if (num(ev.lastSeq) !== null && ev.lastSeq > mainSeq)
-			mainSeq = ev.lastSeq;
 		// Rebuilt on every (re)connect: what waits is what it says.
 		const keep = new Map(pending);
 		pending.clear();
@@ -281,7 +289,9 @@ export function create(ctx) {
 	    RISKS.map((r) => h("option", { attrs: { value: r } }, r)));
 	const refreshBtn = h("button", { id: "audit-refresh",
 	    class: "dash-button", attrs: { type: "button" },
-	    on: { click: () => loadAudit() } }, "Refresh");
+	    on: { click: () => {
+		if (auditLoad.state !== "loading") loadAudit();
+	    } } }, "Refresh");
 	const auditCount = h("span", { class: "dash-count",
 	    attrs: { "aria-live": "polite" } });
 	const auditErr = h("div", { class: "error-banner dash-error",
@@ -294,6 +304,11 @@ export function create(ctx) {
 	        h("caption", { class: "dash-caption" },
 	            "Decisions on tool calls, autonomy changes and actions, " +
 	            "oldest first"),
+	        // fixed widths (dash.css): a new row does not lay out the
+	        // whole table again
+	        h("colgroup", null, ["seq", "time", "tool", "agent", "risk",
+	            "decision", "by", "summary"].map((c) =>
+	            h("col", { class: `audit-col-${c}` }))),
 	        h("thead", null, h("tr", null,
 	            ["Seq", "Time", "Tool / event", "Agent", "Risk", "Decision",
 	             "By", "Summary"].map((t) =>
@@ -355,7 +370,8 @@ export function create(ctx) {
 		if (parts.has("agents")) renderAgents();
 		if (parts.has("pending")) renderPending();
 		if (parts.has("audit")) renderAudit();
-		if (parts.has("audit") || parts.has("filter")) renderFilter();
+		if (parts.has("audit") || parts.has("filter"))
+			renderFilter(parts.has("filter"));
 	}
 
 	const STATE_TEXT = {
@@ -570,7 +586,10 @@ export function create(ctx) {
 				pendingEl.append(card);
 			}
 			const d = card._dash;
-			for (const b of d.buttons) b.disabled = !!p.sent;
+			// aria-disabled, not disabled: the focused button keeps the
+			// focus until its card goes (then the list gets it)
+			for (const b of d.buttons)
+				attrOf(b, "aria-disabled", p.sent ? "true" : null);
 			card.dataset.state = p.sent ? "sent" : "waiting";
 			d.note.textContent = p.note;
 			d.note.hidden = !p.note;
@@ -700,6 +719,9 @@ export function create(ctx) {
 				if (auditRows.has(seq) || !audit.has(seq)) continue;
 				const tr = auditRow(seq, audit.get(seq));
 				auditRows.set(seq, tr);
+				if (!filter) filter = readFilter();
+				if (matches(tr._dash, filter)) shown++;
+				else tr.hidden = true;
 				if (seq > max) {
 					tail.append(tr);
 					tailSeqs.push(seq);
@@ -722,33 +744,52 @@ export function create(ctx) {
 			auditErr.textContent = L.error;
 		} else
 			auditErr.hidden = true;
-		refreshBtn.disabled = L.state === "loading";
-		refreshBtn.textContent = L.state === "loading" ? "Loading…" :
-		    "Refresh";
+		// Not disabled while loading: a focused button that is disabled
+		// loses the keyboard focus.
+		attrOf(refreshBtn, "aria-disabled", L.state === "loading" ? "true" :
+		    null);
+		setText(refreshBtn, L.state === "loading" ? "Loading…" :
+		    "Refresh");
 	}
 
-	function renderFilter() {
-		const tool = fTool.value.trim().toLowerCase();
-		const agent = fAgent.value.trim().toLowerCase();
-		const dec = fDecision.value, risk = fRisk.value;
-		let shown = 0;
-		for (const tr of auditRows.values()) {
-			const d = tr._dash;
-			const ok = (!tool || d.tool.includes(tool)) &&
-			    (!agent || d.agent.includes(agent)) &&
-			    (!dec || d.decision === dec) &&
-			    (!risk || d.risk === risk);
-			if (tr.hidden === ok) tr.hidden = !ok;
-			if (ok) shown++;
+	// The filters as they are now; a row is shown when it matches.
+	let filter = null;
+	let shown = 0;                  // rows that match it
+
+	function readFilter() {
+		return { tool: fTool.value.trim().toLowerCase(),
+		    agent: fAgent.value.trim().toLowerCase(),
+		    dec: fDecision.value, risk: fRisk.value };
+	}
+
+	function matches(d, f) {
+		return (!f.tool || d.tool.includes(f.tool)) &&
+		    (!f.agent || d.agent.includes(f.agent)) &&
+		    (!f.dec || d.decision === f.dec) &&
+		    (!f.risk || d.risk === f.risk);
+	}
+
+	// New rows are filtered as they are made (renderAudit); every row
+	// is walked again only when a filter changed.
+	function renderFilter(changed) {
+		if (changed || !filter) {
+			filter = readFilter();
+			shown = 0;
+			for (const tr of auditRows.values()) {
+				const ok = matches(tr._dash, filter);
+				if (tr.hidden === ok) tr.hidden = !ok;
+				if (ok) shown++;
+			}
 		}
+		const f = filter;
 		const total = auditRows.size;
-		const filtered = tool || agent || dec || risk;
-		auditCount.textContent = total ? filtered ?
-		    `(${shown} of ${total})` : `(${total})` : "";
+		const filtered = f.tool || f.agent || f.dec || f.risk;
+		setText(auditCount, total ? filtered ? `(${shown} of ${total})` :
+		    `(${total})` : "");
 		auditEmpty.hidden = shown > 0;
-		auditEmpty.textContent = auditLoad.state === "loading" && !total ?
+		setText(auditEmpty, auditLoad.state === "loading" && !total ?
 		    "Loading the audit trail…" : total ?
-		    "No entry matches the filters." : "No audit entries yet.";
+		    "No entry matches the filters." : "No audit entries yet.");
 	}
 
 	// --- the audit trail from the server ---
@@ -756,7 +797,7 @@ export function create(ctx) {
 		const gen = ++auditLoad.gen;
 		auditLoad.state = "loading";
 		auditLoad.error = null;
-		invalidate("audit", "filter");
+		invalidate("audit");
 		let after = 0, pages = 0;
 		try {
 			for (;;) {
@@ -799,8 +840,9 @@ export function create(ctx) {
 			    e && e.message ? e.message : String(e)]
 			    .filter(Boolean).join(" — ") + "." + what;
 		}
-		invalidate("audit", "filter");
+		invalidate("audit");
 	}
+
 
 	function tick() {
 		// Only while shown: notices a stream that stopped sending.
@@ -814,19 +856,11 @@ export function create(ctx) {
 			root.hidden = false;
 			if (!started) {
 				started = true;
-				// The dashboard's logged events are not used here (the
-				// main stream brings them): it need not replay the log
-				// from seq 0, only from where the main stream is.
-				const from = Math.max(mainSeq, num(conn.lastSeq) || 0);
-				if (typeof dconn.seq === "number" && dconn.seq === 0 &&
-				    from > 0)
-					dconn.seq = from;
 				dconn.connect();
 				loadAudit();
 			}
 			if (!staleTimer) staleTimer = setInterval(tick, 2000);
-			invalidate("head", "charts", "agents", "pending", "audit",
-			    "filter");
+			invalidate("head", "charts", "agents", "pending", "audit");
 		},
 		hide() {
 			visible = false;

@@ -21,13 +21,13 @@ import { svg } from "./dom.js";
 export const CATEGORIES = ["observation", "analysis", "hypothesis", "plan",
   "critique", "synthesis", "question", "reasoning"];
 
-const NODE_W = 176;
+const NODE_W = 184;
 const NODE_H = 56;
-const COL_W = 212;
+const COL_W = 220;
 const ROW_H = 72;
 const PAD = 16;
 const TOP = 36;          // room above row 0 for reference arcs
-const EXCERPT = 32;
+const EXCERPT = 26;
 
 function excerpt(s, n) {
   s = String(s ?? "").replace(/\s+/g, " ").trim();
@@ -56,6 +56,9 @@ export class ThoughtGraph {
     this.firstChild = new Map();
     this.selected = null;
     this.focusId = null;      // the one node with tabindex 0 (roving)
+    this.zoom = 1;
+    this.w = 1;
+    this.h = 1;
 
     this.el = svg("svg", {
       class: "thought-svg", role: "group",
@@ -123,8 +126,13 @@ export class ThoughtGraph {
         if (n.g) n.g.replaceWith(g); else this.nodeLayer.append(g);
         n.g = g;
         n.key = key;
+        n.tgSel = n.tgTab = undefined;   // a new element: set its marks
       }
-      n.g.setAttribute("transform", `translate(${PAD + p.col * COL_W},${TOP + p.row * ROW_H})`);
+      const tr = `translate(${PAD + p.col * COL_W},${TOP + p.row * ROW_H})`;
+      if (n.g.tgTr !== tr) {     // unchanged attributes are not set again
+        n.g.setAttribute("transform", tr);
+        n.g.tgTr = tr;
+      }
     }
     // Keep DOM order = arrival order so the reading order is sensible.
     let prev = null;
@@ -138,20 +146,30 @@ export class ThoughtGraph {
 
     this._edges(list, byId);
     this._highlight();
-    this.el.setAttribute("width", PAD * 2 + maxCol * COL_W + NODE_W);
-    this.el.setAttribute("height", TOP + PAD + maxRow * ROW_H + NODE_H);
+    this.w = PAD * 2 + maxCol * COL_W + NODE_W;
+    this.h = TOP + PAD + maxRow * ROW_H + NODE_H;
+    this._size();
 
     // Roving tabindex: exactly one node is in the tab order.
     if (!this.focusId || !byId.has(this.focusId)) {
       this.focusId = this.selected && byId.has(this.selected) ? this.selected :
         (list.length ? list[list.length - 1].thoughtId : null);
     }
-    for (const [id, n] of this.nodes) {
-      n.g.setAttribute("tabindex", id === this.focusId ? "0" : "-1");
-      n.g.classList.toggle("selected", id === this.selected);
-      n.g.setAttribute("aria-pressed", id === this.selected ? "true" : "false");
-    }
+    this._marks();
     return { drawn: list.length, total: all.length };
+  }
+
+  // Zoom: the drawing keeps its coordinates (viewBox), the element scales.
+  setZoom(z) {
+    this.zoom = Math.max(0.25, Math.min(2, z));
+    this._size();
+    return this.zoom;
+  }
+
+  _size() {
+    this.el.setAttribute("viewBox", `0 0 ${this.w} ${this.h}`);
+    this.el.setAttribute("width", Math.ceil(this.w * this.zoom));
+    this.el.setAttribute("height", Math.ceil(this.h * this.zoom));
   }
 
   // The selected thought's links stand out.
@@ -167,15 +185,27 @@ export class ThoughtGraph {
     }
   }
 
+  // Selection and the roving tabindex, set only where they change.
+  _marks() {
+    for (const [id, n] of this.nodes) {
+      const sel = id === this.selected, tab = id === this.focusId;
+      if (n.tgSel !== sel) {
+        n.g.classList.toggle("selected", sel);
+        n.g.setAttribute("aria-pressed", sel ? "true" : "false");
+        n.tgSel = sel;
+      }
+      if (n.tgTab !== tab) {
+        n.g.setAttribute("tabindex", tab ? "0" : "-1");
+        n.tgTab = tab;
+      }
+    }
+  }
+
   select(id) {
     this.selected = id;
     this._highlight();
     if (id && this.nodes.has(id)) this.focusId = id;
-    for (const [tid, n] of this.nodes) {
-      n.g.classList.toggle("selected", tid === id);
-      n.g.setAttribute("aria-pressed", tid === id ? "true" : "false");
-      n.g.setAttribute("tabindex", tid === this.focusId ? "0" : "-1");
-    }
+    this._marks();
   }
 
   // Moves the focus to a node (and scrolls it into view).
@@ -183,7 +213,7 @@ export class ThoughtGraph {
     const n = this.nodes.get(id);
     if (!n) return false;
     this.focusId = id;
-    for (const [tid, m] of this.nodes) m.g.setAttribute("tabindex", tid === id ? "0" : "-1");
+    this._marks();
     n.g.focus();
     if (n.g.scrollIntoView) n.g.scrollIntoView({ block: "nearest", inline: "nearest" });
     return true;
@@ -210,6 +240,11 @@ export class ThoughtGraph {
       case "ArrowRight": to = this.firstChild.get(id); break;
       case "ArrowUp": to = this.drawn[this.drawn.indexOf(id) - 1]; break;
       case "ArrowDown": to = this.drawn[this.drawn.indexOf(id) + 1]; break;
+      case "Escape":
+        if (!this.selected) return;
+        e.preventDefault();
+        this._choose(null, false);
+        return;
       case "Home": to = this.drawn[0]; break;
       case "End": to = this.drawn[this.drawn.length - 1]; break;
       default: return;
@@ -323,7 +358,8 @@ export class ThoughtGraph {
     const cat = t.category || "?";
     const g = this._template().cloneNode(true);
     g.setAttribute("class", "tg-node " + categoryClass(t.category) + (t.actionable ? " actionable" : "") +
-      (t.redacted ? " redacted" : ""));
+      (t.redacted ? " redacted" : "") + (t.fresh ? " tg-fresh" : ""));
+    t.fresh = false;
     g.setAttribute("data-thought-id", t.thoughtId);
     g.setAttribute("data-category", cat);
     g.setAttribute("aria-label", `${agent}, ${cat}, confidence ${confidenceText(t.confidence)}` +

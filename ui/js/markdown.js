@@ -153,9 +153,12 @@ export function parseBlocks(lines) {
         while (i < n) {
           const c = lines[i];
           if (isBlank(c)) { sawBlank = true; item.lines.push(""); i++; continue; }
-          if (indentOf(c) >= contentCol) {
+          // Indented past the item's marker: its content, and a list
+          // item there is nested (models indent by 2 under "1. " too).
+          if (indentOf(c) >= contentCol ||
+              (indentOf(c) > mm[1].length + 1 && LIST.test(c))) {
             if (sawBlank) tight = false;
-            item.lines.push(dedent(c, contentCol));
+            item.lines.push(dedent(c, Math.min(indentOf(c), contentCol)));
             sawBlank = false;
             i++;
             continue;

@@ -60,15 +60,22 @@ export function create(ctx) {
   let destroyed = false;
   let fetched = false;
   let selected = null;
-  const dirty = { roster: false, graph: false, detail: false, actions: new Set(), actionsAll: false, directives: false, notice: false };
+  const dirty = { roster: false, graph: false, detail: false, actions: new Set(), actionsAll: false, directives: false, notice: false, ended: false };
   let notice = null;          // {text, error}
   let detailKey = null;       // what the side panel shows
+  let ended = false;          // session_complete seen: nothing more is taken
 
   // ---- DOM skeleton ----
   const rosterEl = h("ul", { id: "roster", class: "team-roster", attrs: { "aria-label": "Agents" } });
   const strategyEl = h("p", { class: "team-strategy muted" });
   const graphEl = h("div", { id: "thought-graph", class: "team-graph", attrs: { tabindex: "-1" } });
   const graphNote = h("p", { class: "team-graph-note muted", attrs: { "aria-live": "polite" } });
+  const zoomText = h("span", { class: "tg-zoom-level muted", attrs: { "aria-live": "polite" } }, "100%");
+  const zoomBar = h("div", { class: "tg-zoom", attrs: { role: "group", "aria-label": "Zoom" } },
+    h("button", { attrs: { type: "button", title: "Zoom out", "aria-label": "Zoom out" }, dataset: { zoom: "out" }, text: "\u2212" }),
+    zoomText,
+    h("button", { attrs: { type: "button", title: "Zoom in", "aria-label": "Zoom in" }, dataset: { zoom: "in" }, text: "+" }),
+    h("button", { attrs: { type: "button", title: "Actual size" }, dataset: { zoom: "reset" }, text: "1:1" }));
   const thoughtCount = h("span", { class: "team-count muted" });
   const detailEl = h("aside", { id: "thought-detail", class: "team-detail", attrs: { "aria-live": "polite", "aria-label": "Selected thought" } });
   const actionsEl = h("ul", { id: "actions", class: "team-actions", attrs: { "aria-label": "Actions" } });
@@ -108,7 +115,7 @@ export function create(ctx) {
     h("div", { class: "team-main" },
       h("section", { class: "team-panel team-graph-panel", attrs: { "aria-labelledby": `team-graph-h-${uid}` } },
         h("div", { class: "team-graph-head" },
-          h("h2", { id: `team-graph-h-${uid}` }, "Thoughts ", thoughtCount), legend),
+          h("h2", { id: `team-graph-h-${uid}` }, "Thoughts ", thoughtCount), zoomBar, legend),
         graphNote, graphEl),
       detailEl)));
   ctx.root.classList.add("team-root");
@@ -146,6 +153,7 @@ export function create(ctx) {
 
   // ---- events ----
   function onSessionState(ev) {
+    if (ev.status === "completed" || ev.status === "failed") setEnded();
     if (Array.isArray(ev.agents)) {
       const seen = new Set();
       for (const a of ev.agents) {
@@ -247,8 +255,11 @@ export function create(ctx) {
     return true;
   }
 
-  function onThought(ev) {
+  function onThought(ev, meta) {
     if (addThought(ev.thought, ev.agentId, ev.seq, ev.ts)) {
+      // A thought that arrives live is marked once when drawn; the past,
+      // replayed, is not.
+      if (!meta.replay && visible) thoughts.get(ev.thought.thoughtId).fresh = true;
       if (selected && ev.thought.inResponseTo === selected) dirty.detail = true;
       want("graph");
     }
@@ -323,6 +334,13 @@ export function create(ctx) {
     touchAction(a.actionId);
   }
 
+  function setEnded() {
+    if (ended) return;
+    ended = true;
+    dirty.actionsAll = true;
+    want("ended");
+  }
+
   function onDirective(ev) {
     directives.push({ message: str(ev.message), from: str(ev.from), ts: ev.ts, seq: ev.seq });
     if (directives.length > MAX_DIRECTIVES) directives.splice(0, directives.length - MAX_DIRECTIVES);
@@ -378,13 +396,14 @@ export function create(ctx) {
     action_expired: onAction,
     audit_entry: (ev) => { if (typeof ev.actionId === "string") onAction(ev); },
     directive: onDirective,
+    session_complete: setEnded,
     ack: onReply,
     error: onReply,
   };
   const unsubs = [];
   for (const [type, fn] of Object.entries(handlers)) {
-    const u = conn.on(type, (ev) => {
-      if (!destroyed && ev && typeof ev === "object") fn(ev);
+    const u = conn.on(type, (ev, meta) => {
+      if (!destroyed && ev && typeof ev === "object") fn(ev, meta || {});
     });
     if (typeof u === "function") unsubs.push(u);
   }
@@ -453,6 +472,13 @@ export function create(ctx) {
       graph.focus(b.dataset.ref);
     }
   };
+  const onZoom = (e) => {
+    const b = e.target.closest && e.target.closest("button[data-zoom]");
+    if (!b) return;
+    const z = b.dataset.zoom === "in" ? graph.zoom * 1.25 : b.dataset.zoom === "out" ? graph.zoom / 1.25 : 1;
+    zoomText.textContent = `${Math.round(graph.setZoom(z) * 100)}%`;
+  };
+  zoomBar.addEventListener("click", onZoom);
   dirInput.addEventListener("keydown", onDirKey);
   dirSend.addEventListener("click", onDirClick);
   actionsEl.addEventListener("click", onActionClick);
@@ -473,6 +499,14 @@ export function create(ctx) {
     if (dirty.actionsAll || dirty.actions.size) renderActions();
     if (dirty.directives) { dirty.directives = false; renderDirectives(); }
     if (dirty.notice) { dirty.notice = false; renderNotice(); }
+    if (dirty.ended) {
+      dirty.ended = false;
+      dirInput.disabled = dirSend.disabled = ended;
+      if (ended) {
+        notice = { text: "The session has ended: it takes no more directives or answers.", error: false };
+        renderNotice();
+      }
+    }
   }
 
   function renderRoster() {
@@ -686,11 +720,12 @@ export function create(ctx) {
 
     const notes = [];
     if (a.state === "proposed" && a.needsHuman) notes.push("needs a person's approval");
+    if (!FINAL.has(a.state) && ended) notes.push("left unfinished when the session ended");
     if (a.approvals && a.approvals.length) notes.push("approved by " + a.approvals.join(", "));
     if (a.state === "rejected") notes.push(`rejected by ${a.rejectedBy || "?"}` + (a.reason ? `: ${a.reason}` : ""));
     if (a.state === "expired") notes.push(`expired waiting for ${a.expiredPhase === "execution" ? "its result" : "approval"}` +
       (a.timeoutMs ? ` (${fmtDuration(a.timeoutMs)})` : ""));
-    if (!FINAL.has(a.state) && a.expiresAt) notes.push(`expires ${fmtTime(a.expiresAt)}`);
+    if (!FINAL.has(a.state) && a.expiresAt && !ended) notes.push(`expires ${fmtTime(a.expiresAt)}`);
     if (notes.length) li.append(h("p", { class: "action-notes muted" }, notes.join(" \u00b7 ")));
 
     if (a.state === "done") {
@@ -699,7 +734,7 @@ export function create(ctx) {
         h("summary", null, (isErr ? "Error" : "Result") + (typeof a.duration === "number" ? ` \u00b7 ${fmtDuration(a.duration)}` : "")),
         h("pre", null, json(isErr ? a.error : a.result))));
     }
-    if (a.state === "proposed") {
+    if (a.state === "proposed" && !ended) {
       li.append(h("div", { class: "action-buttons" },
         h("button", { class: "btn-approve", attrs: { type: "button", ...(a.busy ? { disabled: "" } : {}) }, dataset: { act: "approve" }, text: a.busy ? "Sending\u2026" : "Approve" }),
         h("button", { class: "btn-reject", attrs: { type: "button", ...(a.busy ? { disabled: "" } : {}) }, dataset: { act: "reject" }, text: "Reject" })));
@@ -750,7 +785,7 @@ export function create(ctx) {
       if (destroyed) return;
       visible = true;
       ctx.root.hidden = false;
-      dirty.roster = dirty.graph = dirty.detail = dirty.directives = dirty.notice = true;
+      dirty.roster = dirty.graph = dirty.detail = dirty.directives = dirty.notice = dirty.ended = true;
       dirty.actionsAll = true;
       want(null);
       fetchThoughts();
@@ -765,6 +800,7 @@ export function create(ctx) {
       for (const u of unsubs) u();
       for (const t of timers) clearTimeout(t);
       timers.clear();
+      zoomBar.removeEventListener("click", onZoom);
       dirInput.removeEventListener("keydown", onDirKey);
       dirSend.removeEventListener("click", onDirClick);
       actionsEl.removeEventListener("click", onActionClick);
