@@ -7,6 +7,7 @@
 
 #include "../../supervisor/ui.c"
 #include "check_main.h"
+#include "config_fixture.h"
 
 /* A page of two files in place of the one ui/embed makes. */
 static const unsigned char index_html[] = "<!doctype html><p>hi</p>";
@@ -48,14 +49,13 @@ ask(const struct config *conf, const char *text)
 	return answer;
 }
 
+/* A config from text, which must parse. */
 static struct config *
 conf(const char *text)
 {
-	char err[256];
-	struct config *c = config_parse_string("t.conf", text, err,
-	    sizeof(err));
+	struct config *c = parse(text);
 
-	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_msg(c != NULL, "%s", errbuf);
 	return c;
 }
 
@@ -90,6 +90,8 @@ START_TEST(test_paths)
 	ck_assert_ptr_null(ask(c, "GET /sessions HTTP/1.1\nHost: x\n\n"));
 	ck_assert_ptr_null(ask(c, "GET /health HTTP/1.1\nHost: x\n\n"));
 	config_free(c);
+	expect_err("web-ui maybe\n",
+	    "x.conf:1: web-ui: expected yes or no, got 'maybe'");
 	/* web-ui no: nothing is the page's. */
 	c = conf("web-ui no\n");
 	ck_assert_ptr_null(ask(c, "GET /ui/ HTTP/1.1\nHost: x\n\n"));
