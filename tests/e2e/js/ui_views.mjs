@@ -130,6 +130,37 @@ await main("ui_views", async (t) => {
         .every((r) => r.textContent.includes("get-sum")), null, 5000);
     await t.shot("dashboard-filtered");
   }
+
+  // dark: the colour scheme follows prefers-color-scheme
+  const lum = () => {
+    const rgb = (c) => (c.match(/\d+(\.\d+)?/g) || []).slice(0, 3).map(Number);
+    const l = ([r, g, b]) => (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+    const cs = getComputedStyle(document.body);
+    return { bg: l(rgb(cs.backgroundColor)), fg: l(rgb(cs.color)), bgc: cs.backgroundColor };
+  };
+  const light = await page.evaluate(lum);
+  await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: "dark" }]);
+  await sleep(300);
+  const dark = await page.evaluate(lum);
+  log(`body light ${JSON.stringify(light)}, dark ${JSON.stringify(dark)}`);
+  check(light.bg > 0.6 && light.fg < 0.4, `light scheme: background ${light.bgc} (luminance ${light.bg.toFixed(2)}), text ${light.fg.toFixed(2)}`);
+  check(dark.bg < 0.3 && dark.fg > 0.6, `dark scheme: background ${dark.bgc} (luminance ${dark.bg.toFixed(2)}), text ${dark.fg.toFixed(2)}`);
+  await t.shot("dashboard-dark");
+  await page.click('a[data-view="team"]');
+  await t.waitFn("the team route", (sid) => location.hash === `#/s/${sid}/team`, SID);
+  await sleep(300);
+  await t.shot("team-dark");
+  await page.click('a[data-view="chat"]');
+  await t.waitFn("the chat route", (sid) => location.hash === `#/s/${sid}/chat`, SID);
+  await sleep(300);
+  await t.shot("chat-dark");
+  await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: "light" }]);
+
+  // every control the views made is a real button (keyboard usable)
+  const notButtons = await page.$$eval(".approval [data-decision], #pending-approvals [data-decision], #actions [data-act]", (els) =>
+    els.filter((e) => e.tagName !== "BUTTON").map((e) => e.tagName + "." + e.className));
+  check(notButtons.length === 0, `controls that are not <button>: ${notButtons.slice(0, 5)}`);
+  check(await t.count(".approval button[data-decision]") >= 3, "the pending approval's buttons are gone from the chat view");
   a1.close();
   a2.close();
 });
