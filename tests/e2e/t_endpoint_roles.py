@@ -42,6 +42,8 @@ REQUESTS = {
     "GET /api/info": ("http", None),
     "GET /metrics": ("http", None),
     "GET /chat": ("ws", None),
+    "GET /ui/": ("http", None),
+    "GET /sessions": ("http", None),
     "POST /sessions": ("http", {"sessionId": SID}),
     "GET /sessions/ID": ("http", None),
     "DELETE /sessions/ID": ("http", None),
