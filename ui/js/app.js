@@ -12,6 +12,7 @@ const VIEWS = { chat, team, dashboard: dash };
 const RECENT_KEY = "parley.recent";
 const RECENT_MAX = 20;
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
+const LIST_EVERY_MS = 15000;	// the list's statuses, while the tab is seen
 
 const $ = (id) => document.getElementById(id);
 const STATE_TEXT = { connecting: "connecting…", live: "live",
@@ -194,6 +195,7 @@ function init() {
   });
   onAuthNeeded((msg) => askToken(msg));
   window.addEventListener("hashchange", route);
+  setInterval(() => { if (!document.hidden) renderSessions(); }, LIST_EVERY_MS);
   route();
 }
 

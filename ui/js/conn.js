@@ -13,6 +13,7 @@ const QUEUE_MAX = 200;		// unsent and unacknowledged messages
 const OPEN_TIMEOUT_MS = 10000;	// a connect that neither opens nor fails
 const STALE_MS = 45000;		// no frame at all (heartbeats are 15 s)
 const PAGE = 1000;		// events per /log page (the server's most)
+const PARALLEL = 4;		// /log pages asked for at once
 
 let idCounter = 0;
 const idBase = Math.random().toString(36).slice(2, 8);
@@ -105,15 +106,28 @@ export class Conn {
     let ok = true;
     try {
       while (this.seq < upTo && !this.closed) {
-        const evs = await api("GET", base + this.seq);
+        // Seqs have no gaps, so the next pages can be asked for at once;
+        // what does not follow on from the last seq delivered (a page cut
+        // short by the server's read bound) is asked for again.
+        const starts = [];
+        for (let a = this.seq; a < upTo && starts.length < PARALLEL; a += PAGE) starts.push(a);
+        const pages = await Promise.all(starts.map((a) => api("GET", base + a)));
         if (this.closed) break;
-        if (!Array.isArray(evs) || evs.length === 0) { ok = false; break; }
-        for (const ev of evs) {
-          if (!ev || typeof ev !== "object" || typeof ev.seq !== "number" ||
-              ev.seq <= this.seq || ev.seq > upTo) continue;
-          this.seq = ev.seq;
-          this.emit(ev, { replay: true });
+        const before = this.seq;
+        for (const evs of pages) {
+          if (!Array.isArray(evs)) break;
+          let gap = false;
+          for (const ev of evs) {
+            if (!ev || typeof ev !== "object" || typeof ev.seq !== "number" ||
+                ev.seq <= this.seq || ev.seq > upTo) continue;
+            // The first event may follow a trimmed past (retention).
+            if (ev.seq !== this.seq + 1 && this.seq !== 0) { gap = true; break; }
+            this.seq = ev.seq;
+            this.emit(ev, { replay: true });
+          }
+          if (gap) break;
         }
+        if (this.seq === before) { ok = false; break; }
       }
     } catch {
       ok = false;
