@@ -10,7 +10,8 @@
 #  b. (headless chromium, js/ui_auth.mjs) the page asks for a token, asks
 #     again after a wrong one, works with the right one, keeps it in
 #     sessionStorage only and never puts it in a URL; parleyd's log (its
-#     access log included) never holds the token.
+#     access log included) never holds the token; a token a subprotocol
+#     cannot carry (base64's / and =) works, through ?access_token=.
 #  Screenshots: E2E_LOGDIR/ui-auth-*.png.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -18,6 +19,9 @@ from parley import *
 from ui import *
 
 ADMIN = "ui-admin-5d8e2f"
+# A token as base64 makes them: '/' and '=' cannot be in a WebSocket
+# subprotocol, so the page sends this one as ?access_token=.
+B64 = "uiB64+tok/9Qx=="
 USER = "ui-user-7c1f0a9e4b3d"
 
 
@@ -84,11 +88,14 @@ async def test():
     need_browser()
     with with_fakellm() as f:
         d = Daemon(providers=oa_provider(f.port), default="oa", token=ADMIN,
-                   extra="token %s role user\n" % USER)
+                   extra="token %s role user\ntoken %s role user\n" % (USER, B64))
         with with_daemon(d):
             headers_part(d)
-            run_ui("ui_auth.mjs", d, f, env={"UI_USER_TOKEN": USER})
+            run_ui("ui_auth.mjs", d, f, env={"UI_USER_TOKEN": USER,
+                                             "UI_B64_TOKEN": B64})
             log = d.log_text()
+            check(B64 not in log and B64.split("/")[0] not in log,
+                  "the base64 token is in parleyd's log")
             check(USER not in log, "the user's token is in parleyd's log: %s" %
                   [ln for ln in log.splitlines() if USER in ln][:2])
             wrong = "wrong-" + USER[::-1]

@@ -12,6 +12,8 @@ const BASE_MS = 1000, MAX_MS = 30000, JITTER = 0.5;
 const QUEUE_MAX = 200;		// unsent and unacknowledged messages
 const OPEN_TIMEOUT_MS = 10000;	// a connect that neither opens nor fails
 const STALE_MS = 45000;		// no frame at all (heartbeats are 15 s)
+// What an HTTP token (RFC 9110), and so a subprotocol, may hold.
+const TCHAR = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const PAGE = 1000;		// events per /log page (the server's most)
 const PARALLEL = 4;		// /log pages asked for at once
 
@@ -75,13 +77,15 @@ export class Conn {
     }
   }
 
-  url() {
+  // token: one a subprotocol cannot carry, for the query instead.
+  url(token) {
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
     // No lastSeq: the server goes live after session_state.lastSeq (and
     // catchUp() reads the past up to there over HTTP, unless from "live").
     const q = new URLSearchParams(this.liveAfter === null && (this.fromLive || this.viaLog()) ?
       {} : { lastSeq: String(this.seq) });
     if (this.path === "stream" && this.role !== "user") q.set("role", this.role);
+    if (token) q.set("access_token", token);
     return scheme + "//" + location.host + "/sessions/" +
       encodeURIComponent(this.sessionId) + "/" + this.path + "?" + q;
   }
@@ -152,11 +156,14 @@ export class Conn {
     let ws;
     try {
       // The token as a subprotocol beside "parley": a browser cannot set
-      // a header on a WebSocket, and a URL would put it in logs.
-      ws = t ? new WebSocket(this.url(), ["parley", "bearer." + t]) : new WebSocket(this.url());
+      // a header on a WebSocket, and a URL ends up in proxies' logs.  A
+      // token a subprotocol cannot hold (one of base64's / or =) goes in
+      // the query, which parleyd itself never logs.
+      if (!t) ws = new WebSocket(this.url());
+      else if (TCHAR.test(t)) ws = new WebSocket(this.url(), ["parley", "bearer." + t]);
+      else ws = new WebSocket(this.url(t));
     } catch (e) {
-      // A token with characters a subprotocol cannot hold.
-      this.fail("this token cannot be sent as a WebSocket subprotocol (" + e.message + ")");
+      this.fail("cannot open a WebSocket to this server (" + e.message + ")");
       return;
     }
     this.ws = ws;
@@ -242,7 +249,7 @@ export class Conn {
   }
 
   fail(message) {
-    this.emit({ type: "error", code: "UNAUTHORIZED", message,
+    this.emit({ type: "error", code: "INTERNAL", message,
       severity: "fatal", local: true }, { replay: false });
     this.setState("closed");
   }

@@ -78,6 +78,21 @@ await main("ui_auth", async (t) => {
   check(api.some((r) => r.auth === "Bearer " + TOK), "no API request carried Authorization: Bearer <token>");
   const wrongAuth = api.filter((r) => r.auth && r.auth !== "Bearer " + TOK && r.auth !== "Bearer " + WRONG);
   check(wrongAuth.length === 0, `API request with an unexpected Authorization: ${wrongAuth[0] && wrongAuth[0].url}`);
+  // A token with characters a subprotocol cannot hold (base64's / and =)
+  // goes in the WebSocket's query instead; the page still works.
+  const B64 = process.env.UI_B64_TOKEN;
+  check(B64, "UI_B64_TOKEN is not set");
+  const before = t.wsHandshakes.length;
+  await page.evaluate((b) => sessionStorage.setItem("parley.token", b), B64);
+  await t.reload();
+  await waitLive(t);
+  await t.chatMatchesLog(SID);
+  const b64ws = t.wsHandshakes.slice(before);
+  check(b64ws.length > 0, "no WebSocket handshake with the base64 token");
+  check(b64ws.every((h) => new URL(h.url).searchParams.get("access_token") === B64),
+    "the base64 token did not travel as ?access_token=: " + b64ws.map((h) => h.url.replace(/access_token=[^&]*/, "access_token=<token>")).join(" "));
+  check(!(await page.evaluate(dialogOpen)), "the page asked for a token with a valid base64 one");
+
   log(`WebSocket subprotocols offered: ${proto.length} handshakes (${proto.length ? "bearer.<token> among them: " + proto.some((p) => p.includes("bearer.")) : "none"})`);
   console.log(`UI-REQUESTS ${t.requests.length}`);
 }, { allowStatus: (url, st) => st === 401 });
