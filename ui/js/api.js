@@ -1,6 +1,6 @@
 // HTTP calls to parleyd.  The token lives in this tab's sessionStorage and
 // travels in the Authorization header (the WebSocket carries it as a
-// subprotocol, conn.js): never in a URL, so no access log, proxy log or
+// subprotocol, conn.js): not in a URL, so no access log, proxy log or
 // browser history ever holds it.
 
 const KEY = "parley.token";
