@@ -311,9 +311,17 @@ function findBracket(s, i) {
 
 const URL_RE = /(?:https?:\/\/|mailto:)[^\s<>]*[^\s<>.,:;!?"')\]}*_~]/y;
 
+const BRACKETS_MAX = 64;
+
 // Parses inline Markdown of s into an array of Nodes.
 export function inline(s) {
   const out = [];
+  // Without these, many openers that never close make the scans for
+  // their closers quadratic: 20,000 "_a " took 20 s.  A run that found
+  // no closer from e finds none from any later position either; and past
+  // BRACKETS_MAX unmatched [ the rest are text.
+  const noCloser = new Map();
+  let badBrackets = 0;
   let text = "";
   const flush = () => {
     if (text) { out.push(document.createTextNode(text)); text = ""; }
@@ -354,7 +362,12 @@ export function inline(s) {
         const want = c === "~" ? 2 : run >= 2 ? 2 : 1;
         // Open with the last `want` characters of the run.
         const open = e - want;
-        const close = findCloser(s, e, c, want);
+        const key = c + want;
+        let close = -1;
+        if (!(noCloser.get(key) <= e)) {
+          close = findCloser(s, e, c, want);
+          if (close < 0) noCloser.set(key, e);
+        }
         if (close > e) {
           text += s.slice(i, open);
           flush();
@@ -371,7 +384,8 @@ export function inline(s) {
       continue;
     }
     if (c === "[") {
-      const rb = findBracket(s, i);
+      const rb = badBrackets < BRACKETS_MAX ? findBracket(s, i) : -1;
+      if (rb < 0) badBrackets++;
       if (rb > 0 && s[rb + 1] === "(") {
         const m = /^\(\s*<?([^\s<>()]*(?:\([^\s<>()]*\)[^\s<>()]*)*)>?(?:\s+("[^"]*"|'[^']*'))?\s*\)/
           .exec(s.slice(rb + 1));
@@ -463,9 +477,24 @@ function buildCode(b) {
   return wrap;
 }
 
-function buildBlock(b, tight) {
+// Past these, a block is shown as its plain source: text from a model
+// must not be able to make the page's parser work for seconds (or blow
+// the stack with 3,000 nested quotes).
+const MAX_DEPTH = 16;		// nested quotes and lists
+const MAX_INLINE = 16384;	// characters of one paragraph or heading
+
+function plain(text, tight) {
+  if (tight) return document.createTextNode(text);
+  const p = el("p");
+  p.textContent = text;
+  return p;
+}
+
+function buildBlock(b, tight, depth = 0) {
+  if (depth > MAX_DEPTH) return plain(b.src, tight);
   switch (b.type) {
     case "para": {
+      if (b.text.length > MAX_INLINE) return plain(b.text, tight);
       if (tight) {
         const f = document.createDocumentFragment();
         for (const k of inline(b.text)) f.append(k);
@@ -479,7 +508,8 @@ function buildBlock(b, tight) {
       // Level 1 is the page's, level 2 the view's: a message's headings
       // start at h3, and keep their Markdown level as a class.
       const e = el("h" + Math.min(6, b.level + 2), "md-h" + b.level);
-      for (const k of inline(b.text)) e.append(k);
+      if (b.text.length > MAX_INLINE) e.textContent = b.text;
+      else for (const k of inline(b.text)) e.append(k);
       return e;
     }
     case "hr":
@@ -488,7 +518,7 @@ function buildBlock(b, tight) {
       return buildCode(b);
     case "quote": {
       const q = el("blockquote");
-      for (const k of parseBlocks(b.lines)) q.append(buildBlock(k, false));
+      for (const k of parseBlocks(b.lines)) q.append(buildBlock(k, false, depth + 1));
       return q;
     }
     case "list": {
@@ -496,7 +526,7 @@ function buildBlock(b, tight) {
       if (b.ordered && b.start !== 1) l.setAttribute("start", String(b.start));
       for (const it of b.items) {
         const li = el("li");
-        for (const k of parseBlocks(it.lines)) li.append(buildBlock(k, b.tight));
+        for (const k of parseBlocks(it.lines)) li.append(buildBlock(k, b.tight, depth + 1));
         l.append(li);
       }
       return l;
@@ -551,7 +581,6 @@ export class MarkdownView {
   set(text) {
     text = String(text);
     if (text === this.text) return;
-    this.text = text;
     const parsed = parseBlocks(text.split("\n"));
     const old = this.blocks;
     const next = [];
@@ -569,6 +598,8 @@ export class MarkdownView {
       next.push({ src: parsed[j].src, type: parsed[j].type, node });
     }
     this.blocks = next;
+    // Only once built: a text that failed is tried again, not skipped.
+    this.text = text;
   }
 
   clear() {

@@ -94,6 +94,27 @@ await main("ui_xss", async (t) => {
   await noXss(t, "dashboard");
   await t.shot("xss-dashboard");
   check(await page.evaluate(() => typeof window.__xss) === "undefined", "window.__xss was set");
+
+  // Markdown built to make a renderer work for seconds or overflow its
+  // stack (3,000 nested quotes, thousands of openers that never close):
+  // the reply is shown, and the page keeps answering.
+  const DEEP = ">".repeat(3000) + " deep-quote";
+  const HOSTILE = `${DEEP}\n\n${"_a ".repeat(4000)}\n\n${"*b ".repeat(4000)}\n\n${"[".repeat(5000)} tail-end`;
+  await page.click('a[data-view="chat"]');
+  await t.waitFn("the chat route", (sid) => location.hash === `#/s/${sid}/chat`, SID);
+  await fakeScript([{ kind: "text", text: HOSTILE, chunks: 40, delay_ms: 5 }]);
+  await sendChat(t, "hostile markdown please");
+  await logUntil(SID, (e) => doneCount(e) === 2, "done of the hostile turn");
+  await t.waitFn("the hostile reply shown", () => {
+    const b = [...document.querySelectorAll("#chat-log .msg.msg-agent .msg-body")].pop();
+    return !!b && b.textContent.includes("deep-quote") && b.textContent.includes("tail-end");
+  }, null, 15000);
+  const t0 = Date.now();
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
+  const lag = Date.now() - t0;
+  check(lag < 5000, `the page took ${lag} ms to paint a frame after the hostile reply`);
+  log(`a frame after the hostile Markdown: ${lag} ms`);
+  await t.shot("xss-hostile-markdown");
   agent.close();
   user.close();
 });
