@@ -31,6 +31,7 @@
 
 #define CTL_QUERY_MS	3000
 #define CTL_ASK_MAX	512	/* workers of both generations */
+#define CTL_CLIENT_QUERIES 64	/* GET /sessions waiting at once */
 
 /* A sessions question waiting for the workers' answers. */
 struct ctlq {
@@ -283,6 +284,19 @@ void
 control_sessions(struct sup *sup, int fd, const struct http_request *req,
     const struct ipc_conn *who)
 {
+	struct ctlq *q;
+	unsigned n = 0;
+
+	/* Each waits up to CTL_QUERY_MS outside the pending limits and asks
+	 * every worker: clients get a bounded share. */
+	TAILQ_FOREACH(q, &sup->ctlqs, entry)
+		if (q->who != NULL)
+			n++;
+	if (n >= CTL_CLIENT_QUERIES) {
+		ctl_error(sup, fd, 503, "OVERLOADED", "too many session lists "
+		    "are being made at once; retry in a moment");
+		return;
+	}
 	ask_sessions(sup, fd, req, who);
 }
 
