@@ -29,9 +29,10 @@ const authListeners = new Set();
 export function onAuthNeeded(fn) { authListeners.add(fn); return () => authListeners.delete(fn); }
 export function authNeeded(message) { for (const fn of authListeners) fn(message); }
 
-// api(method, path, body): the parsed JSON answer (null when empty);
-// throws ApiError with the server's code and message.
-export async function api(method, path, body) {
+// api(method, path, body, opts): the parsed JSON answer (null when
+// empty); throws ApiError with the server's code and message.  opts.quiet:
+// a 401 does not ask for a token (a background refresh).
+export async function api(method, path, body, opts) {
   const headers = { "Accept": "application/json" };
   const t = getToken();
   if (t) headers["Authorization"] = "Bearer " + t;
@@ -61,7 +62,7 @@ export async function api(method, path, body) {
     const err = js && js.error ? js.error : {};
     const e = new ApiError(res.status, err.code || "HTTP_" + res.status,
       err.message || (res.status + " " + res.statusText));
-    if (res.status === 401) authNeeded(e.message);
+    if (res.status === 401 && !(opts && opts.quiet)) authNeeded(e.message);
     throw e;
   }
   return js;

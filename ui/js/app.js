@@ -46,34 +46,59 @@ function navigate(hash) {
 }
 
 // The list: the server's (sessions this token may see, when it answers)
-// and the ones this browser opened.
-async function renderSessions() {
+// and the ones this browser opened, by id.  quiet: a periodic refresh,
+// which neither asks for a token nor moves the keyboard focus.
+async function renderSessions(quiet) {
   const list = $("session-list");
   const note = $("sessions-note");
   let server = [];
   try {
-    const r = await api("GET", "/sessions");
+    const r = await api("GET", "/sessions", undefined, { quiet });
     server = Array.isArray(r && r.sessions) ? r.sessions : [];
-    note.textContent = "";
+    note.textContent = r && r.truncated ? "the server's list was cut short" : "";
   } catch (e) {
     note.textContent = e.status === 401 ? "enter a token to list sessions" :
       e.status === 405 || e.status === 404 ? "" : "cannot list sessions: " + e.message;
   }
   const seen = new Map();
   for (const s of server)
-    if (s && typeof s.sessionId === "string") seen.set(s.sessionId, s);
+    if (s && typeof s.sessionId === "string" && ID_RE.test(s.sessionId)) seen.set(s.sessionId, s);
   for (const id of recent()) if (!seen.has(id)) seen.set(id, { sessionId: id });
-  clear(list);
+  const ids = [...seen.keys()].sort();
   const sel = current && current.sessionId;
-  for (const s of seen.values()) {
-    list.appendChild(h("li", null, h("a", {
-      attrs: { href: "#/s/" + encodeURIComponent(s.sessionId) + "/chat",
-        "aria-current": s.sessionId === sel ? "page" : null },
-      dataset: { sessionId: s.sessionId },
-    }, h("span", { class: "sid" }, s.sessionId),
-      s.status ? h("span", { class: "badge st-" + s.status }, s.status) : null)));
+  const focused = list.contains(document.activeElement) ?
+    document.activeElement.dataset.sessionId : null;
+  // The same sessions as shown: their badges change, nothing else.
+  const shown = [...list.querySelectorAll("a[data-session-id]")];
+  if (shown.length === ids.length && shown.every((a, k) => a.dataset.sessionId === ids[k])) {
+    shown.forEach((a, k) => {
+      const s = seen.get(ids[k]);
+      if (s.sessionId === sel) a.setAttribute("aria-current", "page");
+      else a.removeAttribute("aria-current");
+      const old = a.querySelector(".badge");
+      if (old) old.remove();
+      if (s.status) a.appendChild(badge(s.status));
+    });
+    return;
   }
-  if (!seen.size) list.appendChild(h("li", { class: "muted small" }, "no sessions yet"));
+  clear(list);
+  for (const id of ids) {
+    const s = seen.get(id);
+    list.appendChild(h("li", null, h("a", {
+      attrs: { href: "#/s/" + encodeURIComponent(id) + "/chat",
+        "aria-current": id === sel ? "page" : null },
+      dataset: { sessionId: id },
+    }, h("span", { class: "sid" }, id), s.status ? badge(s.status) : null)));
+  }
+  if (!ids.length) list.appendChild(h("li", { class: "muted small" }, "no sessions yet"));
+  if (focused) {
+    const a = list.querySelector('a[data-session-id="' + CSS.escape(focused) + '"]');
+    if (a) a.focus();
+  }
+}
+
+function badge(status) {
+  return h("span", { class: "badge st-" + String(status).replace(/[^a-z]/g, "") }, status);
 }
 
 async function openNew(ev) {
@@ -195,7 +220,7 @@ function init() {
   });
   onAuthNeeded((msg) => askToken(msg));
   window.addEventListener("hashchange", route);
-  setInterval(() => { if (!document.hidden) renderSessions(); }, LIST_EVERY_MS);
+  setInterval(() => { if (!document.hidden) renderSessions(true); }, LIST_EVERY_MS);
   route();
 }
 

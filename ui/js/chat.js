@@ -242,7 +242,7 @@ export function create(ctx) {
   }
 
   function decide(ap, decision) {
-    if (ap.answered) return;
+    if (ap.answered || ap.sent) return;
     ap.sent = decision;
     ap.sentId = send({ type: "tool_approve", toolCallId: ap.ev.toolCallId, decision });
     if (!ap.sentId) ap.sent = "";
@@ -937,7 +937,7 @@ export function create(ctx) {
     if (e.el) return;
     const ev = e.ev;
     if (e.kind === "error") {
-      e.el = errorBox(ev, false);
+      e.el = errorBox(ev, false, e.live);
       e.el.classList.add("inline");
     } else {
       e.el = h("div", { class: "chat-note ended" },
@@ -948,7 +948,9 @@ export function create(ctx) {
     }
   }
 
-  function errorBox(ev, dismissible) {
+  // live: the error came while this page watched, so "the last message
+  // typed here" is the one that failed (not so for a replayed one).
+  function errorBox(ev, dismissible, live = true) {
     const code = str(ev.code) || "ERROR";
     let hint = Object.hasOwn(HINTS, code) ? HINTS[code] : "Retry, or reload the page.";
     if (code === "LLM_ERROR" && ev.retrying) hint = "The provider's stream broke; the model call is starting over.";
@@ -964,7 +966,7 @@ export function create(ctx) {
     h("span", { class: "error-code" }, code),
     h("span", { class: "error-message" }, str(ev.message)),
     h("span", { class: "error-hint" }, hint));
-    if (code === "LLM_ERROR" && !ev.retrying && lastUserText) {
+    if (code === "LLM_ERROR" && !ev.retrying && lastUserText && live) {
       box.append(h("button", {
         class: "error-retry",
         attrs: { type: "button" },
@@ -1043,12 +1045,17 @@ export function create(ctx) {
         h("div", { class: "approval-buttons" }, buttons, ap.stateEl));
         approvalBox.append(ap.el);
       }
-      for (const b of ap.buttons) b.disabled = !!ap.sent;
+      // aria-disabled, not disabled: the button keeps the keyboard focus
+      // while the answer is on its way (decide() ignores a second press).
+      for (const b of ap.buttons) {
+        if (ap.sent) b.setAttribute("aria-disabled", "true");
+        else b.removeAttribute("aria-disabled");
+      }
       ap.stateEl.textContent = ap.sent ? "sent: " + ap.sent + "…" : "";
     }
     approvalBox.hidden = pending.length === 0;
     if (refocus) {
-      const next = pending.length && pending[0].buttons.find((b) => !b.disabled);
+      const next = pending.length && pending[0].buttons.find((b) => !b.hasAttribute("aria-disabled"));
       (next || input).focus();
     }
   }

@@ -124,8 +124,13 @@ export class Conn {
           for (const ev of evs) {
             if (!ev || typeof ev !== "object" || typeof ev.seq !== "number" ||
                 ev.seq <= this.seq || ev.seq > upTo) continue;
-            // The first event may follow a trimmed past (retention).
+            // The first event may follow a trimmed past (retention): said
+            // as the socket's replay says it.
             if (ev.seq !== this.seq + 1 && this.seq !== 0) { gap = true; break; }
+            if (this.seq === 0 && ev.seq > 1)
+              this.emit({ type: "error", code: "RESUME_GAP", severity: "warning", local: true,
+                oldestSeq: ev.seq, message: "the session's events before seq " + ev.seq +
+                " are past its retention and no longer kept" }, { replay: false });
             this.seq = ev.seq;
             this.emit(ev, { replay: true });
           }
@@ -135,6 +140,11 @@ export class Conn {
       }
     } catch {
       ok = false;
+    }
+    if (this.closed) {
+      this.catchingUp = false;
+      this.held = [];
+      return;
     }
     if (!ok) {
       // what the socket held lies past a gap now

@@ -371,10 +371,13 @@ export function create(ctx) {
         notice = { text: "Directive sent.", error: false };
         want("notice");
       } else if (m.actionId && ev.duplicate) {
+        // The Conn sends a message again after a drop until it is
+        // acknowledged; "duplicate" then means the first one was applied:
+        // this page's answer, not someone else's.  The action's own
+        // events say what became of it.
         const a = actions.get(m.actionId);
         if (a) {
           a.busy = false;
-          a.err = "Already answered.";
           touchAction(a.actionId);
         }
       }

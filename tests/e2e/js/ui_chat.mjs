@@ -7,7 +7,7 @@
 //     included), with its .usage after done, through an aria-live region;
 //  b. a tool call that needs approval shows .approval; approve is clicked;
 //     the tool runs exactly once (one tool_start, one tool_result, one
-//     audit_entry approved in /log), the prompt goes or is disabled, the
+//     audit_entry approved in /log), the prompt goes or is (aria-)disabled, the
 //     tool card ends data-state="done" with its result;
 //  c. #autonomy sets the session's level (autonomy_changed in /log).
 import { main, check, fail, sleep, log, logEvents, logUntil, ofType, doneCount,
@@ -99,7 +99,7 @@ await main("ui_chat", async (t) => {
   // answered: the prompt is gone or its buttons disabled
   await t.waitFn("the answered approval prompt removed or disabled", (s) => {
     const a = document.querySelector(s);
-    return !a || [...a.querySelectorAll("button[data-decision]")].every((b) => b.disabled);
+    return !a || [...a.querySelectorAll("button[data-decision]")].every((b) => b.disabled || b.getAttribute("aria-disabled") === "true");
   }, sel, 5000);
   const card = `#chat-log .tool-card[data-tool-call-id="${call}"]`;
   await t.waitSel(`${card}[data-state="done"]`, 5000, `tool card of ${call} in state done`);
