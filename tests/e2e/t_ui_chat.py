@@ -8,21 +8,6 @@
 # it; screenshots: E2E_LOGDIR/ui-start.png, ui-chat*.png.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from parley import *
-from ui import *
+from ui import browser_test
 
-
-async def test():
-    need_browser()
-    srv = Everything()
-    try:
-        with with_fakellm() as f:
-            d = Daemon(providers=oa_provider(f.port), default="oa",
-                       extra=mcp_everything(srv), workers=1)
-            with with_daemon(d):
-                await warm_mcp(d, f)
-                run_ui("ui_chat.mjs", d, f)
-    finally:
-        srv.stop()
-
-run_test("ui_chat", test)
+browser_test("ui_chat")

@@ -8,21 +8,6 @@
 # E2E_LOGDIR/ui-resume-*.png.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from parley import *
-from ui import *
+from ui import browser_test
 
-
-async def test():
-    need_browser()
-    srv = Everything()
-    try:
-        with with_fakellm() as f:
-            d = Daemon(providers=oa_provider(f.port), default="oa",
-                       extra=mcp_everything(srv), workers=1)
-            with with_daemon(d):
-                await warm_mcp(d, f)
-                run_ui("ui_resume.mjs", d, f)
-    finally:
-        srv.stop()
-
-run_test("ui_resume", test)
+browser_test("ui_resume")

@@ -98,3 +98,25 @@ async def warm_mcp(d, f, timeout=30):
         check(time.time() < deadline, "server-everything's tools never "
               "known: %s" % res)
         await asyncio.sleep(0.5)
+
+
+def browser_test(name):
+    """Runs js/NAME.mjs as e2e test NAME against one parleyd (1 worker)
+    with fakellm as the model and server-everything as its MCP server,
+    warmed up first."""
+    from parley import Daemon, Everything, run_test, with_daemon, with_fakellm
+
+    async def test():
+        need_browser()
+        srv = Everything()
+        try:
+            with with_fakellm() as f:
+                d = Daemon(providers=oa_provider(f.port), default="oa",
+                           extra=mcp_everything(srv), workers=1)
+                with with_daemon(d):
+                    await warm_mcp(d, f)
+                    run_ui(name + ".mjs", d, f)
+        finally:
+            srv.stop()
+
+    run_test(name, test)
