@@ -3,10 +3,9 @@
 // appends a line to $EFFECT_FILE.  No annotations: per the MCP
 // specification it is then destructive and not read-only.  Stateless
 // Streamable HTTP on 127.0.0.1:$PORT/mcp.
-import http from "node:http";
 import fs from "node:fs";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { serveMcp } from "./mcp_http.mjs";
 import { ListToolsRequestSchema, CallToolRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 function server() {
@@ -29,20 +28,4 @@ function server() {
   return s;
 }
 
-http.createServer(async (req, res) => {
-  if (req.url !== "/mcp") {
-    res.writeHead(404).end();
-    return;
-  }
-  if (req.method !== "POST") {
-    res.writeHead(405).end();
-    return;
-  }
-  const t = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-  const s = server();
-  res.on("close", () => { t.close(); s.close(); });
-  await s.connect(t);
-  await t.handleRequest(req, res);
-}).listen(Number(process.env.PORT), "127.0.0.1", () => {
-  console.log("listening");
-});
+serveMcp(server);
