@@ -377,14 +377,13 @@ agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
 static int
 answer_ui(struct pending *p)
 {
-	struct evbuffer *out = evbuffer_new();
+	struct evbuffer *out;
 
-	if (out == NULL)
+	/* Asked first: no buffer for the requests that are not the page's. */
+	if (!ui_wants(p->sup->conf, p->hp.req.path) ||
+	    (out = evbuffer_new()) == NULL)
 		return 0;
-	if (!ui_answer(p->sup->conf, &p->hp.req, p->hdr, out)) {
-		evbuffer_free(out);
-		return 0;
-	}
+	ui_answer(p->sup->conf, &p->hp.req, p->hdr, out);
 	pending_send(p, out);
 	return 1;
 }

@@ -105,6 +105,14 @@ ui_error(const struct http_request *req, struct evbuffer *out, int status,
 }
 
 int
+ui_wants(const struct config *conf, const char *path)
+{
+	return conf->web_ui && (strcmp(path, "/") == 0 ||
+	    strcmp(path, UI_PREFIX) == 0 ||
+	    strncmp(path, UI_PREFIX "/", sizeof(UI_PREFIX)) == 0);
+}
+
+int
 ui_answer(const struct config *conf, const struct http_request *req,
     const char *extra, struct evbuffer *out)
 {
@@ -112,10 +120,7 @@ ui_answer(const struct config *conf, const struct http_request *req,
 	const char		*path = req->path, *rel;
 	char			 hdr[1536], etag[24];
 
-	if (!conf->web_ui)
-		return 0;
-	if (strcmp(path, "/") != 0 && strcmp(path, UI_PREFIX) != 0 &&
-	    strncmp(path, UI_PREFIX "/", sizeof(UI_PREFIX)) != 0)
+	if (!ui_wants(conf, path))
 		return 0;
 	if (strcmp(req->method, "GET") != 0 &&
 	    strcmp(req->method, "HEAD") != 0) {

@@ -20,6 +20,9 @@ struct ui_asset {
 /* The table ui/embed generates; ends with a NULL path. */
 extern const struct ui_asset ui_assets[];
 
+/* Whether path is the page's (/, /ui, /ui/...) and the page is on. */
+int	ui_wants(const struct config *, const char *path);
+
 /*
  * Answers req into out when its path is the page's (/, /ui, /ui/...) and
  * the page is on (web-ui); extra_headers (may be NULL) go into the
