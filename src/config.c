@@ -195,11 +195,32 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    "group NAME") \
 	X("web-ui", KW_TOP, 1, 1, 0, cfg_kw_yesno, C(web_ui), 0, 0, \
 	    "web-ui yes|no") \
+	X("index-root", KW_TOP, 1, 1, KWF_MULTI, cfg_kw_index_root, 0, 0, 0, \
+	    "index-root PATH") \
+	X("index-watch", KW_TOP, 1, 1, 0, cfg_kw_yesno, C(index_watch), \
+	    0, 0, "index-watch yes|no") \
+	X("index-max-file", KW_TOP, 1, 1, 0, kw_size, C(index_max_file), \
+	    KIB, GIB, "index-max-file SIZE") \
+	X("index-max-files", KW_TOP, 1, 1, 0, kw_number, \
+	    C(index_max_files), 1, 10000000, "index-max-files N") \
+	X("index-max-bytes", KW_TOP, 1, 1, 0, kw_size, C(index_max_bytes), \
+	    MIB, 1024 * GIB, "index-max-bytes SIZE") \
+	X("kb-max-documents", KW_TOP, 1, 1, 0, kw_number, \
+	    C(kb_max_documents), 1, 1000000, "kb-max-documents N") \
+	X("kb-max-bytes", KW_TOP, 1, 1, 0, kw_size, C(kb_max_bytes), KIB, \
+	    GIB, "kb-max-bytes SIZE") \
+	X("rag", KW_TOP, 1, 1, 0, cfg_kw_onoff, C(rag), 0, 0, "rag on|off") \
+	X("rag-top-k", KW_TOP, 1, 1, 0, kw_number, C(rag_top_k), 1, 100, \
+	    "rag-top-k N") \
+	X("rag-budget", KW_TOP, 1, 1, 0, kw_number, C(rag_budget), 50, \
+	    1000000, "rag-budget TOKENS") \
+	X("embedder", KW_TOP, 1, 1, KWF_BLOCK, cfg_kw_embedder, 0, 0, 0, \
+	    "embedder NAME {") \
 	X("drain-timeout", KW_TOP, 1, 1, 0, kw_duration, C(drain_timeout_ms), \
 	    0, MS_H, "drain-timeout DURATION") \
 	X("provider", KW_TOP, 1, 1, KWF_MULTI | KWF_BLOCK, cfg_kw_provider, \
 	    0, 0, 0, "provider NAME {") \
-	X("type", KW_PROVIDER, 1, 1, 0, cfg_kw_ptype, 0, 0, 0, \
+	X("type", KW_PROVIDER, 1, 1, KWF_EMBED, cfg_kw_ptype, 0, 0, 0, \
 	    "type openai|anthropic|script") \
 	X("reply", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_preply, 0, 0, 0, \
 	    "reply \"TEXT\"") \
@@ -209,17 +230,21 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    60 * MS_S, "delay DURATION") \
 	X("stamp", KW_PROVIDER, 1, 1, KWF_SCRIPT, cfg_kw_yesno, P(stamp), \
 	    0, 0, "stamp yes|no") \
-	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, cfg_kw_purl, 0, 0, 0, \
+	X("url", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP | KWF_EMBED, \
+	    cfg_kw_purl, 0, 0, 0, \
 	    "url URL") \
-	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pkeyenv, 0, 0, 0, \
+	X("api-key-env", KW_PROVIDER, 1, 1, KWF_HTTP | KWF_EMBED, \
+	    cfg_kw_pkeyenv, 0, 0, 0, \
 	    "api-key-env VARIABLE") \
-	X("model", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pmodel, 0, 0, 0, \
+	X("model", KW_PROVIDER, 1, 1, KWF_HTTP | KWF_EMBED, \
+	    cfg_kw_pmodel, 0, 0, 0, \
 	    "model NAME") \
 	X("max-tokens", KW_PROVIDER, 1, 1, KWF_HTTP, kw_number, \
 	    P(max_tokens), 1, 1000000, "max-tokens N") \
 	X("temperature", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pdecimal, \
 	    P(temperature), 0, 2, "temperature NUMBER") \
-	X("timeout", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP, cfg_kw_timeout, \
+	X("timeout", KW_PROVIDER | KW_MCP, 1, 1, KWF_HTTP | KWF_EMBED, \
+	    cfg_kw_timeout, \
 	    P(timeout_ms), PROV_TIMEOUT_LO, PROV_TIMEOUT_HI, \
 	    "timeout DURATION") \
 	X("price-input", KW_PROVIDER, 1, 1, KWF_HTTP, cfg_kw_pdecimal, \
@@ -577,6 +602,25 @@ kw_duration(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	return 0;
 }
 
+/* on or off into the int at the keyword's field. */
+int
+cfg_kw_onoff(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	int	v;
+
+	(void)argc;
+	if (strcmp(argv[0], "on") == 0)
+		v = 1;
+	else if (strcmp(argv[0], "off") == 0)
+		v = 0;
+	else
+		return perr(p, "%s: expected on or off, got '%.80s'", kw->name,
+		    argv[0]);
+	memcpy(cfg_field(p, kw), &v, sizeof(v));
+	return 0;
+}
+
 /* yes or no into the int at the keyword's field. */
 int
 cfg_kw_yesno(struct parser *p, const struct keyword *kw, int argc,
@@ -889,8 +933,12 @@ directive(struct parser *p)
 	if ((kw = keyword_find(p->words[0], &idx)) == NULL)
 		return perr(p, "unknown directive '%.80s'", p->words[0]);
 	if (p->block != NULL && !(kw->where & KW_PROVIDER))
-		return perr(p, "%s: not allowed inside a provider block",
-		    kw->name);
+		return perr(p, "%s: not allowed inside %s block", kw->name,
+		    p->block->embedder ? "an embedder" : "a provider");
+	if (p->block != NULL && p->block->embedder &&
+	    !(kw->flags & KWF_EMBED))
+		return perr(p, "%s: not used by an embedder (it takes type, "
+		    "url, api-key-env, model and timeout)", kw->name);
 	if (p->mblock != NULL && !(kw->where & KW_MCP))
 		return perr(p, "%s: not allowed inside an mcp-server block",
 		    kw->name);
@@ -964,6 +1012,15 @@ config_init(struct config *c)
 	c->max_conn_per_addr = 1000;
 	c->lingering_time_ms = 30 * MS_S;
 	c->web_ui = 1;
+	TAILQ_INIT(&c->index_roots);
+	c->index_max_file = MIB;
+	c->index_max_files = 100000;
+	c->index_max_bytes = GIB;
+	c->kb_max_documents = 1000;
+	c->kb_max_bytes = 16 * MIB;
+	c->rag = 1;
+	c->rag_top_k = 5;
+	c->rag_budget = 2000;
 	c->lingering_timeout_ms = 5 * MS_S;
 	c->max_sess_per_addr = 1000;
 	c->max_sess_per_subject = 1000;
@@ -1149,8 +1206,9 @@ config_parse(const char *name, const char *text, size_t len, char *err,
 			goto done;
 	}
 	if (p->block != NULL) {
-		cfg_perr_at(p, p->block->line, "provider '%s': unterminated "
-		    "block (missing '}')", p->block->name);
+		cfg_perr_at(p, p->block->line, "%s '%s': unterminated "
+		    "block (missing '}')", p->block->embedder ? "embedder" :
+		    "provider", p->block->name);
 		goto done;
 	}
 	if (p->mblock != NULL) {
@@ -1313,15 +1371,13 @@ config_free(struct config *c)
 	}
 	cfg_names_free(&c->allowed_origins);
 	cfg_names_free(&c->server_names);
+	cfg_names_free(&c->index_roots);
 	jwt_keys_free(&c->jwt);
 	while ((pr = TAILQ_FIRST(&c->providers)) != NULL) {
 		TAILQ_REMOVE(&c->providers, pr, entry);
-		free(pr->reply);
-		free(pr->url);
-		free(pr->api_key_env);
-		free(pr->model);
-		free(pr);
+		cfg_provider_free(pr);
 	}
+	cfg_provider_free(c->embedder);
 	free(c->path);
 	free(c->state_dir);
 	free(c->host_id);

@@ -4,6 +4,9 @@
  * block (type, required directives) run at its closing '}'.
  */
 
+#include <sys/stat.h>
+
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +39,82 @@ cfg_provider_new(const char *name, unsigned line)
 	pr->max_reply = CFG_MAX_REPLY_BODY;
 	pr->line = line;
 	return pr;
+}
+
+void
+cfg_provider_free(struct cfg_provider *pr)
+{
+	if (pr == NULL)
+		return;
+	free(pr->reply);
+	free(pr->url);
+	free(pr->api_key_env);
+	free(pr->model);
+	free(pr);
+}
+
+/*
+ * embedder NAME { ... }: a provider block of its own kind, for the
+ * OpenAI-compatible /v1/embeddings; checked at its '}' like a provider.
+ */
+int
+cfg_kw_embedder(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct cfg_provider	*pr;
+
+	(void)argc;
+	if (!cfg_is_name(argv[0], sizeof(pr->name) - 1))
+		return perr(p, "%s: name must be 1 to %zu letters, digits, '.', "
+		    "'_' or '-', got '%.80s'", kw->name, sizeof(pr->name) - 1,
+		    argv[0]);
+	if ((pr = cfg_provider_new(argv[0], p->line)) == NULL)
+		return perr(p, "out of memory");
+	pr->embedder = 1;
+	p->conf->embedder = pr;
+	p->block = pr;
+	memset(p->bseen, 0, sizeof(p->bseen));
+	return 0;
+}
+
+/*
+ * index-root PATH: a directory the index may read under, kept as its
+ * realpath(3) so a later check compares canonical paths only.
+ */
+int
+cfg_kw_index_root(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	struct cfg_name	*n;
+	struct stat	 sb;
+	char		*rp;
+
+	(void)argc;
+	if (argv[0][0] != '/')
+		return perr(p, "%s: must be an absolute path, got '%.80s'",
+		    kw->name, argv[0]);
+	if ((rp = realpath(argv[0], NULL)) == NULL)
+		return perr(p, "%s: %.200s: %s", kw->name, argv[0],
+		    strerror(errno));
+	if (stat(rp, &sb) == -1 || !S_ISDIR(sb.st_mode)) {
+		free(rp);
+		return perr(p, "%s: %.200s: not a directory", kw->name,
+		    argv[0]);
+	}
+	TAILQ_FOREACH(n, &p->conf->index_roots, entry)
+		if (strcmp(n->name, rp) == 0) {
+			free(rp);
+			return perr(p, "%s: '%.200s' is already a root (line "
+			    "%u)", kw->name, argv[0], n->line);
+		}
+	if ((n = calloc(1, sizeof(*n))) == NULL) {
+		free(rp);
+		return perr(p, "out of memory");
+	}
+	n->name = rp;
+	n->line = p->line;
+	TAILQ_INSERT_TAIL(&p->conf->index_roots, n, entry);
+	return 0;
 }
 
 int
@@ -245,8 +324,12 @@ cfg_provider_close(struct parser *p)
 
 	p->block = NULL;
 	if (pr->type[0] == '\0')
-		return cfg_perr_at(p, pr->line, "provider '%s': missing "
-		    "'type'", pr->name);
+		return cfg_perr_at(p, pr->line, "%s '%s': missing 'type'",
+		    pr->embedder ? "embedder" : "provider", pr->name);
+	if (pr->embedder && strcmp(pr->type, "openai") != 0)
+		return cfg_perr_at(p, pr->line, "embedder '%s': type must be "
+		    "openai (the OpenAI-compatible /v1/embeddings that "
+		    "OpenAI, llama.cpp, Ollama and vLLM serve)", pr->name);
 	script = strcmp(pr->type, "script") == 0;
 	bad = cfg_block_first(p, script ? KWF_HTTP : KWF_SCRIPT, &badline);
 	if (bad != NULL)
@@ -260,8 +343,9 @@ cfg_provider_close(struct parser *p)
 		return 0;
 	}
 	if (pr->model == NULL)
-		return cfg_perr_at(p, pr->line, "provider '%s': model is "
-		    "required for type %s", pr->name, pr->type);
+		return cfg_perr_at(p, pr->line, "%s '%s': model is "
+		    "required for type %s", pr->embedder ? "embedder" :
+		    "provider", pr->name, pr->type);
 	if (strcmp(pr->type, "anthropic") == 0) {
 		def = "https://api.anthropic.com";
 		/* The Messages API rejects a request without max_tokens. */

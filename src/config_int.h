@@ -15,7 +15,7 @@
 
 #define CFG_MAX_LINE	65536
 #define CFG_MAX_WORDS	16
-#define CFG_MAX_KEYWORDS 96		/* room in struct parser; config.c
+#define CFG_MAX_KEYWORDS 128		/* room in struct parser; config.c
 					   asserts the table fits */
 
 #define MS_S	1000ULL
@@ -35,6 +35,7 @@
 #define KWF_BLOCK	0x02	/* opens a block: last word is '{' */
 #define KWF_SCRIPT	0x04	/* in a provider block: type script only */
 #define KWF_HTTP	0x08	/* in a provider block: openai/anthropic only */
+#define KWF_EMBED	0x10	/* also in an embedder block */
 
 #define C(f)	offsetof(struct config, f)
 #define P(f)	offsetof(struct cfg_provider, f)
@@ -117,7 +118,7 @@ int	cfg_number_arg(struct parser *, const struct keyword *, const char *,
  */
 void	*cfg_field(struct parser *, const struct keyword *);
 /* yes or no into the int at the field (cfg_field). */
-cfg_kw_fn cfg_kw_yesno;
+cfg_kw_fn cfg_kw_yesno, cfg_kw_onoff;
 /* 1 to maxlen of [A-Za-z0-9._-]. */
 int	cfg_is_name(const char *, size_t);
 /* 1 to maxlen printable ASCII characters, no blanks. */
@@ -149,6 +150,8 @@ cfg_kw_fn cfg_kw_provider, cfg_kw_ptype, cfg_kw_preply, cfg_kw_pdelay,
 	    cfg_kw_mcp_server, cfg_kw_header;
 /* A provider with the defaults every type starts from; NULL: no memory. */
 struct cfg_provider *cfg_provider_new(const char *, unsigned);
+void	cfg_provider_free(struct cfg_provider *);
+cfg_kw_fn cfg_kw_embedder, cfg_kw_index_root;
 /* At a block's '}': checks and completes it; -1 with the error set. */
 int	cfg_provider_close(struct parser *);
 int	cfg_mcp_close(struct parser *);

@@ -95,6 +95,8 @@ struct cfg_provider {
 						   end, default 10m */
 	size_t			 max_reply;	/* body bytes of one attempt,
 						   default 64m */
+	int			 embedder;	/* an embedder block: type
+						   openai, /v1/embeddings */
 	TAILQ_ENTRY(cfg_provider) entry;
 	unsigned		 line;		/* 0 = built-in demo */
 };
@@ -196,6 +198,22 @@ struct config {
 	uint64_t		 jwt_grace_ms;	/* refresh window after exp,
 						   default 60s */
 	TAILQ_HEAD(, cfg_mcp_server) mcp_servers;
+	/* Knowledge: see "KNOWLEDGE" in parleyd.conf(5). */
+	struct cfg_names	 index_roots;	/* index-root, each the
+						   directory's realpath(3) */
+	int			 index_watch;	/* inotify, default 0 */
+	size_t			 index_max_file;	/* bigger files are
+							   skipped, default 1m */
+	unsigned		 index_max_files;	/* default 100000 */
+	size_t			 index_max_bytes;	/* text indexed in
+							   all, default 1g */
+	unsigned		 kb_max_documents;	/* per session,
+							   default 1000 */
+	size_t			 kb_max_bytes;	/* per session, default 16m */
+	int			 rag;		/* retrieval in turns, default 1 */
+	unsigned		 rag_top_k;	/* chunks, default 5 */
+	unsigned		 rag_budget;	/* tokens of them, default 2000 */
+	struct cfg_provider	*embedder;	/* NULL: keyword search only */
 	char			*log_level;	/* error|warn|info|debug, default info */
 	char			*pid_file;	/* default NULL (none) */
 	int			 log_json;	/* log-format json */

@@ -1147,6 +1147,85 @@ START_TEST(test_man_page)
 }
 END_TEST
 
+/* index-root, the knowledge bounds, rag and the embedder block. */
+START_TEST(test_knowledge)
+{
+	struct config		*c;
+	char			 text[1024], dir[] = "/tmp/pk-XXXXXX", *rp;
+	const struct cfg_name	*n;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	rp = realpath(dir, NULL);
+	ck_assert_ptr_nonnull(rp);
+	c = parse("");
+	ck_assert_ptr_nonnull(c);
+	ck_assert(TAILQ_EMPTY(&c->index_roots));
+	ck_assert_int_eq(c->rag, 1);
+	ck_assert_uint_eq(c->rag_top_k, 5);
+	ck_assert_uint_eq(c->rag_budget, 2000);
+	ck_assert_uint_eq(c->kb_max_documents, 1000);
+	ck_assert_uint_eq(c->kb_max_bytes, 16u << 20);
+	ck_assert_uint_eq(c->index_max_file, 1u << 20);
+	ck_assert_ptr_null(c->embedder);
+	config_free(c);
+
+	snprintf(text, sizeof(text), "index-root %s/.\nindex-watch yes\n"
+	    "rag off\nrag-top-k 3\nrag-budget 500\nkb-max-bytes 1m\n"
+	    "embedder e {\n    type openai\n    url http://127.0.0.1:9/v1/\n"
+	    "    model m\n    api-key-env K\n    timeout 5s\n}\n", dir);
+	c = parse(text);
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	n = TAILQ_FIRST(&c->index_roots);
+	ck_assert_ptr_nonnull(n);
+	ck_assert_str_eq(n->name, rp);
+	ck_assert_int_eq(c->index_watch, 1);
+	ck_assert_int_eq(c->rag, 0);
+	ck_assert_uint_eq(c->rag_top_k, 3);
+	ck_assert_uint_eq(c->rag_budget, 500);
+	ck_assert_uint_eq(c->kb_max_bytes, 1u << 20);
+	ck_assert_ptr_nonnull(c->embedder);
+	ck_assert_str_eq(c->embedder->url, "http://127.0.0.1:9/v1");
+	ck_assert_str_eq(c->embedder->model, "m");
+	ck_assert_uint_eq(c->embedder->timeout_ms, 5000);
+	/* not a provider a session could name */
+	ck_assert_ptr_null(config_provider(c, "e"));
+	config_free(c);
+
+	expect_err("index-root rel/dir\n", "x.conf:1: index-root: must be "
+	    "an absolute path, got 'rel/dir'");
+	expect_err("index-root /nonexistent-pk\n", "x.conf:1: index-root: "
+	    "/nonexistent-pk: No such file or directory");
+	expect_err("index-root /etc/passwd\n", "x.conf:1: index-root: "
+	    "/etc/passwd: not a directory");
+	snprintf(text, sizeof(text), "index-root %s\nindex-root %s/\n", dir,
+	    dir);
+	c = parse(text);
+	ck_assert_ptr_null(c);
+	ck_assert_msg(strstr(errbuf, "is already a root (line 1)") != NULL,
+	    "%s", errbuf);
+	expect_err("rag yes\n", "x.conf:1: rag: expected on or off, got "
+	    "'yes'");
+	expect_err("rag-top-k 0\n", "x.conf:1: rag-top-k: expected a number "
+	    "from 1 to 100, got '0'");
+	expect_err("embedder e {\n    type anthropic\n    model m\n}\n",
+	    "x.conf:1: embedder 'e': type must be openai (the "
+	    "OpenAI-compatible /v1/embeddings that OpenAI, llama.cpp, Ollama "
+	    "and vLLM serve)");
+	expect_err("embedder e {\n    type openai\n}\n",
+	    "x.conf:1: embedder 'e': model is required for type openai");
+	expect_err("embedder e {\n    type openai\n    max-tokens 5\n}\n",
+	    "x.conf:3: max-tokens: not used by an embedder (it takes type, "
+	    "url, api-key-env, model and timeout)");
+	expect_err("embedder e {\n    type openai\n    model m\n}\n"
+	    "embedder f {\n    type openai\n    model m\n}\n",
+	    "x.conf:5: embedder: duplicate directive (first on line 1)");
+	expect_err("embedder e {\n    type openai\n",
+	    "x.conf:1: embedder 'e': unterminated block (missing '}')");
+	rmdir(dir);
+	free(rp);
+}
+END_TEST
+
 /* The example file shows every directive and, uncommented, still parses. */
 START_TEST(test_example_file)
 {
@@ -1185,9 +1264,11 @@ START_TEST(test_example_file)
 			i = strspn(line + 1, " ");
 			sscanf(line + 1 + i, "%63s", w);
 			/* jwt-*: the example's key files are not here, and
-			 * jwt-issuer needs a key (test_jwt_keys covers them). */
+			 * jwt-issuer needs a key (test_jwt_keys covers them);
+			 * nor is index-root's directory (test_knowledge). */
 			if ((i == 0 || i == 4) && (keyword_find(w, &idx) ||
-			    strcmp(w, "}") == 0) && strncmp(w, "jwt-", 4) != 0)
+			    strcmp(w, "}") == 0) && strncmp(w, "jwt-", 4) != 0 &&
+			    strcmp(w, "index-root") != 0)
 				rest = line + 1;
 		}
 		strcat(out, rest);
@@ -1354,6 +1435,7 @@ config_suite(void)
 	tcase_add_test(tc, test_approvals);
 	tcase_add_test(tc, test_man_page);
 	tcase_add_test(tc, test_example_file);
+	tcase_add_test(tc, test_knowledge);
 	suite_add_tcase(s, tc);
 	return s;
 }
