@@ -791,6 +791,14 @@ class FakeLLM:
     def requests(self):
         return self._call("GET", "/_requests")
 
+    def script_embeddings(self, steps, append=False):
+        return self._call("POST", "/_embeddings_script", {"queue": steps,
+                                                          "append": append})
+
+    def requests_of(self, api):
+        """Only the requests of one api: openai, anthropic, embeddings."""
+        return self._call("GET", "/_requests?api=" + api)
+
     def wait_for(self, pred, timeout=10, what="fakellm requests"):
         deadline = time.time() + timeout
         while True:
