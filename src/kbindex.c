@@ -339,7 +339,8 @@ kbi_chunk_terms(struct kbi *x, const char *text, size_t len, int create)
 		errno = k.err;
 		return (size_t)-1;
 	}
-	qsort(x->scratch, k.n, sizeof(uint32_t), kbi_u32cmp);
+	if (k.n > 1)
+		qsort(x->scratch, k.n, sizeof(uint32_t), kbi_u32cmp);
 	return k.n;
 }
 
