@@ -12,10 +12,9 @@
  * dead postings stay, skipped by the search, until dead chunks outnumber
  * live ones and every list is compacted.
  *
- * The search (kbi_rank) is shared with kbseg.c through src/kb_int.h:
- * document-at-a-time over the query terms' postings (a heap of cursors,
- * so only chunks holding a query term are touched), a bounded heap for
- * the top of each list, then kbi_fuse().
+ * The search (kbi_rank, kbrank.c) is shared with kbseg.c through
+ * src/kb_int.h: term at a time over the query terms' postings into an
+ * accumulator, a bounded heap for the top of each list, then kbi_fuse().
  */
 #include <sys/random.h>
 

@@ -101,6 +101,8 @@ struct kbs {
 	const double		*norms;
 	const char		*blob;
 	size_t			 nvec;
+	uint32_t		*dl;	/* the chunks' token counts, packed:
+					   the search reads one per posting */
 };
 
 /* ---- writing ---- */
@@ -555,6 +557,10 @@ kbs_check(struct kbs *s, char *err, size_t errlen)
 		    (unsigned long long)next, (unsigned long long)h->nchunks);
 		return -1;
 	}
+	if ((s->dl = calloc(h->nchunks + 1, sizeof(*s->dl))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	for (i = 0; i < h->nchunks; i++) {
 		const struct kbs_chunk *c = &s->chunks[i];
 
@@ -567,6 +573,7 @@ kbs_check(struct kbs *s, char *err, size_t errlen)
 			    "rebuild the index", i);
 			return -1;
 		}
+		s->dl[i] = c->ntok;
 		ntok += c->ntok;
 		bytes += c->text_len;
 		s->nvec += (c->flags & KBS_FHASVEC) != 0;
@@ -653,6 +660,7 @@ kbs_close(struct kbs *s)
 		return;
 	if (s->map != NULL)
 		munmap(s->map, s->len);
+	free(s->dl);
 	free(s);
 }
 
@@ -805,9 +813,8 @@ kbs_search(const struct kbs *s, const struct kbi_query *q,
 	co.nchunks = (uint32_t)s->h.nchunks;
 	co.nlive = s->h.nchunks;
 	co.ntokens = s->h.ntokens;
-	co.dl = (const unsigned char *)s->chunks +
-	    offsetof(struct kbs_chunk, ntok);
-	co.dlstride = sizeof(struct kbs_chunk);
+	co.dl = (const unsigned char *)s->dl;
+	co.dlstride = sizeof(*s->dl);
 	co.dim = kbs_dim(s);
 	co.nvec = s->nvec;
 	co.ctx = s;
