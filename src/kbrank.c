@@ -243,7 +243,8 @@ kbi_bm25_all(const struct kbi_corpus *co, const struct kbi_qterm *t,
 			if ((dl = kbi_dl(co, c)) == KBI_DEAD || p[j].tf == 0)
 				continue;
 			if (acc[c] == 0) {
-				if (n == cap)	/* only a damaged segment */
+				/* only a damaged segment */
+				if (n == cap)
 					continue;
 				touched[n++] = c;
 			}

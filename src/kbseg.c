@@ -166,8 +166,8 @@ kbs_post_cmp(const void *a, const void *b)
 struct kbs_plan {
 	struct kbs_name	*docs;		/* live, by name */
 	struct kbs_name	*terms;		/* df > 0, by token */
-	uint32_t	*newid;		/* index chunk -> segment chunk */
-	struct kbi_post	*tmp;		/* one term's postings, renumbered */
+	uint32_t	*newid;		/* index chunk -> segment's */
+	struct kbi_post	*tmp;		/* a term's postings, renumbered */
 	size_t		 ndocs, nchunks, nterms, nposts;
 };
 
@@ -291,9 +291,10 @@ kbs_emit(const struct kbi *x, struct kbs_plan *p, FILE *f)
 		const struct kbi_doc *d = &x->docs[p->docs[i].id];
 
 		for (j = 0; j < d->nchunks; j++) {
-			const struct kbi_chk	*c = &x->chunks[d->chunks[j]];
+			const struct kbi_chk	*c;
 			struct kbs_chunk	 e;
 
+			c = &x->chunks[d->chunks[j]];
 			memset(&e, 0, sizeof(e));
 			e.doc = (uint32_t)i;
 			e.ntok = x->dl[d->chunks[j]];
