@@ -311,7 +311,13 @@ dump(const char *seg, long n, const char *dir)
 	fo = out_file(dir, "ours.txt");
 	for (i = 0; i < n; i++) {
 		draw_query(s, &seed, text, sizeof(text));
-		fprintf(fq, "%s\n", text);
+		/* The query as Parley searches it: its tokens (a compound
+		 * drawn gives its parts too). */
+		kbt_tokens(text, strlen(text), tok_cb, &t);
+		for (j = 0; j < t.n; j++)
+			fprintf(fq, "%s%s", j ? " " : "", t.v[j]);
+		fputc('\n', fq);
+		toks_clear(&t);
 		q.text = text;
 		q.len = strlen(text);
 		q.limit = 10;
