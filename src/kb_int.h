@@ -69,7 +69,7 @@ struct kbi_chk {
 	char		*text;		/* NULL: removed */
 	size_t		 len;
 	unsigned	 line_first, line_last;
-	float		*vec;		/* NULL: none */
+	int		 hasvec;	/* in kbi.vecs */
 	double		 norm;
 };
 
@@ -99,9 +99,19 @@ struct kbi {
 	uint64_t	 live_tokens;
 	size_t		 dead_unswept;	/* dead chunks, postings left */
 	unsigned	 dim;
+	float		*vecs;		/* dim floats a chunk, flat: a scan
+					   over them streams */
+	size_t		 capvec;	/* chunks */
 	uint32_t	*scratch;	/* a chunk's terms, while added */
 	size_t		 scratchcap;
 };
+
+/* A chunk's vector, NULL when it has none. */
+static inline const float *
+kbi_chunk_vec(const struct kbi *x, uint32_t id)
+{
+	return x->chunks[id].hasvec ? x->vecs + (size_t)id * x->dim : NULL;
+}
 
 /* The search both kbi_search() and kbs_search() are. */
 size_t		 kbi_rank(const struct kbi_corpus *,

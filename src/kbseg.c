@@ -303,7 +303,7 @@ kbs_emit(const struct kbi *x, struct kbs_plan *p, FILE *f)
 			text += c->len;
 			e.line_first = c->line_first;
 			e.line_last = c->line_last;
-			e.flags = c->vec != NULL ? KBS_FHASVEC : 0;
+			e.flags = c->hasvec ? KBS_FHASVEC : 0;
 			kbs_put(&w, &e, sizeof(e));
 		}
 	}
@@ -341,8 +341,9 @@ kbs_emit(const struct kbi *x, struct kbs_plan *p, FILE *f)
 				const struct kbi_chk *c =
 				    &x->chunks[d->chunks[j]];
 
-				if (c->vec != NULL)
-					kbs_put(&w, c->vec, h.dim *
+				if (c->hasvec)
+					kbs_put(&w, kbi_chunk_vec(x,
+					    d->chunks[j]), h.dim *
 					    sizeof(float));
 				else
 					for (k = 0; k < h.dim; k++)
