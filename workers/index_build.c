@@ -581,14 +581,17 @@ static char *
 meta_text(const char *sha, const struct wfile *f, const char *source)
 {
 	cJSON *o = cJSON_CreateObject();
-	char *t;
+	char *t, ns[24];
 
 	if (sha != NULL)
 		cJSON_AddStringToObject(o, "sha256", sha);
 	else
 		cJSON_AddBoolToObject(o, "binary", 1);
 	cJSON_AddNumberToObject(o, "size", (double)f->size);
-	cJSON_AddNumberToObject(o, "mtimeNs", (double)f->mtime_ns);
+	/* A string: nanoseconds since 1970 need more than a double's 53
+	 * bits, and cJSON prints 15 digits when they read back "close". */
+	snprintf(ns, sizeof(ns), "%lld", (long long)f->mtime_ns);
+	cJSON_AddStringToObject(o, "mtimeNs", ns);
 	cJSON_AddStringToObject(o, "source", source);
 	t = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -599,7 +602,8 @@ meta_text(const char *sha, const struct wfile *f, const char *source)
 struct ometa {
 	char		 sha[65];	/* "" for a binary file */
 	int		 binary;
-	double		 size, mtime;
+	double		 size;
+	int64_t		 mtime;
 	char		 source[PATH_MAX];
 };
 
@@ -620,7 +624,8 @@ meta_parse(const char *meta, struct ometa *m)
 	snprintf(m->sha, sizeof(m->sha), "%s", s != NULL ? s : "");
 	snprintf(m->source, sizeof(m->source), "%s", src);
 	m->size = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "size"));
-	m->mtime = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "mtimeNs"));
+	s = cJSON_GetStringValue(cJSON_GetObjectItem(o, "mtimeNs"));
+	m->mtime = s != NULL ? strtoll(s, NULL, 10) : -1;
 	cJSON_Delete(o);
 	return 0;
 }
@@ -746,7 +751,7 @@ one_file(struct index_build *b, const struct kbs *old, struct kbi *ix,
 	    meta_parse(ometa, &om) == 0)
 		have = 1;
 	if (have && om.size == (double)f->size &&
-	    om.mtime == (double)f->mtime_ns && strcmp(om.source, source) == 0 &&
+	    om.mtime == f->mtime_ns && strcmp(om.source, source) == 0 &&
 	    kbs_copy_doc(old, (size_t)i, ix, ometa) == 0) {
 		if (om.binary) {
 			b->nbinary++;
