@@ -411,6 +411,9 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	b->conf = ix->wk->conf;
 	b->started_ms = util_now_ms();
 	snprintf(b->dir, sizeof(b->dir), "%s", ix->dir);
+	/* A re-run tells the session that asked, if this worker has it. */
+	if (sid == NULL && rerun)
+		sid = cJSON_GetStringValue(cJSON_GetObjectItem(st, "session"));
 	if (sid != NULL)
 		snprintf(b->sid, sizeof(b->sid), "%s", sid);
 	pthread_mutex_init(&b->mu, NULL);
@@ -426,6 +429,7 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	set_str(st, "state", "running");
 	set_item(st, "sources", index_srcs_json(srcs, n));
 	set_str(st, "path", build_path(b));
+	set_str(st, "session", b->sid[0] != '\0' ? b->sid : NULL);
 	set_time(st, "startedAt", b->started_ms);
 	set_item(st, "finishedAt", cJSON_CreateNull());
 	set_item(st, "durationMs", cJSON_CreateNull());
