@@ -33,6 +33,7 @@
 #include "parley/proto.h"
 #include "parley/util.h"
 #include "conn.h"
+#include "embed.h"
 #include "index.h"
 #include "index_int.h"
 #include "sess.h"
@@ -44,6 +45,17 @@
 #define ATTEMPTS_MAX	3	/* interrupted builds re-run */
 #define QUERY_MAX	4096	/* bytes of a search's query */
 #define LIMIT_MAX	50
+
+/* A search waiting for its query's vector (embed_async). */
+struct index_query {
+	LIST_ENTRY(index_query)	 entry;
+	struct index		*ix;
+	struct conn		*c;
+	uint64_t		 conn_id;	/* c's, to know it again */
+	char			*text;
+	size_t			 limit;
+	struct embed_req	*er;
+};
 
 struct index {
 	struct wk		*wk;
@@ -64,6 +76,7 @@ struct index {
 	struct event		*tick_ev;
 	struct event		*retry_ev;
 	struct index_watch	*watch;		/* index_watch.c, or NULL */
+	LIST_HEAD(, index_query) queries;	/* waiting for vectors */
 };
 
 /* One per worker process; wk.h has no room for it (see index_get). */
@@ -84,6 +97,7 @@ index_get(struct wk *wk)
 	ix->wk = wk;
 	ix->lock_fd = -1;
 	ix->pipe[0] = ix->pipe[1] = -1;
+	LIST_INIT(&ix->queries);
 	snprintf(ix->dir, sizeof(ix->dir), "%s/index", wk->conf->state_dir);
 	snprintf(ix->seg_path, sizeof(ix->seg_path), "%s/segment", ix->dir);
 	if (mkdir(ix->dir, 0700) == -1 && errno != EEXIST)
@@ -205,6 +219,8 @@ status_counts(cJSON *st, const struct index_counts *c)
 	set_num(st, "changed", c->changed);
 	set_num(st, "removed", c->removed);
 	set_str(st, "stopped", c->stopped[0] ? c->stopped : NULL);
+	set_num(st, "unembedded", c->unembedded);
+	set_str(st, "embedderError", c->embed_err[0] ? c->embed_err : NULL);
 }
 
 /* A lock file of dir taken (its fd) or -1 (EWOULDBLOCK: someone has it). */
@@ -789,16 +805,106 @@ text_json(const char *t, size_t len)
 	return j;
 }
 
+/*
+ * Searches for text (vec: its vector, or NULL) and answers c; note says
+ * why a search with an embedder is keyword-only (NULL: it is not).
+ */
+static void
+search_reply(struct index *ix, struct conn *c, const char *text,
+    size_t limit, const float *vec, unsigned dim, const char *why)
+{
+	struct kbi_hit *hits;
+	struct kbi_chunk_info *info;
+	struct kbi_query q;
+	struct kbs *seg;
+	cJSON *o, *a, *h, *l;
+	size_t n, i;
+	int hybrid;
+
+	hits = calloc(limit, sizeof(*hits));
+	info = calloc(limit, sizeof(*info));
+	if (hits == NULL || info == NULL) {
+		free(hits);
+		free(info);
+		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
+		return;
+	}
+	memset(&q, 0, sizeof(q));
+	q.text = text;
+	q.len = strlen(text);
+	q.limit = limit;
+	q.vec = vec;
+	q.dim = dim;
+	n = index_search(ix->wk, &q, hits, info);
+	seg = ix->seg;
+	hybrid = vec != NULL && seg != NULL && kbs_dim(seg) == dim;
+	o = cJSON_CreateObject();
+	a = cJSON_AddArrayToObject(o, "results");
+	for (i = 0; i < n; i++) {
+		h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "path", info[i].doc);
+		l = cJSON_AddArrayToObject(h, "lines");
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_first));
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_last));
+		cJSON_AddItemToObject(h, "content", text_json(info[i].text,
+		    info[i].len));
+		cJSON_AddNumberToObject(h, "score", hits[i].score);
+		cJSON_AddNumberToObject(h, "keywordScore", hits[i].keyword);
+		if (hybrid && hits[i].vec_rank != 0)
+			cJSON_AddNumberToObject(h, "vectorScore",
+			    hits[i].vector);
+		cJSON_AddItemToArray(a, h);
+	}
+	cJSON_AddStringToObject(o, "mode", hybrid ? "hybrid" : "keyword");
+	if (seg == NULL)
+		cJSON_AddStringToObject(o, "note", "nothing is indexed yet: "
+		    "POST /api/index first");
+	else if (ix->wk->conf->embedder == NULL)
+		cJSON_AddStringToObject(o, "note", "no embedder is "
+		    "configured: keyword search only");
+	else if (!hybrid)
+		cJSON_AddStringToObject(o, "note", why != NULL ? why :
+		    "the index has no vectors (built before the embedder "
+		    "was configured, or it failed): keyword search only");
+	free(hits);
+	free(info);
+	conn_http_reply(c, 200, o);
+}
+
+/* The query's vector came (or not): answer, if c is still there. */
+static void
+query_embedded(void *arg, int err, const char *msg, const float *vecs,
+    unsigned dim)
+{
+	struct index_query *q = arg;
+	struct conn *c;
+	char why[300];
+
+	LIST_REMOVE(q, entry);
+	/* The connection may have gone meanwhile: found again by its
+	 * address and request id, never used stale. */
+	TAILQ_FOREACH(c, &q->ix->wk->conns, entry)
+		if (c == q->c && c->ic.conn_id == q->conn_id)
+			break;
+	if (c != NULL && !c->closing) {
+		snprintf(why, sizeof(why), "the embedder failed (%.200s): "
+		    "keyword search only", err ? msg : "");
+		search_reply(q->ix, c, q->text, q->limit, err ? NULL : vecs,
+		    err ? 0 : dim, why);
+	}
+	free(q->text);
+	free(q);
+}
+
 static void
 post_search(struct index *ix, struct conn *c, const cJSON *body)
 {
 	const cJSON *qj = cJSON_GetObjectItemCaseSensitive(body, "query");
 	const cJSON *lj = cJSON_GetObjectItemCaseSensitive(body, "limit");
-	struct kbi_hit *hits;
-	struct kbi_chunk_info *info;
-	struct kbi_query q;
-	cJSON *o, *a, *h, *l;
-	size_t n, i, limit = 10;
+	struct index_query *q;
+	struct kbs *seg;
+	size_t limit = 10, len;
+	const char *t;
 
 	if (!cJSON_IsString(qj) || qj->valuestring[0] == '\0' ||
 	    strlen(qj->valuestring) > QUERY_MAX) {
@@ -817,49 +923,33 @@ post_search(struct index *ix, struct conn *c, const cJSON *body)
 		}
 		limit = (size_t)lj->valuedouble;
 	}
-	hits = calloc(limit, sizeof(*hits));
-	info = calloc(limit, sizeof(*info));
-	if (hits == NULL || info == NULL) {
-		free(hits);
-		free(info);
+	t = qj->valuestring;
+	/* Hybrid when the index has vectors: the query's first. */
+	if (!embed_enabled(ix->wk->conf) || (seg = seg_current(ix)) == NULL ||
+	    kbs_dim(seg) == 0) {
+		search_reply(ix, c, t, limit, NULL, 0, NULL);
+		return;
+	}
+	if ((q = calloc(1, sizeof(*q))) == NULL ||
+	    (q->text = strdup(t)) == NULL) {
+		free(q);
 		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
-	memset(&q, 0, sizeof(q));
-	q.text = qj->valuestring;
-	q.len = strlen(q.text);
-	q.limit = limit;
-	n = index_search(ix->wk, &q, hits, info);
-	o = cJSON_CreateObject();
-	a = cJSON_AddArrayToObject(o, "results");
-	for (i = 0; i < n; i++) {
-		h = cJSON_CreateObject();
-		cJSON_AddStringToObject(h, "path", info[i].doc);
-		l = cJSON_AddArrayToObject(h, "lines");
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_first));
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_last));
-		cJSON_AddItemToObject(h, "content", text_json(info[i].text,
-		    info[i].len));
-		cJSON_AddNumberToObject(h, "score", hits[i].score);
-		cJSON_AddNumberToObject(h, "keywordScore", hits[i].keyword);
-		if (hits[i].vec_rank != 0)
-			cJSON_AddNumberToObject(h, "vectorScore",
-			    hits[i].vector);
-		cJSON_AddItemToArray(a, h);
+	q->ix = ix;
+	q->c = c;
+	q->conn_id = c->ic.conn_id;
+	q->limit = limit;
+	len = strlen(t);
+	LIST_INSERT_HEAD(&ix->queries, q, entry);
+	if ((q->er = embed_async(ix->wk, (const char *const *)&q->text, &len,
+	    1, query_embedded, q)) == NULL) {
+		LIST_REMOVE(q, entry);
+		free(q->text);
+		free(q);
+		search_reply(ix, c, t, limit, NULL, 0, "the embedder could "
+		    "not be asked (out of memory): keyword search only");
 	}
-	cJSON_AddStringToObject(o, "mode", "keyword");
-	if (ix->seg == NULL)
-		cJSON_AddStringToObject(o, "note", "nothing is indexed yet: "
-		    "POST /api/index first");
-	else if (ix->wk->conf->embedder == NULL)
-		cJSON_AddStringToObject(o, "note", "no embedder is "
-		    "configured: keyword search only");
-	else
-		cJSON_AddStringToObject(o, "note", "this build does not use "
-		    "the embedder for the index yet: keyword search only");
-	free(hits);
-	free(info);
-	conn_http_reply(c, 200, o);
 }
 
 int
@@ -995,6 +1085,7 @@ void
 index_free(struct wk *wk)
 {
 	struct index *ix = the_index;
+	struct index_query *q;
 	cJSON *st;
 
 	if (ix == NULL || ix->wk != wk)
@@ -1015,6 +1106,12 @@ index_free(struct wk *wk)
 		event_free(ix->wake_ev);
 		close(ix->pipe[0]);
 		close(ix->pipe[1]);
+	}
+	while ((q = LIST_FIRST(&ix->queries)) != NULL) {
+		LIST_REMOVE(q, entry);
+		embed_cancel(q->er);
+		free(q->text);
+		free(q);
 	}
 	if (ix->watch != NULL)
 		index_watch_stop(ix->watch);

@@ -45,6 +45,8 @@ struct index_counts {
 	int		 failed;
 	char		 err[256];	/* why it failed */
 	char		 stopped[192];	/* a bound stopped it */
+	unsigned	 unembedded;	/* chunks left without a vector */
+	char		 embed_err[200];	/* the embedder's last error */
 };
 
 /*
@@ -65,6 +67,7 @@ struct index_build {
 	struct index_counts	 c;		/* under mu */
 	uint64_t		 woke_ms;	/* the thread's last wake-up */
 	size_t			 nbinary;	/* the thread's: binary docs */
+	struct pending		*pend;		/* the thread's: chunks to embed */
 	volatile int		 cancel;	/* the worker exits */
 };
 
