@@ -917,6 +917,63 @@ count_removed(struct index_build *b, const struct kbs *old,
 		}
 }
 
+/*
+ * Whether the walked files are exactly what the old segment holds of the
+ * sources rebuilt, by size, mtime and source: then the build is done
+ * without copying anything (an unchanged tree costs a walk and a stat
+ * per file).  Fills the counts when it is.
+ */
+static int
+same_as_old(struct index_build *b, const struct kbs *old,
+    const struct walk *w)
+{
+	const char *name, *meta;
+	struct ometa om;
+	uint32_t first, n;
+	size_t i, ntarget = 0, matched = 0, nbin = 0, large = 0, bin = 0;
+	int k;
+
+	if (old == NULL)
+		return w->n == 0;
+	for (i = 0; i < kbs_ndocs(old); i++) {
+		if (kbs_doc_get(old, i, &name, &meta, &first, &n) == -1 ||
+		    meta_parse(meta, &om) == -1 || !known_source(b, om.source))
+			return 0;
+		nbin += om.binary;
+		ntarget += is_target(b, om.source);
+	}
+	for (i = 0; i < w->n; i++) {
+		const struct wfile *f = &w->files[i];
+
+		k = kbs_doc_find(old, f->path);
+		if ((size_t)f->size > b->conf->index_max_file) {
+			if (k >= 0)
+				return 0;
+			large++;
+			continue;
+		}
+		if (k < 0 || kbs_doc_get(old, (size_t)k, &name, &meta, &first,
+		    &n) == -1 || meta_parse(meta, &om) == -1 ||
+		    om.size != (double)f->size || om.mtime != f->mtime_ns ||
+		    strcmp(om.source, b->srcs[f->src].path) != 0)
+			return 0;
+		bin += om.binary;
+		matched++;
+	}
+	if (matched != ntarget)
+		return 0;
+	pthread_mutex_lock(&b->mu);
+	b->c.too_large = (unsigned)large;
+	b->c.binary = (unsigned)bin;
+	b->c.indexed = (unsigned)w->n;
+	b->c.unchanged = 1;
+	b->c.files = kbs_ndocs(old) - nbin;
+	b->c.chunks = kbs_nchunks(old);
+	b->c.bytes = kbs_bytes(old);
+	pthread_mutex_unlock(&b->mu);
+	return 1;
+}
+
 void *
 index_build_main(void *arg)
 {
@@ -967,7 +1024,11 @@ index_build_main(void *arg)
 	if (b->conf->embedder != NULL &&
 	    (b->pend = calloc(1, sizeof(*b->pend))) == NULL)
 		build_fail(b, "%s", "out of memory");
-	if ((ix = kbi_new()) == NULL || keep_others(b, old, ix, &dirty) == -1)
+	ix = NULL;
+	if (!dirty && same_as_old(b, old, &w))
+		;
+	else if ((ix = kbi_new()) == NULL ||
+	    keep_others(b, old, ix, &dirty) == -1)
 		build_fail(b, "%s", "out of memory");
 	for (i = 0; ix != NULL && i < w.n && !b->cancel && !b->c.failed;
 	    i++) {
