@@ -469,8 +469,8 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	}
 	event_add(ix->wake_ev, NULL);
 	cJSON_Delete(st);
-	log_info("index: building %s%s%s", build_path(b), sid ? " for "
-	    "session " : "", sid ? sid : "");
+	log_info("index: building %s%s%s", build_path(b), b->sid[0] ?
+	    " for session " : "", b->sid);
 	return 0;
 oom:
 	*status = 503;
