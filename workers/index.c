@@ -1045,8 +1045,13 @@ tick_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	if (ix->wk->draining || ix->wk->terminating)
+	if (ix->wk->draining || ix->wk->terminating) {
+		/* A worker on its way out hands the watch to the new ones. */
+		if (ix->watch != NULL)
+			index_watch_stop(ix->watch);
+		ix->watch = NULL;
 		return;
+	}
 	if (ix->wk->conf->index_watch && ix->watch == NULL &&
 	    (lfd = lock_take(ix, "watch.lock")) != -1 &&
 	    (ix->watch = index_watch_start(ix->wk->base, ix->dir, lfd,
