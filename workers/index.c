@@ -111,20 +111,10 @@ index_get(struct wk *wk)
 static cJSON *
 status_load(struct index *ix)
 {
-	char path[PATH_MAX + 16], buf[1 << 16];
-	cJSON *o = NULL;
-	ssize_t n;
-	int fd;
+	char *t = index_status_text(ix->dir);
+	cJSON *o = t != NULL ? cJSON_Parse(t) : NULL;
 
-	snprintf(path, sizeof(path), "%s/status.json", ix->dir);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
-		/* Sources are bounded: 64 of them, 64 patterns each. */
-		if ((n = read(fd, buf, sizeof(buf) - 1)) > 0) {
-			buf[n] = '\0';
-			o = cJSON_Parse(buf);
-		}
-		close(fd);
-	}
+	free(t);
 	if (!cJSON_IsObject(o)) {
 		cJSON_Delete(o);
 		o = cJSON_CreateObject();

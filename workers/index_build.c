@@ -349,6 +349,30 @@ index_srcs_json(const struct index_src *s, size_t n)
 	return a;
 }
 
+char *
+index_status_text(const char *dir)
+{
+	char path[PATH_MAX + 16], *buf = NULL;
+	struct stat st;
+	size_t off = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/status.json", dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return NULL;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 &&
+	    st.st_size <= INDEX_STATUS_MAX &&
+	    (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+		while (off < (size_t)st.st_size && (n = read(fd, buf + off,
+		    (size_t)st.st_size - off)) > 0)
+			off += (size_t)n;
+		buf[off] = '\0';
+	}
+	close(fd);
+	return buf;
+}
+
 /* ---- the walk ---- */
 
 /* A file the walk found. */
