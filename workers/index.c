@@ -124,9 +124,13 @@ status_load(struct index *ix)
 	return o;
 }
 
-/* Writes st as status.json (tmp + rename): 0, or -1 logged. */
+/*
+ * Writes st as status.json (tmp + rename): 0, or -1 logged.  Progress
+ * is written without fsync (on the loop, twice a second: a slow disk
+ * must not stall the sessions); a build's start and end are synced.
+ */
 static int
-status_save(struct index *ix, const cJSON *st)
+status_write(struct index *ix, const cJSON *st, int sync)
 {
 	char path[PATH_MAX + 16], tmp[PATH_MAX + 32], *t;
 	size_t len;
@@ -139,7 +143,8 @@ status_save(struct index *ix, const cJSON *st)
 	len = strlen(t);
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
 	    0600)) != -1) {
-		if (write(fd, t, len) == (ssize_t)len && fsync(fd) == 0)
+		if (write(fd, t, len) == (ssize_t)len &&
+		    (!sync || fsync(fd) == 0))
 			rc = 0;
 		close(fd);
 	}
@@ -151,6 +156,12 @@ status_save(struct index *ix, const cJSON *st)
 	}
 	free(t);
 	return rc;
+}
+
+static int
+status_save(struct index *ix, const cJSON *st)
+{
+	return status_write(ix, st, 1);
 }
 
 static void
@@ -595,7 +606,7 @@ wake_cb(evutil_socket_t fd, short ev, void *arg)
 	    INDEX_PROGRESS_MS)) {
 		st = status_load(ix);
 		status_counts(st, &c);
-		status_save(ix, st);
+		status_write(ix, st, 0);
 		cJSON_Delete(st);
 		e = cJSON_CreateObject();
 		cJSON_AddNumberToObject(e, "indexedFiles", c.indexed);
