@@ -21,6 +21,7 @@
 #include "auditlog.h"
 #include "ctool.h"
 #include "follow.h"
+#include "index.h"
 #include "input.h"
 #include "life.h"
 #include "sess.h"
@@ -461,6 +462,10 @@ input_apply(struct sess *s, struct sess_client *c,
 	}
 	if (team_input(s, c, from, in, r))
 		return;
+	if (strcmp(in->type, "index") == 0) {
+		index_input(s, from, in, r);
+		return;
+	}
 	{
 		static const char *later[] = { "kb_add", "kb_search",
 		    "kb_list", "kb_remove" };
