@@ -1,0 +1,1581 @@
+/*
+ * A session's knowledge base (kb.h).  Its documents live in the store
+ * (store_doc_*), one JSON text each: {"documentId","content","metadata",
+ * "createdAt","vectors":{"dim","data":[base64 of each chunk's float32
+ * little-endian]}}.  When the session is owned here they are read into a
+ * struct kbi; until they are, its turns wait and kb_* requests queue.
+ * kb_add chunks a document, embeds the chunks when an embedder is
+ * configured, stores it, then logs kb_added; kb_remove deletes it and
+ * logs kb_removed; kb_search and kb_list answer the requester only.
+ */
+#include <endian.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include "parley/config.h"
+#include "parley/kbindex.h"
+#include "parley/kbtext.h"
+#include "parley/log.h"
+#include "parley/proto.h"
+#include "parley/store.h"
+#include "parley/util.h"
+#include "embed.h"
+#include "follow.h"
+#include "index.h"
+#include "kb.h"
+#include "llm.h"
+#include "sess.h"
+#include "wk.h"
+
+enum kb_load { KB_UNLOADED, KB_LOADING, KB_READY, KB_FAILED };
+enum kb_kind { OP_ADD, OP_REMOVE, OP_SEARCH, OP_LIST };
+
+struct kb_state;
+
+/* A kb_* request, from its check to its answer. */
+struct kb_op {
+	TAILQ_ENTRY(kb_op)	 entry;
+	struct kb_state		*kb;
+	struct sess		*s;
+	struct sess_client	*c;	/* NULL: nobody waits (inbox, gone) */
+	char			*id;	/* the message's id, or NULL */
+	enum kb_kind		 kind;
+	int			 queued;	/* waits for the load */
+	cJSON			*msg;	/* the message */
+	char			 doc[KB_DOCID_LEN + 1];
+	size_t			 bytes;		/* kb_add: reserved */
+	struct kbt_chunk	*chunks;
+	size_t			 nchunks;
+	float			*vecs;		/* nchunks * dim, or NULL */
+	unsigned		 dim;
+	char			*note;		/* why vectors are missing */
+	struct embed_req	*er;
+	struct store_req	*sr;
+	char			 created[32];
+};
+TAILQ_HEAD(kb_ops, kb_op);
+
+/* A search's query on its way to a vector (kb_search, the tool, RAG). */
+struct kb_q {
+	struct kb_state		*kb;
+	struct sess		*s;
+	char			*text;
+	size_t			 limit;
+	double			 threshold;
+	struct embed_req	*er;
+	struct event		*timer;	/* RAG's bound on the wait */
+	void			(*done)(struct kb_q *, const float *vec,
+				    unsigned dim, const char *note);
+	void			*arg;
+	TAILQ_ENTRY(kb_q)	 entry;
+};
+TAILQ_HEAD(kb_qs, kb_q);
+
+struct kb_state {
+	struct kbi		*idx;
+	enum kb_load		 load;
+	struct store_req	*lr;
+	struct kbi		*building;
+	size_t			 loaded;
+	struct kb_ops		 ops;	/* queued and in flight */
+	unsigned		 nqueued;
+	size_t			 pend_docs;	/* adds under way */
+	size_t			 pend_bytes;
+	struct kb_qs		 qs;	/* queries waiting for a vector */
+};
+
+#define STATE(s)	((struct kb_state *)(s)->kb)
+
+static void	op_run(struct kb_op *);
+static void	load_start(struct sess *);
+
+static struct kb_state *
+state_of(struct sess *s)
+{
+	struct kb_state *kb;
+
+	if (s->kb == NULL && (kb = calloc(1, sizeof(*kb))) != NULL) {
+		TAILQ_INIT(&kb->ops);
+		TAILQ_INIT(&kb->qs);
+		s->kb = kb;
+	}
+	return s->kb;
+}
+
+int
+kb_type(const char *type)
+{
+	return strcmp(type, "kb_add") == 0 || strcmp(type, "kb_remove") == 0 ||
+	    strcmp(type, "kb_search") == 0 || strcmp(type, "kb_list") == 0;
+}
+
+/* --- vectors in the stored document --- */
+
+/* base64 of n floats as float32 little-endian; malloc'd. */
+static char *
+vec_b64(const float *v, unsigned n)
+{
+	unsigned char *raw;
+	char *out;
+	uint32_t u;
+	unsigned i;
+
+	if ((raw = malloc((size_t)n * 4)) == NULL)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		memcpy(&u, &v[i], 4);
+		u = htole32(u);
+		memcpy(raw + (size_t)i * 4, &u, 4);
+	}
+	if ((out = malloc(((size_t)n * 4 + 2) / 3 * 4 + 1)) != NULL)
+		EVP_EncodeBlock((unsigned char *)out, raw, (int)n * 4);
+	free(raw);
+	return out;
+}
+
+/* Decodes b64 into exactly n floats: 0, or -1. */
+static int
+vec_unb64(const char *b64, float *v, unsigned n)
+{
+	size_t len = strlen(b64), want = (size_t)n * 4;
+	unsigned char *raw;
+	uint32_t u;
+	unsigned i;
+	int got;
+
+	if (len != (want + 2) / 3 * 4 || (raw = malloc(len / 4 * 3)) == NULL)
+		return -1;
+	/* EVP_DecodeBlock counts the padding's zero bytes too. */
+	got = EVP_DecodeBlock(raw, (const unsigned char *)b64, (int)len);
+	if (got < 0 || (size_t)got < want) {
+		free(raw);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(&u, raw + (size_t)i * 4, 4);
+		u = le32toh(u);
+		memcpy(&v[i], &u, 4);
+	}
+	free(raw);
+	return 0;
+}
+
+/* --- the index: a document's meta and chunks --- */
+
+/*
+ * What the index keeps of a document beside its chunks (kb_list's,
+ * search's metadata): {"metadata"?,"createdAt","length","preview"}.
+ */
+static char *
+doc_meta(const char *content, size_t len, const cJSON *metadata,
+    const char *created)
+{
+	cJSON *m = cJSON_CreateObject();
+	char *pv, *txt;
+	size_t n = kb_prefix(content, len, KB_PREVIEW);
+
+	if (cJSON_IsObject(metadata))
+		cJSON_AddItemToObject(m, "metadata",
+		    cJSON_Duplicate(metadata, 1));
+	cJSON_AddStringToObject(m, "createdAt", created);
+	cJSON_AddNumberToObject(m, "length", (double)kb_chars(content, len));
+	if ((pv = strndup(content, n)) != NULL)
+		cJSON_AddStringToObject(m, "preview", pv);
+	free(pv);
+	txt = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	return txt;
+}
+
+/*
+ * Adds a document to idx: its chunks (given, or cut here when NULL) and
+ * their vectors (NULL: none).  0, or -1 (idx unchanged).
+ */
+static int
+idx_add(struct kbi *idx, const char *name, const char *content, size_t len,
+    const cJSON *metadata, const char *created,
+    const struct kbt_chunk *given, size_t n, const float *vecs,
+    unsigned dim)
+{
+	struct kbt_chunk *cut = NULL;
+	const struct kbt_chunk *ch = given;
+	char *meta;
+	size_t i;
+	int doc, id;
+
+	if (ch == NULL) {
+		if ((n = kbt_chunks(content, len, KBT_CHUNK_BYTES, &cut)) ==
+		    (size_t)-1)
+			return -1;
+		ch = cut;
+	}
+	if ((meta = doc_meta(content, len, metadata, created)) == NULL ||
+	    (doc = kbi_doc_add(idx, name, meta)) < 0) {
+		free(meta);
+		free(cut);
+		return -1;
+	}
+	free(meta);
+	for (i = 0; i < n; i++) {
+		if ((id = kbi_chunk_add(idx, doc, content + ch[i].off,
+		    ch[i].len, ch[i].line_first, ch[i].line_last)) < 0)
+			goto fail;
+		/* A dim the index does not take (an embedder changed its
+		 * model) leaves the chunk keyword-only. */
+		if (vecs != NULL && kbi_vec_set(idx, (uint32_t)id,
+		    vecs + i * dim, dim) == -1)
+			vecs = NULL;
+	}
+	free(cut);
+	return 0;
+fail:
+	kbi_doc_remove(idx, name);
+	free(cut);
+	return -1;
+}
+
+/* --- answers --- */
+
+/* The requester's answer, once; the op leaves its requester. */
+static void
+op_answer(struct kb_op *op, struct sess_result *r)
+{
+	struct sess_client *c = op->c;
+
+	op->c = NULL;
+	if (c == NULL)
+		return;
+	c->waits--;
+	c->done(c, op->s, op->id, r);
+}
+
+static void
+op_err(struct kb_op *op, const char *code, int http, const char *msg)
+{
+	struct sess_result r;
+
+	memset(&r, 0, sizeof(r));
+	sess_result_err(&r, code, http, "%s", msg);
+	op_answer(op, &r);
+}
+
+/* A requester-only answer: the message type with body (consumed). */
+static void
+op_reply(struct kb_op *op, const char *type, cJSON *body)
+{
+	struct sess_result r;
+	char *txt;
+
+	memset(&r, 0, sizeof(r));
+	r.http = 200;
+	if (op->id != NULL)
+		cJSON_AddStringToObject(body, "id", op->id);
+	if ((txt = proto_reply(type, op->s->id, body)) == NULL) {
+		op_err(op, "INTERNAL", 500, "out of memory; retry");
+		return;
+	}
+	r.reply = txt;
+	op_answer(op, &r);
+	free(txt);
+}
+
+static void
+op_free(struct kb_op *op)
+{
+	if (op->er != NULL)
+		embed_cancel(op->er);
+	store_req_cancel(op->sr);
+	if (op->c != NULL)
+		op->c->waits--;
+	cJSON_Delete(op->msg);
+	free(op->chunks);
+	free(op->vecs);
+	free(op->note);
+	free(op->id);
+	free(op);
+}
+
+/* The op is over: off the list, freed; the session may idle again. */
+static void
+op_end(struct kb_op *op)
+{
+	struct sess *s = op->s;
+	struct kb_state *kb = op->kb;
+
+	if (op->kind == OP_ADD && op->bytes > 0) {
+		kb->pend_docs--;
+		kb->pend_bytes -= op->bytes;
+	}
+	TAILQ_REMOVE(&kb->ops, op, entry);
+	op_free(op);
+	sess_idle_again(s);
+}
+
+/* --- kb_add --- */
+
+static void
+add_stored(void *arg, ssize_t n)
+{
+	struct kb_op *op = arg;
+	struct kb_state *kb = op->kb;
+	struct sess *s = op->s;
+	const cJSON *content = cJSON_GetObjectItem(op->msg, "content");
+	const cJSON *md = cJSON_GetObjectItem(op->msg, "metadata");
+	struct sess_result r;
+	size_t len = strlen(content->valuestring);
+	cJSON *b;
+
+	op->sr = NULL;
+	if (n < 0) {
+		s->wk->metrics.store_errors++;
+		log_warnx("session %s: kb_add %s could not be stored", s->id,
+		    op->doc);
+		op_err(op, "OVERLOADED", 503, "the document could not be "
+		    "stored; it was not added, retry");
+		op_end(op);
+		return;
+	}
+	if (idx_add(kb->idx, op->doc, content->valuestring, len, md,
+	    op->created, op->chunks, op->nchunks, op->vecs, op->dim) == -1) {
+		log_warnx("session %s: kb_add %s is stored but not indexed "
+		    "(out of memory); it is read again with the session",
+		    s->id, op->doc);
+		op_err(op, "INTERNAL", 500, "the document was stored but "
+		    "could not be indexed (out of memory); it is searchable "
+		    "once the session is loaded again");
+		op_end(op);
+		return;
+	}
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "documentId", op->doc);
+	cJSON_AddNumberToObject(b, "length",
+	    (double)kb_chars(content->valuestring, len));
+	cJSON_AddNumberToObject(b, "chunks", (double)op->nchunks);
+	if (cJSON_IsObject(md))
+		cJSON_AddItemToObject(b, "metadata", cJSON_Duplicate(md, 1));
+	cJSON_AddBoolToObject(b, "vectors", op->vecs != NULL);
+	if (op->note != NULL)
+		cJSON_AddStringToObject(b, "note", op->note);
+	memset(&r, 0, sizeof(r));
+	r.http = 202;
+	if ((r.seq = sess_emit(s, "kb_added", b)) == 0) {
+		/* Stored and indexed: the log alone missed it. */
+		sess_result_err(&r, "OVERLOADED", 503, "%s", "the document "
+		    "was stored but its kb_added event could not be logged; "
+		    "resend the same message (same id) to see it");
+		op_answer(op, &r);
+		op_end(op);
+		return;
+	}
+	log_info("session %s: kb_add %s, %zu chunks%s at seq %llu", s->id,
+	    op->doc, op->nchunks, op->vecs != NULL ? " with vectors" : "",
+	    (unsigned long long)r.seq);
+	if (op->id != NULL)
+		sess_id_add(s, op->id, r.seq);
+	if (op->c != NULL) {
+		/* The ack waits until kb_added is durable (sess.c). */
+		sess_answer_durable(s, op->c, op->id, r.seq, ANSWER_NEW, &r);
+		if (r.pending) {
+			op->c->waits--;
+			op->c = NULL;
+		} else
+			op_answer(op, &r);
+	}
+	op_end(op);
+}
+
+/* Stores the document (its chunks and vectors ready). */
+static void
+add_store(struct kb_op *op)
+{
+	cJSON *d = cJSON_CreateObject(), *v, *data;
+	const cJSON *md = cJSON_GetObjectItem(op->msg, "metadata");
+	struct store_req *req;
+	char *txt, *b;
+	size_t i;
+
+	cJSON_AddStringToObject(d, "documentId", op->doc);
+	cJSON_AddItemToObject(d, "content", cJSON_Duplicate(
+	    cJSON_GetObjectItem(op->msg, "content"), 1));
+	if (cJSON_IsObject(md))
+		cJSON_AddItemToObject(d, "metadata", cJSON_Duplicate(md, 1));
+	cJSON_AddStringToObject(d, "createdAt", op->created);
+	if (op->vecs != NULL) {
+		v = cJSON_AddObjectToObject(d, "vectors");
+		cJSON_AddNumberToObject(v, "dim", op->dim);
+		data = cJSON_AddArrayToObject(v, "data");
+		for (i = 0; i < op->nchunks; i++) {
+			if ((b = vec_b64(op->vecs + i * op->dim,
+			    op->dim)) == NULL)
+				break;
+			cJSON_AddItemToArray(data, cJSON_CreateString(b));
+			free(b);
+		}
+	}
+	txt = cJSON_PrintUnformatted(d);
+	cJSON_Delete(d);
+	if (txt == NULL || strlen(txt) > STORE_DOC_MAX) {
+		free(txt);
+		op_err(op, "BAD_REQUEST", 413, "the document with its vectors "
+		    "is too large for the store; split it");
+		op_end(op);
+		return;
+	}
+	op->sr = (struct store_req *)&op->sr;
+	req = store_doc_put(op->s->st, op->doc, txt, strlen(txt), add_stored,
+	    op);
+	free(txt);
+	/* add_stored may have run (and freed op) inside. */
+	if (req != NULL)
+		op->sr = req;
+}
+
+static void
+add_embedded(void *arg, int err, const char *msg, const float *vecs,
+    unsigned dim)
+{
+	struct kb_op *op = arg;
+
+	op->er = NULL;
+	if (err == 0 && dim > 0 && dim <= KBI_DIM_MAX &&
+	    (kbi_dim(op->kb->idx) == 0 || kbi_dim(op->kb->idx) == dim) &&
+	    (op->vecs = malloc(op->nchunks * dim * sizeof(float))) != NULL) {
+		memcpy(op->vecs, vecs, op->nchunks * dim * sizeof(float));
+		op->dim = dim;
+	} else {
+		char note[300];
+
+		snprintf(note, sizeof(note), "the embedder failed (%.200s): "
+		    "the document is searched by keyword only", err != 0 &&
+		    msg != NULL ? msg : err == 0 ? "its vectors do not match "
+		    "the knowledge base's" : "no message");
+		log_warnx("session %s: kb_add %s: %s", op->s->id, op->doc,
+		    note);
+		op->note = strdup(note);
+	}
+	add_store(op);
+}
+
+static void
+add_run(struct kb_op *op)
+{
+	struct sess *s = op->s;
+	struct kb_state *kb = op->kb;
+	const struct config *conf = s->wk->conf;
+	const char *content = cJSON_GetObjectItem(op->msg,
+	    "content")->valuestring, **texts = NULL;
+	size_t len = strlen(content), i, *lens = NULL;
+	struct sess_result r;
+	struct kb_op *o;
+	char msg[256];
+
+	if (op->id != NULL) {
+		kb_doc_id(s->id, op->id, op->doc);
+		memset(&r, 0, sizeof(r));
+		if (sess_id_repeat(s, op->c, op->id, &r)) {
+			/* A resend: the same document, answered again. */
+			if (r.pending && op->c != NULL) {
+				op->c->waits--;
+				op->c = NULL;
+			}
+			op_answer(op, &r);
+			op_end(op);
+			return;
+		}
+	} else {
+		memcpy(op->doc, "doc-", 4);
+		util_randhex(op->doc + 4, 8);
+	}
+	TAILQ_FOREACH(o, &kb->ops, entry)
+		if (o != op && o->kind == OP_ADD && o->bytes > 0 &&
+		    strcmp(o->doc, op->doc) == 0)
+			break;
+	if (o != NULL || kbi_doc_find(kb->idx, op->doc) >= 0) {
+		/* Being added, or added and its id forgotten since. */
+		memset(&r, 0, sizeof(r));
+		r.http = 200;
+		r.duplicate = 1;
+		op_answer(op, &r);
+		op_end(op);
+		return;
+	}
+	if (kbi_ndocs(kb->idx) + kb->pend_docs + 1 > conf->kb_max_documents) {
+		snprintf(msg, sizeof(msg), "the session's knowledge base holds "
+		    "%zu documents, its most (kb-max-documents %u): nothing "
+		    "was added; remove documents (kb_remove) or ask the "
+		    "operator to raise the bound", kbi_ndocs(kb->idx) +
+		    kb->pend_docs, conf->kb_max_documents);
+		op_err(op, "QUOTA_EXCEEDED", 413, msg);
+		op_end(op);
+		return;
+	}
+	if (kbi_bytes(kb->idx) + kb->pend_bytes + len > conf->kb_max_bytes) {
+		snprintf(msg, sizeof(msg), "the session's knowledge base holds "
+		    "%zu KiB; with this document (%zu KiB) it would pass its "
+		    "bound of %zu KiB (kb-max-bytes): nothing was added; "
+		    "remove documents (kb_remove) or ask the operator to raise "
+		    "the bound", (kbi_bytes(kb->idx) + kb->pend_bytes) >> 10,
+		    len >> 10, conf->kb_max_bytes >> 10);
+		op_err(op, "QUOTA_EXCEEDED", 413, msg);
+		op_end(op);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	if (!sess_log_room(s, 512 + (cJSON_GetObjectItem(op->msg,
+	    "metadata") != NULL ? KB_META_MAX : 0), &r)) {
+		op_answer(op, &r);
+		op_end(op);
+		return;
+	}
+	if ((op->nchunks = kbt_chunks(content, len, KBT_CHUNK_BYTES,
+	    &op->chunks)) == (size_t)-1) {
+		op->nchunks = 0;
+		op_err(op, "OVERLOADED", 503, "out of memory; retry");
+		op_end(op);
+		return;
+	}
+	op->bytes = len;
+	kb->pend_docs++;
+	kb->pend_bytes += len;
+	util_iso8601(op->created, util_now_ms());
+	if (!embed_enabled(conf)) {
+		add_store(op);
+		return;
+	}
+	texts = calloc(op->nchunks, sizeof(*texts));
+	lens = calloc(op->nchunks, sizeof(*lens));
+	for (i = 0; texts != NULL && lens != NULL && i < op->nchunks; i++) {
+		texts[i] = content + op->chunks[i].off;
+		lens[i] = op->chunks[i].len;
+	}
+	if (texts != NULL && lens != NULL)
+		op->er = embed_async(s->wk, texts, lens, op->nchunks,
+		    add_embedded, op);
+	free(texts);
+	free(lens);
+	if (op->er == NULL) {
+		log_warnx("session %s: kb_add %s: the embedder could not be "
+		    "asked; keyword only", s->id, op->doc);
+		op->note = strdup("the embedder could not be asked: the "
+		    "document is searched by keyword only");
+		add_store(op);
+	}
+}
+
+/* --- kb_remove --- */
+
+static void
+remove_done(void *arg, ssize_t n)
+{
+	struct kb_op *op = arg;
+	struct sess *s = op->s;
+	struct sess_result r;
+	cJSON *b;
+
+	op->sr = NULL;
+	if (n < 0) {
+		s->wk->metrics.store_errors++;
+		op_err(op, "OVERLOADED", 503, "the document could not be "
+		    "removed from the store; retry");
+		op_end(op);
+		return;
+	}
+	kbi_doc_remove(op->kb->idx, op->doc);
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "documentId", op->doc);
+	cJSON_AddBoolToObject(b, "found", n > 0);
+	if (n == 0) {
+		op_reply(op, "kb_removed", b);
+		op_end(op);
+		return;
+	}
+	memset(&r, 0, sizeof(r));
+	r.http = 202;
+	if ((r.seq = sess_emit(s, "kb_removed", b)) == 0) {
+		sess_result_err(&r, "OVERLOADED", 503, "%s", "the document "
+		    "was removed but its kb_removed event could not be "
+		    "logged");
+		op_answer(op, &r);
+		op_end(op);
+		return;
+	}
+	log_info("session %s: kb_remove %s at seq %llu", s->id, op->doc,
+	    (unsigned long long)r.seq);
+	if (op->c != NULL) {
+		sess_answer_durable(s, op->c, op->id, r.seq, ANSWER_NEW, &r);
+		if (r.pending) {
+			op->c->waits--;
+			op->c = NULL;
+		} else
+			op_answer(op, &r);
+	}
+	op_end(op);
+}
+
+static void
+remove_run(struct kb_op *op)
+{
+	struct store_req *req;
+
+	snprintf(op->doc, sizeof(op->doc), "%s", cJSON_GetStringValue(
+	    cJSON_GetObjectItem(op->msg, "documentId")));
+	op->sr = (struct store_req *)&op->sr;
+	req = store_doc_del(op->s->st, op->doc, remove_done, op);
+	if (req != NULL)
+		op->sr = req;
+}
+
+/* --- queries: a vector first when an embedder is configured --- */
+
+static void
+q_free(struct kb_q *q)
+{
+	if (q->er != NULL)
+		embed_cancel(q->er);
+	if (q->timer != NULL)
+		event_free(q->timer);
+	free(q->text);
+	free(q);
+}
+
+static void
+q_finish(struct kb_q *q, const float *vec, unsigned dim, const char *note)
+{
+	if (q->er != NULL) {
+		embed_cancel(q->er);
+		q->er = NULL;
+	}
+	TAILQ_REMOVE(&q->kb->qs, q, entry);
+	q->done(q, vec, dim, note);
+	q_free(q);
+}
+
+static void
+q_embedded(void *arg, int err, const char *msg, const float *vecs,
+    unsigned dim)
+{
+	struct kb_q *q = arg;
+	char note[300];
+
+	q->er = NULL;
+	if (err != 0) {
+		snprintf(note, sizeof(note), "keyword search only: the "
+		    "embedder failed (%.200s)", msg != NULL ? msg : "no "
+		    "message");
+		log_warnx("session %s: a query's vector: %s", q->s->id, note);
+		q_finish(q, NULL, 0, note);
+		return;
+	}
+	q_finish(q, vecs, dim, NULL);
+}
+
+static void
+q_timeout(evutil_socket_t fd, short ev, void *arg)
+{
+	struct kb_q *q = arg;
+
+	(void)fd;
+	(void)ev;
+	log_warnx("session %s: a query's vector took longer than %d ms; "
+	    "keyword search only", q->s->id, KB_RAG_WAIT_MS);
+	q_finish(q, NULL, 0, "keyword search only: the embedder did not "
+	    "answer in time");
+}
+
+/*
+ * Gets the query's vector when an embedder is configured (wait_ms > 0:
+ * at most that long), then calls done(q, vec, dim, note) (note: why
+ * there is no vector).  Returns 0 when done ran before returning, 1 when
+ * it will, -1 out of memory (done not called).
+ */
+static int
+q_start(struct sess *s, const char *text, size_t limit, double threshold,
+    uint64_t wait_ms, void (*done)(struct kb_q *, const float *, unsigned,
+    const char *), void *arg)
+{
+	struct kb_state *kb = state_of(s);
+	struct kb_q *q;
+	struct timeval tv;
+	size_t len = strlen(text);
+
+	if (kb == NULL || (q = calloc(1, sizeof(*q))) == NULL)
+		return -1;
+	if ((q->text = strdup(text)) == NULL) {
+		free(q);
+		return -1;
+	}
+	q->kb = kb;
+	q->s = s;
+	q->limit = limit;
+	q->threshold = threshold;
+	q->done = done;
+	q->arg = arg;
+	TAILQ_INSERT_TAIL(&kb->qs, q, entry);
+	if (!embed_enabled(s->wk->conf)) {
+		q_finish(q, NULL, 0, "keyword search only: no embedder is "
+		    "configured");
+		return 0;
+	}
+	if (wait_ms > 0) {
+		if ((q->timer = evtimer_new(s->wk->base, q_timeout, q)) ==
+		    NULL) {
+			q_finish(q, NULL, 0, "keyword search only: out of "
+			    "memory");
+			return 0;
+		}
+		util_tv(&tv, wait_ms);
+		evtimer_add(q->timer, &tv);
+	}
+	if ((q->er = embed_async(s->wk, (const char *const *)&q->text, &len,
+	    1, q_embedded, q)) == NULL) {
+		q_finish(q, NULL, 0, "keyword search only: the embedder could "
+		    "not be asked");
+		return 0;
+	}
+	return 1;
+}
+
+/* Searches the session's index (NULL: none) as q asks, with vec. */
+static size_t
+q_kb(const struct kbi *idx, const struct kb_q *q, const float *vec,
+    unsigned dim, struct kbi_hit *out)
+{
+	struct kbi_query kq;
+
+	if (idx == NULL)
+		return 0;
+	memset(&kq, 0, sizeof(kq));
+	kq.text = q->text;
+	kq.len = strlen(q->text);
+	kq.limit = q->limit;
+	kq.threshold = q->threshold;
+	if (vec != NULL && dim == kbi_dim(idx)) {
+		kq.vec = vec;
+		kq.dim = dim;
+	}
+	return kbi_search(idx, &kq, out);
+}
+
+/* --- kb_search, kb_list --- */
+
+static void
+search_done(struct kb_q *q, const float *vec, unsigned dim,
+    const char *note)
+{
+	struct kb_op *op = q->arg;
+	struct kbi *idx = op->kb->idx;
+	struct kbi_hit *hits;
+	struct kbi_chunk_info ci;
+	cJSON *b, *res, *e, *m;
+	size_t n, i;
+	int hybrid;
+
+	op->er = NULL;
+	hybrid = vec != NULL && dim == kbi_dim(idx);
+	if (vec != NULL && !hybrid)
+		note = kbi_dim(idx) == 0 ? "keyword search only: no document "
+		    "has vectors" : "keyword search only: the query's vector "
+		    "does not match the documents' (the embedder changed)";
+	if ((hits = calloc(q->limit, sizeof(*hits))) == NULL) {
+		op_err(op, "OVERLOADED", 503, "out of memory; retry");
+		op_end(op);
+		return;
+	}
+	n = q_kb(idx, q, vec, dim, hits);
+	b = cJSON_CreateObject();
+	res = cJSON_AddArrayToObject(b, "results");
+	for (i = 0; i < n; i++) {
+		if (kbi_chunk_get(idx, hits[i].chunk, &ci) == -1)
+			continue;
+		e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "documentId", ci.doc);
+		{
+			char *t = strndup(ci.text, ci.len);
+
+			cJSON_AddStringToObject(e, "content", t ? t : "");
+			free(t);
+		}
+		cJSON_AddNumberToObject(e, "score", hits[i].score);
+		cJSON_AddNumberToObject(e, "keywordScore", hits[i].keyword);
+		if (hybrid)
+			cJSON_AddNumberToObject(e, "vectorScore",
+			    hits[i].vector);
+		m = cJSON_Parse(ci.meta);
+		cJSON_AddItemToObject(e, "metadata", cJSON_IsObject(
+		    cJSON_GetObjectItem(m, "metadata")) ? cJSON_DetachItemFromObject(m,
+		    "metadata") : cJSON_CreateObject());
+		cJSON_Delete(m);
+		m = cJSON_AddArrayToObject(e, "lines");
+		cJSON_AddItemToArray(m, cJSON_CreateNumber(ci.line_first));
+		cJSON_AddItemToArray(m, cJSON_CreateNumber(ci.line_last));
+		cJSON_AddItemToArray(res, e);
+	}
+	free(hits);
+	cJSON_AddStringToObject(b, "mode", hybrid ? "hybrid" : "keyword");
+	if (!hybrid && note != NULL)
+		cJSON_AddStringToObject(b, "note", note);
+	op_reply(op, "kb_search_result", b);
+	op_end(op);
+}
+
+static void
+search_run(struct kb_op *op)
+{
+	const char *query;
+	size_t limit;
+	double threshold;
+	char msg[128];
+
+	(void)kb_check_search(op->msg, &query, &limit, &threshold, msg,
+	    sizeof(msg));
+	/* A marker: the op waits for its query (freed through q). */
+	if (q_start(op->s, query, limit, threshold, 0, search_done, op) ==
+	    -1) {
+		op_err(op, "OVERLOADED", 503, "out of memory; retry");
+		op_end(op);
+	}
+}
+
+static int
+list_doc(void *arg, const char *name, const char *meta, size_t nchunks,
+    size_t bytes)
+{
+	cJSON *docs = arg, *e, *m = cJSON_Parse(meta), *v;
+
+	(void)bytes;
+	e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "documentId", name);
+	if ((v = cJSON_DetachItemFromObject(m, "preview")) == NULL)
+		v = cJSON_CreateString("");
+	cJSON_AddItemToObject(e, "preview", v);
+	cJSON_AddNumberToObject(e, "length", proto_count(m, "length"));
+	if ((v = cJSON_DetachItemFromObject(m, "metadata")) == NULL)
+		v = cJSON_CreateObject();
+	cJSON_AddItemToObject(e, "metadata", v);
+	if ((v = cJSON_DetachItemFromObject(m, "createdAt")) != NULL)
+		cJSON_AddItemToObject(e, "createdAt", v);
+	cJSON_AddNumberToObject(e, "chunks", (double)nchunks);
+	cJSON_AddItemToArray(docs, e);
+	cJSON_Delete(m);
+	return 0;
+}
+
+static void
+list_run(struct kb_op *op)
+{
+	cJSON *b = cJSON_CreateObject(), *docs;
+
+	docs = cJSON_AddArrayToObject(b, "documents");
+	kbi_docs(op->kb->idx, list_doc, docs);
+	cJSON_AddNumberToObject(b, "totalCount",
+	    (double)kbi_ndocs(op->kb->idx));
+	op_reply(op, "kb_list_result", b);
+	op_end(op);
+}
+
+static void
+op_run(struct kb_op *op)
+{
+	op->queued = 0;
+	switch (op->kind) {
+	case OP_ADD:
+		add_run(op);
+		break;
+	case OP_REMOVE:
+		remove_run(op);
+		break;
+	case OP_SEARCH:
+		search_run(op);
+		break;
+	case OP_LIST:
+		list_run(op);
+		break;
+	}
+}
+
+/* --- loading --- */
+
+static int
+load_doc(void *arg, const char *name, const char *json, size_t len)
+{
+	struct sess *s = arg;
+	struct kb_state *kb = STATE(s);
+	cJSON *d = cJSON_ParseWithLength(json, len), *v, *data, *e;
+	const char *content, *created;
+	struct kbt_chunk *ch = NULL;
+	float *vecs = NULL;
+	unsigned dim = 0, i = 0;
+	size_t n, clen;
+
+	content = cJSON_GetStringValue(cJSON_GetObjectItem(d, "content"));
+	created = cJSON_GetStringValue(cJSON_GetObjectItem(d, "createdAt"));
+	if (content == NULL || (clen = strlen(content)) == 0) {
+		log_warnx("session %s: knowledge document %s is not one "
+		    "(no content); skipped", s->id, name);
+		cJSON_Delete(d);
+		return 0;
+	}
+	if ((n = kbt_chunks(content, clen, KBT_CHUNK_BYTES, &ch)) ==
+	    (size_t)-1)
+		goto nomem;
+	v = cJSON_GetObjectItem(d, "vectors");
+	data = cJSON_GetObjectItem(v, "data");
+	dim = (unsigned)proto_count(v, "dim");
+	if (dim > 0 && dim <= KBI_DIM_MAX &&
+	    (size_t)cJSON_GetArraySize(data) == n &&
+	    (vecs = malloc(n * dim * sizeof(float))) != NULL) {
+		cJSON_ArrayForEach(e, data) {
+			if (!cJSON_IsString(e) || vec_unb64(e->valuestring,
+			    vecs + (size_t)i * dim, dim) == -1) {
+				log_warnx("session %s: knowledge document %s "
+				    "has bad vectors; keyword only", s->id,
+				    name);
+				free(vecs);
+				vecs = NULL;
+				break;
+			}
+			i++;
+		}
+	}
+	if (idx_add(kb->building, name, content, clen, cJSON_GetObjectItem(d,
+	    "metadata"), created != NULL ? created : "", ch, n, vecs,
+	    dim) == -1)
+		goto nomem;
+	kb->loaded++;
+	free(ch);
+	free(vecs);
+	cJSON_Delete(d);
+	return 0;
+nomem:
+	free(ch);
+	free(vecs);
+	cJSON_Delete(d);
+	return 1;
+}
+
+static void
+load_done(void *arg, ssize_t n)
+{
+	struct sess *s = arg;
+	struct kb_state *kb = STATE(s);
+	struct kb_op *op, *next;
+	int ok = n >= 0 && kb->loaded == (size_t)n;
+
+	kb->lr = NULL;
+	if (!ok) {
+		if (n < 0)
+			s->wk->metrics.store_errors++;
+		log_warnx("session %s: its knowledge base could not be read "
+		    "(%s); it is read again on the next kb request", s->id,
+		    n < 0 ? "store error" : "out of memory");
+		kbi_free(kb->building);
+		kb->building = NULL;
+		kb->load = KB_FAILED;
+	} else {
+		kbi_free(kb->idx);
+		kb->idx = kb->building;
+		kb->building = NULL;
+		kb->load = KB_READY;
+		if (n > 0)
+			log_info("session %s: knowledge base read, %zu "
+			    "documents, %zu chunks", s->id, kbi_ndocs(kb->idx),
+			    kbi_nchunks(kb->idx));
+	}
+	for (op = TAILQ_FIRST(&kb->ops); op != NULL; op = next) {
+		next = TAILQ_NEXT(op, entry);
+		if (!op->queued)
+			continue;
+		kb->nqueued--;
+		if (ok) {
+			op_run(op);
+			/* op_run may end later ops too (none now). */
+			continue;
+		}
+		op->queued = 0;
+		op_err(op, "INTERNAL", 500, "the knowledge base could not be "
+		    "read from the store; retry");
+		op_end(op);
+	}
+	/* Turns held by the load go on. */
+	s->wk->agent->next(s);
+}
+
+static void
+load_start(struct sess *s)
+{
+	struct kb_state *kb = state_of(s);
+	struct store_req *r;
+
+	if (kb == NULL || kb->load == KB_LOADING || s->follower ||
+	    s->st == NULL)
+		return;
+	if ((kb->building = kbi_new()) == NULL) {
+		kb->load = KB_FAILED;
+		return;
+	}
+	if (kb->idx == NULL && (kb->idx = kbi_new()) == NULL) {
+		kbi_free(kb->building);
+		kb->building = NULL;
+		kb->load = KB_FAILED;
+		return;
+	}
+	kb->loaded = 0;
+	kb->load = KB_LOADING;
+	kb->lr = (struct store_req *)&kb->lr;
+	r = store_doc_all(s->st, load_doc, load_done, s);
+	if (kb->lr == (struct store_req *)&kb->lr)
+		kb->lr = r;
+}
+
+/* --- kb_* messages --- */
+
+void
+kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
+    struct proto_in *in, struct sess_result *r)
+{
+	const struct config *conf = s->wk->conf;
+	struct kb_state *kb;
+	struct kb_op *op;
+	enum kb_kind kind;
+	const char *q, *doc = NULL;
+	size_t limit;
+	double th;
+
+	kind = strcmp(in->type, "kb_add") == 0 ? OP_ADD :
+	    strcmp(in->type, "kb_remove") == 0 ? OP_REMOVE :
+	    strcmp(in->type, "kb_search") == 0 ? OP_SEARCH : OP_LIST;
+	if ((kind == OP_ADD || kind == OP_REMOVE) &&
+	    from->role == IPC_ROLE_OBSERVER) {
+		sess_result_err(r, "FORBIDDEN", 403, "%s changes the knowledge "
+		    "base: an observer only reads (kb_search, kb_list); use "
+		    "a stream with the user role", in->type);
+		return;
+	}
+	if (kind == OP_ADD && kb_check_add(in->root, conf->kb_max_bytes,
+	    r->msg, sizeof(r->msg)) == -1) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if (kind == OP_REMOVE && (proto_str(in->root, "documentId", 1, 4096,
+	    &doc, r->msg, sizeof(r->msg)) == -1 || !store_valid_id(doc))) {
+		if (r->msg[0] == '\0' || doc != NULL)
+			snprintf(r->msg, sizeof(r->msg), "field 'documentId' "
+			    "must name a document (as kb_added or kb_list "
+			    "gave it)");
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if (kind == OP_SEARCH && kb_check_search(in->root, &q, &limit, &th,
+	    r->msg, sizeof(r->msg)) == -1) {
+		r->code = "BAD_REQUEST";
+		r->http = 400;
+		return;
+	}
+	if (s->follower) {
+		if (kind == OP_ADD || kind == OP_REMOVE) {
+			follow_input(s, c, from, in, r);
+			return;
+		}
+		sess_result_err(r, "OVERLOADED", 503, "%s is answered by the "
+		    "host that owns the session, not this one (it follows "
+		    "it): retry, or connect to the owner", in->type);
+		return;
+	}
+	if ((kb = state_of(s)) == NULL || (op = calloc(1, sizeof(*op))) ==
+	    NULL || (op->msg = cJSON_Duplicate(in->root, 1)) == NULL ||
+	    (in->id != NULL && (op->id = strdup(in->id)) == NULL)) {
+		if (kb != NULL && op != NULL) {
+			cJSON_Delete(op->msg);
+			free(op);
+		}
+		sess_result_err(r, "OVERLOADED", 503, "%s", "out of memory; "
+		    "retry");
+		return;
+	}
+	if (kb->load != KB_READY && kb->nqueued >= KB_QUEUE_MAX) {
+		cJSON_Delete(op->msg);
+		free(op->id);
+		free(op);
+		sess_result_err(r, "RATE_LIMITED", 429, "%d knowledge base "
+		    "requests already wait for it to be read; retry shortly",
+		    KB_QUEUE_MAX);
+		return;
+	}
+	op->kb = kb;
+	op->s = s;
+	op->kind = kind;
+	op->c = c;
+	if (c != NULL)
+		c->waits++;
+	TAILQ_INSERT_TAIL(&kb->ops, op, entry);
+	r->pending = 1;
+	if (kb->load == KB_READY) {
+		op_run(op);
+		return;
+	}
+	op->queued = 1;
+	kb->nqueued++;
+	if (kb->load != KB_LOADING)
+		load_start(s);
+}
+
+/* --- retrieval in the turn --- */
+
+struct rag {
+	struct sess	*s;
+	kb_rag_fn	 done;
+	char		 agent[SESS_AGENT_MAX + 1];
+	char		 msgid[48];
+};
+
+/* Whether retrieval runs for this session: rag on, config.rag not false. */
+static int
+rag_on(struct sess *s)
+{
+	return s->wk->conf->rag && !cJSON_IsFalse(cJSON_GetObjectItem(
+	    cJSON_GetObjectItem(s->meta, "config"), "rag"));
+}
+
+static void
+rag_done(struct kb_q *q, const float *vec, unsigned dim, const char *note)
+{
+	struct rag *rg = q->arg;
+	struct sess *s = q->s;
+	const struct config *conf = s->wk->conf;
+	struct kb_state *kb = q->kb;
+	struct kbi_hit *kh, *ih;
+	struct kbi_chunk_info ci, *ii;
+	struct kb_hit *hits;
+	struct kbi_query iq;
+	size_t nk = 0, ni = 0, n = 0, i, k, *keep;
+	char *text = NULL, *qt;
+	cJSON *b, *arr, *e, *l;
+
+	(void)note;
+	kh = calloc(q->limit, sizeof(*kh));
+	ih = calloc(q->limit, sizeof(*ih));
+	ii = calloc(q->limit, sizeof(*ii));
+	hits = calloc(q->limit * 2, sizeof(*hits));
+	keep = calloc(q->limit * 2, sizeof(*keep));
+	if (kh == NULL || ih == NULL || ii == NULL || hits == NULL ||
+	    keep == NULL)
+		goto out;
+	if (kb->load == KB_READY)
+		nk = q_kb(kb->idx, q, vec, dim, kh);
+	memset(&iq, 0, sizeof(iq));
+	iq.text = q->text;
+	iq.len = strlen(q->text);
+	iq.vec = vec;
+	iq.dim = dim;
+	iq.limit = q->limit;
+	ni = index_search(s->wk, &iq, ih, ii);
+	for (i = 0; i < nk; i++) {
+		if (kbi_chunk_get(kb->idx, kh[i].chunk, &ci) == -1)
+			continue;
+		hits[n] = (struct kb_hit){ 0, ci.doc, ci.meta, ci.text,
+		    ci.len, ci.line_first, ci.line_last, kh[i].score };
+		n++;
+	}
+	for (i = 0; i < ni; i++) {
+		hits[n] = (struct kb_hit){ 1, ii[i].doc, NULL, ii[i].text,
+		    ii[i].len, ii[i].line_first, ii[i].line_last,
+		    ih[i].score };
+		n++;
+	}
+	if ((k = kb_rag_select(hits, n, conf->rag_top_k, conf->rag_budget,
+	    keep)) == 0)
+		goto out;
+	text = kb_rag_text(hits, keep, k);
+	/* What the agent was shown, for every client of the session. */
+	b = cJSON_CreateObject();
+	cJSON_AddStringToObject(b, "agentId", rg->agent);
+	qt = strndup(q->text, utf8_whole(q->text, kb_prefix(q->text,
+	    strlen(q->text), 200)));
+	cJSON_AddStringToObject(b, "query", qt != NULL ? qt : "");
+	free(qt);
+	arr = cJSON_AddArrayToObject(b, "chunks");
+	for (i = 0; i < k; i++) {
+		e = cJSON_CreateObject();
+		cJSON_AddNumberToObject(e, "n", (double)(i + 1));
+		cJSON_AddStringToObject(e, "source", hits[i].index ? "index" :
+		    "kb");
+		cJSON_AddStringToObject(e, hits[i].index ? "path" :
+		    "documentId", hits[i].name);
+		l = cJSON_AddArrayToObject(e, "lines");
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(
+		    hits[i].line_first));
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(hits[i].line_last));
+		cJSON_AddNumberToObject(e, "score", hits[i].score);
+		cJSON_AddNumberToObject(e, "bytes", (double)keep[i]);
+		cJSON_AddItemToArray(arr, e);
+	}
+	if (vec == NULL && embed_enabled(conf) && note != NULL)
+		cJSON_AddStringToObject(b, "note", note);
+	sess_emit(s, "rag_context", b);
+out:
+	free(kh);
+	free(ih);
+	free(ii);
+	free(hits);
+	free(keep);
+	/* The turn may have ended meanwhile: the callee checks msgid. */
+	rg->done(s, text, rg->msgid);
+	free(rg);
+}
+
+int
+kb_rag(struct sess *s, const char *agent, const char *msgid,
+    const char *query, kb_rag_fn done)
+{
+	const struct config *conf = s->wk->conf;
+	struct kb_state *kb = state_of(s);
+	struct rag *rg;
+	uint64_t wait;
+	int rc;
+
+	if (!rag_on(s) || query == NULL || *query == '\0' || kb == NULL ||
+	    (rg = calloc(1, sizeof(*rg))) == NULL) {
+		done(s, NULL, msgid);
+		return 0;
+	}
+	if (kb->load == KB_FAILED)
+		load_start(s);	/* for the next turn; this one goes on */
+	rg->s = s;
+	rg->done = done;
+	snprintf(rg->agent, sizeof(rg->agent), "%s", agent);
+	snprintf(rg->msgid, sizeof(rg->msgid), "%s", msgid);
+	wait = conf->embedder != NULL && conf->embedder->timeout_ms > 0 &&
+	    conf->embedder->timeout_ms < KB_RAG_WAIT_MS ?
+	    conf->embedder->timeout_ms : KB_RAG_WAIT_MS;
+	/* A long message is cut: the query is what it begins with. */
+	{
+		char *qt = strndup(query, utf8_whole(query,
+		    strlen(query) > KB_QUERY_MAX ? KB_QUERY_MAX :
+		    strlen(query)));
+
+		if (qt == NULL) {
+			free(rg);
+			done(s, NULL, msgid);
+			return 0;
+		}
+		rc = q_start(s, qt, conf->rag_top_k > 0 ? conf->rag_top_k : 1,
+		    0, wait, rag_done, rg);
+		free(qt);
+	}
+	if (rc == -1) {
+		free(rg);
+		done(s, NULL, msgid);
+		return 0;
+	}
+	return rc;
+}
+
+/* --- the agents' tool --- */
+
+struct kb_call {
+	struct sess	*s;
+	kb_call_fn	 done;
+	void		*arg;
+	struct kb_q	*q;	/* while it waits for the vector */
+	struct event	*ev;	/* answers a keyword search after return */
+	char		*text;
+	int		 error;
+};
+
+int
+kb_tool_offered(struct sess *s)
+{
+	struct kb_state *kb = s->kb;
+
+	/* XXX and when the host has an index: index.h has no call saying
+	 * so yet (see the report). */
+	return kb != NULL && kb->idx != NULL && kbi_ndocs(kb->idx) > 0;
+}
+
+int
+kb_tool(struct sess *s, const char *name)
+{
+	return strcmp(name, KB_TOOL) == 0 && kb_tool_offered(s);
+}
+
+int
+kb_tool_def(struct sess *s, struct llm_tool_def *def)
+{
+	if (!kb_tool_offered(s))
+		return 0;
+	def->name = KB_TOOL;
+	def->description = "Searches the session's knowledge base and the "
+	    "host's indexed files for text relevant to a query; returns the "
+	    "best chunks with their source (documentId or path and lines) "
+	    "and score.";
+	def->schema_json = "{\"type\":\"object\",\"properties\":{\"query\":"
+	    "{\"type\":\"string\",\"description\":\"what to look for\"},"
+	    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":50,"
+	    "\"description\":\"hits wanted, default 5\"}},\"required\":"
+	    "[\"query\"]}";
+	return 1;
+}
+
+static void
+call_answer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct kb_call *kc = arg;
+
+	(void)fd;
+	(void)ev;
+	kc->done(kc->arg, kc->error, kc->text ? kc->text : "out of memory",
+	    kc->error || kc->text == NULL ? "TOOL_ERROR" : NULL);
+	kb_tool_cancel(kc);
+}
+
+/* Answers after the caller's return: the tool's callbacks expect it. */
+static void
+call_answer(struct kb_call *kc, int error, char *text)
+{
+	struct timeval tv = { 0, 0 };
+
+	kc->error = error;
+	kc->text = text;
+	if ((kc->ev = evtimer_new(kc->s->wk->base, call_answer_cb,
+	    kc)) != NULL)
+		evtimer_add(kc->ev, &tv);
+	else
+		call_answer_cb(-1, 0, kc);
+}
+
+static void
+tool_done(struct kb_q *q, const float *vec, unsigned dim, const char *note)
+{
+	struct kb_call *kc = q->arg;
+	struct sess *s = q->s;
+	struct kb_state *kb = q->kb;
+	struct kbi_hit *kh, *ih;
+	struct kbi_chunk_info ci, *ii;
+	struct kbi_query iq;
+	size_t nk = 0, ni = 0, i;
+	cJSON *b, *arr, *e, *l;
+	struct kb_hit *hits;
+	size_t n = 0;
+	char *t;
+
+	kc->q = NULL;
+	kh = calloc(q->limit, sizeof(*kh));
+	ih = calloc(q->limit, sizeof(*ih));
+	ii = calloc(q->limit, sizeof(*ii));
+	hits = calloc(q->limit * 2, sizeof(*hits));
+	if (kh == NULL || ih == NULL || ii == NULL || hits == NULL) {
+		free(kh);
+		free(ih);
+		free(ii);
+		free(hits);
+		call_answer(kc, 1, strdup("out of memory"));
+		return;
+	}
+	if (kb->load == KB_READY)
+		nk = q_kb(kb->idx, q, vec, dim, kh);
+	memset(&iq, 0, sizeof(iq));
+	iq.text = q->text;
+	iq.len = strlen(q->text);
+	iq.vec = vec;
+	iq.dim = dim;
+	iq.limit = q->limit;
+	ni = index_search(s->wk, &iq, ih, ii);
+	for (i = 0; i < nk; i++)
+		if (kbi_chunk_get(kb->idx, kh[i].chunk, &ci) == 0)
+			hits[n++] = (struct kb_hit){ 0, ci.doc, ci.meta,
+			    ci.text, ci.len, ci.line_first, ci.line_last,
+			    kh[i].score };
+	for (i = 0; i < ni; i++)
+		hits[n++] = (struct kb_hit){ 1, ii[i].doc, NULL, ii[i].text,
+		    ii[i].len, ii[i].line_first, ii[i].line_last,
+		    ih[i].score };
+	/* The best of both, as many as asked, whatever their size. */
+	{
+		size_t *keep = calloc(n + 1, sizeof(*keep));
+
+		n = keep != NULL ? kb_rag_select(hits, n, q->limit,
+		    SIZE_MAX / 8, keep) : 0;
+		free(keep);
+	}
+	b = cJSON_CreateObject();
+	arr = cJSON_AddArrayToObject(b, "results");
+	for (i = 0; i < n; i++) {
+		e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "source", hits[i].index ? "index" :
+		    "kb");
+		cJSON_AddStringToObject(e, hits[i].index ? "path" :
+		    "documentId", hits[i].name);
+		l = cJSON_AddArrayToObject(e, "lines");
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(
+		    hits[i].line_first));
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(hits[i].line_last));
+		cJSON_AddNumberToObject(e, "score", hits[i].score);
+		t = strndup(hits[i].text, hits[i].len);
+		cJSON_AddStringToObject(e, "content", t != NULL ? t : "");
+		free(t);
+		cJSON_AddItemToArray(arr, e);
+	}
+	if (vec == NULL && note != NULL && embed_enabled(s->wk->conf))
+		cJSON_AddStringToObject(b, "note", note);
+	free(kh);
+	free(ih);
+	free(ii);
+	free(hits);
+	call_answer(kc, 0, cJSON_PrintUnformatted(b));
+	cJSON_Delete(b);
+}
+
+struct kb_call *
+kb_tool_run(struct sess *s, const char *args, kb_call_fn done, void *arg)
+{
+	struct kb_call *kc;
+	cJSON *a = cJSON_Parse(args != NULL && *args ? args : "{}");
+	const char *query;
+	size_t limit;
+	double th;
+	char msg[160];
+	int rc;
+
+	if ((kc = calloc(1, sizeof(*kc))) == NULL) {
+		cJSON_Delete(a);
+		return NULL;
+	}
+	kc->s = s;
+	kc->done = done;
+	kc->arg = arg;
+	if (kb_check_search(a, &query, &limit, &th, msg, sizeof(msg)) == -1) {
+		cJSON_Delete(a);
+		call_answer(kc, 1, strdup(msg));
+		return kc;
+	}
+	kc->q = (struct kb_q *)&kc->q;	/* see tool_done */
+	rc = q_start(s, query, limit, 0, KB_RAG_WAIT_MS, tool_done, kc);
+	cJSON_Delete(a);
+	if (rc == -1) {
+		kc->q = NULL;
+		call_answer(kc, 1, strdup("out of memory"));
+		return kc;
+	}
+	if (rc == 1)
+		kc->q = TAILQ_LAST(&STATE(s)->qs, kb_qs);
+	return kc;
+}
+
+void
+kb_tool_cancel(struct kb_call *kc)
+{
+	if (kc == NULL)
+		return;
+	if (kc->q != NULL) {
+		TAILQ_REMOVE(&STATE(kc->s)->qs, kc->q, entry);
+		q_free(kc->q);
+	}
+	if (kc->ev != NULL)
+		event_free(kc->ev);
+	free(kc->text);
+	free(kc);
+}
+
+/* --- the session's part --- */
+
+static void
+part_own(struct sess *s)
+{
+	struct kb_state *kb = state_of(s);
+
+	if (kb != NULL && kb->load != KB_READY)
+		load_start(s);
+}
+
+static void
+part_state(struct sess *s, cJSON *o, int info)
+{
+	struct kb_state *kb = s->kb;
+	cJSON *k;
+
+	if (!info || kb == NULL || kb->idx == NULL || kb->load != KB_READY)
+		return;
+	k = cJSON_AddObjectToObject(o, "knowledge");
+	cJSON_AddNumberToObject(k, "documents", (double)kbi_ndocs(kb->idx));
+	cJSON_AddNumberToObject(k, "bytes", (double)kbi_bytes(kb->idx));
+	cJSON_AddNumberToObject(k, "chunks", (double)kbi_nchunks(kb->idx));
+}
+
+static int
+part_holds(const struct sess *s)
+{
+	const struct kb_state *kb = s->kb;
+
+	return kb != NULL && kb->load == KB_LOADING;
+}
+
+static int
+part_busy(const struct sess *s)
+{
+	const struct kb_state *kb = s->kb;
+
+	return kb != NULL && (kb->load == KB_LOADING ||
+	    !TAILQ_EMPTY(&kb->ops) || !TAILQ_EMPTY(&kb->qs));
+}
+
+/* A requester closed: what it waits for goes on, unanswered. */
+static void
+part_gone(struct sess *s, struct sess_client *c)
+{
+	struct kb_state *kb = s->kb;
+	struct kb_op *op;
+
+	if (kb == NULL)
+		return;
+	TAILQ_FOREACH(op, &kb->ops, entry)
+		if (op->c == c) {
+			c->waits--;
+			op->c = NULL;
+		}
+}
+
+static void
+part_free(struct sess *s)
+{
+	struct kb_state *kb = s->kb;
+	struct kb_op *op;
+	struct kb_q *q;
+
+	if (kb == NULL)
+		return;
+	while ((op = TAILQ_FIRST(&kb->ops)) != NULL) {
+		TAILQ_REMOVE(&kb->ops, op, entry);
+		op_err(op, "OVERLOADED", 503, "the session left this worker "
+		    "before the knowledge base request was done; retry");
+		op_free(op);
+	}
+	while ((q = TAILQ_FIRST(&kb->qs)) != NULL) {
+		/* Their owners (a turn, a tool call) go with the session. */
+		TAILQ_REMOVE(&kb->qs, q, entry);
+		if (q->done == rag_done)
+			free(q->arg);
+		else if (q->done == tool_done)
+			((struct kb_call *)q->arg)->q = NULL;
+		q_free(q);
+	}
+	store_req_cancel(kb->lr);
+	kbi_free(kb->building);
+	kbi_free(kb->idx);
+	free(kb);
+	s->kb = NULL;
+}
+
+const struct sess_part kb_part = {
+	.own = part_own,
+	.state = part_state,
+	.holds = part_holds,
+	.busy = part_busy,
+	.gone = part_gone,
+	.free = part_free,
+};
