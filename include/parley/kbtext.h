@@ -15,13 +15,16 @@
 /*
  * Calls fn for each token of text, in order, lower-cased (ASCII only;
  * bytes >= 0x80 are word bytes, kept as they are).  A word is a run of
- * [A-Za-z0-9_] and bytes >= 0x80.  A compound word (one holding '_' or a
- * lower-to-upper case change, e.g. snake_case, camelCase, HTTPServer) is
- * given whole (its leading/trailing '_' dropped) and then as its parts,
- * split at '_' and at case changes ("HTTPServer": "httpserver", "http",
- * "server").  Other characters ('/', '.', '-', blanks) separate words,
- * so a path gives its parts.  Tokens of one byte are dropped unless a
- * digit.  Returns the tokens given.
+ * [A-Za-z0-9_] and bytes >= 0x80; its leading/trailing '_' are dropped.
+ * A compound word (one of several parts: split at '_', after a lower-case
+ * letter or a digit followed by a capital, and before the capital that
+ * starts a word after an acronym; e.g. snake_case, camelCase, utf8Valid,
+ * HTTPServer) is given whole and then as its parts ("HTTPServer":
+ * "httpserver", "http", "server").  Other characters ('/', '.', '-',
+ * blanks) separate words, so a path gives its parts.  Tokens of one byte
+ * are dropped unless a digit; a token longer than KBT_TOKEN_MAX bytes is
+ * cut to its first KBT_TOKEN_MAX bytes.  fn may be NULL (count only).
+ * Returns the tokens given.
  */
 typedef void	(*kbt_token_fn)(void *arg, const char *tok, size_t len);
 size_t		 kbt_tokens(const char *text, size_t len, kbt_token_fn fn,
@@ -36,7 +39,9 @@ size_t		 kbt_tokens(const char *text, size_t len, kbt_token_fn fn,
  * column 0 beginning "def ", "class ", "func ", "fn ", "pub ", "function ",
  * "static ", "struct ", "impl ", "export ", "#" or a C function's name
  * followed by "("), else after a blank line, else at the last line that
- * fits.  *out is a malloc'd array the caller frees.  Returns the number
+ * fits; text that fits max_bytes is one chunk.  max_bytes 0 means
+ * KBT_CHUNK_BYTES.  *out is a malloc'd array the caller frees (NULL for
+ * an empty text).  Returns the number
  * of chunks (0 for an empty text), or (size_t)-1 with errno ENOMEM.
  */
 struct kbt_chunk {
@@ -47,7 +52,9 @@ size_t		 kbt_chunks(const char *text, size_t len, size_t max_bytes,
 		    struct kbt_chunk **out);
 
 /* 1 when the first KBT_SNIFF bytes hold no NUL and are valid UTF-8 (a
- * character cut by the end of the sniffed bytes is allowed). */
+ * character cut by the end of the sniffed bytes is allowed when len >=
+ * KBT_SNIFF, so a caller may pass just its first read; a shorter buf is
+ * the whole text and must end on a whole character). */
 int		 kbt_is_text(const char *buf, size_t len);
 
 /* SHA-256 of buf as 64 lower-case hex digits and a NUL. */
