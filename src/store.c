@@ -445,3 +445,94 @@ store_promote(struct store_sess *s, store_done_cb done, void *arg)
 	}
 	return s->store->ops->promote(s, done, arg);
 }
+
+/* --- documents --- */
+
+/* What every document call checks; 0, or -1 with errno. */
+static int
+doc_check(const struct store_sess *s, const char *name)
+{
+	if (store_role(s) != STORE_OWNER) {
+		errno = EPERM;
+		return -1;
+	}
+	if (!store_valid_id(name)) {
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+/* Completes a request at once: done with n (errno kept), NULL. */
+static struct store_req *
+doc_done(store_done_cb done, void *arg, ssize_t n)
+{
+	done(arg, n);
+	return NULL;
+}
+
+struct store_req *
+store_doc_put(struct store_sess *s, const char *name, const char *json,
+    size_t len, store_done_cb done, void *arg)
+{
+	const struct store_ops *ops = s->store->ops;
+
+	if (doc_check(s, name) == -1)
+		return doc_done(done, arg, -1);
+	if (len > STORE_DOC_MAX) {
+		errno = EMSGSIZE;
+		return doc_done(done, arg, -1);
+	}
+	if (json == NULL || len == 0 || memchr(json, '\0', len) != NULL) {
+		errno = EINVAL;
+		return doc_done(done, arg, -1);
+	}
+	if (ops->doc_put_async != NULL)
+		return ops->doc_put_async(s, name, json, len, done, arg);
+	if (ops->doc_put == NULL) {
+		errno = ENOTSUP;
+		return doc_done(done, arg, -1);
+	}
+	return doc_done(done, arg, ops->doc_put(s, name, json, len) == -1 ?
+	    -1 : 0);
+}
+
+struct store_req *
+store_doc_del(struct store_sess *s, const char *name, store_done_cb done,
+    void *arg)
+{
+	const struct store_ops *ops = s->store->ops;
+
+	if (doc_check(s, name) == -1)
+		return doc_done(done, arg, -1);
+	if (ops->doc_del_async != NULL)
+		return ops->doc_del_async(s, name, done, arg);
+	if (ops->doc_del == NULL) {
+		errno = ENOTSUP;
+		return doc_done(done, arg, -1);
+	}
+	return doc_done(done, arg, ops->doc_del(s, name));
+}
+
+struct store_req *
+store_doc_all(struct store_sess *s, store_doc_cb cb, store_done_cb done,
+    void *arg)
+{
+	const struct store_ops *ops = s->store->ops;
+
+	if (store_role(s) != STORE_OWNER) {
+		errno = EPERM;
+		return doc_done(done, arg, -1);
+	}
+	if (cb == NULL) {
+		errno = EINVAL;
+		return doc_done(done, arg, -1);
+	}
+	if (ops->doc_all_async != NULL)
+		return ops->doc_all_async(s, cb, done, arg);
+	if (ops->doc_all == NULL) {
+		errno = ENOTSUP;
+		return doc_done(done, arg, -1);
+	}
+	return doc_done(done, arg, ops->doc_all(s, cb, arg));
+}

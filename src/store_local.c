@@ -18,8 +18,17 @@
  *                                   out of sequence after it).
  *   STATE_DIR/sessions/<id>/meta    opaque JSON text, replaced atomically:
  *                                   meta.tmp, fsync, rename, fsync dir.
+ *   STATE_DIR/sessions/<id>/kb/<name>
+ *                                   one document of the session's
+ *                                   knowledge base (store_doc_put):
+ *                                   opaque JSON text, replaced as meta is
+ *                                   through kb/.<name>.tmp (a leading '.'
+ *                                   is never a name); kb/ is made by the
+ *                                   first put and removed with the
+ *                                   session.
  *   log.tmp, meta.tmp               leftovers of an interrupted trim or
- *                                   meta write; removed at open.
+ *                                   meta write; removed at open (a
+ *                                   document's, by store_doc_all).
  *
  * While a session is open its log is flock()ed (LOCK_EX): a second writer
  * or another process's expiry sweep backs off, and the lock dies with a
@@ -118,6 +127,11 @@ static char		*local_meta_peek(struct store *, const char *);
 static void		 local_sync(struct store *);
 static int		 local_trim(struct store_sess *, uint64_t);
 static int		 local_expire(struct store *, uint64_t);
+static int		 local_doc_put(struct store_sess *, const char *,
+			    const char *, size_t);
+static int		 local_doc_del(struct store_sess *, const char *);
+static ssize_t		 local_doc_all(struct store_sess *, store_doc_cb,
+			    void *);
 
 const struct store_ops store_local_ops = {
 	.scheme = "local",
@@ -134,6 +148,9 @@ const struct store_ops store_local_ops = {
 	.sync = local_sync,
 	.trim = local_trim,
 	.expire = local_expire,
+	.doc_put = local_doc_put,
+	.doc_del = local_doc_del,
+	.doc_all = local_doc_all,
 };
 
 static int
@@ -726,36 +743,48 @@ local_write_full(int fd, const char *p, size_t len)
 	return 0;
 }
 
+/*
+ * Replaces dirfd's file name with json atomically: tmp written (and
+ * fsynced unless nosync), renamed over name, the directory fsynced.  0,
+ * or -1 with errno and no tmp left behind.
+ */
 static int
-local_meta_write_in(struct store_sess *s, const char *json, size_t len)
+local_replace(int dirfd, const char *tmp, const char *name, const char *json,
+    size_t len, int nosync)
 {
-	struct local_sess	*ls = (struct local_sess *)s;
-	int			 fd, save, nosync;
+	int	 fd, save;
 
-	/* BATCH in a worker: the sync thread makes it durable. */
-	nosync = local_nosync(s->store) || local_async(s->store);
-	fd = openat(ls->dirfd, "meta.tmp", O_WRONLY | O_CREAT | O_TRUNC |
-	    O_CLOEXEC | O_NOFOLLOW, 0640);
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+	    O_NOFOLLOW, 0640);
 	if (fd == -1)
 		return -1;
 	if (local_write_full(fd, json, len) == -1 ||
 	    (!nosync && fsync(fd) == -1)) {
 		save = errno;
 		close(fd);
-		unlinkat(ls->dirfd, "meta.tmp", 0);
+		unlinkat(dirfd, tmp, 0);
 		errno = save;
 		return -1;
 	}
-	if (close(fd) == -1 ||
-	    renameat(ls->dirfd, "meta.tmp", ls->dirfd, "meta") == -1) {
+	if (close(fd) == -1 || renameat(dirfd, tmp, dirfd, name) == -1) {
 		save = errno;
-		unlinkat(ls->dirfd, "meta.tmp", 0);
+		unlinkat(dirfd, tmp, 0);
 		errno = save;
 		return -1;
 	}
-	if (!nosync && fsync(ls->dirfd) == -1)
+	if (!nosync && fsync(dirfd) == -1)
 		return -1;
 	return 0;
+}
+
+static int
+local_meta_write_in(struct store_sess *s, const char *json, size_t len)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+
+	/* BATCH in a worker: the sync thread makes it durable. */
+	return local_replace(ls->dirfd, "meta.tmp", "meta", json, len,
+	    local_nosync(s->store) || local_async(s->store));
 }
 
 static int
@@ -774,9 +803,13 @@ local_meta_write(struct store_sess *s, const char *json, size_t len)
 	return r;
 }
 
-/* Reads a whole small file (at most STORE_META_MAX) as a C string. */
+/*
+ * Reads a whole file of at most max bytes as a C string (its length in
+ * *lenp when not NULL): malloc'd, or NULL with errno (EFBIG larger,
+ * EINVAL not a regular file).
+ */
 static char *
-local_read_text(int atfd, const char *path)
+local_read_file(int atfd, const char *path, size_t max, size_t *lenp)
 {
 	struct stat	 sb;
 	char		*buf;
@@ -792,7 +825,7 @@ local_read_text(int atfd, const char *path)
 		errno = save;
 		return NULL;
 	}
-	if (!S_ISREG(sb.st_mode) || sb.st_size > (off_t)STORE_META_MAX) {
+	if (!S_ISREG(sb.st_mode) || sb.st_size > (off_t)max) {
 		close(fd);
 		errno = S_ISREG(sb.st_mode) ? EFBIG : EINVAL;
 		return NULL;
@@ -820,7 +853,16 @@ local_read_text(int atfd, const char *path)
 	}
 	close(fd);
 	buf[got] = '\0';
+	if (lenp != NULL)
+		*lenp = got;
 	return buf;
+}
+
+/* Reads a whole small file (at most STORE_META_MAX) as a C string. */
+static char *
+local_read_text(int atfd, const char *path)
+{
+	return local_read_file(atfd, path, STORE_META_MAX, NULL);
 }
 
 static char *
@@ -843,6 +885,217 @@ local_meta_peek(struct store *st, const char *id)
 
 	local_path(path, sizeof(path), id, "meta");
 	return local_read_text(((struct local_store *)st)->sessfd, path);
+}
+
+/* --- documents --- */
+
+/*
+ * The session's kb directory (mk: created if missing, durable as a new
+ * session directory is): a descriptor, or -1 with errno (ENOENT: none).
+ */
+static int
+local_kb_open(struct local_sess *ls, int mk)
+{
+	struct store	*st = ls->base.store;
+	int		 fd, made = 0;
+
+	if (local_dir_open(ls) == -1)
+		return -1;
+	if (mk) {
+		if (mkdirat(ls->dirfd, "kb", 0750) == 0)
+			made = 1;
+		else if (errno != EEXIST)
+			goto fail;
+	}
+	fd = openat(ls->dirfd, "kb", O_RDONLY | O_DIRECTORY | O_CLOEXEC |
+	    O_NOFOLLOW);
+	if (fd == -1)
+		goto fail;
+	if (made && local_async(st))
+		local_sync_soon((struct local_store *)st);
+	else if (made && !local_nosync(st) && fsync(ls->dirfd) == -1) {
+		close(fd);
+		goto fail;
+	}
+	local_dir_close(ls);
+	return fd;
+fail:
+	local_dir_close(ls);
+	return -1;
+}
+
+/* The temporary of a document: a leading '.', so never a valid name. */
+static void
+local_doc_tmp(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, ".%.*s.tmp", STORE_ID_MAX, name);
+}
+
+/* Once the kb directory changed: durable as a meta write is. */
+static int
+local_kb_synced(struct store *st, int kfd)
+{
+	if (local_async(st)) {
+		local_sync_soon((struct local_store *)st);
+		return 0;
+	}
+	if (!local_nosync(st) && fsync(kfd) == -1)
+		return -1;
+	return 0;
+}
+
+static int
+local_doc_put(struct store_sess *s, const char *name, const char *json,
+    size_t len)
+{
+	char	 tmp[STORE_ID_MAX + 8];
+	int	 kfd, r, save;
+
+	if ((kfd = local_kb_open((struct local_sess *)s, 1)) == -1)
+		return -1;
+	local_doc_tmp(tmp, sizeof(tmp), name);
+	/* BATCH in a worker: the sync thread makes it durable. */
+	r = local_replace(kfd, tmp, name, json, len,
+	    local_nosync(s->store) || local_async(s->store));
+	if (r == 0 && local_async(s->store))
+		local_sync_soon((struct local_store *)s->store);
+	save = errno;
+	close(kfd);
+	errno = save;
+	return r;
+}
+
+static int
+local_doc_del(struct store_sess *s, const char *name)
+{
+	int	 kfd, r, save;
+
+	if ((kfd = local_kb_open((struct local_sess *)s, 0)) == -1)
+		return errno == ENOENT ? 0 : -1;
+	if (unlinkat(kfd, name, 0) == -1)
+		r = errno == ENOENT ? 0 : -1;
+	else
+		r = local_kb_synced(s->store, kfd) == -1 ? -1 : 1;
+	save = errno;
+	close(kfd);
+	errno = save;
+	return r;
+}
+
+/* 1 if a directory entry is a document's leftover temporary. */
+static int
+local_doc_is_tmp(const char *n)
+{
+	size_t	 len = strlen(n);
+
+	return n[0] == '.' && len > 5 && strcmp(n + len - 4, ".tmp") == 0;
+}
+
+static ssize_t
+local_doc_all(struct store_sess *s, store_doc_cb cb, void *arg)
+{
+	struct dirent	*de;
+	DIR		*d;
+	char		*json;
+	size_t		 len;
+	ssize_t		 n = 0;
+	int		 kfd, save, stop = 0;
+
+	if ((kfd = local_kb_open((struct local_sess *)s, 0)) == -1)
+		return errno == ENOENT ? 0 : -1;
+	if ((d = fdopendir(kfd)) == NULL) {
+		save = errno;
+		close(kfd);
+		errno = save;
+		return -1;
+	}
+	while (!stop && (de = readdir(d)) != NULL) {
+		/* A write that died before its rename (the session is ours:
+		 * nobody else is writing it). */
+		if (local_doc_is_tmp(de->d_name)) {
+			if (unlinkat(kfd, de->d_name, 0) == -1 &&
+			    errno != ENOENT)
+				log_warn("store: session %s: kb/%s", s->id,
+				    de->d_name);
+			continue;
+		}
+		if (!store_valid_id(de->d_name))
+			continue;
+		json = local_read_file(kfd, de->d_name, STORE_DOC_MAX, &len);
+		if (json == NULL) {
+			if (errno == ENOENT)
+				continue;
+			if (errno != EFBIG && errno != EINVAL)
+				goto fail;
+		}
+		/* Never written by local_doc_put: left alone, and said. */
+		if (json == NULL || len == 0 || memchr(json, '\0', len)) {
+			log_warnx("store: session %s: kb/%s is not a document "
+			    "(not a file, empty, over %u bytes or with a NUL); "
+			    "skipped: remove it", s->id, de->d_name,
+			    STORE_DOC_MAX);
+			free(json);
+			continue;
+		}
+		n++;
+		stop = cb(arg, de->d_name, json, len) != 0;
+		free(json);
+	}
+	closedir(d);
+	return n;
+fail:
+	save = errno;
+	closedir(d);
+	errno = save;
+	return -1;
+}
+
+/*
+ * Removes an expiring session's kb directory and its documents.  An
+ * unlink during readdir may hide an entry, so it looks again (a bounded
+ * number of times) while the directory is not empty.
+ */
+static void
+local_kb_remove(struct local_store *lst, const char *id)
+{
+	char		 path[STORE_ID_MAX + 16];
+	struct dirent	*de;
+	DIR		*d;
+	int		 fd, pass;
+
+	local_path(path, sizeof(path), id, "kb");
+	for (pass = 0; pass < 3; pass++) {
+		fd = openat(lst->sessfd, path, O_RDONLY | O_DIRECTORY |
+		    O_CLOEXEC | O_NOFOLLOW);
+		if (fd == -1) {
+			if (errno != ENOENT)
+				log_warn("store: expire %s", path);
+			return;
+		}
+		if ((d = fdopendir(fd)) == NULL) {
+			log_warn("store: expire %s", path);
+			close(fd);
+			return;
+		}
+		while ((de = readdir(d)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 ||
+			    strcmp(de->d_name, "..") == 0)
+				continue;
+			/* (an empty directory someone made there too) */
+			if (unlinkat(fd, de->d_name, 0) == -1 &&
+			    (errno != EISDIR || unlinkat(fd, de->d_name,
+			    AT_REMOVEDIR) == -1) && errno != ENOENT)
+				log_warn("store: expire %s/%s", path,
+				    de->d_name);
+		}
+		closedir(d);
+		if (unlinkat(lst->sessfd, path, AT_REMOVEDIR) == 0 ||
+		    errno == ENOENT)
+			return;
+		if (errno != ENOTEMPTY && errno != EEXIST)
+			break;
+	}
+	log_warn("store: expire %s", path);
 }
 
 static void
@@ -1143,6 +1396,7 @@ local_remove(struct local_store *lst, const char *id)
 		close(lfd);
 		return 0;
 	}
+	local_kb_remove(lst, id);
 	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		local_path(path, sizeof(path), id, files[i]);
 		if (unlinkat(lst->sessfd, path, 0) == -1 && errno != ENOENT)
@@ -1163,7 +1417,8 @@ local_remove(struct local_store *lst, const char *id)
 static int
 local_expire(struct store *st, uint64_t cutoff_ms)
 {
-	static const char *const files[] = { "log", "meta" };
+	/* A document written is a use of the session, as an append is. */
+	static const char *const files[] = { "log", "meta", "kb" };
 	struct local_store	*lst = (struct local_store *)st;
 	char			 path[STORE_ID_MAX + 16];
 	struct dirent		*de;

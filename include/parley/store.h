@@ -235,6 +235,37 @@ struct store_req *store_promote(struct store_sess *, store_done_cb done,
 		    void *arg);
 
 /*
+ * A session's named documents (its knowledge base, workers/kb.c): each
+ * an opaque JSON text of 1..STORE_DOC_MAX bytes (no NUL) under a name
+ * that passes store_valid_id().  They live and expire with the session:
+ * local, files STATE_DIR/sessions/<id>/kb/<name> (tmp + rename; synced
+ * as the meta is), removed with the session; Redis, one hash per
+ * session beside its keys (same hash tag), its TTL refreshed with the
+ * session's.  Owner only (EPERM otherwise).  Like the other async
+ * calls: callbacks exactly once, maybe before the call returns; NULL
+ * when it completed at once.  Refused arguments: done(-1) at once with
+ * EINVAL (bad name, empty, a NUL) or EMSGSIZE (too long); a store that
+ * failed answers -1 with EIO (ESTALE: fenced, another process owns the
+ * session now).
+ */
+#define STORE_DOC_MAX	(32u << 20)
+struct store_req *store_doc_put(struct store_sess *, const char *name,
+		    const char *json, size_t len, store_done_cb done,
+		    void *arg);
+/* done n: 1 removed, 0 absent. */
+struct store_req *store_doc_del(struct store_sess *, const char *name,
+		    store_done_cb done, void *arg);
+/*
+ * Calls cb for every document, in no particular order (json is
+ * NUL-terminated and valid only during the call; cb returns non-zero to
+ * stop, that document counting as read), then done with the count read.
+ */
+typedef int (*store_doc_cb)(void *arg, const char *name,
+		    const char *json, size_t len);
+struct store_req *store_doc_all(struct store_sess *, store_doc_cb cb,
+		    store_done_cb done, void *arg);
+
+/*
  * Backend interface: for store.c and store_*.c only.  A backend embeds
  * struct store / struct store_sess as the first member of its own state.
  */
@@ -283,6 +314,22 @@ struct store_ops {
 			    store_done_cb, void *);
 	struct store_req *(*promote)(struct store_sess *, store_done_cb,
 			    void *);
+	/*
+	 * Documents, checked arguments.  A synchronous backend sets the
+	 * first three (put 0, del 1 or 0, all the count, or -1/errno); an
+	 * asynchronous one the last three.
+	 */
+	int		 (*doc_put)(struct store_sess *, const char *,
+			    const char *, size_t);
+	int		 (*doc_del)(struct store_sess *, const char *);
+	ssize_t		 (*doc_all)(struct store_sess *, store_doc_cb,
+			    void *);
+	struct store_req *(*doc_put_async)(struct store_sess *, const char *,
+			    const char *, size_t, store_done_cb, void *);
+	struct store_req *(*doc_del_async)(struct store_sess *, const char *,
+			    store_done_cb, void *);
+	struct store_req *(*doc_all_async)(struct store_sess *, store_doc_cb,
+			    store_done_cb, void *);
 };
 
 struct store_sess {

@@ -948,6 +948,347 @@ START_TEST(test_range_100k)
 }
 END_TEST
 
+/* --- documents --- */
+
+/* What store_doc_* delivered: done's n (and errno), the documents. */
+struct docs {
+	int		 calls;		/* done */
+	ssize_t		 n;
+	int		 err;
+	size_t		 count;		/* cb */
+	size_t		 stop_after;	/* 0: never */
+	char		 names[16][STORE_ID_MAX + 1];
+	char		*json[16];
+	size_t		 len[16];
+};
+
+static void
+docs_reset(struct docs *d)
+{
+	size_t	 i;
+
+	for (i = 0; i < d->count && i < 16; i++)
+		free(d->json[i]);
+	memset(d, 0, sizeof(*d));
+}
+
+static void
+docs_done(void *arg, ssize_t n)
+{
+	struct docs	*d = arg;
+
+	d->calls++;
+	d->n = n;
+	d->err = n < 0 ? errno : 0;
+}
+
+static int
+docs_cb(void *arg, const char *name, const char *json, size_t len)
+{
+	struct docs	*d = arg;
+
+	ck_assert_uint_eq(strlen(json), len);	/* NUL-terminated */
+	if (d->count < 16) {
+		snprintf(d->names[d->count], sizeof(d->names[0]), "%s", name);
+		d->json[d->count] = strdup(json);
+		d->len[d->count] = len;
+	}
+	d->count++;
+	return d->stop_after != 0 && d->count >= d->stop_after;
+}
+
+/* The json of document name in d, or NULL. */
+static const char *
+docs_get(const struct docs *d, const char *name)
+{
+	size_t	 i;
+
+	for (i = 0; i < d->count && i < 16; i++)
+		if (strcmp(d->names[i], name) == 0)
+			return d->json[i];
+	return NULL;
+}
+
+/* Puts synchronously (the local store completes at once): done's n. */
+static ssize_t
+doc_put(struct store_sess *s, const char *name, const char *json,
+    size_t len, int *err)
+{
+	struct docs	 d;
+
+	memset(&d, 0, sizeof(d));
+	ck_assert_ptr_null(store_doc_put(s, name, json, len, docs_done, &d));
+	ck_assert_int_eq(d.calls, 1);
+	if (err != NULL)
+		*err = d.err;
+	return d.n;
+}
+
+static ssize_t
+doc_del(struct store_sess *s, const char *name)
+{
+	struct docs	 d;
+
+	memset(&d, 0, sizeof(d));
+	ck_assert_ptr_null(store_doc_del(s, name, docs_done, &d));
+	ck_assert_int_eq(d.calls, 1);
+	return d.n;
+}
+
+/* Reads every document into d (reset first). */
+static void
+doc_all(struct store_sess *s, struct docs *d)
+{
+	size_t	 stop = d->stop_after;
+
+	docs_reset(d);
+	d->stop_after = stop;
+	ck_assert_ptr_null(store_doc_all(s, docs_cb, docs_done, d));
+	ck_assert_int_eq(d->calls, 1);
+}
+
+START_TEST(test_doc_round_trip)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	struct docs		 d;
+	char			 p[512];
+	struct stat		 sb;
+
+	memset(&d, 0, sizeof(d));
+	ck_assert_int_eq(store_sess_open(st, "k", 1, &s), 0);
+	/* no kb yet: nothing, and nothing made */
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 0);
+	ck_assert_uint_eq(d.count, 0);
+	ck_assert_int_eq(doc_del(s, "a"), 0);
+	path_of(p, sizeof(p), "k", "kb");
+	ck_assert_int_eq(stat(p, &sb), -1);
+
+	ck_assert_int_eq(doc_put(s, "a", "{\"v\":1}", 7, NULL), 0);
+	ck_assert_int_eq(doc_put(s, "b.tmp", "[2]", 3, NULL), 0);
+	ck_assert_int_eq(doc_put(s, "a", "{\"v\":22}", 8, NULL), 0);
+	/* the documented layout, no temporary left */
+	ck_assert_int_eq(file_size("k", "kb/a"), 8);
+	ck_assert_int_eq(file_size("k", "kb/b.tmp"), 3);
+	ck_assert_int_eq(file_size("k", "kb/.a.tmp"), -1);
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 2);
+	ck_assert_uint_eq(d.count, 2);
+	ck_assert_str_eq(docs_get(&d, "a"), "{\"v\":22}");
+	ck_assert_str_eq(docs_get(&d, "b.tmp"), "[2]");
+
+	/* the callback stops it: that one counts */
+	d.stop_after = 1;
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 1);
+	ck_assert_uint_eq(d.count, 1);
+	d.stop_after = 0;
+
+	ck_assert_int_eq(doc_del(s, "a"), 1);
+	ck_assert_int_eq(doc_del(s, "a"), 0);
+	ck_assert_int_eq(doc_del(s, "zz"), 0);
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 1);
+	ck_assert_ptr_null(docs_get(&d, "a"));
+	ck_assert_str_eq(docs_get(&d, "b.tmp"), "[2]");
+
+	/* not the owner: refused, nothing changed */
+	s->role = STORE_FOLLOWER;
+	ck_assert_int_eq(doc_put(s, "c", "{}", 2, &d.err), -1);
+	ck_assert_int_eq(d.err, EPERM);
+	ck_assert_int_eq(doc_del(s, "b.tmp"), -1);
+	ck_assert_ptr_null(store_doc_all(s, docs_cb, docs_done, &d));
+	s->role = STORE_OWNER;
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 1);
+	docs_reset(&d);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_doc_bounds)
+{
+	static const char *const bad[] = { "", ".a", "a/b", "../x", "a b",
+	    "\xc3\xa9", NULL };
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	struct docs		 d;
+	char			*big, longname[STORE_ID_MAX + 2];
+	size_t			 i;
+	int			 err;
+
+	memset(&d, 0, sizeof(d));
+	ck_assert_int_eq(store_sess_open(st, "kbnd", 1, &s), 0);
+	ck_assert_ptr_nonnull(big = malloc(STORE_DOC_MAX + 1));
+	memset(big, 'x', STORE_DOC_MAX + 1);
+	big[0] = '"';
+	ck_assert_int_eq(doc_put(s, "big", big, STORE_DOC_MAX + 1, &err), -1);
+	ck_assert_int_eq(err, EMSGSIZE);
+	ck_assert_int_eq(file_size("kbnd", "kb"), -1);	/* nothing made */
+	/* the bound itself fits, and comes back whole */
+	ck_assert_int_eq(doc_put(s, "big", big, STORE_DOC_MAX, &err), 0);
+	ck_assert_int_eq(file_size("kbnd", "kb/big"), STORE_DOC_MAX);
+	free(big);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(doc_put(s, bad[i], "{}", 2, &err), -1);
+		ck_assert_int_eq(err, EINVAL);
+		ck_assert_int_eq(doc_del(s, bad[i]), -1);
+	}
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	ck_assert_int_eq(doc_put(s, longname, "{}", 2, &err), -1);
+	ck_assert_int_eq(err, EINVAL);
+	longname[STORE_ID_MAX] = '\0';
+	ck_assert_int_eq(doc_put(s, longname, "{}", 2, &err), 0);
+	ck_assert_int_eq(doc_put(s, "nul", "{\"a\0\"}", 6, &err), -1);
+	ck_assert_int_eq(err, EINVAL);
+	ck_assert_int_eq(doc_put(s, "empty", "", 0, &err), -1);
+	ck_assert_int_eq(err, EINVAL);
+	ck_assert_int_eq(doc_put(s, "null", NULL, 2, &err), -1);
+	ck_assert_int_eq(err, EINVAL);
+	ck_assert_ptr_null(store_doc_all(s, NULL, docs_done, &d));
+	ck_assert_int_eq(d.n, -1);
+	ck_assert_int_eq(d.err, EINVAL);
+	/* only the two good ones */
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 2);
+	ck_assert_uint_eq(d.len[0] + d.len[1], STORE_DOC_MAX + 2);
+	docs_reset(&d);
+	store_close(st);
+}
+END_TEST
+
+/* Writes a file into a session's kb directory behind the store's back. */
+static void
+kb_raw(const char *id, const char *file, const char *text)
+{
+	char	 p[512];
+	int	 fd;
+
+	path_of(p, sizeof(p), id, file);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(write(fd, text, strlen(text)),
+	    (ssize_t)strlen(text));
+	close(fd);
+}
+
+START_TEST(test_doc_reopen)
+{
+	static const enum store_fsync modes[] = { STORE_FSYNC_ALWAYS,
+	    STORE_FSYNC_BATCH, STORE_FSYNC_NO };
+	struct store		*st;
+	struct store_sess	*s;
+	struct docs		 d;
+	char			 id[16], p[512];
+	size_t			 i;
+
+	memset(&d, 0, sizeof(d));
+	for (i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "kr%zu", i);
+		st = open_store(modes[i]);
+		ck_assert_int_eq(store_sess_open(st, id, 1, &s), 0);
+		fill(s, 1, 2);
+		ck_assert_int_eq(doc_put(s, "one", "{\"n\":1}", 7, NULL), 0);
+		ck_assert_int_eq(doc_put(s, "two", "{\"n\":2}", 7, NULL), 0);
+		ck_assert_int_eq(doc_put(s, "gone", "{}", 2, NULL), 0);
+		ck_assert_int_eq(doc_del(s, "gone"), 1);
+		store_close(st);
+
+		/* a put that died before its rename, and files no put
+		 * writes */
+		kb_raw(id, "kb/.one.tmp", "{\"n\":\"torn");
+		kb_raw(id, "kb/empty", "");
+		kb_raw(id, "kb/nul", "{}");
+		path_of(p, sizeof(p), id, "kb/nul");
+		ck_assert_int_eq(truncate(p, 4), 0);	/* "{}\0\0" */
+		path_of(p, sizeof(p), id, "kb/sub");
+		ck_assert_int_eq(mkdir(p, 0750), 0);
+
+		st = open_store(modes[i]);
+		ck_assert_int_eq(store_sess_open(st, id, 0, &s), 0);
+		doc_all(s, &d);
+		ck_assert_int_eq(d.n, 2);
+		ck_assert_str_eq(docs_get(&d, "one"), "{\"n\":1}");
+		ck_assert_str_eq(docs_get(&d, "two"), "{\"n\":2}");
+		ck_assert_int_eq(file_size(id, "kb/.one.tmp"), -1);
+		ck_assert_int_eq(file_size(id, "kb/empty"), 0);	/* left */
+		store_close(st);
+	}
+	docs_reset(&d);
+}
+END_TEST
+
+START_TEST(test_doc_async_batch)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_attached(base);
+	struct store_sess	*s;
+	struct docs		 d;
+	uint64_t		 before;
+
+	memset(&d, 0, sizeof(d));
+	ck_assert_int_eq(store_sess_open(st, "ka", 1, &s), 0);
+	loop_for(base, 300);
+	/* In place at once, synced by the thread within 200 ms. */
+	before = syncs_done(st);
+	ck_assert_int_eq(doc_put(s, "d", "{\"a\":1}", 7, NULL), 0);
+	ck_assert_int_eq(file_size("ka", "kb/d"), 7);
+	ck_assert_int_eq(((struct local_store *)st)->unsynced, 1);
+	loop_for(base, 300);
+	ck_assert_msg(sync_after(st, before), "no sync after a put");
+	before = syncs_done(st);
+	ck_assert_int_eq(doc_del(s, "d"), 1);
+	ck_assert_int_eq(((struct local_store *)st)->unsynced, 1);
+	loop_for(base, 300);
+	ck_assert_msg(sync_after(st, before), "no sync after a del");
+	doc_all(s, &d);
+	ck_assert_int_eq(d.n, 0);
+	store_close(st);
+	event_base_free(base);
+}
+END_TEST
+
+START_TEST(test_doc_expire)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+	time_t			 old = time(NULL) - 3600;
+	uint64_t		 cutoff = (uint64_t)(time(NULL) - 60) * 1000;
+	char			 p[512];
+
+	/* old everywhere: removed, documents and all */
+	ck_assert_int_eq(store_sess_open(st, "ke", 1, &s), 0);
+	fill(s, 1, 3);
+	ck_assert_int_eq(doc_put(s, "a", "{}", 2, NULL), 0);
+	ck_assert_int_eq(doc_put(s, "b", "{}", 2, NULL), 0);
+	store_sess_close(s);
+	kb_raw("ke", "kb/.c.tmp", "{");
+	age("ke", "log", old);
+	age("ke", "kb", old);
+	/* a document written lately keeps an old log's session */
+	ck_assert_int_eq(store_sess_open(st, "kf", 1, &s), 0);
+	fill(s, 1, 3);
+	ck_assert_int_eq(doc_put(s, "a", "{}", 2, NULL), 0);
+	store_sess_close(s);
+	age("kf", "log", old);
+
+	ck_assert_int_eq(store_expire(st, cutoff), 1);
+	snprintf(p, sizeof(p), "%s/sessions/ke", tdir);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	ck_assert_int_eq(store_exists(st, "kf"), 1);
+	ck_assert_int_eq(file_size("kf", "kb/a"), 2);
+	ck_assert_int_eq(store_expire(st, UINT64_MAX), 1);
+	snprintf(p, sizeof(p), "%s/sessions/kf", tdir);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	/* a new session of the same id starts with no documents */
+	ck_assert_int_eq(store_sess_open(st, "ke", 1, &s), 0);
+	ck_assert_int_eq(doc_del(s, "a"), 0);
+	store_close(st);
+}
+END_TEST
+
 static Suite *
 store_suite(void)
 {
@@ -973,6 +1314,11 @@ store_suite(void)
 	tcase_add_test(tc, test_batch_async_meta);
 	tcase_add_test(tc, test_batch_sync_thread);
 	tcase_add_test(tc, test_range_100k);
+	tcase_add_test(tc, test_doc_round_trip);
+	tcase_add_test(tc, test_doc_bounds);
+	tcase_add_test(tc, test_doc_reopen);
+	tcase_add_test(tc, test_doc_async_batch);
+	tcase_add_test(tc, test_doc_expire);
 	suite_add_tcase(su, tc);
 	return su;
 }
