@@ -22,19 +22,17 @@
 #include "parley/log.h"
 #include "parley/proto.h"
 #include "parley/store.h"
+#include "parley/utf8.h"
 #include "parley/util.h"
 #include "embed.h"
 #include "follow.h"
-#include "index.h"
 #include "kb.h"
-#include "llm.h"
+#include "kb_int.h"
 #include "sess.h"
 #include "wk.h"
 
-enum kb_load { KB_UNLOADED, KB_LOADING, KB_READY, KB_FAILED };
-enum kb_kind { OP_ADD, OP_REMOVE, OP_SEARCH, OP_LIST };
 
-struct kb_state;
+enum kb_kind { OP_ADD, OP_REMOVE, OP_SEARCH, OP_LIST };
 
 /* A kb_* request, from its check to its answer. */
 struct kb_op {
@@ -57,44 +55,13 @@ struct kb_op {
 	struct store_req	*sr;
 	char			 created[32];
 };
-TAILQ_HEAD(kb_ops, kb_op);
-
-/* A search's query on its way to a vector (kb_search, the tool, RAG). */
-struct kb_q {
-	struct kb_state		*kb;
-	struct sess		*s;
-	char			*text;
-	size_t			 limit;
-	double			 threshold;
-	struct embed_req	*er;
-	struct event		*timer;	/* RAG's bound on the wait */
-	void			(*done)(struct kb_q *, const float *vec,
-				    unsigned dim, const char *note);
-	void			*arg;
-	TAILQ_ENTRY(kb_q)	 entry;
-};
-TAILQ_HEAD(kb_qs, kb_q);
-
-struct kb_state {
-	struct kbi		*idx;
-	enum kb_load		 load;
-	struct store_req	*lr;
-	struct kbi		*building;
-	size_t			 loaded;
-	struct kb_ops		 ops;	/* queued and in flight */
-	unsigned		 nqueued;
-	size_t			 pend_docs;	/* adds under way */
-	size_t			 pend_bytes;
-	struct kb_qs		 qs;	/* queries waiting for a vector */
-};
 
 #define STATE(s)	((struct kb_state *)(s)->kb)
 
 static void	op_run(struct kb_op *);
-static void	load_start(struct sess *);
 
-static struct kb_state *
-state_of(struct sess *s)
+struct kb_state *
+kb_state_of(struct sess *s)
 {
 	struct kb_state *kb;
 
@@ -629,137 +596,6 @@ remove_run(struct kb_op *op)
 		op->sr = req;
 }
 
-/* --- queries: a vector first when an embedder is configured --- */
-
-static void
-q_free(struct kb_q *q)
-{
-	if (q->er != NULL)
-		embed_cancel(q->er);
-	if (q->timer != NULL)
-		event_free(q->timer);
-	free(q->text);
-	free(q);
-}
-
-static void
-q_finish(struct kb_q *q, const float *vec, unsigned dim, const char *note)
-{
-	if (q->er != NULL) {
-		embed_cancel(q->er);
-		q->er = NULL;
-	}
-	TAILQ_REMOVE(&q->kb->qs, q, entry);
-	q->done(q, vec, dim, note);
-	q_free(q);
-}
-
-static void
-q_embedded(void *arg, int err, const char *msg, const float *vecs,
-    unsigned dim)
-{
-	struct kb_q *q = arg;
-	char note[300];
-
-	q->er = NULL;
-	if (err != 0) {
-		snprintf(note, sizeof(note), "keyword search only: the "
-		    "embedder failed (%.200s)", msg != NULL ? msg : "no "
-		    "message");
-		log_warnx("session %s: a query's vector: %s", q->s->id, note);
-		q_finish(q, NULL, 0, note);
-		return;
-	}
-	q_finish(q, vecs, dim, NULL);
-}
-
-static void
-q_timeout(evutil_socket_t fd, short ev, void *arg)
-{
-	struct kb_q *q = arg;
-
-	(void)fd;
-	(void)ev;
-	log_warnx("session %s: a query's vector took longer than %d ms; "
-	    "keyword search only", q->s->id, KB_RAG_WAIT_MS);
-	q_finish(q, NULL, 0, "keyword search only: the embedder did not "
-	    "answer in time");
-}
-
-/*
- * Gets the query's vector when an embedder is configured (wait_ms > 0:
- * at most that long), then calls done(q, vec, dim, note) (note: why
- * there is no vector).  Returns 0 when done ran before returning, 1 when
- * it will, -1 out of memory (done not called).
- */
-static int
-q_start(struct sess *s, const char *text, size_t limit, double threshold,
-    uint64_t wait_ms, void (*done)(struct kb_q *, const float *, unsigned,
-    const char *), void *arg)
-{
-	struct kb_state *kb = state_of(s);
-	struct kb_q *q;
-	struct timeval tv;
-	size_t len = strlen(text);
-
-	if (kb == NULL || (q = calloc(1, sizeof(*q))) == NULL)
-		return -1;
-	if ((q->text = strdup(text)) == NULL) {
-		free(q);
-		return -1;
-	}
-	q->kb = kb;
-	q->s = s;
-	q->limit = limit;
-	q->threshold = threshold;
-	q->done = done;
-	q->arg = arg;
-	TAILQ_INSERT_TAIL(&kb->qs, q, entry);
-	if (!embed_enabled(s->wk->conf)) {
-		q_finish(q, NULL, 0, "keyword search only: no embedder is "
-		    "configured");
-		return 0;
-	}
-	if (wait_ms > 0) {
-		if ((q->timer = evtimer_new(s->wk->base, q_timeout, q)) ==
-		    NULL) {
-			q_finish(q, NULL, 0, "keyword search only: out of "
-			    "memory");
-			return 0;
-		}
-		util_tv(&tv, wait_ms);
-		evtimer_add(q->timer, &tv);
-	}
-	if ((q->er = embed_async(s->wk, (const char *const *)&q->text, &len,
-	    1, q_embedded, q)) == NULL) {
-		q_finish(q, NULL, 0, "keyword search only: the embedder could "
-		    "not be asked");
-		return 0;
-	}
-	return 1;
-}
-
-/* Searches the session's index (NULL: none) as q asks, with vec. */
-static size_t
-q_kb(const struct kbi *idx, const struct kb_q *q, const float *vec,
-    unsigned dim, struct kbi_hit *out)
-{
-	struct kbi_query kq;
-
-	if (idx == NULL)
-		return 0;
-	memset(&kq, 0, sizeof(kq));
-	kq.text = q->text;
-	kq.len = strlen(q->text);
-	kq.limit = q->limit;
-	kq.threshold = q->threshold;
-	if (vec != NULL && dim == kbi_dim(idx)) {
-		kq.vec = vec;
-		kq.dim = dim;
-	}
-	return kbi_search(idx, &kq, out);
-}
-
 /* --- kb_search, kb_list --- */
 
 static void
@@ -785,7 +621,7 @@ search_done(struct kb_q *q, const float *vec, unsigned dim,
 		op_end(op);
 		return;
 	}
-	n = q_kb(idx, q, vec, dim, hits);
+	n = kb_q_kb(idx, q, vec, dim, hits);
 	b = cJSON_CreateObject();
 	res = cJSON_AddArrayToObject(b, "results");
 	for (i = 0; i < n; i++) {
@@ -832,9 +668,10 @@ search_run(struct kb_op *op)
 
 	(void)kb_check_search(op->msg, &query, &limit, &threshold, msg,
 	    sizeof(msg));
-	/* A marker: the op waits for its query (freed through q). */
-	if (q_start(op->s, query, limit, threshold, 0, search_done, op) ==
-	    -1) {
+	/* The op waits for its query in the list (ended by search_done,
+	 * or by part_free with the query dropped). */
+	if (kb_q_start(op->s, query, limit, threshold, 0, search_done, NULL,
+	    op) == -1) {
 		op_err(op, "OVERLOADED", 503, "out of memory; retry");
 		op_end(op);
 	}
@@ -1004,10 +841,10 @@ load_done(void *arg, ssize_t n)
 	s->wk->agent->next(s);
 }
 
-static void
-load_start(struct sess *s)
+void
+kb_load_start(struct sess *s)
 {
-	struct kb_state *kb = state_of(s);
+	struct kb_state *kb = kb_state_of(s);
 	struct store_req *r;
 
 	if (kb == NULL || kb->load == KB_LOADING || s->follower ||
@@ -1087,7 +924,7 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 		    "it): retry, or connect to the owner", in->type);
 		return;
 	}
-	if ((kb = state_of(s)) == NULL || (op = calloc(1, sizeof(*op))) ==
+	if ((kb = kb_state_of(s)) == NULL || (op = calloc(1, sizeof(*op))) ==
 	    NULL || (op->msg = cJSON_Duplicate(in->root, 1)) == NULL ||
 	    (in->id != NULL && (op->id = strdup(in->id)) == NULL)) {
 		if (kb != NULL && op != NULL) {
@@ -1122,364 +959,7 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 	op->queued = 1;
 	kb->nqueued++;
 	if (kb->load != KB_LOADING)
-		load_start(s);
-}
-
-/* --- retrieval in the turn --- */
-
-struct rag {
-	struct sess	*s;
-	kb_rag_fn	 done;
-	char		 agent[SESS_AGENT_MAX + 1];
-	char		 msgid[48];
-};
-
-/* Whether retrieval runs for this session: rag on, config.rag not false. */
-static int
-rag_on(struct sess *s)
-{
-	return s->wk->conf->rag && !cJSON_IsFalse(cJSON_GetObjectItem(
-	    cJSON_GetObjectItem(s->meta, "config"), "rag"));
-}
-
-static void
-rag_done(struct kb_q *q, const float *vec, unsigned dim, const char *note)
-{
-	struct rag *rg = q->arg;
-	struct sess *s = q->s;
-	const struct config *conf = s->wk->conf;
-	struct kb_state *kb = q->kb;
-	struct kbi_hit *kh, *ih;
-	struct kbi_chunk_info ci, *ii;
-	struct kb_hit *hits;
-	struct kbi_query iq;
-	size_t nk = 0, ni = 0, n = 0, i, k, *keep;
-	char *text = NULL, *qt;
-	cJSON *b, *arr, *e, *l;
-
-	(void)note;
-	kh = calloc(q->limit, sizeof(*kh));
-	ih = calloc(q->limit, sizeof(*ih));
-	ii = calloc(q->limit, sizeof(*ii));
-	hits = calloc(q->limit * 2, sizeof(*hits));
-	keep = calloc(q->limit * 2, sizeof(*keep));
-	if (kh == NULL || ih == NULL || ii == NULL || hits == NULL ||
-	    keep == NULL)
-		goto out;
-	if (kb->load == KB_READY)
-		nk = q_kb(kb->idx, q, vec, dim, kh);
-	memset(&iq, 0, sizeof(iq));
-	iq.text = q->text;
-	iq.len = strlen(q->text);
-	iq.vec = vec;
-	iq.dim = dim;
-	iq.limit = q->limit;
-	ni = index_search(s->wk, &iq, ih, ii);
-	for (i = 0; i < nk; i++) {
-		if (kbi_chunk_get(kb->idx, kh[i].chunk, &ci) == -1)
-			continue;
-		hits[n] = (struct kb_hit){ 0, ci.doc, ci.meta, ci.text,
-		    ci.len, ci.line_first, ci.line_last, kh[i].score };
-		n++;
-	}
-	for (i = 0; i < ni; i++) {
-		hits[n] = (struct kb_hit){ 1, ii[i].doc, NULL, ii[i].text,
-		    ii[i].len, ii[i].line_first, ii[i].line_last,
-		    ih[i].score };
-		n++;
-	}
-	if ((k = kb_rag_select(hits, n, conf->rag_top_k, conf->rag_budget,
-	    keep)) == 0)
-		goto out;
-	text = kb_rag_text(hits, keep, k);
-	/* What the agent was shown, for every client of the session. */
-	b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "agentId", rg->agent);
-	qt = strndup(q->text, utf8_whole(q->text, kb_prefix(q->text,
-	    strlen(q->text), 200)));
-	cJSON_AddStringToObject(b, "query", qt != NULL ? qt : "");
-	free(qt);
-	arr = cJSON_AddArrayToObject(b, "chunks");
-	for (i = 0; i < k; i++) {
-		e = cJSON_CreateObject();
-		cJSON_AddNumberToObject(e, "n", (double)(i + 1));
-		cJSON_AddStringToObject(e, "source", hits[i].index ? "index" :
-		    "kb");
-		cJSON_AddStringToObject(e, hits[i].index ? "path" :
-		    "documentId", hits[i].name);
-		l = cJSON_AddArrayToObject(e, "lines");
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(
-		    hits[i].line_first));
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(hits[i].line_last));
-		cJSON_AddNumberToObject(e, "score", hits[i].score);
-		cJSON_AddNumberToObject(e, "bytes", (double)keep[i]);
-		cJSON_AddItemToArray(arr, e);
-	}
-	if (vec == NULL && embed_enabled(conf) && note != NULL)
-		cJSON_AddStringToObject(b, "note", note);
-	sess_emit(s, "rag_context", b);
-out:
-	free(kh);
-	free(ih);
-	free(ii);
-	free(hits);
-	free(keep);
-	/* The turn may have ended meanwhile: the callee checks msgid. */
-	rg->done(s, text, rg->msgid);
-	free(rg);
-}
-
-int
-kb_rag(struct sess *s, const char *agent, const char *msgid,
-    const char *query, kb_rag_fn done)
-{
-	const struct config *conf = s->wk->conf;
-	struct kb_state *kb = state_of(s);
-	struct rag *rg;
-	uint64_t wait;
-	int rc;
-
-	if (!rag_on(s) || query == NULL || *query == '\0' || kb == NULL ||
-	    (rg = calloc(1, sizeof(*rg))) == NULL) {
-		done(s, NULL, msgid);
-		return 0;
-	}
-	if (kb->load == KB_FAILED)
-		load_start(s);	/* for the next turn; this one goes on */
-	rg->s = s;
-	rg->done = done;
-	snprintf(rg->agent, sizeof(rg->agent), "%s", agent);
-	snprintf(rg->msgid, sizeof(rg->msgid), "%s", msgid);
-	wait = conf->embedder != NULL && conf->embedder->timeout_ms > 0 &&
-	    conf->embedder->timeout_ms < KB_RAG_WAIT_MS ?
-	    conf->embedder->timeout_ms : KB_RAG_WAIT_MS;
-	/* A long message is cut: the query is what it begins with. */
-	{
-		char *qt = strndup(query, utf8_whole(query,
-		    strlen(query) > KB_QUERY_MAX ? KB_QUERY_MAX :
-		    strlen(query)));
-
-		if (qt == NULL) {
-			free(rg);
-			done(s, NULL, msgid);
-			return 0;
-		}
-		rc = q_start(s, qt, conf->rag_top_k > 0 ? conf->rag_top_k : 1,
-		    0, wait, rag_done, rg);
-		free(qt);
-	}
-	if (rc == -1) {
-		free(rg);
-		done(s, NULL, msgid);
-		return 0;
-	}
-	return rc;
-}
-
-/* --- the agents' tool --- */
-
-struct kb_call {
-	struct sess	*s;
-	kb_call_fn	 done;
-	void		*arg;
-	struct kb_q	*q;	/* while it waits for the vector */
-	struct event	*ev;	/* answers a keyword search after return */
-	char		*text;
-	int		 error;
-};
-
-int
-kb_tool_offered(struct sess *s)
-{
-	struct kb_state *kb = s->kb;
-
-	/* XXX and when the host has an index: index.h has no call saying
-	 * so yet (see the report). */
-	return kb != NULL && kb->idx != NULL && kbi_ndocs(kb->idx) > 0;
-}
-
-int
-kb_tool(struct sess *s, const char *name)
-{
-	return strcmp(name, KB_TOOL) == 0 && kb_tool_offered(s);
-}
-
-int
-kb_tool_def(struct sess *s, struct llm_tool_def *def)
-{
-	if (!kb_tool_offered(s))
-		return 0;
-	def->name = KB_TOOL;
-	def->description = "Searches the session's knowledge base and the "
-	    "host's indexed files for text relevant to a query; returns the "
-	    "best chunks with their source (documentId or path and lines) "
-	    "and score.";
-	def->schema_json = "{\"type\":\"object\",\"properties\":{\"query\":"
-	    "{\"type\":\"string\",\"description\":\"what to look for\"},"
-	    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":50,"
-	    "\"description\":\"hits wanted, default 5\"}},\"required\":"
-	    "[\"query\"]}";
-	return 1;
-}
-
-static void
-call_answer_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct kb_call *kc = arg;
-
-	(void)fd;
-	(void)ev;
-	kc->done(kc->arg, kc->error, kc->text ? kc->text : "out of memory",
-	    kc->error || kc->text == NULL ? "TOOL_ERROR" : NULL);
-	kb_tool_cancel(kc);
-}
-
-/* Answers after the caller's return: the tool's callbacks expect it. */
-static void
-call_answer(struct kb_call *kc, int error, char *text)
-{
-	struct timeval tv = { 0, 0 };
-
-	kc->error = error;
-	kc->text = text;
-	if ((kc->ev = evtimer_new(kc->s->wk->base, call_answer_cb,
-	    kc)) != NULL)
-		evtimer_add(kc->ev, &tv);
-	else
-		call_answer_cb(-1, 0, kc);
-}
-
-static void
-tool_done(struct kb_q *q, const float *vec, unsigned dim, const char *note)
-{
-	struct kb_call *kc = q->arg;
-	struct sess *s = q->s;
-	struct kb_state *kb = q->kb;
-	struct kbi_hit *kh, *ih;
-	struct kbi_chunk_info ci, *ii;
-	struct kbi_query iq;
-	size_t nk = 0, ni = 0, i;
-	cJSON *b, *arr, *e, *l;
-	struct kb_hit *hits;
-	size_t n = 0;
-	char *t;
-
-	kc->q = NULL;
-	kh = calloc(q->limit, sizeof(*kh));
-	ih = calloc(q->limit, sizeof(*ih));
-	ii = calloc(q->limit, sizeof(*ii));
-	hits = calloc(q->limit * 2, sizeof(*hits));
-	if (kh == NULL || ih == NULL || ii == NULL || hits == NULL) {
-		free(kh);
-		free(ih);
-		free(ii);
-		free(hits);
-		call_answer(kc, 1, strdup("out of memory"));
-		return;
-	}
-	if (kb->load == KB_READY)
-		nk = q_kb(kb->idx, q, vec, dim, kh);
-	memset(&iq, 0, sizeof(iq));
-	iq.text = q->text;
-	iq.len = strlen(q->text);
-	iq.vec = vec;
-	iq.dim = dim;
-	iq.limit = q->limit;
-	ni = index_search(s->wk, &iq, ih, ii);
-	for (i = 0; i < nk; i++)
-		if (kbi_chunk_get(kb->idx, kh[i].chunk, &ci) == 0)
-			hits[n++] = (struct kb_hit){ 0, ci.doc, ci.meta,
-			    ci.text, ci.len, ci.line_first, ci.line_last,
-			    kh[i].score };
-	for (i = 0; i < ni; i++)
-		hits[n++] = (struct kb_hit){ 1, ii[i].doc, NULL, ii[i].text,
-		    ii[i].len, ii[i].line_first, ii[i].line_last,
-		    ih[i].score };
-	/* The best of both, as many as asked, whatever their size. */
-	{
-		size_t *keep = calloc(n + 1, sizeof(*keep));
-
-		n = keep != NULL ? kb_rag_select(hits, n, q->limit,
-		    SIZE_MAX / 8, keep) : 0;
-		free(keep);
-	}
-	b = cJSON_CreateObject();
-	arr = cJSON_AddArrayToObject(b, "results");
-	for (i = 0; i < n; i++) {
-		e = cJSON_CreateObject();
-		cJSON_AddStringToObject(e, "source", hits[i].index ? "index" :
-		    "kb");
-		cJSON_AddStringToObject(e, hits[i].index ? "path" :
-		    "documentId", hits[i].name);
-		l = cJSON_AddArrayToObject(e, "lines");
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(
-		    hits[i].line_first));
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(hits[i].line_last));
-		cJSON_AddNumberToObject(e, "score", hits[i].score);
-		t = strndup(hits[i].text, hits[i].len);
-		cJSON_AddStringToObject(e, "content", t != NULL ? t : "");
-		free(t);
-		cJSON_AddItemToArray(arr, e);
-	}
-	if (vec == NULL && note != NULL && embed_enabled(s->wk->conf))
-		cJSON_AddStringToObject(b, "note", note);
-	free(kh);
-	free(ih);
-	free(ii);
-	free(hits);
-	call_answer(kc, 0, cJSON_PrintUnformatted(b));
-	cJSON_Delete(b);
-}
-
-struct kb_call *
-kb_tool_run(struct sess *s, const char *args, kb_call_fn done, void *arg)
-{
-	struct kb_call *kc;
-	cJSON *a = cJSON_Parse(args != NULL && *args ? args : "{}");
-	const char *query;
-	size_t limit;
-	double th;
-	char msg[160];
-	int rc;
-
-	if ((kc = calloc(1, sizeof(*kc))) == NULL) {
-		cJSON_Delete(a);
-		return NULL;
-	}
-	kc->s = s;
-	kc->done = done;
-	kc->arg = arg;
-	if (kb_check_search(a, &query, &limit, &th, msg, sizeof(msg)) == -1) {
-		cJSON_Delete(a);
-		call_answer(kc, 1, strdup(msg));
-		return kc;
-	}
-	kc->q = (struct kb_q *)&kc->q;	/* see tool_done */
-	rc = q_start(s, query, limit, 0, KB_RAG_WAIT_MS, tool_done, kc);
-	cJSON_Delete(a);
-	if (rc == -1) {
-		kc->q = NULL;
-		call_answer(kc, 1, strdup("out of memory"));
-		return kc;
-	}
-	if (rc == 1)
-		kc->q = TAILQ_LAST(&STATE(s)->qs, kb_qs);
-	return kc;
-}
-
-void
-kb_tool_cancel(struct kb_call *kc)
-{
-	if (kc == NULL)
-		return;
-	if (kc->q != NULL) {
-		TAILQ_REMOVE(&STATE(kc->s)->qs, kc->q, entry);
-		q_free(kc->q);
-	}
-	if (kc->ev != NULL)
-		event_free(kc->ev);
-	free(kc->text);
-	free(kc);
+		kb_load_start(s);
 }
 
 /* --- the session's part --- */
@@ -1487,10 +967,10 @@ kb_tool_cancel(struct kb_call *kc)
 static void
 part_own(struct sess *s)
 {
-	struct kb_state *kb = state_of(s);
+	struct kb_state *kb = kb_state_of(s);
 
 	if (kb != NULL && kb->load != KB_READY)
-		load_start(s);
+		kb_load_start(s);
 }
 
 static void
@@ -1545,7 +1025,6 @@ part_free(struct sess *s)
 {
 	struct kb_state *kb = s->kb;
 	struct kb_op *op;
-	struct kb_q *q;
 
 	if (kb == NULL)
 		return;
@@ -1555,15 +1034,7 @@ part_free(struct sess *s)
 		    "before the knowledge base request was done; retry");
 		op_free(op);
 	}
-	while ((q = TAILQ_FIRST(&kb->qs)) != NULL) {
-		/* Their owners (a turn, a tool call) go with the session. */
-		TAILQ_REMOVE(&kb->qs, q, entry);
-		if (q->done == rag_done)
-			free(q->arg);
-		else if (q->done == tool_done)
-			((struct kb_call *)q->arg)->q = NULL;
-		q_free(q);
-	}
+	kb_q_drop_all(kb);
 	store_req_cancel(kb->lr);
 	kbi_free(kb->building);
 	kbi_free(kb->idx);
