@@ -238,7 +238,7 @@ kb_rag_text(const struct kb_hit *hits, const size_t *keep, size_t n)
 	static const char intro[] = "Context from the session's knowledge "
 	    "base and indexed files. Cite a source by its [n] when you use "
 	    "it.";
-	char head[RAG_HEAD_MAX], num[16], *out = NULL;
+	char head[RAG_HEAD_MAX], num[32], *out = NULL;
 	size_t len = 0, cap = 0, i;
 
 	if (n == 0)

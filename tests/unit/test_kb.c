@@ -320,8 +320,14 @@ send_as(int role, const char *json)
 	const char *c;
 	char msg[256];
 
-	ck_assert_int_eq(proto_parse(json, strlen(json), 32, &in, &c, msg,
+	char *full;
+
+	/* The envelope every message has. */
+	ck_assert_int_ne(asprintf(&full, "{\"v\":1,\"sessionId\":\"s1\",%s",
+	    json + 1), -1);
+	ck_assert_int_eq(proto_parse(full, strlen(full), 32, &in, &c, msg,
 	    sizeof(msg)), 0);
+	free(full);
 	memset(&r, 0, sizeof(r));
 	kb_input(&fs.s, &cl, &(struct sess_from){ role, "", "" }, &in, &r);
 	proto_in_free(&in);
@@ -334,7 +340,7 @@ send_as(int role, const char *json)
 }
 
 static const char *
-send(const char *json)
+send_msg(const char *json)
 {
 	return send_as(IPC_ROLE_USER, json);
 }
@@ -601,7 +607,7 @@ START_TEST(test_add_list_remove)
 	const char *id;
 
 	own();
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"id\":\"m1\",\"content\":"
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"id\":\"m1\",\"content\":"
 	    "\"h\xc3\xa9llo world\\nsecond line\",\"metadata\":{\"t\":\"x\"}}"),
 	    "");
 	ck_assert_int_eq(ans.n, 1);
@@ -628,13 +634,13 @@ START_TEST(test_add_list_remove)
 	ck_assert_int_eq(cl.waits, 0);
 
 	/* The same message again: the same document, not a second one. */
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"id\":\"m1\",\"content\":"
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"id\":\"m1\",\"content\":"
 	    "\"h\xc3\xa9llo world\\nsecond line\"}"), "");
 	ck_assert_int_eq(ans.duplicate, 1);
 	ck_assert_int_eq(fake_count("kb_added"), 1);
 	ck_assert_int_eq(doc_count(), 1);
 
-	ck_assert_str_eq(send("{\"type\":\"kb_list\",\"id\":\"l1\"}"), "");
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_list\",\"id\":\"l1\"}"), "");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(ans.reply,
 	    "type")), "kb_list_result");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(ans.reply,
@@ -652,11 +658,11 @@ START_TEST(test_add_list_remove)
 	ck_assert_int_eq(cJSON_GetArraySize(fs.log), 1);
 
 	/* Unknown: answered, not logged. */
-	ck_assert_str_eq(send("{\"type\":\"kb_remove\",\"documentId\":"
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_remove\",\"documentId\":"
 	    "\"doc-nope\"}"), "");
 	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(ans.reply, "found")));
 	ck_assert_int_eq(fake_count("kb_removed"), 0);
-	ck_assert_str_eq(send("{\"type\":\"kb_remove\",\"documentId\":"
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_remove\",\"documentId\":"
 	    "\"doc-eaad0cf16d09304a\"}"), "");
 	ck_assert_ptr_null(ans.reply);
 	e = fake_logged("kb_removed", 0);
@@ -664,7 +670,7 @@ START_TEST(test_add_list_remove)
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(e, "found")));
 	ck_assert_int_eq(doc_count(), 0);
 	ck_assert_uint_eq(kbi_ndocs(STATE(&fs.s)->idx), 0);
-	ck_assert_str_eq(send("{\"type\":\"kb_remove\",\"documentId\":"
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_remove\",\"documentId\":"
 	    "\"../x\"}"), "BAD_REQUEST");
 }
 END_TEST
@@ -679,15 +685,15 @@ START_TEST(test_bounds)
 	    "\"content\":\"x\"}"), "FORBIDDEN");
 	ck_assert_str_eq(send_as(IPC_ROLE_OBSERVER, "{\"type\":\"kb_list\"}"),
 	    "");
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"content\":\"one\"}"),
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"content\":\"one\"}"),
 	    "");
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"content\":\"two\"}"),
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"content\":\"two\"}"),
 	    "");
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"content\":\"three\"}"),
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"content\":\"three\"}"),
 	    "");
 	ck_assert_int_eq(doc_count(), 3);
 	/* A fourth: refused, nothing changed, the bound named. */
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"content\":\"four\"}"),
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"content\":\"four\"}"),
 	    "");
 	ck_assert_str_eq(ans.code, "QUOTA_EXCEEDED");
 	ck_assert_ptr_nonnull(strstr(ans.msg, "kb-max-documents 3"));
@@ -702,7 +708,7 @@ START_TEST(test_bounds)
 
 		ck_assert_int_ne(asprintf(&m, "{\"type\":\"kb_add\",\"content\":"
 		    "\"%s\"}", big), -1);
-		ck_assert_str_eq(send(m), "");
+		ck_assert_str_eq(send_msg(m), "");
 		free(m);
 	}
 	ck_assert_str_eq(ans.code, "QUOTA_EXCEEDED");
@@ -716,12 +722,12 @@ START_TEST(test_bounds)
 
 		ck_assert_int_ne(asprintf(&m, "{\"type\":\"kb_add\",\"content\":"
 		    "\"%s\"}", big), -1);
-		ck_assert_str_eq(send(m), "BAD_REQUEST");
+		ck_assert_str_eq(send_msg(m), "BAD_REQUEST");
 		free(m);
 	}
 	/* A store failure: nothing indexed or logged. */
 	store_fail = 1;
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"content\":\"five\"}"),
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"content\":\"five\"}"),
 	    "");
 	ck_assert_str_eq(ans.code, "OVERLOADED");
 	ck_assert_uint_eq(kbi_ndocs(STATE(&fs.s)->idx), 3);
@@ -736,11 +742,11 @@ START_TEST(test_search_keyword)
 	cJSON *r;
 
 	own();
-	send("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser "
+	send_msg("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser "
 	    "reads tokens\",\"metadata\":{\"f\":\"p\"}}");
-	send("{\"type\":\"kb_add\",\"id\":\"b\",\"content\":\"a boat on the "
+	send_msg("{\"type\":\"kb_add\",\"id\":\"b\",\"content\":\"a boat on the "
 	    "lake\"}");
-	ck_assert_str_eq(send("{\"type\":\"kb_search\",\"query\":\"parser\"}"),
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_search\",\"query\":\"parser\"}"),
 	    "");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(ans.reply,
 	    "mode")), "keyword");
@@ -759,11 +765,11 @@ START_TEST(test_search_keyword)
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(r, "lines")),
 	    2);
 	/* A threshold above every score: nothing. */
-	send("{\"type\":\"kb_search\",\"query\":\"parser boat\","
+	send_msg("{\"type\":\"kb_search\",\"query\":\"parser boat\","
 	    "\"threshold\":0.99}");
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(ans.reply,
 	    "results")), 0);
-	ck_assert_str_eq(send("{\"type\":\"kb_search\",\"query\":\"x\","
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_search\",\"query\":\"x\","
 	    "\"limit\":0}"), "BAD_REQUEST");
 }
 END_TEST
@@ -777,7 +783,7 @@ START_TEST(test_hybrid_and_load)
 	embed_on = 1;
 	own();
 	/* Embedded first, then stored with its vectors. */
-	ck_assert_str_eq(send("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":"
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":"
 	    "\"my automobile is red\"}"), "");
 	ck_assert_int_eq(ans.n, 0);
 	ck_assert_int_eq(cl.waits, 1);
@@ -792,7 +798,7 @@ START_TEST(test_hybrid_and_load)
 	    "dim"), VDIM);
 	cJSON_Delete(doc);
 	/* An embedder failure keeps the document, without vectors. */
-	send("{\"type\":\"kb_add\",\"id\":\"b\",\"content\":\"a boat\"}");
+	send_msg("{\"type\":\"kb_add\",\"id\":\"b\",\"content\":\"a boat\"}");
 	emb_fail = 1;
 	embed_answer();
 	emb_fail = 0;
@@ -801,7 +807,7 @@ START_TEST(test_hybrid_and_load)
 	ck_assert_int_eq(doc_count(), 2);
 
 	/* "car" is in no document: only the vectors find it. */
-	send("{\"type\":\"kb_search\",\"query\":\"car\"}");
+	send_msg("{\"type\":\"kb_search\",\"query\":\"car\"}");
 	embed_answer();
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(ans.reply,
 	    "mode")), "hybrid");
@@ -811,7 +817,7 @@ START_TEST(test_hybrid_and_load)
 	    "content")), "my automobile is red");
 	ck_assert(proto_count(r, "vectorScore") > 0.9);
 	/* The query's vector fails: keyword, and why. */
-	send("{\"type\":\"kb_search\",\"query\":\"boat\"}");
+	send_msg("{\"type\":\"kb_search\",\"query\":\"boat\"}");
 	emb_fail = 1;
 	embed_answer();
 	emb_fail = 0;
@@ -826,7 +832,7 @@ START_TEST(test_hybrid_and_load)
 	kb = STATE(&fs.s);
 	ck_assert_uint_eq(kbi_ndocs(kb->idx), 2);
 	ck_assert_uint_eq(kbi_dim(kb->idx), VDIM);
-	send("{\"type\":\"kb_search\",\"query\":\"car\"}");
+	send_msg("{\"type\":\"kb_search\",\"query\":\"car\"}");
 	embed_answer();
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
 	    cJSON_GetArrayItem(cJSON_GetObjectItem(ans.reply, "results"), 0),
@@ -839,13 +845,13 @@ START_TEST(test_load_queue_fail)
 	/* Not loaded yet: requests wait; a failed read answers them and
 	 * the next request reads again. */
 	store_fail = 1;
-	ck_assert_str_eq(send("{\"type\":\"kb_list\"}"), "");
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_list\"}"), "");
 	ck_assert_int_eq(ans.n, 1);
 	ck_assert_str_eq(ans.code, "INTERNAL");
 	ck_assert_ptr_nonnull(strstr(ans.msg, "retry"));
 	ck_assert_int_eq(STATE(&fs.s)->load, KB_FAILED);
 	ck_assert(!part_holds(&fs.s));
-	ck_assert_str_eq(send("{\"type\":\"kb_list\"}"), "");
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_list\"}"), "");
 	ck_assert_int_eq(ans.n, 2);
 	ck_assert_str_eq(ans.code, "");
 	ck_assert_int_eq(STATE(&fs.s)->load, KB_READY);
@@ -876,7 +882,7 @@ START_TEST(test_rag)
 	ck_assert_int_eq(kb_rag(&fs.s, "a1", "m-1", "parser", rag_cb), 0);
 	ck_assert_int_eq(rag_calls, 1);
 	ck_assert_ptr_null(rag_text);
-	send("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser "
+	send_msg("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser "
 	    "reads tokens\",\"metadata\":{\"title\":\"P\"}}");
 	ix_n = 1;
 	ix_info[0] = (struct kbi_chunk_info){ "/src/parse.c", NULL,
@@ -929,7 +935,7 @@ START_TEST(test_rag_embed_slow)
 	embedder.timeout_ms = 10;
 	embed_on = 1;
 	own();
-	send("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser\"}");
+	send_msg("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser\"}");
 	embed_answer();
 	rag_calls = 0;
 	/* The vector does not come: keyword after the bound. */
@@ -966,7 +972,7 @@ START_TEST(test_tool)
 	own();
 	ck_assert(!kb_tool_offered(&fs.s));
 	ck_assert_int_eq(kb_tool_def(&fs.s, &def), 0);
-	send("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser "
+	send_msg("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"the parser "
 	    "reads tokens\"}");
 	ck_assert(kb_tool(&fs.s, "kb_search"));
 	ck_assert(!kb_tool(&fs.s, "other"));
