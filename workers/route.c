@@ -831,6 +831,12 @@ create_check(struct conn *c, cJSON **bodyp, const char **code, char *msg,
 		    "be all, selective or summary");
 		goto bad;
 	}
+	v = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "config"), "rag");
+	if (v != NULL && !cJSON_IsBool(v)) {
+		snprintf(msg, msglen, "field 'config.rag' must be true or false "
+		    "(retrieval from the knowledge base in the turns)");
+		goto bad;
+	}
 	if (life_check(body, msg, msglen) == -1 ||
 	    team_create_check(c->wk->conf, body, msg, msglen) == -1)
 		goto bad;
