@@ -12,6 +12,8 @@
  *   parley:{ID}:owner	"<node>#<fence>", PX lease; absent: no owner
  *   parley:{ID}:fence	counter, INCR on every acquisition
  *   parley:{ID}:in	stream: the inbox followers post to (field m)
+ *   parley:{ID}:kb	hash: the session's documents, name -> json
+ *			(store_redis_doc.c)
  *   channels parley:{ID}:ev (owner -> followers: new last seq) and
  *   parley:{ID}:in (followers -> owner: something was posted); with a
  *   database other than 0 the channels end in ":<db>" (pub/sub ignores
@@ -82,51 +84,14 @@
 #include "parley/store.h"
 #include "parley/util.h"
 
-#define RS_HOSTS_MAX	16		/* sentinels in one url */
-#define RS_HOST_MAX	255
-#define RS_PASS_MAX	512
-#define RS_NAME_MAX	128		/* sentinel master name */
-#define RS_DB_MAX	65535
-#define RS_NODE_MAX	256		/* "<host-id>/<pid>" */
-#define RS_TOKEN_MAX	(RS_NODE_MAX + 24)	/* "<node>#<fence>" */
-#define RS_KEY_MAX	(STORE_ID_MAX + 32)
-#define RS_SID_MAX	48		/* a stream entry id "<ms>-<n>" */
-#define RS_NUMLEN	24		/* a formatted uint64_t */
-
-#define RS_DEADLINE_MS	5000		/* one command */
-#define RS_CONNECT_MS	3000		/* connect and handshake */
-#define RS_BACKOFF_MIN	100
-#define RS_BACKOFF_MAX	2000
-#define RS_TICK_MS	100
-#define RS_POLL_MS	1000		/* follower resync, inbox check */
-#define RS_LEASE_MIN	1000		/* renewed every lease/3 on a tick */
-
-#define RS_BATCH_RECS	256		/* records in one append call */
-#define RS_BATCH_BYTES	(1u << 20)
-#define RS_INFLIGHT	4		/* batches of one session in flight */
-#define RS_QUEUE_RECS	16384		/* queued + in flight, per session */
-#define RS_QUEUE_BYTES	(64u << 20)
-#define RS_CACHE_RECS	4096		/* default cache bound, per session */
-#define RS_CACHE_BYTES	(8u << 20)
-#define RS_PRELOAD_RECS	(1u << 20)	/* once preloaded (and CACHE_MAX) */
-#define RS_CHUNK	1000		/* XRANGE COUNT, at most */
-#define RS_FETCH_FIRST	100		/* before the record size is known */
-#define RS_FETCH_BYTES	(4u << 20)	/* what one XRANGE reply aims at */
-#define RS_INBOX_CHUNK	128
-#define RS_INBOX_MAXLEN	"10000"		/* XADD MAXLEN ~: the inbox bound */
-
-#define RS_KEEP_CHAN	"parley:-keep"	/* never a session's channel */
-
-/* Lua scripts; rs_scripts[] is indexed by these. */
-enum { SC_APPEND, SC_META, SC_RENEW, SC_ACQUIRE, SC_RELEASE, SC_PEEK,
-    SC_POST, SC_TRIM, SC_COUNT };
+#include "store_redis.h"
 
 /*
  * Numbers cross into Lua as strings and are compared as strings: Lua 5.1
  * numbers are doubles and print large values in exponent form.
  */
 static const char *const rs_scripts[SC_COUNT] = {
-	/* KEYS log meta owner fence in; ARGV token retention prev inpos
+	/* KEYS log meta owner fence in kb; ARGV token retention prev inpos
 	 * channel, then seq ts json per record */
 	[SC_APPEND] =
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
@@ -147,12 +112,12 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"  redis.call('HSET', KEYS[2], 'inpos', ARGV[4])\n"
 	"  redis.call('XTRIM', KEYS[5], 'MINID', ARGV[4])\n"
 	"end\n"
-	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5]}) do\n"
+	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  redis.call('PEXPIRE', k, ARGV[2])\n"
 	"end\n"
 	"if n > 0 then redis.call('PUBLISH', ARGV[5], ARGV[n]) end\n"
 	"return 1\n",
-	/* KEYS log meta owner fence in; ARGV token retention doc prev.
+	/* KEYS log meta owner fence in kb; ARGV token retention doc prev.
 	 * The log must end where the appends queued before it left it: a
 	 * meta write never lands behind an append that did not. */
 	[SC_META] =
@@ -164,20 +129,20 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"  return redis.error_reply('SEQ ' .. last)\n"
 	"end\n"
 	"redis.call('HSET', KEYS[2], 'doc', ARGV[3])\n"
-	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5]}) do\n"
+	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  redis.call('PEXPIRE', k, ARGV[2])\n"
 	"end\n"
 	"return 1\n",
-	/* KEYS log meta owner fence in; ARGV token lease retention.  An
+	/* KEYS log meta owner fence in kb; ARGV token lease retention.  An
 	 * open session's keys must not expire under it, idle or not. */
 	[SC_RENEW] =
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {0} end\n"
 	"redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
-	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5]}) do\n"
+	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  redis.call('PEXPIRE', k, ARGV[3])\n"
 	"end\n"
 	"return {1, redis.call('HGET', KEYS[2], 'last') or '0'}\n",
-	/* KEYS log meta owner fence in; ARGV node lease create force
+	/* KEYS log meta owner fence in kb; ARGV node lease create force
 	 * retention */
 	[SC_ACQUIRE] =
 	"local cur = redis.call('GET', KEYS[3])\n"
@@ -189,7 +154,7 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"local tok = ARGV[1] .. '#' .. redis.call('INCR', KEYS[4])\n"
 	"redis.call('SET', KEYS[3], tok, 'PX', ARGV[2])\n"
 	"redis.call('HSETNX', KEYS[2], 'last', '0')\n"
-	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5]}) do\n"
+	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  redis.call('PEXPIRE', k, ARGV[5])\n"
 	"end\n"
 	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos')\n"
@@ -221,261 +186,10 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"  return redis.error_reply('FENCED not the owner')\n"
 	"end\n"
 	"return redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2])\n",
+	[SC_DOCPUT] = rs_lua_docput,
+	[SC_DOCDEL] = rs_lua_docdel,
 };
 
-enum rs_link { LINK_DOWN, LINK_CONNECTING, LINK_UP };
-
-/* What a command's reply is for. */
-enum rs_kind {
-	RC_HS,		/* handshake step */
-	RC_FIRE,	/* nobody waits (release) */
-	RC_SENTINEL,	/* get-master-addr-by-name */
-	RC_ACQUIRE,
-	RC_PEEK,	/* follower open */
-	RC_POLL,	/* follower resync */
-	RC_FETCH,	/* XRANGE of the log */
-	RC_BATCH,	/* append or meta write */
-	RC_RENEW,
-	RC_INBOX,
-	RC_POST,
-	RC_TRIM_SCAN,
-	RC_TRIM
-};
-
-enum rs_hs { HS_AUTH, HS_SELECT, HS_ROLE, HS_SCRIPT };
-
-enum rs_reqkind { REQ_RANGE, REQ_PRELOAD, REQ_POST, REQ_PROMOTE };
-
-struct rhost {
-	char			 host[RS_HOST_MAX + 1];
-	int			 port;
-};
-
-/* One log record; json is NUL-terminated. */
-struct rrec {
-	uint64_t		 seq;
-	uint64_t		 ts;
-	size_t			 len;
-	char			 json[];
-};
-
-/* Contiguous run of records, a ring: v[(head + i) & (cap - 1)]. */
-struct rcache {
-	struct rrec		**v;
-	size_t			 head;
-	size_t			 n;
-	size_t			 cap;		/* 0 or a power of two */
-	size_t			 bytes;
-};
-
-/* A queued write: an append (rec) or a meta replacement (doc). */
-struct wop {
-	TAILQ_ENTRY(wop)	 entry;
-	struct rrec		*rec;
-	char			*doc;
-	size_t			 doclen;
-};
-TAILQ_HEAD(wopq, wop);
-
-/* Writes sent in one script call; owned by its rcmd. */
-struct wbatch {
-	TAILQ_ENTRY(wbatch)	 entry;		/* s->inflight */
-	struct wopq		 ops;
-	uint64_t		 prev;		/* the log must end here */
-	uint64_t		 last;		/* and ends here after */
-	size_t			 nrec;
-	size_t			 bytes;
-	int			 meta;
-	int			 orphan;	/* off s->inflight: ignore */
-	char			 inpos[RS_SID_MAX];
-};
-
-struct rstore;
-struct rsess;
-
-struct rreq {
-	struct store		*st;		/* first: store.c reads it */
-	LIST_ENTRY(rreq)	 entry;		/* s->reqs while alive */
-	struct rsess		*s;		/* holds a reference */
-	int			 refs;
-	enum rs_reqkind		 kind;
-	int			 dead;		/* done, cancelled or closed */
-	int			 toobig;	/* preload over the bound */
-	int			 stop;	/* range: cb or limit stopped it */
-	store_range_cb		 cb;
-	store_done_cb		 done;
-	void			*arg;
-	uint64_t		 next;		/* next seq to read */
-	uint64_t		 end;		/* last seq to read */
-	size_t			 limit;		/* 0: all */
-	size_t			 count;		/* delivered or fetched */
-	struct rcache		 tmp;		/* preload: not merged yet */
-};
-
-struct rsess {
-	struct store_sess	 base;		/* first: store.c casts */
-	struct rstore		*st;
-	int			 refs;
-	int			 closed;	/* closed, or its open failed */
-	int			 linked;	/* on st->base.sessions */
-	int			 failed;	/* errno reported by failed() */
-	/* opening (on st->opening until linked) */
-	LIST_ENTRY(rsess)	 oentry;
-	int			 opening;
-	int			 parked;	/* waiting for the link */
-	int			 create;
-	int			 forced;	/* takeover already tried */
-	uint64_t		 open_deadline;
-	store_open_cb		 open_cb;
-	void			*open_arg;
-	size_t			 tail;
-	uint64_t		 fill_next;	/* cache fill in progress */
-	uint64_t		 fill_end;
-	struct rreq		*promoting;	/* lease won, filling */
-	/* lease */
-	char			 token[RS_TOKEN_MAX];
-	uint64_t		 lease_from;	/* send time of last renewal */
-	unsigned		 lease_gen; /* bumped when the token changes */
-	int			 renewing;
-	/* meta (the latest written, queued or not) */
-	char			*doc;
-	size_t			 doclen;
-	/* writes */
-	struct wopq		 wq;
-	size_t			 wq_recs;	/* queued + in flight */
-	size_t			 wq_bytes;
-	TAILQ_HEAD(, wbatch)	 inflight;
-	int			 ninflight;
-	int			 noscript;	/* batches re-sent as EVAL */
-	uint64_t		 sent_seq;	/* last seq sent (or durable) */
-	int			 dirty;		/* on st->dirty */
-	TAILQ_ENTRY(rsess)	 dentry;
-	/* inbox (owner) */
-	char			 in_cursor[RS_SID_MAX];	/* last delivered */
-	char			 inpos_next[RS_SID_MAX]; /* for appends */
-	int			 inbox_busy;
-	int			 inbox_again;
-	/* follower */
-	int			 polling;
-	uint64_t		 poll_from;	/* last_seq when it was sent */
-	int			 vacant;	/* vacant() reported */
-	int			 trimming;
-	size_t			 avg_rec; /* bytes per record, 0: unknown */
-	/* keys */
-	char			 k_log[RS_KEY_MAX];
-	char			 k_meta[RS_KEY_MAX];
-	char			 k_owner[RS_KEY_MAX];
-	char			 k_fence[RS_KEY_MAX];
-	char			 k_in[RS_KEY_MAX];
-	char			 ch_ev[RS_KEY_MAX];
-	char			 ch_in[RS_KEY_MAX];
-	/* cache */
-	struct rcache		 cache;
-	size_t			 cmax_recs;
-	size_t			 cmax_bytes;
-	LIST_HEAD(, rreq)	 reqs;
-};
-
-struct rconn {
-	redisAsyncContext	*ac;
-	int			 connected;	/* onConnect(OK) seen */
-};
-
-struct rcmd {
-	TAILQ_ENTRY(rcmd)	 entry;		/* st->inflight */
-	struct rstore		*st;
-	struct rsess		*s;		/* holds a reference */
-	struct rreq		*req;		/* holds a reference */
-	struct wbatch		*b;		/* owned */
-	enum rs_kind		 kind;
-	int			 tracked;	/* on st->inflight */
-	struct rconn		*conn;		/* sent on */
-	int			 script;	/* SC_*, or -1 */
-	int			 retried;	/* re-sent after NOSCRIPT */
-	unsigned		 epoch;		/* st->epoch when sent */
-	char			*fmt;		/* for a NOSCRIPT retry */
-	size_t			 fmtlen;
-	uint64_t		 sent;		/* mono ms */
-	uint64_t		 u1;		/* kind-specific */
-	uint64_t		 u2;
-	size_t			 count;		/* XRANGE COUNT sent */
-};
-
-struct rstore {
-	struct store		 base;		/* first: store.c casts */
-	/* from the url */
-	int			 sentinel;
-	char			*pass;		/* NULL: no AUTH */
-	int			 db;
-	char			 name[RS_NAME_MAX + 1];
-	struct rhost		 hosts[RS_HOSTS_MAX];
-	size_t			 nhosts;
-	char			 chsuffix[8];	/* ":<db>" or "" */
-	/* from store_attach */
-	struct event_base	*evbase;
-	const struct store_events *ev;
-	void			*arg;
-	char			 node[RS_NODE_MAX + 1];
-	size_t			 hostlen;	/* node's "<host-id>" part */
-	unsigned		 lease_ms;
-	char			 lease_s[RS_NUMLEN];
-	char			 retention_s[RS_NUMLEN];
-	unsigned		 deadline_ms;	/* tests shorten these */
-	unsigned		 connect_ms;
-	unsigned		 poll_ms;
-	/* state */
-	int			 refs;
-	int			 closing;
-	int			 live;		/* attached */
-	enum rs_link		 link;
-	unsigned		 epoch;		/* one per connect attempt */
-	int			 health;	/* last reported, -1 none */
-	struct rconn		 cmd;
-	struct rconn		 sub;
-	struct rconn		 sen;
-	int			 hs_cmd;	/* handshake replies awaited */
-	int			 hs_sub;
-	int			 hs_cmd_sent;
-	int			 hs_sub_sent;
-	int			 keep_seen;	/* RS_KEEP_CHAN confirmed */
-	size_t			 sen_idx;	/* sentinel to ask next */
-	size_t			 sen_tried;
-	int			 sen_answered; /* this attempt's master known */
-	int			 sen_busy;	/* connecting or asking */
-	uint64_t		 sen_sent;	/* since when */
-	struct rhost		 master;	/* address in use */
-	unsigned		 backoff;
-	char			 sha[SC_COUNT][41];
-	TAILQ_HEAD(, rcmd)	 inflight;	/* command conn, oldest first */
-	TAILQ_HEAD(, rsess)	 dirty;		/* writes to send */
-	LIST_HEAD(, rsess)	 opening;
-	int			 flush_pending;
-	uint64_t		 next_renew;
-	uint64_t		 last_tick;	/* when rs_tick last ran */
-	uint64_t		 next_poll;
-	struct event		*ev_tick;
-	struct event		*ev_retry;
-	struct event		*ev_timeout;
-	struct event		*ev_flush;
-	struct event		*ev_kill;
-	char			 lasterr[512];
-};
-
-/* Arguments of one command, with room for formatted numbers. */
-#define RS_ARGS_INLINE	32
-struct rargs {
-	const char		**v;
-	size_t			*len;
-	char			*num;
-	int			 n;
-	int			 cap;
-	int			 nnum;
-	int			 numcap;
-	int			 oom;
-	const char		*iv[RS_ARGS_INLINE];
-	size_t			 ilen[RS_ARGS_INLINE];
-	char			 inum[8 * RS_NUMLEN];
-};
 
 static struct store	*rs_redis_open(const char *, const char *,
 			    enum store_fsync, char *, size_t);
@@ -544,6 +258,9 @@ const struct store_ops name = {						\
 	.req_cancel = rs_req_cancel,					\
 	.post = rs_post,						\
 	.promote = rs_promote,						\
+	.doc_put_async = rs_doc_put,					\
+	.doc_del_async = rs_doc_del,					\
+	.doc_all_async = rs_doc_all,					\
 }
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);
@@ -594,7 +311,7 @@ rs_idseq(const char *p, size_t len, uint64_t *seq)
 	return rs_u64(p, (size_t)(dash - p), seq);
 }
 
-static int
+int
 rs_isstr(const redisReply *r)
 {
 	return r != NULL && r->type == REDIS_REPLY_STRING;
@@ -613,7 +330,7 @@ rs_replyu64(const redisReply *r, uint64_t *out)
 }
 
 /* A reply's error text for a log line, or why there is none. */
-static const char *
+const char *
 rs_errstr(const redisReply *r)
 {
 	if (r == NULL)
@@ -623,7 +340,7 @@ rs_errstr(const redisReply *r)
 	return "unexpected reply";
 }
 
-static void
+void
 args_init(struct rargs *a, int cap, int numcap)
 {
 	memset(a, 0, offsetof(struct rargs, iv));
@@ -644,7 +361,7 @@ args_init(struct rargs *a, int cap, int numcap)
 	a->numcap = numcap;
 }
 
-static void
+void
 args_free(struct rargs *a)
 {
 	if (a->v != a->iv)
@@ -655,7 +372,7 @@ args_free(struct rargs *a)
 		free(a->num);
 }
 
-static void
+void
 args_add(struct rargs *a, const void *p, size_t len)
 {
 	if (a->oom || a->n >= a->cap) {
@@ -666,13 +383,13 @@ args_add(struct rargs *a, const void *p, size_t len)
 	a->len[a->n++] = len;
 }
 
-static void
+void
 args_str(struct rargs *a, const char *s)
 {
 	args_add(a, s, strlen(s));
 }
 
-static void
+void
 args_u64(struct rargs *a, uint64_t v)
 {
 	char	*p;
@@ -688,7 +405,7 @@ args_u64(struct rargs *a, uint64_t v)
 }
 
 /* "EVALSHA <sha> <nkeys>" */
-static void
+void
 args_script(struct rargs *a, struct rstore *st, int script, int nkeys)
 {
 	args_str(a, "EVALSHA");
@@ -962,11 +679,12 @@ rs_req_unref(struct rreq *req)
 	if (--req->refs > 0)
 		return;
 	cache_free(&req->tmp);
+	rs_doc_req_free(req);
 	rs_sess_unref(req->s);
 	free(req);
 }
 
-static struct rcmd *
+struct rcmd *
 rcmd_new(struct rstore *st, enum rs_kind kind, struct rsess *s,
     struct rreq *req)
 {
@@ -1345,7 +1063,7 @@ rs_connect(struct rstore *st, struct rconn *conn, const struct rhost *h,
 }
 
 /* Sends a command; rc is freed on failure.  0 or -1. */
-static int
+int
 rs_send(struct rstore *st, struct rcmd *rc, struct rargs *a)
 {
 	redisAsyncContext	*ac;
@@ -1385,7 +1103,7 @@ fail:
 	return -1;
 }
 
-static int
+int
 rs_eval(struct rstore *st, struct rcmd *rc, int script, struct rargs *a)
 {
 	rc->script = script;
@@ -1978,6 +1696,7 @@ rs_sess_new(struct rstore *st, const char *id)
 	snprintf(s->k_owner, sizeof(s->k_owner), "parley:{%s}:owner", id);
 	snprintf(s->k_fence, sizeof(s->k_fence), "parley:{%s}:fence", id);
 	snprintf(s->k_in, sizeof(s->k_in), "parley:{%s}:in", id);
+	snprintf(s->k_kb, sizeof(s->k_kb), "parley:{%s}:kb", id);
 	snprintf(s->ch_ev, sizeof(s->ch_ev), "parley:{%s}:ev%s", id,
 	    st->chsuffix);
 	snprintf(s->ch_in, sizeof(s->ch_in), "parley:{%s}:in%s", id,
@@ -1985,15 +1704,16 @@ rs_sess_new(struct rstore *st, const char *id)
 	return s;
 }
 
-/* KEYS log meta owner fence in, after "EVALSHA sha 5". */
+/* KEYS log meta owner fence in kb, after "EVALSHA sha RS_SKEYS". */
 static void
-args_keys5(struct rargs *a, const struct rsess *s)
+args_skeys(struct rargs *a, const struct rsess *s)
 {
 	args_str(a, s->k_log);
 	args_str(a, s->k_meta);
 	args_str(a, s->k_owner);
 	args_str(a, s->k_fence);
 	args_str(a, s->k_in);
+	args_str(a, s->k_kb);
 }
 
 /* Gives a lease back if it is still this token's (best effort). */
@@ -2040,8 +1760,8 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 		return -1;
 	rc->u1 = (uint64_t)create;
 	args_init(&a, 16, 1);
-	args_script(&a, st, SC_ACQUIRE, 5);
-	args_keys5(&a, s);
+	args_script(&a, st, SC_ACQUIRE, RS_SKEYS);
+	args_skeys(&a, s);
 	args_str(&a, st->node);
 	args_str(&a, st->lease_s);
 	args_str(&a, create ? "1" : "0");
@@ -2158,7 +1878,7 @@ rs_open_done(struct rsess *s)
 	rs_sess_unref(s);
 }
 
-static void
+void
 rs_req_finish(struct rreq *req, ssize_t n, int err)
 {
 	struct rstore	*st = req->s->st;
@@ -2692,9 +2412,9 @@ rs_batch_send(struct rsess *s)
 	if ((rc = rcmd_new(st, RC_BATCH, s, NULL)) == NULL)
 		goto fail;
 	if (b->meta) {
-		args_init(&a, 12, 2);
-		args_script(&a, st, SC_META, 5);
-		args_keys5(&a, s);
+		args_init(&a, 13, 2);
+		args_script(&a, st, SC_META, RS_SKEYS);
+		args_skeys(&a, s);
 		args_str(&a, s->token);
 		args_str(&a, st->retention_s);
 		op = TAILQ_FIRST(&b->ops);
@@ -2702,9 +2422,9 @@ rs_batch_send(struct rsess *s)
 		args_u64(&a, b->prev);
 		r = rs_eval(st, rc, SC_META, &a);
 	} else {
-		args_init(&a, 13 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
-		args_script(&a, st, SC_APPEND, 5);
-		args_keys5(&a, s);
+		args_init(&a, 14 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
+		args_script(&a, st, SC_APPEND, RS_SKEYS);
+		args_skeys(&a, s);
 		args_str(&a, s->token);
 		args_str(&a, st->retention_s);
 		args_u64(&a, b->prev);
@@ -2786,12 +2506,8 @@ rs_mark_dirty(struct rsess *s)
 	}
 }
 
-static void
-rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* The handle takes no more writes; what was not durable never will be. */
-static void
+void
 rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
 {
 	struct rstore	*st = s->st;
@@ -3022,8 +2738,8 @@ rs_renew_send(struct rsess *s)
 		return;
 	rc->u1 = s->lease_gen;
 	args_init(&a, 12, 1);
-	args_script(&a, st, SC_RENEW, 5);
-	args_keys5(&a, s);
+	args_script(&a, st, SC_RENEW, RS_SKEYS);
+	args_skeys(&a, s);
 	args_str(&a, s->token);
 	args_str(&a, st->lease_s);
 	args_str(&a, st->retention_s);
@@ -3367,7 +3083,7 @@ again_lease:
 
 /* --- requests --- */
 
-static struct rreq *
+struct rreq *
 rs_req_new(struct rsess *s, enum rs_reqkind kind, store_range_cb cb,
     store_done_cb done, void *arg)
 {
@@ -3406,7 +3122,7 @@ rs_req_cancel(struct store_req *breq)
 }
 
 /* Completes a request before returning it: done now, NULL to the caller. */
-static struct store_req *
+struct store_req *
 rs_done_now(store_done_cb done, void *arg, ssize_t n, int err)
 {
 	if (n < 0)
@@ -3951,6 +3667,9 @@ rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 			break;
 		case RC_TRIM:
 			rs_on_trim(rc, r);
+			break;
+		case RC_DOC:
+			rs_doc_reply(rc, r);
 			break;
 		}
 		/* A replica now (failover): find the master again. */

@@ -1,0 +1,362 @@
+/*
+ * The Redis store backend's internals, shared by its two files:
+ * store_redis.c (connections, leases, the log) and store_redis_doc.c (a
+ * session's documents).  Nothing else includes this.
+ */
+#ifndef PARLEY_STORE_REDIS_H
+#define PARLEY_STORE_REDIS_H
+
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "parley/store.h"
+
+#define RS_HOSTS_MAX	16		/* sentinels in one url */
+#define RS_HOST_MAX	255
+#define RS_PASS_MAX	512
+#define RS_NAME_MAX	128		/* sentinel master name */
+#define RS_DB_MAX	65535
+#define RS_NODE_MAX	256		/* "<host-id>/<pid>" */
+#define RS_TOKEN_MAX	(RS_NODE_MAX + 24)	/* "<node>#<fence>" */
+#define RS_KEY_MAX	(STORE_ID_MAX + 32)
+#define RS_SID_MAX	48		/* a stream entry id "<ms>-<n>" */
+#define RS_NUMLEN	24		/* a formatted uint64_t */
+
+#define RS_DEADLINE_MS	5000		/* one command */
+#define RS_CONNECT_MS	3000		/* connect and handshake */
+#define RS_BACKOFF_MIN	100
+#define RS_BACKOFF_MAX	2000
+#define RS_TICK_MS	100
+#define RS_POLL_MS	1000		/* follower resync, inbox check */
+#define RS_LEASE_MIN	1000		/* renewed every lease/3 on a tick */
+
+#define RS_BATCH_RECS	256		/* records in one append call */
+#define RS_BATCH_BYTES	(1u << 20)
+#define RS_INFLIGHT	4		/* batches of one session in flight */
+#define RS_QUEUE_RECS	16384		/* queued + in flight, per session */
+#define RS_QUEUE_BYTES	(64u << 20)
+#define RS_CACHE_RECS	4096		/* default cache bound, per session */
+#define RS_CACHE_BYTES	(8u << 20)
+#define RS_PRELOAD_RECS	(1u << 20)	/* once preloaded (and CACHE_MAX) */
+#define RS_CHUNK	1000		/* XRANGE COUNT, at most */
+#define RS_FETCH_FIRST	100		/* before the record size is known */
+#define RS_FETCH_BYTES	(4u << 20)	/* what one XRANGE reply aims at */
+#define RS_INBOX_CHUNK	128
+#define RS_INBOX_MAXLEN	"10000"		/* XADD MAXLEN ~: the inbox bound */
+
+#define RS_KEEP_CHAN	"parley:-keep"	/* never a session's channel */
+
+/* Lua scripts; rs_scripts[] is indexed by these. */
+enum { SC_APPEND, SC_META, SC_RENEW, SC_ACQUIRE, SC_RELEASE, SC_PEEK,
+    SC_POST, SC_TRIM, SC_DOCPUT, SC_DOCDEL, SC_COUNT };
+/* The session's keys a script that refreshes their TTL is given. */
+#define RS_SKEYS	6
+
+enum rs_link { LINK_DOWN, LINK_CONNECTING, LINK_UP };
+
+/* What a command's reply is for. */
+enum rs_kind {
+	RC_HS,		/* handshake step */
+	RC_FIRE,	/* nobody waits (release) */
+	RC_SENTINEL,	/* get-master-addr-by-name */
+	RC_ACQUIRE,
+	RC_PEEK,	/* follower open */
+	RC_POLL,	/* follower resync */
+	RC_FETCH,	/* XRANGE of the log */
+	RC_BATCH,	/* append or meta write */
+	RC_RENEW,
+	RC_INBOX,
+	RC_POST,
+	RC_TRIM_SCAN,
+	RC_TRIM,
+	RC_DOC		/* a document command (store_redis_doc.c) */
+};
+
+enum rs_hs { HS_AUTH, HS_SELECT, HS_ROLE, HS_SCRIPT };
+
+enum rs_reqkind { REQ_RANGE, REQ_PRELOAD, REQ_POST, REQ_PROMOTE,
+    REQ_DOC };
+
+struct rhost {
+	char			 host[RS_HOST_MAX + 1];
+	int			 port;
+};
+
+/* One log record; json is NUL-terminated. */
+struct rrec {
+	uint64_t		 seq;
+	uint64_t		 ts;
+	size_t			 len;
+	char			 json[];
+};
+
+/* Contiguous run of records, a ring: v[(head + i) & (cap - 1)]. */
+struct rcache {
+	struct rrec		**v;
+	size_t			 head;
+	size_t			 n;
+	size_t			 cap;		/* 0 or a power of two */
+	size_t			 bytes;
+};
+
+/* A queued write: an append (rec) or a meta replacement (doc). */
+struct wop {
+	TAILQ_ENTRY(wop)	 entry;
+	struct rrec		*rec;
+	char			*doc;
+	size_t			 doclen;
+};
+TAILQ_HEAD(wopq, wop);
+
+/* Writes sent in one script call; owned by its rcmd. */
+struct wbatch {
+	TAILQ_ENTRY(wbatch)	 entry;		/* s->inflight */
+	struct wopq		 ops;
+	uint64_t		 prev;		/* the log must end here */
+	uint64_t		 last;		/* and ends here after */
+	size_t			 nrec;
+	size_t			 bytes;
+	int			 meta;
+	int			 orphan;	/* off s->inflight: ignore */
+	char			 inpos[RS_SID_MAX];
+};
+
+struct rstore;
+struct rsess;
+struct rdocs;
+
+struct rreq {
+	struct store		*st;		/* first: store.c reads it */
+	LIST_ENTRY(rreq)	 entry;		/* s->reqs while alive */
+	struct rsess		*s;		/* holds a reference */
+	int			 refs;
+	enum rs_reqkind		 kind;
+	int			 dead;		/* done, cancelled or closed */
+	int			 toobig;	/* preload over the bound */
+	int			 stop;	/* range: cb or limit stopped it */
+	store_range_cb		 cb;
+	store_done_cb		 done;
+	void			*arg;
+	uint64_t		 next;		/* next seq to read */
+	uint64_t		 end;		/* last seq to read */
+	size_t			 limit;		/* 0: all */
+	size_t			 count;		/* delivered or fetched */
+	struct rcache		 tmp;		/* preload: not merged yet */
+	struct rdocs		*docs;		/* store_doc_all's state */
+};
+
+struct rsess {
+	struct store_sess	 base;		/* first: store.c casts */
+	struct rstore		*st;
+	int			 refs;
+	int			 closed;	/* closed, or its open failed */
+	int			 linked;	/* on st->base.sessions */
+	int			 failed;	/* errno reported by failed() */
+	/* opening (on st->opening until linked) */
+	LIST_ENTRY(rsess)	 oentry;
+	int			 opening;
+	int			 parked;	/* waiting for the link */
+	int			 create;
+	int			 forced;	/* takeover already tried */
+	uint64_t		 open_deadline;
+	store_open_cb		 open_cb;
+	void			*open_arg;
+	size_t			 tail;
+	uint64_t		 fill_next;	/* cache fill in progress */
+	uint64_t		 fill_end;
+	struct rreq		*promoting;	/* lease won, filling */
+	/* lease */
+	char			 token[RS_TOKEN_MAX];
+	uint64_t		 lease_from;	/* send time of last renewal */
+	unsigned		 lease_gen; /* bumped when the token changes */
+	int			 renewing;
+	/* meta (the latest written, queued or not) */
+	char			*doc;
+	size_t			 doclen;
+	/* writes */
+	struct wopq		 wq;
+	size_t			 wq_recs;	/* queued + in flight */
+	size_t			 wq_bytes;
+	TAILQ_HEAD(, wbatch)	 inflight;
+	int			 ninflight;
+	int			 noscript;	/* batches re-sent as EVAL */
+	uint64_t		 sent_seq;	/* last seq sent (or durable) */
+	int			 dirty;		/* on st->dirty */
+	TAILQ_ENTRY(rsess)	 dentry;
+	/* inbox (owner) */
+	char			 in_cursor[RS_SID_MAX];	/* last delivered */
+	char			 inpos_next[RS_SID_MAX]; /* for appends */
+	int			 inbox_busy;
+	int			 inbox_again;
+	/* follower */
+	int			 polling;
+	uint64_t		 poll_from;	/* last_seq when it was sent */
+	int			 vacant;	/* vacant() reported */
+	int			 trimming;
+	size_t			 avg_rec; /* bytes per record, 0: unknown */
+	/* keys */
+	char			 k_log[RS_KEY_MAX];
+	char			 k_meta[RS_KEY_MAX];
+	char			 k_owner[RS_KEY_MAX];
+	char			 k_fence[RS_KEY_MAX];
+	char			 k_in[RS_KEY_MAX];
+	char			 k_kb[RS_KEY_MAX];
+	char			 ch_ev[RS_KEY_MAX];
+	char			 ch_in[RS_KEY_MAX];
+	/* cache */
+	struct rcache		 cache;
+	size_t			 cmax_recs;
+	size_t			 cmax_bytes;
+	LIST_HEAD(, rreq)	 reqs;
+};
+
+struct rconn {
+	redisAsyncContext	*ac;
+	int			 connected;	/* onConnect(OK) seen */
+};
+
+struct rcmd {
+	TAILQ_ENTRY(rcmd)	 entry;		/* st->inflight */
+	struct rstore		*st;
+	struct rsess		*s;		/* holds a reference */
+	struct rreq		*req;		/* holds a reference */
+	struct wbatch		*b;		/* owned */
+	enum rs_kind		 kind;
+	int			 tracked;	/* on st->inflight */
+	struct rconn		*conn;		/* sent on */
+	int			 script;	/* SC_*, or -1 */
+	int			 retried;	/* re-sent after NOSCRIPT */
+	unsigned		 epoch;		/* st->epoch when sent */
+	char			*fmt;		/* for a NOSCRIPT retry */
+	size_t			 fmtlen;
+	uint64_t		 sent;		/* mono ms */
+	uint64_t		 u1;		/* kind-specific */
+	uint64_t		 u2;
+	size_t			 count;		/* XRANGE COUNT sent */
+};
+
+struct rstore {
+	struct store		 base;		/* first: store.c casts */
+	/* from the url */
+	int			 sentinel;
+	char			*pass;		/* NULL: no AUTH */
+	int			 db;
+	char			 name[RS_NAME_MAX + 1];
+	struct rhost		 hosts[RS_HOSTS_MAX];
+	size_t			 nhosts;
+	char			 chsuffix[8];	/* ":<db>" or "" */
+	/* from store_attach */
+	struct event_base	*evbase;
+	const struct store_events *ev;
+	void			*arg;
+	char			 node[RS_NODE_MAX + 1];
+	size_t			 hostlen;	/* node's "<host-id>" part */
+	unsigned		 lease_ms;
+	char			 lease_s[RS_NUMLEN];
+	char			 retention_s[RS_NUMLEN];
+	unsigned		 deadline_ms;	/* tests shorten these */
+	unsigned		 connect_ms;
+	unsigned		 poll_ms;
+	/* state */
+	int			 refs;
+	int			 closing;
+	int			 live;		/* attached */
+	enum rs_link		 link;
+	unsigned		 epoch;		/* one per connect attempt */
+	int			 health;	/* last reported, -1 none */
+	struct rconn		 cmd;
+	struct rconn		 sub;
+	struct rconn		 sen;
+	int			 hs_cmd;	/* handshake replies awaited */
+	int			 hs_sub;
+	int			 hs_cmd_sent;
+	int			 hs_sub_sent;
+	int			 keep_seen;	/* RS_KEEP_CHAN confirmed */
+	size_t			 sen_idx;	/* sentinel to ask next */
+	size_t			 sen_tried;
+	int			 sen_answered; /* this attempt's master known */
+	int			 sen_busy;	/* connecting or asking */
+	uint64_t		 sen_sent;	/* since when */
+	struct rhost		 master;	/* address in use */
+	unsigned		 backoff;
+	char			 sha[SC_COUNT][41];
+	TAILQ_HEAD(, rcmd)	 inflight;	/* command conn, oldest first */
+	TAILQ_HEAD(, rsess)	 dirty;		/* writes to send */
+	LIST_HEAD(, rsess)	 opening;
+	int			 flush_pending;
+	uint64_t		 next_renew;
+	uint64_t		 last_tick;	/* when rs_tick last ran */
+	uint64_t		 next_poll;
+	struct event		*ev_tick;
+	struct event		*ev_retry;
+	struct event		*ev_timeout;
+	struct event		*ev_flush;
+	struct event		*ev_kill;
+	char			 lasterr[512];
+};
+
+/* Arguments of one command, with room for formatted numbers. */
+#define RS_ARGS_INLINE	32
+struct rargs {
+	const char		**v;
+	size_t			*len;
+	char			*num;
+	int			 n;
+	int			 cap;
+	int			 nnum;
+	int			 numcap;
+	int			 oom;
+	const char		*iv[RS_ARGS_INLINE];
+	size_t			 ilen[RS_ARGS_INLINE];
+	char			 inum[8 * RS_NUMLEN];
+};
+
+/* store_redis.c */
+int		 rs_isstr(const redisReply *);
+/* What went wrong with a reply (NULL: the connection went away). */
+const char	*rs_errstr(const redisReply *);
+void		 args_init(struct rargs *, int cap, int numcap);
+void		 args_free(struct rargs *);
+void		 args_add(struct rargs *, const void *, size_t);
+void		 args_str(struct rargs *, const char *);
+void		 args_u64(struct rargs *, uint64_t);
+void		 args_script(struct rargs *, struct rstore *, int script,
+		    int nkeys);
+/* A command for s and req (each referenced while it lives), or NULL. */
+struct rcmd	*rcmd_new(struct rstore *, enum rs_kind, struct rsess *,
+		    struct rreq *);
+/* Sends a command; rc is freed on failure.  0 or -1. */
+int		 rs_send(struct rstore *, struct rcmd *, struct rargs *);
+int		 rs_eval(struct rstore *, struct rcmd *, int script,
+		    struct rargs *);
+/* A request on s->reqs holding the user's reference, or NULL. */
+struct rreq	*rs_req_new(struct rsess *, enum rs_reqkind, store_range_cb,
+		    store_done_cb, void *);
+/* Calls done once (never after a cancel, a close or store_close) and
+ * drops the user's reference. */
+void		 rs_req_finish(struct rreq *, ssize_t n, int err);
+/* done(arg, n) with errno err; NULL, for the caller to return. */
+struct store_req *rs_done_now(store_done_cb, void *, ssize_t n, int err);
+void		 rs_sess_fail(struct rsess *, int err, const char *fmt, ...)
+		    __attribute__((format(printf, 3, 4)));
+
+/* store_redis_doc.c */
+extern const char rs_lua_docput[];
+extern const char rs_lua_docdel[];
+struct store_req *rs_doc_put(struct store_sess *, const char *,
+		    const char *, size_t, store_done_cb, void *);
+struct store_req *rs_doc_del(struct store_sess *, const char *,
+		    store_done_cb, void *);
+struct store_req *rs_doc_all(struct store_sess *, store_doc_cb,
+		    store_done_cb, void *);
+/* The reply to an RC_DOC command (NULL: the connection went away). */
+void		 rs_doc_reply(struct rcmd *, redisReply *);
+/* Frees what a document request holds beyond struct rreq. */
+void		 rs_doc_req_free(struct rreq *);
+
+#endif
