@@ -837,8 +837,11 @@ load_done(void *arg, ssize_t n)
 		    "read from the store; retry");
 		op_end(op);
 	}
-	/* Turns held by the load go on. */
-	s->wk->agent->next(s);
+	kb_q_unpark(kb);
+	/* Turns held by the load go on; inside part_own the session's
+	 * resume (after the parts) decides what runs first. */
+	if (!kb->in_own)
+		s->wk->agent->next(s);
 }
 
 void
@@ -969,8 +972,11 @@ part_own(struct sess *s)
 {
 	struct kb_state *kb = kb_state_of(s);
 
-	if (kb != NULL && kb->load != KB_READY)
+	if (kb != NULL && kb->load != KB_READY) {
+		kb->in_own = 1;
 		kb_load_start(s);
+		kb->in_own = 0;
+	}
 }
 
 static void

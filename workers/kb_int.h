@@ -7,6 +7,7 @@
 
 #include <sys/queue.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "parley/kbindex.h"
 
@@ -31,6 +32,8 @@ struct kb_q {
 	void			(*drop)(struct kb_q *);	/* the session
 					   leaves memory first: arg goes */
 	void			*arg;
+	uint64_t		 wait_ms;	/* 0: as long as the embedder */
+	int			 parked;	/* waits for the documents */
 	TAILQ_ENTRY(kb_q)	 entry;
 };
 TAILQ_HEAD(kb_qs, kb_q);
@@ -48,6 +51,7 @@ struct kb_state {
 	unsigned		 nqueued;
 	size_t			 pend_docs;	/* adds under way */
 	size_t			 pend_bytes;
+	int			 in_own;	/* inside the part's own hook */
 	struct kb_qs		 qs;	/* queries waiting for a vector */
 };
 
@@ -60,6 +64,7 @@ void		 kb_load_start(struct sess *);
  * at most that long), then calls done(q, vec, dim, note) (note: why
  * there is no vector).  Returns 0 when done ran before returning, 1 when
  * it will, -1 out of memory (done not called).  drop may be NULL.
+ * While the documents are being read, the query waits for them.
  */
 int		 kb_q_start(struct sess *, const char *text, size_t limit,
 		    double threshold, uint64_t wait_ms,
@@ -68,6 +73,8 @@ int		 kb_q_start(struct sess *, const char *text, size_t limit,
 /* Searches idx (NULL: none) as q asks, with vec when its dim fits. */
 size_t		 kb_q_kb(const struct kbi *idx, const struct kb_q *q,
 		    const float *vec, unsigned dim, struct kbi_hit *out);
+/* The documents are read: the queries that waited for them go on. */
+void		 kb_q_unpark(struct kb_state *);
 /* The session leaves memory: every query goes, its owner dropped. */
 void		 kb_q_drop_all(struct kb_state *);
 

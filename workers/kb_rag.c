@@ -103,6 +103,38 @@ q_timeout(evutil_socket_t fd, short ev, void *arg)
 	    "answer in time");
 }
 
+/* Asks for q's vector, or answers it at once: 1 asked, 0 answered. */
+static int
+q_go(struct kb_q *q)
+{
+	struct sess *s = q->s;
+	struct timeval tv;
+	size_t len = strlen(q->text);
+
+	if (!embed_enabled(s->wk->conf)) {
+		q_finish(q, NULL, 0, "keyword search only: no embedder is "
+		    "configured");
+		return 0;
+	}
+	if (q->wait_ms > 0) {
+		if ((q->timer = evtimer_new(s->wk->base, q_timeout, q)) ==
+		    NULL) {
+			q_finish(q, NULL, 0, "keyword search only: out of "
+			    "memory");
+			return 0;
+		}
+		util_tv(&tv, q->wait_ms);
+		evtimer_add(q->timer, &tv);
+	}
+	if ((q->er = embed_async(s->wk, (const char *const *)&q->text, &len,
+	    1, q_embedded, q)) == NULL) {
+		q_finish(q, NULL, 0, "keyword search only: the embedder could "
+		    "not be asked");
+		return 0;
+	}
+	return 1;
+}
+
 int
 kb_q_start(struct sess *s, const char *text, size_t limit, double threshold,
     uint64_t wait_ms, void (*done)(struct kb_q *, const float *, unsigned,
@@ -110,8 +142,6 @@ kb_q_start(struct sess *s, const char *text, size_t limit, double threshold,
 {
 	struct kb_state *kb = kb_state_of(s);
 	struct kb_q *q;
-	struct timeval tv;
-	size_t len = strlen(text);
 
 	if (kb == NULL || (q = calloc(1, sizeof(*q))) == NULL)
 		return -1;
@@ -126,29 +156,28 @@ kb_q_start(struct sess *s, const char *text, size_t limit, double threshold,
 	q->done = done;
 	q->drop = drop;
 	q->arg = arg;
+	q->wait_ms = wait_ms;
 	TAILQ_INSERT_TAIL(&kb->qs, q, entry);
-	if (!embed_enabled(s->wk->conf)) {
-		q_finish(q, NULL, 0, "keyword search only: no embedder is "
-		    "configured");
-		return 0;
+	/* The documents are being read: searched once they are. */
+	if (kb->load == KB_LOADING) {
+		q->parked = 1;
+		return 1;
 	}
-	if (wait_ms > 0) {
-		if ((q->timer = evtimer_new(s->wk->base, q_timeout, q)) ==
-		    NULL) {
-			q_finish(q, NULL, 0, "keyword search only: out of "
-			    "memory");
-			return 0;
+	return q_go(q);
+}
+
+void
+kb_q_unpark(struct kb_state *kb)
+{
+	struct kb_q *q;
+
+again:
+	TAILQ_FOREACH(q, &kb->qs, entry)
+		if (q->parked) {
+			q->parked = 0;
+			(void)q_go(q);	/* may free q */
+			goto again;
 		}
-		util_tv(&tv, wait_ms);
-		evtimer_add(q->timer, &tv);
-	}
-	if ((q->er = embed_async(s->wk, (const char *const *)&q->text, &len,
-	    1, q_embedded, q)) == NULL) {
-		q_finish(q, NULL, 0, "keyword search only: the embedder could "
-		    "not be asked");
-		return 0;
-	}
-	return 1;
 }
 
 /* Searches the session's index (NULL: none) as q asks, with vec. */
@@ -344,8 +373,8 @@ kb_rag(struct sess *s, const char *agent, const char *msgid,
 		return 0;
 	}
 	/* Nothing to look in: no model call waits for an embedder. */
-	if ((kb->idx == NULL || kbi_ndocs(kb->idx) == 0) &&
-	    !host_index(s->wk)) {
+	if (kb->load != KB_LOADING && (kb->idx == NULL ||
+	    kbi_ndocs(kb->idx) == 0) && !host_index(s->wk)) {
 		if (kb->load == KB_FAILED)
 			kb_load_start(s);	/* for the next turn */
 		done(s, NULL, msgid);
