@@ -46,6 +46,7 @@ struct kb_op {
 	cJSON			*msg;	/* the message */
 	char			 doc[KB_DOCID_LEN + 1];
 	size_t			 bytes;		/* kb_add: reserved */
+	size_t			 held;		/* kb_add: its content's bytes */
 	struct kbt_chunk	*chunks;
 	size_t			 nchunks;
 	float			*vecs;		/* nchunks * dim, or NULL */
@@ -253,6 +254,7 @@ op_reply(struct kb_op *op, const char *type, cJSON *body)
 static void
 op_free(struct kb_op *op)
 {
+	op->kb->held_bytes -= op->held;
 	if (op->er != NULL)
 		embed_cancel(op->er);
 	store_req_cancel(op->sr);
@@ -826,7 +828,6 @@ load_done(void *arg, ssize_t n)
 		next = TAILQ_NEXT(op, entry);
 		if (!op->queued)
 			continue;
-		kb->nqueued--;
 		if (ok) {
 			op_run(op);
 			/* op_run may end later ops too (none now). */
@@ -879,10 +880,10 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 {
 	const struct config *conf = s->wk->conf;
 	struct kb_state *kb;
-	struct kb_op *op;
+	struct kb_op *op = NULL, *o;
 	enum kb_kind kind;
 	const char *q, *doc = NULL;
-	size_t limit;
+	size_t limit, held, nops = 0;
 	double th;
 
 	kind = strcmp(in->type, "kb_add") == 0 ? OP_ADD :
@@ -927,6 +928,8 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 		    "it): retry, or connect to the owner", in->type);
 		return;
 	}
+	held = kind == OP_ADD ? strlen(cJSON_GetStringValue(
+	    cJSON_GetObjectItem(in->root, "content"))) : 0;
 	if ((kb = kb_state_of(s)) == NULL || (op = calloc(1, sizeof(*op))) ==
 	    NULL || (op->msg = cJSON_Duplicate(in->root, 1)) == NULL ||
 	    (in->id != NULL && (op->id = strdup(in->id)) == NULL)) {
@@ -938,15 +941,22 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 		    "retry");
 		return;
 	}
-	if (kb->load != KB_READY && kb->nqueued >= KB_QUEUE_MAX) {
+	/* What requests under way may hold: KB_QUEUE_MAX of them, and
+	 * documents no larger in all than the knowledge base may be. */
+	TAILQ_FOREACH(o, &kb->ops, entry)
+		nops++;
+	if (nops >= KB_QUEUE_MAX || kb->held_bytes + held >
+	    conf->kb_max_bytes) {
 		cJSON_Delete(op->msg);
 		free(op->id);
 		free(op);
-		sess_result_err(r, "RATE_LIMITED", 429, "%d knowledge base "
-		    "requests already wait for it to be read; retry shortly",
-		    KB_QUEUE_MAX);
+		sess_result_err(r, "RATE_LIMITED", 429, "%zu knowledge base "
+		    "requests (%zu KiB of documents) are under way; retry once "
+		    "they are answered", nops, kb->held_bytes >> 10);
 		return;
 	}
+	op->held = held;
+	kb->held_bytes += held;
 	op->kb = kb;
 	op->s = s;
 	op->kind = kind;
@@ -960,7 +970,6 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 		return;
 	}
 	op->queued = 1;
-	kb->nqueued++;
 	if (kb->load != KB_LOADING)
 		kb_load_start(s);
 }

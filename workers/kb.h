@@ -28,7 +28,8 @@ struct llm_tool_def;
 #define KB_LIMIT	5		/* by default */
 #define KB_QUERY_MAX	4096		/* bytes of a query */
 #define KB_PREVIEW	100		/* characters of kb_list's preview */
-#define KB_QUEUE_MAX	64		/* requests waiting for the load */
+#define KB_QUEUE_MAX	64		/* requests under way (or waiting
+					   for the documents to be read) */
 #define KB_RAG_WAIT_MS	5000		/* the most a turn waits for its
 					   query's vector */
 #define KB_DOCID_LEN	20		/* "doc-" and 16 hex digits */

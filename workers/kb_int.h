@@ -48,9 +48,9 @@ struct kb_state {
 	struct kbi		*building;
 	size_t			 loaded;
 	struct kb_ops		 ops;	/* queued and in flight */
-	unsigned		 nqueued;
 	size_t			 pend_docs;	/* adds under way */
 	size_t			 pend_bytes;
+	size_t			 held_bytes;	/* content the ops hold */
 	int			 in_own;	/* inside the part's own hook */
 	struct kb_qs		 qs;	/* queries waiting for a vector */
 };
