@@ -1,7 +1,8 @@
 /*
- * Internals shared by the in-memory index (kbindex.c) and the segment
- * (kbseg.c), for those two files only.  Both hand their data to one
- * search (kbi_rank(), in kbindex.c) through struct kbi_corpus, so a
+ * Internals shared by the in-memory index (kbindex.c), its search
+ * (kbrank.c) and the segment (kbseg.c), for those files only.  Both the
+ * index and the segment hand their data to one search (kbi_rank())
+ * through struct kbi_corpus, so a
  * segment scores and orders with the very code its index used: the same
  * query terms in the same order, the same floating-point operations, the
  * same selection and tie rule, hence bit-identical scores.
@@ -48,6 +49,57 @@ struct kbi_corpus {
 	const float	*(*vec)(const void *ctx, uint32_t chunk, double *norm);
 	/* 1 when chunk a ranks before chunk b on a tie (kbindex.h). */
 	int		 (*before)(const void *ctx, uint32_t a, uint32_t b);
+};
+
+/*
+ * The index itself: kbindex.c's, read by kbseg.c's writer.
+ */
+struct kbi_doc {
+	char		*name;		/* NULL: removed */
+	char		*meta;
+	uint32_t	*chunks;	/* in the order added */
+	size_t		 nchunks, cap;
+	size_t		 bytes;
+};
+
+struct kbi_chk {
+	uint32_t	 doc;
+	uint32_t	 seq;		/* its place in the document */
+	char		*text;		/* NULL: removed */
+	size_t		 len;
+	unsigned	 line_first, line_last;
+	float		*vec;		/* NULL: none */
+	double		 norm;
+};
+
+struct kbi_term {
+	char		*tok;
+	size_t		 len;
+	uint64_t	 hash;
+	struct kbi_post	*post;
+	size_t		 npost, cap;
+	size_t		 df;		/* live chunks holding it */
+};
+
+struct kbi {
+	uint64_t	 seed;
+	struct kbi_doc	*docs;
+	size_t		 ndocs, capdocs;
+	int32_t		*dtab;		/* doc numbers; EMPTY, GONE */
+	size_t		 dtabcap, dtabused;	/* used counts GONE too */
+	struct kbi_chk	*chunks;
+	uint32_t	*dl;		/* tokens per chunk, KBI_DEAD */
+	size_t		 nchunks, capchunks, capdl;
+	struct kbi_term	*terms;
+	size_t		 nterms, capterms;
+	uint32_t	*ttab;		/* term number + 1; 0: empty */
+	size_t		 ttabcap;
+	size_t		 live_docs, live_chunks, live_bytes, live_vecs;
+	uint64_t	 live_tokens;
+	size_t		 dead_unswept;	/* dead chunks with postings left */
+	unsigned	 dim;
+	uint32_t	*scratch;	/* a chunk's term numbers, while added */
+	size_t		 scratchcap;
 };
 
 /* The search both kbi_search() and kbs_search() are. */

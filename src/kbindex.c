@@ -34,54 +34,6 @@
 #define KBI_DOC_EMPTY	(-1)
 #define KBI_DOC_GONE	(-2)
 
-struct kbi_doc {
-	char		*name;		/* NULL: removed */
-	char		*meta;
-	uint32_t	*chunks;	/* in the order added */
-	size_t		 nchunks, cap;
-	size_t		 bytes;
-};
-
-struct kbi_chk {
-	uint32_t	 doc;
-	uint32_t	 seq;		/* its place in the document */
-	char		*text;		/* NULL: removed */
-	size_t		 len;
-	unsigned	 line_first, line_last;
-	float		*vec;		/* NULL: none */
-	double		 norm;
-};
-
-struct kbi_term {
-	char		*tok;
-	size_t		 len;
-	uint64_t	 hash;
-	struct kbi_post	*post;
-	size_t		 npost, cap;
-	size_t		 df;		/* live chunks holding it */
-};
-
-struct kbi {
-	uint64_t	 seed;
-	struct kbi_doc	*docs;
-	size_t		 ndocs, capdocs;
-	int32_t		*dtab;		/* doc numbers; EMPTY, GONE */
-	size_t		 dtabcap, dtabused;	/* used counts GONE too */
-	struct kbi_chk	*chunks;
-	uint32_t	*dl;		/* tokens per chunk, KBI_DEAD */
-	size_t		 nchunks, capchunks, capdl;
-	struct kbi_term	*terms;
-	size_t		 nterms, capterms;
-	uint32_t	*ttab;		/* term number + 1; 0: empty */
-	size_t		 ttabcap;
-	size_t		 live_docs, live_chunks, live_bytes, live_vecs;
-	uint64_t	 live_tokens;
-	size_t		 dead_unswept;	/* dead chunks with postings left */
-	unsigned	 dim;
-	uint32_t	*scratch;	/* a chunk's term numbers, while added */
-	size_t		 scratchcap;
-};
-
 /* A seeded hash of short keys (names, tokens): 8 bytes at a time. */
 static uint64_t
 kbi_hash(uint64_t seed, const char *s, size_t n)
@@ -387,7 +339,8 @@ kbi_chunk_terms(struct kbi *x, const char *text, size_t len, int create)
 		errno = k.err;
 		return (size_t)-1;
 	}
-	qsort(x->scratch, k.n, sizeof(uint32_t), kbi_u32cmp);
+	if (k.n > 1)
+		qsort(x->scratch, k.n, sizeof(uint32_t), kbi_u32cmp);
 	return k.n;
 }
 
