@@ -13,6 +13,7 @@
  * anything.  A multi per call rather than per worker: struct wk has no
  * place for one, and a call's requests still share one connection.
  */
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <cjson/cJSON.h>
@@ -36,6 +39,9 @@
 
 #define EMBED_QUOTE_MAX		200	/* bytes of a server's message kept */
 #define EMBED_DEFAULT_TIMEOUT	60000	/* ms, when the block has none */
+#define EMBED_SYNC_TRIES	4	/* embed_sync: a request and retries */
+#define EMBED_BACKOFF_FIRST	1000	/* ms, doubled at each retry */
+#define EMBED_RETRY_AFTER_MAX	30000	/* ms of Retry-After honoured */
 
 /* One HTTP exchange at a time, with what it needs between them. */
 struct xfer {
@@ -50,6 +56,8 @@ struct xfer {
 	size_t			 max_reply;
 	int			 too_big;	/* past max_reply */
 	int			 nomem;
+	int			 retry;		/* the failure may pass */
+	int64_t			 retry_after_ms;	/* -1: none said */
 	char			 errbuf[CURL_ERROR_SIZE];
 };
 
@@ -507,6 +515,33 @@ xfer_write(char *buf, size_t size, size_t n, void *arg)
 	return n;
 }
 
+/* Keeps the Retry-After of the last response (seconds; a date is rare
+ * enough for an embedder to get the plain backoff). */
+static size_t
+xfer_header(char *buf, size_t size, size_t n, void *arg)
+{
+	struct xfer	*x = arg;
+	char		 v[32], *end;
+	size_t		 i;
+	double		 d;
+
+	n *= size;
+	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0)
+		x->retry_after_ms = -1;
+	else if (n > 12 && strncasecmp(buf, "retry-after:", 12) == 0) {
+		for (i = 12; i < n && (buf[i] == ' ' || buf[i] == '\t'); i++)
+			;
+		snprintf(v, sizeof(v), "%.*s", (int)(n - i < sizeof(v) - 1 ?
+		    n - i : sizeof(v) - 1), buf + i);
+		d = strtod(v, &end);
+		while (*end == '\r' || *end == '\n' || *end == ' ')
+			end++;
+		if (end != v && *end == '\0' && d >= 0 && d <= 1e6)
+			x->retry_after_ms = (int64_t)(d * 1000);
+	}
+	return n;
+}
+
 /* Headers: JSON both ways, no 100-continue, the key when there is one. */
 static struct curl_slist *
 xfer_headers(const char *key)
@@ -570,6 +605,8 @@ xfer_prep(struct xfer *x, void *owner, const char *const *texts,
 	x->rxlen = 0;
 	x->too_big = 0;
 	x->nomem = 0;
+	x->retry = 0;
+	x->retry_after_ms = -1;
 	x->errbuf[0] = '\0';
 	if (x->easy == NULL) {
 		base = p->url != NULL ? p->url : "https://api.openai.com/v1";
@@ -589,6 +626,8 @@ xfer_prep(struct xfer *x, void *owner, const char *const *texts,
 		    "parleyd (embedder)");
 		curl_easy_setopt(x->easy, CURLOPT_WRITEFUNCTION, xfer_write);
 		curl_easy_setopt(x->easy, CURLOPT_WRITEDATA, x);
+		curl_easy_setopt(x->easy, CURLOPT_HEADERFUNCTION, xfer_header);
+		curl_easy_setopt(x->easy, CURLOPT_HEADERDATA, x);
 		curl_easy_setopt(x->easy, CURLOPT_ERRORBUFFER, x->errbuf);
 		/* Threads: no signals for DNS timeouts. */
 		curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
@@ -616,8 +655,30 @@ xfer_prep(struct xfer *x, void *owner, const char *const *texts,
 }
 
 /*
+ * A connection that broke on the way may work again; one refused, a name
+ * unknown, a bad certificate or a timeout would most likely fail the
+ * same way (and a build thread must not wait on a server that is down).
+ */
+static int
+retryable_curl(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_GOT_NOTHING:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/*
  * The exchange for n texts ended with rc: 0 and their vectors (malloc'd
- * n * *dim floats), or -1 with err.
+ * n * *dim floats), or -1 with err and x->retry set when trying again
+ * may do (a broken connection, 408, 409, 429, 5xx).
  */
 static int
 xfer_end(struct xfer *x, CURLcode rc, size_t n, float **vecs,
@@ -648,11 +709,14 @@ xfer_end(struct xfer *x, CURLcode rc, size_t n, float **vecs,
 	if (rc != CURLE_OK) {
 		say(p, err, errlen, "connection error: %s", x->errbuf[0] ?
 		    x->errbuf : curl_easy_strerror(rc));
+		x->retry = retryable_curl(rc);
 		return -1;
 	}
 	curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (status < 200 || status > 299) {
 		status_msg(p, status, x->rx, x->rxlen, err, errlen);
+		x->retry = status == 408 || status == 409 || status == 429 ||
+		    status >= 500;
 		return -1;
 	}
 	if (reply_parse(x->rx != NULL ? x->rx : "", x->rxlen, n, vecs, dim,
@@ -695,6 +759,57 @@ merge(const struct cfg_provider *p, float **all, unsigned *dim,
 
 /* --- blocking --- */
 
+/* How long embed_sync waits before try number tries + 1. */
+static uint64_t
+backoff_ms(const struct xfer *x, unsigned tries)
+{
+	if (x->retry_after_ms >= 0 && x->retry_after_ms <=
+	    EMBED_RETRY_AFTER_MAX)
+		return (uint64_t)x->retry_after_ms;
+	return (uint64_t)EMBED_BACKOFF_FIRST << (tries - 1);
+}
+
+static void
+sleep_ms(uint64_t ms)
+{
+	struct timespec ts, rem;
+
+	ts.tv_sec = (time_t)(ms / 1000);
+	ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+	while (nanosleep(&ts, &rem) == -1 && errno == EINTR)
+		ts = rem;
+}
+
+/*
+ * One request of embed_sync, tried again after a failure that may pass
+ * (up to EMBED_SYNC_TRIES in all): a build thread has time to wait out
+ * a rate limit, where a search would rather go on without vectors.
+ */
+static int
+sync_request(struct xfer *x, const char *const *texts, const size_t *lens,
+    size_t from, size_t to, float **v, unsigned *bd, char *err,
+    size_t errlen)
+{
+	CURLcode	rc;
+	unsigned	tries;
+	size_t		len;
+
+	for (tries = 1;; tries++) {
+		if (xfer_prep(x, NULL, texts, lens, from, to, err, errlen) ==
+		    -1)
+			return -1;
+		rc = curl_easy_perform(x->easy);
+		if (xfer_end(x, rc, to - from, v, bd, err, errlen) == 0)
+			return 0;
+		if (!x->retry || tries >= EMBED_SYNC_TRIES)
+			break;
+		sleep_ms(backoff_ms(x, tries));
+	}
+	if (tries > 1 && (len = strlen(err)) + 1 < errlen)
+		snprintf(err + len, errlen - len, " (%u tries)", tries);
+	return -1;
+}
+
 int
 embed_sync(const struct cfg_provider *p, const char *const *texts,
     const size_t *lens, size_t n, float **vecs, unsigned *dim, char *err,
@@ -704,7 +819,6 @@ embed_sync(const struct cfg_provider *p, const char *const *texts,
 	float		*all = NULL, *v;
 	unsigned	 d = 0, bd;
 	size_t		 from, to;
-	CURLcode	 rc;
 	int		 r = -1;
 
 	*vecs = NULL;
@@ -714,11 +828,8 @@ embed_sync(const struct cfg_provider *p, const char *const *texts,
 	xfer_init(&x, p);
 	for (from = 0; from < n; from = to) {
 		to = batch_end(model_of(p), texts, lens, n, from);
-		if (xfer_prep(&x, NULL, texts, lens, from, to, err, errlen) ==
-		    -1)
-			goto out;
-		rc = curl_easy_perform(x.easy);
-		if (xfer_end(&x, rc, to - from, &v, &bd, err, errlen) == -1)
+		if (sync_request(&x, texts, lens, from, to, &v, &bd, err,
+		    errlen) == -1)
 			goto out;
 		if (merge(p, &all, &d, v, bd, from, to - from, n, err,
 		    errlen) == -1) {

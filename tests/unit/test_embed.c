@@ -13,6 +13,7 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -690,11 +691,41 @@ START_TEST(test_sync_errors)
 	uint64_t	 t0;
 
 	live();
-	sync_fails("[{\"kind\":\"http_error\",\"status\":500}]",
+	/* Tried four times (at once: the server says so), then said. */
+	sync_fails("[{\"kind\":\"http_error\",\"status\":500,\"repeat\":4,"
+	    "\"headers\":{\"retry-after\":\"0\"}}]",
 	    "embedder emb: HTTP 500: The server had an error while "
-	    "processing your request. Sorry about that!");
-	sync_fails("[{\"kind\":\"http_error\",\"status\":429}]",
+	    "processing your request. Sorry about that! (4 tries)");
+	reqs = fake_reqs();
+	ck_assert_int_eq(cJSON_GetArraySize(reqs), 4);
+	cJSON_Delete(reqs);
+	sync_fails("[{\"kind\":\"http_error\",\"status\":429,\"repeat\":4,"
+	    "\"headers\":{\"Retry-After\":\"0\"}}]",
 	    "embedder emb: HTTP 429: Rate limit reached");
+	/* A 400 is not tried again. */
+	sync_fails("[{\"kind\":\"http_error\",\"status\":400,"
+	    "\"headers\":{\"retry-after\":\"0\"}}]",
+	    "embedder emb: HTTP 400: Invalid request.");
+	reqs = fake_reqs();
+	ck_assert_int_eq(cJSON_GetArraySize(reqs), 1);
+	cJSON_Delete(reqs);
+	/* A passing failure: the next try does it, after 1s, then 2s by
+	 * default, after what Retry-After says when it does.  (The cut
+	 * comes first, on a fresh connection, which libcurl itself does not
+	 * try again.) */
+	fake_script("[{\"kind\":\"cut\"},{\"kind\":\"http_error\","
+	    "\"status\":503},{\"kind\":\"http_error\",\"status\":429,"
+	    "\"headers\":{\"retry-after\":\"0.1\"}}]");
+	t0 = util_mono_ms();
+	ck_assert_msg(embed_sync(&prov, texts, lens, 1, &v, &dim, err,
+	    sizeof(err)) == 0, "%s", err);
+	free(v);
+	/* 1s, 2s, then 0.1s */
+	ck_assert_uint_ge(util_mono_ms() - t0, 3000);
+	ck_assert_uint_lt(util_mono_ms() - t0, 5000);
+	reqs = fake_reqs();
+	ck_assert_int_eq(cJSON_GetArraySize(reqs), 4);
+	cJSON_Delete(reqs);
 	sync_fails("[{\"kind\":\"vectors\",\"count_delta\":-1}]",
 	    "embedder emb: the reply has 1 embeddings for 2 inputs");
 	sync_fails("[{\"kind\":\"vectors\",\"bad_dim_at\":1}]",
@@ -706,7 +737,6 @@ START_TEST(test_sync_errors)
 	    "the embedding has 9000 numbers (1 to 8192 expected)");
 	sync_fails("[{\"kind\":\"raw\",\"data\":\"{\\\"data\\\":\"}]",
 	    "embedder emb: the reply is not JSON");
-	sync_fails("[{\"kind\":\"cut\"}]", "embedder emb: connection error");
 	/* Without index: by position, fine. */
 	fake_script("[{\"kind\":\"vectors\",\"no_index\":true}]");
 	ck_assert_int_eq(embed_sync(&prov, texts, lens, 1, &v, &dim, err,
@@ -758,6 +788,110 @@ START_TEST(test_sync_max_reply)
 	    sizeof(err)), -1);
 	ck_assert_str_eq(err, "embedder emb: the reply is larger than 1000");
 	prov.max_reply = 0;
+}
+END_TEST
+
+struct job {
+	const char	*word;
+	int		 rc;
+	unsigned	 dim;
+	float		*v;
+	char		 err[256];
+};
+
+static void *
+job_run(void *arg)
+{
+	struct job	*j = arg;
+	const char	*texts[100];
+	size_t		 lens[100], i;
+
+	for (i = 0; i < 100; i++) {
+		texts[i] = j->word;
+		lens[i] = strlen(j->word);
+	}
+	j->rc = embed_sync(&prov, texts, lens, 100, &j->v, &j->dim, j->err,
+	    sizeof(j->err));
+	return NULL;
+}
+
+/* Threads at once: each call its own, no shared state. */
+START_TEST(test_sync_threads)
+{
+	struct job	 jobs[4] = { { "car", 0, 0, NULL, "" },
+			    { "dog", 0, 0, NULL, "" }, { "cat", 0, 0, NULL, "" },
+			    { "automobile", 0, 0, NULL, "" } };
+	pthread_t	 t[4];
+	cJSON		*reqs;
+	int		 i, k;
+
+	live();
+	fake_script("[]");
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, job_run,
+		    &jobs[i]), 0);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < 4; i++) {
+		ck_assert_msg(jobs[i].rc == 0, "%s", jobs[i].err);
+		ck_assert_uint_eq(jobs[i].dim, 64);
+		for (k = 1; k < 100; k++)
+			ck_assert(same(vec(jobs[i].v, 64, 0), vec(jobs[i].v,
+			    64, (size_t)k), 64));
+	}
+	ck_assert(same(jobs[0].v, jobs[3].v, 64));
+	ck_assert(!same(jobs[0].v, jobs[1].v, 64));
+	ck_assert(!same(jobs[1].v, jobs[2].v, 64));
+	for (i = 0; i < 4; i++)
+		free(jobs[i].v);
+	reqs = fake_reqs();
+	ck_assert_int_eq(cJSON_GetArraySize(reqs), 8);
+	cJSON_Delete(reqs);
+}
+END_TEST
+
+/* The embedder block as parleyd.conf gives it: url, key, model, timeout. */
+START_TEST(test_sync_config)
+{
+	const char	*texts[] = { "vehicle" };
+	size_t		 lens[] = { 7 };
+	struct config	*c;
+	float		*v;
+	unsigned	 dim;
+	char		 text[512], err[512];
+	cJSON		*reqs, *r;
+
+	setenv(KEYVAR, KEY, 1);
+	snprintf(text, sizeof(text), "embedder local {\n"
+	    "    type openai\n"
+	    "    url \"http://127.0.0.1:%d/prefix/v1/\"\n"
+	    "    model \"nomic-embed-text\"\n"
+	    "    api-key-env " KEYVAR "\n"
+	    "    timeout 2s\n"
+	    "}\n", fake_port);
+	c = config_parse_string("x.conf", text, err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(embed_enabled(c), 1);
+	ck_assert_uint_eq(c->embedder->timeout_ms, 2000);
+	fake_script("[{\"kind\":\"vectors\",\"dim\":768}]");
+	ck_assert_msg(embed_sync(c->embedder, texts, lens, 1, &v, &dim, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(dim, 768);
+	free(v);
+	reqs = fake_reqs();
+	r = cJSON_GetArrayItem(reqs, 0);
+	ck_assert_str_eq(cJSON_GetObjectItem(r, "path")->valuestring,
+	    "/prefix/v1/embeddings");
+	ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "body"),
+	    "model")->valuestring, "nomic-embed-text");
+	cJSON_Delete(reqs);
+	/* The timeout is the block's. */
+	fake_script("[{\"kind\":\"vectors\",\"first_byte_ms\":4000}]");
+	ck_assert_int_eq(embed_sync(c->embedder, texts, lens, 1, &v, &dim,
+	    err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "embedder local: no reply within timeout 2s "
+	    "(raise timeout in embedder local for a slow server)");
+	config_free(c);
 }
 END_TEST
 
@@ -973,6 +1107,16 @@ START_TEST(test_async_errors)
 	    "PARLEY_TEST_EMBED_KEY is not set");
 	setenv(KEYVAR, KEY, 1);
 
+	/* The connection cut: not tried again here. */
+	fake_script("[{\"kind\":\"cut\"}]");
+	memset(&g, 0, sizeof(g));
+	g.base = base;
+	ck_assert_ptr_nonnull(embed_async(&wk, texts, lens, 1, got_done, &g));
+	run_loop(base, 5);
+	ck_assert_int_eq(g.calls, 1);
+	ck_assert_str_eq(g.msg, "embedder emb: connection error: Empty reply "
+	    "from server");
+
 	/* Nobody listening. */
 	prov.url = "http://127.0.0.1:1/v1";
 	memset(&g, 0, sizeof(g));
@@ -1066,6 +1210,8 @@ embed_suite(void)
 	tcase_add_test(tc, test_sync_batches);
 	tcase_add_test(tc, test_sync_errors);
 	tcase_add_test(tc, test_sync_max_reply);
+	tcase_add_test(tc, test_sync_config);
+	tcase_add_test(tc, test_sync_threads);
 	tcase_add_test(tc, test_async);
 	tcase_add_test(tc, test_async_batches);
 	tcase_add_test(tc, test_async_errors);
