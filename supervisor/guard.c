@@ -64,6 +64,9 @@ static const struct guard_route {
 	{ NULL,		"/sessions/*/control",	R_ADMIN,	0 },
 	{ NULL,		"/api/agents/stream",	R_SESSION,	0 },
 	{ NULL,		"/api/audit",		R_SESSION,	0 },
+	{ NULL,		"/api/index",		R_ADMIN,	G_SERVER },
+	{ NULL,		"/api/index/status",	R_ADMIN,	G_SERVER },
+	{ NULL,		"/api/search",		R_ADMIN,	G_SERVER },
 };
 
 #define NROLES	(IPC_ROLE_METRICS + 1)

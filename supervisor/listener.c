@@ -373,6 +373,24 @@ agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
 	cJSON_Delete(b);
 }
 
+/*
+ * The worker for the directory index's endpoints: any could answer
+ * (status.json, the mapped segment, build.lock are the host's), but one
+ * chosen the same way each time, the ready worker of the lowest slot,
+ * keeps a host's builds and their progress in one process.
+ */
+static struct worker *
+index_worker(struct sup *sup)
+{
+	struct worker *w, *best = NULL;
+
+	TAILQ_FOREACH(w, &sup->workers, entry)
+		if (w->ready && !w->draining &&
+		    (best == NULL || w->slot < best->slot))
+			best = w;
+	return best != NULL ? best : pool_least_loaded(sup);
+}
+
 /* The web page, when req asks for it: 1 once answered. */
 static int
 answer_ui(struct pending *p)
@@ -511,6 +529,10 @@ pending_dispatch(struct pending *p)
 		agents_stream_sid(req, sid, sizeof(sid));
 		w = sid[0] != '\0' ? pool_route(sup, sid, !sup->draining) :
 		    pool_least_loaded(sup);
+	} else if (strcmp(path, "/api/index") == 0 ||
+	    strcmp(path, "/api/index/status") == 0 ||
+	    strcmp(path, "/api/search") == 0) {
+		w = index_worker(sup);
 	} else if (strcmp(path, "/api/audit") == 0) {
 		if (audit_session(p, role, ic.scope, sid, sizeof(sid)) == -1)
 			return;

@@ -12,11 +12,36 @@
 #include "parley/kbindex.h"
 
 struct wk;
+struct conn;
+struct sess;
+struct sess_from;
+struct sess_result;
+struct proto_in;
 
 /* Searches the host's directory index (none built: 0).  out and info
  * have room for q->limit; info[i] describes out[i]'s chunk (pointers
  * valid until the next index_ call). */
 size_t	index_search(struct wk *, const struct kbi_query *q,
 	    struct kbi_hit *out, struct kbi_chunk_info *info);
+
+/*
+ * POST /api/index, GET /api/index/status, POST /api/search and DELETE
+ * /api/index (route.c): 1 when c's request was one of them (answered),
+ * 0 when it is not the index's.
+ */
+int	index_http(struct conn *c);
+/*
+ * A session's "index" message {path, include?, exclude?} (input.c): a
+ * build of path starts on a thread of this worker and the session logs
+ * index_start, index_progress (one per 500 ms at most) and index_done;
+ * r says 202, or the error (403 outside the index roots, 409 while
+ * another build runs).
+ */
+void	index_input(struct sess *, const struct sess_from *,
+	    const struct proto_in *, struct sess_result *r);
+/* The worker starts: the watcher's and the re-runs' timer (worker.c). */
+void	index_init(struct wk *);
+/* The worker exits: a running build is stopped (re-run by the next). */
+void	index_free(struct wk *);
 
 #endif

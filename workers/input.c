@@ -21,6 +21,7 @@
 #include "auditlog.h"
 #include "ctool.h"
 #include "follow.h"
+#include "index.h"
 #include "input.h"
 #include "kb.h"
 #include "life.h"
@@ -470,6 +471,10 @@ input_apply(struct sess *s, struct sess_client *c,
 	}
 	if (team_input(s, c, from, in, r))
 		return;
+	if (strcmp(in->type, "index") == 0) {
+		index_input(s, from, in, r);
+		return;
+	}
 	sess_result_err(r, "BAD_REQUEST", 400, "unknown message type '%s'; see "
 	    "parley-protocol(7)", in->type);
 }

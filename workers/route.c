@@ -23,6 +23,7 @@
 #include "conn.h"
 #include "dash.h"
 #include "deliver.h"
+#include "index.h"
 #include "input.h"
 #include "kb.h"
 #include "life.h"
@@ -1262,6 +1263,9 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			get_page(c, s, 1);
 		return;
 	}
+	/* The host's directory index: no session (index.c). */
+	if (index_http(c))
+		return;
 	if (strcmp(path, "/api/agents/stream") == 0) {
 		/* The seed-compatible turn stream (seed.c); the supervisor
 		 * routed it by its body's sessionId. */

@@ -28,6 +28,7 @@
 #include "dash.h"
 #include "deliver.h"
 #include "follow.h"
+#include "index.h"
 #include "input.h"
 #include "kb.h"
 #include "life.h"
@@ -65,6 +66,7 @@ wk_exit(struct wk *wk, int code)
 	/* Completes or drops opens still in flight; then free the rest. */
 	store_close(wk->store);
 	sess_release_all(wk, 1);
+	index_free(wk);
 	mcp_ctx_free(wk->mcp);
 	llm_ctx_free(wk->llm);
 	if (wk->chan != NULL) {
@@ -512,6 +514,8 @@ worker_main(struct config *conf, int slot, int ipc_fd, struct quota *quota)
 	wk->exit_ev = evtimer_new(wk->base, exit_cb, wk);
 	wk->sigterm_ev = evsignal_new(wk->base, SIGTERM, sigterm_cb, wk);
 	evsignal_add(wk->sigterm_ev, NULL);
+	/* The directory index's watcher and re-runs (index.c). */
+	index_init(wk);
 
 	memset(&hello, 0, sizeof(hello));
 	hello.slot = (uint32_t)slot;

@@ -1,0 +1,424 @@
+/*
+ * Unit tests for the directory index's build (workers/index_build.c):
+ * which paths may be indexed (roots, "..", symbolic links, a root's name
+ * as another's prefix), the globs and default excludes, the progress
+ * throttle, and builds of a scratch tree run on the test's thread
+ * (skips, incremental re-runs, removals, bounds).
+ */
+#include <sys/stat.h>
+#include <check.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../workers/index_build.c"
+#include "check_main.h"
+
+static char tmp[PATH_MAX];		/* scratch, real path */
+static char root[PATH_MAX + 8];		/* tmp/root: the index root */
+static struct config conf;
+static struct cfg_name rootname;
+
+static void
+put(const char *rel, const char *text)
+{
+	char p[PATH_MAX * 2];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+	ck_assert_ptr_nonnull(f = fopen(p, "w"));
+	fputs(text, f);
+	fclose(f);
+}
+
+static void
+mk(const char *rel)
+{
+	char p[PATH_MAX * 2];
+
+	snprintf(p, sizeof(p), "%s/%s", tmp, rel);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+}
+
+static void
+setup(void)
+{
+	char t[] = "/tmp/test_index.XXXXXX";
+
+	ck_assert_ptr_nonnull(mkdtemp(t));
+	ck_assert_ptr_nonnull(realpath(t, tmp));
+	snprintf(root, sizeof(root), "%s/root", tmp);
+	mk("root");
+	mk("root2");
+	mk("outside");
+	mk("root/sub");
+	put("outside/secret.txt", "the secret word is swordfish\n");
+	put("root2/other.txt", "other\n");
+	put("root/file.txt", "hello\n");
+	memset(&conf, 0, sizeof(conf));
+	TAILQ_INIT(&conf.index_roots);
+	rootname.name = root;
+	TAILQ_INSERT_TAIL(&conf.index_roots, &rootname, entry);
+	conf.index_max_file = 1 << 20;
+	conf.index_max_files = 100000;
+	conf.index_max_bytes = (size_t)1 << 30;
+}
+
+static void
+teardown(void)
+{
+	check_rmtree(tmp);
+}
+
+START_TEST(under_boundary)
+{
+	ck_assert_int_eq(index_under("/srv/root", "/srv/root"), 1);
+	ck_assert_int_eq(index_under("/srv/root", "/srv/root/a/b"), 1);
+	/* a root's name as another's prefix is not under it */
+	ck_assert_int_eq(index_under("/srv/root", "/srv/root2"), 0);
+	ck_assert_int_eq(index_under("/srv/root", "/srv/root2/a"), 0);
+	ck_assert_int_eq(index_under("/srv/root", "/srv"), 0);
+	ck_assert_int_eq(index_under("/", "/anything"), 1);
+}
+END_TEST
+
+/* Resolves p (relative to tmp when not absolute): the status, real. */
+static int
+resolve(const char *p, char real[PATH_MAX], char *msg, size_t len)
+{
+	char full[PATH_MAX * 2];
+	int status = 0;
+
+	if (p[0] == '@')	/* as given */
+		snprintf(full, sizeof(full), "%s", p + 1);
+	else
+		snprintf(full, sizeof(full), "%s/%s", tmp, p);
+	if (index_resolve(&conf, full, real, &status, msg, len) == 0)
+		return 0;
+	return status;
+}
+
+START_TEST(resolve_paths)
+{
+	char real[PATH_MAX], msg[512], want[PATH_MAX * 2];
+	char link[PATH_MAX * 2];
+
+	ck_assert_int_eq(resolve("root", real, msg, sizeof(msg)), 0);
+	ck_assert_str_eq(real, root);
+	ck_assert_int_eq(resolve("root/sub/", real, msg, sizeof(msg)), 0);
+	snprintf(want, sizeof(want), "%s/sub", root);
+	ck_assert_str_eq(real, want);
+	/* .. back inside is fine; out is not */
+	ck_assert_int_eq(resolve("root/sub/..", real, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(resolve("root/../outside", real, msg, sizeof(msg)),
+	    403);
+	ck_assert_ptr_nonnull(strstr(msg, "not under an index-root"));
+	ck_assert_int_eq(resolve("root/sub/../../outside", real, msg,
+	    sizeof(msg)), 403);
+	/* a symbolic link pointing out */
+	snprintf(link, sizeof(link), "%s/root/out", tmp);
+	ck_assert_int_eq(symlink("../outside", link), 0);
+	ck_assert_int_eq(resolve("root/out", real, msg, sizeof(msg)), 403);
+	/* root2 starts with root's name */
+	ck_assert_int_eq(resolve("root2", real, msg, sizeof(msg)), 403);
+	ck_assert_int_eq(resolve("@root", real, msg, sizeof(msg)), 400);
+	ck_assert_ptr_nonnull(strstr(msg, "absolute"));
+	ck_assert_int_eq(resolve("root/nope", real, msg, sizeof(msg)), 404);
+	ck_assert_int_eq(resolve("root/file.txt", real, msg, sizeof(msg)),
+	    400);
+	ck_assert_ptr_nonnull(strstr(msg, "not a directory"));
+	TAILQ_INIT(&conf.index_roots);
+	ck_assert_int_eq(resolve("root", real, msg, sizeof(msg)), 403);
+	ck_assert_ptr_nonnull(strstr(msg, "no index-root"));
+}
+END_TEST
+
+START_TEST(globs)
+{
+	ck_assert_int_eq(index_glob("*.c", "x.c"), 1);
+	ck_assert_int_eq(index_glob("*.c", "a/b/x.c"), 1);
+	ck_assert_int_eq(index_glob("*.c", "a/x.h"), 0);
+	ck_assert_int_eq(index_glob("src/*.c", "src/x.c"), 1);
+	ck_assert_int_eq(index_glob("src/*.c", "src/a/x.c"), 0);
+	ck_assert_int_eq(index_glob("src/*.c", "lib/src/x.c"), 0);
+	ck_assert_int_eq(index_glob("/src/*.c", "src/x.c"), 1);
+	ck_assert_int_eq(index_glob("src/**", "src"), 1);
+	ck_assert_int_eq(index_glob("src/**", "src/a/b/c.py"), 1);
+	ck_assert_int_eq(index_glob("src/**", "srcx/a"), 0);
+	ck_assert_int_eq(index_glob("**/test_*.py", "test_a.py"), 1);
+	ck_assert_int_eq(index_glob("**/test_*.py", "a/b/test_a.py"), 1);
+	ck_assert_int_eq(index_glob("**/test_*.py", "a/b/atest_a.py"), 0);
+	ck_assert_int_eq(index_glob("**/build/**", "x/build/y/z.o"), 1);
+	ck_assert_int_eq(index_glob("**/build/**", "x/builder/y"), 0);
+	ck_assert_int_eq(index_glob("a/**/z.c", "a/z.c"), 1);
+	ck_assert_int_eq(index_glob("a/**/z.c", "a/b/c/z.c"), 1);
+	ck_assert_int_eq(index_glob("docs/*.md", "docs.md"), 0);
+	ck_assert_int_eq(index_glob("[ab].txt", "b.txt"), 1);
+}
+END_TEST
+
+START_TEST(wanted)
+{
+	char *inc[] = { "*.py", "node_modules/keep/**" }, *exc[] = {
+	    "vendor/**", "*.min.js" };
+	struct index_src s = { .path = "/x" };
+
+	/* default excludes */
+	ck_assert_int_eq(index_wanted(&s, ".git", 1), 0);
+	ck_assert_int_eq(index_wanted(&s, "a/.cache", 1), 0);
+	ck_assert_int_eq(index_wanted(&s, "node_modules", 1), 0);
+	ck_assert_int_eq(index_wanted(&s, "src", 1), 1);
+	ck_assert_int_eq(index_wanted(&s, ".gitignore", 0), 1);
+	ck_assert_int_eq(index_wanted(&s, "a.c", 0), 1);
+	s.inc = inc;
+	s.ninc = 2;
+	s.exc = exc;
+	s.nexc = 2;
+	/* an include naming a default-excluded directory opens it */
+	ck_assert_int_eq(index_wanted(&s, "node_modules", 1), 1);
+	ck_assert_int_eq(index_wanted(&s, "node_modules/keep", 1), 1);
+	ck_assert_int_eq(index_wanted(&s, ".git", 1), 0);
+	ck_assert_int_eq(index_wanted(&s, "vendor", 1), 0);
+	ck_assert_int_eq(index_wanted(&s, "vendor/a.py", 0), 0);
+	ck_assert_int_eq(index_wanted(&s, "x/a.py", 0), 1);
+	ck_assert_int_eq(index_wanted(&s, "x/a.c", 0), 0);
+	ck_assert_int_eq(index_wanted(&s, "node_modules/keep/a.js", 0), 1);
+	ck_assert_int_eq(index_wanted(&s, "a.min.js", 0), 0);
+}
+END_TEST
+
+START_TEST(throttle)
+{
+	uint64_t last = 0, t;
+	unsigned n = 0;
+
+	ck_assert_int_eq(index_throttle(&last, 1000, 500), 1);
+	ck_assert_int_eq(index_throttle(&last, 1499, 500), 0);
+	ck_assert_int_eq(index_throttle(&last, 1500, 500), 1);
+	/* a message a millisecond for 10 s: 20 go through */
+	last = 0;
+	for (t = 1; t <= 10000; t++)
+		n += (unsigned)index_throttle(&last, t, 500);
+	ck_assert_uint_eq(n, 20);
+}
+END_TEST
+
+START_TEST(parse_body)
+{
+	struct index_src src;
+	char msg[512], body[PATH_MAX * 3];
+	cJSON *b;
+	int status;
+
+	snprintf(body, sizeof(body), "{\"path\":\"%s/sub\",\"include\":"
+	    "[\"*.c\"],\"exclude\":[\"b/**\"]}", root);
+	b = cJSON_Parse(body);
+	ck_assert_int_eq(index_src_parse(&conf, b, &src, &status, msg,
+	    sizeof(msg)), 0);
+	ck_assert_uint_eq(src.ninc, 1);
+	ck_assert_str_eq(src.exc[0], "b/**");
+	index_src_clear(&src);
+	cJSON_Delete(b);
+	b = cJSON_Parse("{\"path\":\"/etc\"}");
+	ck_assert_int_eq(index_src_parse(&conf, b, &src, &status, msg,
+	    sizeof(msg)), -1);
+	ck_assert_int_eq(status, 403);
+	cJSON_Delete(b);
+	snprintf(body, sizeof(body), "{\"path\":\"%s\",\"include\":\"*.c\"}",
+	    root);
+	b = cJSON_Parse(body);
+	ck_assert_int_eq(index_src_parse(&conf, b, &src, &status, msg,
+	    sizeof(msg)), -1);
+	ck_assert_int_eq(status, 400);
+	ck_assert_ptr_nonnull(strstr(msg, "'include'"));
+	cJSON_Delete(b);
+	b = cJSON_Parse("{}");
+	ck_assert_int_eq(index_src_parse(&conf, b, &src, &status, msg,
+	    sizeof(msg)), -1);
+	ck_assert_ptr_nonnull(strstr(msg, "'path'"));
+	cJSON_Delete(b);
+}
+END_TEST
+
+/* Runs a build of root (every source: root) here: its counts. */
+static struct index_counts
+build(int target)
+{
+	struct index_build b;
+	struct index_counts c;
+	int p[2];
+
+	memset(&b, 0, sizeof(b));
+	ck_assert_int_eq(pipe2(p, O_NONBLOCK), 0);
+	b.conf = &conf;
+	if (snprintf(b.dir, sizeof(b.dir), "%s/state", tmp) >=
+	    (int)sizeof(b.dir))
+		ck_abort_msg("scratch path too long");
+	mkdir(b.dir, 0700);
+	b.srcs = calloc(1, sizeof(*b.srcs));
+	b.srcs[0].path = strdup(root);
+	b.nsrcs = 1;
+	b.target = target;
+	b.wake_fd = p[1];
+	pthread_mutex_init(&b.mu, NULL);
+	index_build_main(&b);
+	c = b.c;
+	pthread_mutex_destroy(&b.mu);
+	index_srcs_free(b.srcs, b.nsrcs);
+	close(p[0]);
+	close(p[1]);
+	ck_assert_int_eq(c.phase, 2);
+	return c;
+}
+
+static void
+tree(void)
+{
+	char big[4096], link[PATH_MAX * 2];
+	size_t i;
+
+	put("root/a.c", "int\nmain(void)\n{\n\treturn frobnicate();\n}\n");
+	put("root/sub/b.py", "def frobnicate():\n    return 42\n");
+	mk("root/node_modules");
+	put("root/node_modules/dep.js", "module.exports = 1;\n");
+	mk("root/.git");
+	put("root/.git/HEAD", "ref: refs/heads/main\n");
+	put("root/bin.dat", "text then\x01");
+	{
+		char p[PATH_MAX * 2];
+		FILE *f;
+
+		snprintf(p, sizeof(p), "%s/root/bin.dat", tmp);
+		f = fopen(p, "wb");
+		fwrite("ab\0cd", 1, 5, f);
+		fclose(f);
+	}
+	for (i = 0; i < sizeof(big) - 1; i++)
+		big[i] = 'x';
+	big[sizeof(big) - 1] = '\0';
+	put("root/big.txt", big);
+	snprintf(link, sizeof(link), "%s/root/out", tmp);
+	ck_assert_int_eq(symlink("../outside", link), 0);
+	snprintf(link, sizeof(link), "%s/root/secret.txt", tmp);
+	ck_assert_int_eq(symlink("../outside/secret.txt", link), 0);
+	conf.index_max_file = 2048;
+}
+
+START_TEST(build_incremental)
+{
+	struct index_counts c;
+	struct kbs *k;
+	char seg[PATH_MAX * 2], err[256], p[PATH_MAX * 2];
+	struct kbi_query q;
+	struct kbi_hit hits[4];
+
+	tree();
+	c = build(-1);
+	ck_assert_int_eq(c.failed, 0);
+	/* file.txt, a.c, sub/b.py; not node_modules, .git, links */
+	ck_assert_uint_eq(c.files, 3);
+	ck_assert_uint_eq(c.read, 4);	/* and bin.dat, found binary */
+	ck_assert_uint_eq(c.binary, 1);
+	ck_assert_uint_eq(c.too_large, 1);
+	ck_assert_uint_eq(c.symlinks, 2);
+	ck_assert_uint_eq(c.added, 3);
+	ck_assert_int_eq(c.unchanged, 0);
+	snprintf(seg, sizeof(seg), "%s/state/segment", tmp);
+	ck_assert_ptr_nonnull(k = kbs_open(seg, err, sizeof(err)));
+	memset(&q, 0, sizeof(q));
+	q.text = "swordfish";
+	q.len = strlen(q.text);
+	q.limit = 4;
+	ck_assert_uint_eq(kbs_search(k, &q, hits), 0);
+	q.text = "frobnicate";
+	q.len = strlen(q.text);
+	ck_assert_uint_eq(kbs_search(k, &q, hits), 2);
+	kbs_close(k);
+
+	/* again: nothing read, nothing written */
+	c = build(-1);
+	ck_assert_uint_eq(c.read, 0);
+	ck_assert_uint_eq(c.binary, 1);	/* remembered, not read */
+	ck_assert_int_eq(c.unchanged, 1);
+	ck_assert_uint_eq(c.files, 3);
+
+	/* a changed file is read; a removed one goes */
+	put("root/sub/b.py", "def frobnicate():\n    return 43\n");
+	snprintf(p, sizeof(p), "%s/root/file.txt", tmp);
+	unlink(p);
+	c = build(0);
+	ck_assert_uint_eq(c.changed, 1);
+	ck_assert_uint_eq(c.removed, 1);
+	ck_assert_uint_eq(c.files, 2);
+	ck_assert_int_eq(c.unchanged, 0);
+
+	/* bounds */
+	conf.index_max_files = 1;
+	c = build(0);
+	ck_assert_uint_eq(c.files, 1);
+	ck_assert_ptr_nonnull(strstr(c.stopped, "bound reached"));
+}
+END_TEST
+
+START_TEST(walk_dirs)
+{
+	struct index_src s = { .path = root };
+	char link[PATH_MAX * 2];
+
+	tree();
+	snprintf(link, sizeof(link), "%s/root/linkdir", tmp);
+	ck_assert_int_eq(symlink("sub", link), 0);
+	/* root and sub: not node_modules, .git, the links */
+	ck_assert_uint_eq(index_walk_dirs(&s, NULL, NULL, NULL), 2);
+}
+END_TEST
+
+static int
+count_cb(void *arg, const char *path)
+{
+	(void)path;
+	(*(int *)arg)++;
+	return 0;
+}
+
+START_TEST(walk_skips_state)
+{
+	struct index_src s = { .path = root };
+	char state[PATH_MAX * 2];
+	int n = 0;
+
+	mk("root/state");
+	snprintf(state, sizeof(state), "%s/root/state", tmp);
+	ck_assert_uint_eq(index_walk_dirs(&s, state, count_cb, &n), 2);
+	ck_assert_int_eq(n, 2);
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("index");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, under_boundary);
+	tcase_add_test(tc, resolve_paths);
+	tcase_add_test(tc, globs);
+	tcase_add_test(tc, wanted);
+	tcase_add_test(tc, throttle);
+	tcase_add_test(tc, parse_body);
+	tcase_add_test(tc, build_incremental);
+	tcase_add_test(tc, walk_dirs);
+	tcase_add_test(tc, walk_skips_state);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return check_run(suite());
+}
