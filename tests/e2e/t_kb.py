@@ -17,7 +17,9 @@
 #  5. retrieval in the turn: a rag_context event and the context, as a
 #     system message just before the user's, in the request the fake LLM
 #     received; config.rag false: nothing injected, nothing logged;
-#  6. the built-in kb_search tool called by a scripted model reply;
+#  6. the built-in kb_search tool called by a scripted model reply; the
+#     host's directory index searched too (its chunks given with their
+#     path and lines) and kb_search offered for it;
 #  7. with an embedder: kb_added says vectors, and a search for a synonym
 #     only the fake embedder knows ("car" for "automobile") finds the
 #     document (mode hybrid).
@@ -28,8 +30,10 @@ from parley import *
 KB_DOCS = 5
 
 
-def conf(fport, embedder=False):
+def conf(fport, embedder=False, root=None):
     extra = ("kb-max-documents %d\nkb-max-bytes 4k\n" % KB_DOCS)
+    if root:
+        extra += "index-root %s\n" % root
     if embedder:
         extra += ('embedder emb {\n    type openai\n'
                   '    url "http://127.0.0.1:%d/v1"\n    model "emb-test"\n'
@@ -321,6 +325,41 @@ async def s_rag(d, f):
           "false: %s" % reqs[0]["body"]["messages"])
 
 
+async def s_rag_index(d, f, root):
+    """A session without documents, the host with an index: the index's
+    chunks are given, with their path and lines."""
+    st, js = d.http_json("POST", "/api/index", {"path": root})
+    check(st == 202, "POST /api/index -> %s %s" % (st, js))
+    deadline = time.time() + 60
+    while True:
+        st, js = d.http_json("GET", "/api/index/status")
+        if js.get("state") in ("idle", "failed"):
+            break
+        check(time.time() < deadline, "the index build did not end: %s" % js)
+        await asyncio.sleep(0.1)
+    check(js.get("state") == "idle", "index status %s" % js)
+    sid = "kb-idx"
+    create(d, sid)
+    f.reset()
+    f.script([{"kind": "text", "text": "It returns quasar [1]."}])
+    ev = await chat_turn(d, sid, "What does frobnicate_widget return?")
+    one_done(ev, "index rag turn")
+    rc = of_type(ev, "rag_context")
+    path = os.path.join(os.path.realpath(root), "widget.py")
+    check(len(rc) == 1 and rc[0]["chunks"][0].get("source") == "index" and
+          rc[0]["chunks"][0].get("path") == path and
+          rc[0]["chunks"][0].get("lines") == [1, 2],
+          "rag_context from the index %s" % rc)
+    reqs = [q for q in f.requests() if q.get("api") == "openai"]
+    msgs = reqs[0]["body"]["messages"]
+    check(msgs[-2].get("role") == "system" and
+          "[1] %s:1-2\ndef frobnicate_widget():" % path in
+          msgs[-2].get("content", ""), "the index's context: %s" % msgs)
+    check(any(t["function"]["name"] == "kb_search" for t in
+              reqs[0]["body"].get("tools", [])), "kb_search not offered "
+          "with an index")
+
+
 async def s_tool(d, f):
     sid = "kb-rag"      # it has a document
     f.reset()
@@ -386,14 +425,18 @@ async def s_hybrid(d, f):
 
 async def test():
     f = FakeLLM().start()
+    root = tempfile.mkdtemp(prefix="parley-kb-", dir="/tmp")
+    with open(os.path.join(root, "widget.py"), "w") as fh:
+        fh.write("def frobnicate_widget():\n    return 'quasar-9'\n")
     try:
-        extra, prov = conf(f.port)
+        extra, prov = conf(f.port, root=root)
         d = Daemon(extra=extra, providers=prov, default="oa")
         with with_daemon(d):
             await s_websocket(d)
             s_http(d)
             s_bounds(d)
             s_sigkill(d)
+            await s_rag_index(d, f, root)
             await s_rag(d, f)
             await s_tool(d, f)
         extra, prov = conf(f.port, embedder=True)
@@ -404,6 +447,7 @@ async def test():
     finally:
         f.stop()
         f.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 run_test("kb", test)
