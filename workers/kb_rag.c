@@ -400,8 +400,9 @@ kb_rag(struct sess *s, const char *agent, const char *msgid,
 		done(s, NULL, msgid);
 		return 0;
 	}
-	rc = kb_q_start(s, qt, conf->rag_top_k > 0 ? conf->rag_top_k : 1, 0,
-	    wait, rag_done, rag_drop, rg);
+	/* Twice top-k of each source: room to choose within the budget. */
+	rc = kb_q_start(s, qt, conf->rag_top_k > 0 ? 2 * conf->rag_top_k : 1,
+	    0, wait, rag_done, rag_drop, rg);
 	free(qt);
 	if (rc == -1) {
 		free(rg);

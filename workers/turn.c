@@ -863,9 +863,9 @@ turn_model(struct sess *s)
 		ntools += ctool_defs(s, defs + ntools, nclient, mcp_taken, s);
 		ntools += team_tool_defs(s, t->agent, defs + ntools,
 		    TEAM_TOOLS);
-		/* kb_search, unless an operator's MCP tool has its name. */
+		/* kb_search, unless an MCP or a client's tool has its name. */
 		if (kb_tool_def(s, &defs[ntools]) &&
-		    !mcp_taken(s, KB_TOOL))
+		    !mcp_taken(s, KB_TOOL) && ctool_find(s, KB_TOOL) == NULL)
 			ntools++;
 	}
 	/* A team's agent knows who it is and who its teammates are. */
