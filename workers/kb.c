@@ -9,6 +9,7 @@
  * logs kb_removed; kb_search and kb_list answer the requester only.
  */
 #include <endian.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -803,6 +804,9 @@ load_done(void *arg, ssize_t n)
 	struct kb_state *kb = STATE(s);
 	struct kb_op *op, *next;
 	int ok = n >= 0 && kb->loaded == (size_t)n;
+	/* A store that lets only the owner read (errno set just before a
+	 * refusal at once): a follower cannot answer. */
+	int denied = n < 0 && errno == EPERM && s->follower;
 
 	kb->lr = NULL;
 	if (!ok) {
@@ -834,8 +838,14 @@ load_done(void *arg, ssize_t n)
 			continue;
 		}
 		op->queued = 0;
-		op_err(op, "INTERNAL", 500, "the knowledge base could not be "
-		    "read from the store; retry");
+		if (denied)
+			op_err(op, "OVERLOADED", 503, "the knowledge base is "
+			    "read by the host that owns the session, not this "
+			    "one (it follows it): retry, or connect to the "
+			    "owner's host");
+		else
+			op_err(op, "INTERNAL", 500, "the knowledge base could "
+			    "not be read from the store; retry");
 		op_end(op);
 	}
 	kb_q_unpark(kb);
@@ -851,9 +861,11 @@ kb_load_start(struct sess *s)
 	struct kb_state *kb = kb_state_of(s);
 	struct store_req *r;
 
-	if (kb == NULL || kb->load == KB_LOADING || s->follower ||
-	    s->st == NULL)
+	if (kb == NULL || kb->load == KB_LOADING || s->st == NULL)
 		return;
+	/* A follower reads to answer kb_search and kb_list; its owner's
+	 * kb_added and kb_removed make it read again (part_scan). */
+	kb->as_follower = s->follower;
 	if ((kb->building = kbi_new()) == NULL) {
 		kb->load = KB_FAILED;
 		return;
@@ -918,14 +930,11 @@ kb_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 		r->http = 400;
 		return;
 	}
-	if (s->follower) {
-		if (kind == OP_ADD || kind == OP_REMOVE) {
-			follow_input(s, c, from, in, r);
-			return;
-		}
-		sess_result_err(r, "OVERLOADED", 503, "%s is answered by the "
-		    "host that owns the session, not this one (it follows "
-		    "it): retry, or connect to the owner", in->type);
+	/* A follower passes changes to the owner (answered once its inbox
+	 * has them) and answers reads from the store itself: the owner's
+	 * answer could not come back to the requester. */
+	if (s->follower && (kind == OP_ADD || kind == OP_REMOVE)) {
+		follow_input(s, c, from, in, r);
 		return;
 	}
 	held = kind == OP_ADD ? strlen(cJSON_GetStringValue(
@@ -981,11 +990,28 @@ part_own(struct sess *s)
 {
 	struct kb_state *kb = kb_state_of(s);
 
-	if (kb != NULL && kb->load != KB_READY) {
+	/* What a follower read may be behind: read again as the owner. */
+	if (kb != NULL && (kb->load != KB_READY || kb->as_follower)) {
 		kb->in_own = 1;
 		kb_load_start(s);
 		kb->in_own = 0;
 	}
+}
+
+/* A follower's event: the owner changed the documents, read again. */
+#define ADDED	"\"type\":\"kb_added\""
+#define REMOVED	"\"type\":\"kb_removed\""
+static void
+part_scan(struct sess *s, uint64_t seq, const char *json, size_t len)
+{
+	struct kb_state *kb = s->kb;
+
+	(void)seq;
+	if (!s->follower || kb == NULL || kb->load != KB_READY ||
+	    (memmem(json, len, ADDED, sizeof(ADDED) - 1) == NULL &&
+	    memmem(json, len, REMOVED, sizeof(REMOVED) - 1) == NULL))
+		return;
+	kb->load = KB_UNLOADED;
 }
 
 static void
@@ -1059,6 +1085,7 @@ part_free(struct sess *s)
 
 const struct sess_part kb_part = {
 	.own = part_own,
+	.scan = part_scan,
 	.state = part_state,
 	.holds = part_holds,
 	.busy = part_busy,

@@ -51,7 +51,8 @@ struct kb_state {
 	size_t			 pend_docs;	/* adds under way */
 	size_t			 pend_bytes;
 	size_t			 held_bytes;	/* content the ops hold */
-	int			 in_own;	/* inside the part's own hook */
+	int			 in_own;
+	int			 as_follower;	/* read while following */	/* inside the part's own hook */
 	struct kb_qs		 qs;	/* queries waiting for a vector */
 };
 

@@ -8,6 +8,7 @@
  * the index are fakes here; the log is fake_sess.h's array.
  */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,6 +115,8 @@ store_doc_all(struct store_sess *st, store_doc_cb cb, store_done_cb done,
 
 	(void)st;
 	if (store_fail) {
+		/* As store.c refuses a reader that does not own it. */
+		errno = store_fail == 2 ? EPERM : EIO;
 		store_fail = 0;
 		done(arg, -1);
 		return NULL;
@@ -139,6 +142,13 @@ docs_clear(void)
 		free(docs[i].json);
 		docs[i].name = docs[i].json = NULL;
 	}
+}
+
+static void
+add_stored_noop(void *arg, ssize_t n)
+{
+	(void)arg;
+	ck_assert_int_eq(n, 1);
 }
 
 /* --- fakes: the embedder (a word's vector: "car" and "automobile"
@@ -884,6 +894,48 @@ START_TEST(test_under_way)
 }
 END_TEST
 
+START_TEST(test_follower)
+{
+	static const char added[] = "{\"v\":1,\"type\":\"kb_added\","
+	    "\"seq\":9,\"documentId\":\"doc-2\"}";
+	static const char doc2[] = "{\"documentId\":\"doc-2\",\"content\":"
+	    "\"second\",\"createdAt\":\"2026-01-01T00:00:00.000Z\"}";
+
+	own();
+	send_msg("{\"type\":\"kb_add\",\"id\":\"a\",\"content\":\"first\"}");
+	part_free(&fs.s);
+	/* Another host owns it: reads are answered here, from the store;
+	 * changes go to the owner's inbox. */
+	fs.s.follower = 1;
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_list\"}"), "");
+	ck_assert_int_eq((int)proto_count(ans.reply, "totalCount"), 1);
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_add\",\"content\":\"x\"}"),
+	    "FORWARDED");
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_remove\",\"documentId\":"
+	    "\"doc-1\"}"), "FORWARDED");
+	/* The owner logs a kb_added: read again on the next request. */
+	store_doc_put(NULL, "doc-2", doc2, strlen(doc2), add_stored_noop,
+	    NULL);
+	part_scan(&fs.s, 9, added, strlen(added));
+	ck_assert_int_eq(STATE(&fs.s)->load, KB_UNLOADED);
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_list\"}"), "");
+	ck_assert_int_eq((int)proto_count(ans.reply, "totalCount"), 2);
+	/* Promoted: read again as the owner. */
+	fs.s.follower = 0;
+	store_fail = 1;
+	part_own(&fs.s);
+	ck_assert_int_eq(STATE(&fs.s)->load, KB_FAILED);
+	/* A store that lets only the owner read: said so. */
+	part_free(&fs.s);
+	fs.s.follower = 1;
+	store_fail = 2;
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_search\",\"query\":"
+	    "\"first\"}"), "");
+	ck_assert_str_eq(ans.code, "OVERLOADED");
+	ck_assert_ptr_nonnull(strstr(ans.msg, "owns the session"));
+}
+END_TEST
+
 static char *rag_text;
 static int rag_calls;
 
@@ -1044,6 +1096,7 @@ kb_suite(void)
 	tcase_add_test(tc, test_hybrid_and_load);
 	tcase_add_test(tc, test_load_queue_fail);
 	tcase_add_test(tc, test_under_way);
+	tcase_add_test(tc, test_follower);
 	tcase_add_test(tc, test_rag);
 	tcase_add_test(tc, test_rag_embed_slow);
 	tcase_add_test(tc, test_tool);
