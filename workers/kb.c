@@ -334,9 +334,9 @@ add_stored(void *arg, ssize_t n)
 	r.http = 202;
 	if ((r.seq = sess_emit(s, "kb_added", b)) == 0) {
 		/* Stored and indexed: the log alone missed it. */
-		sess_result_err(&r, "OVERLOADED", 503, "%s", "the document "
-		    "was stored but its kb_added event could not be logged; "
-		    "resend the same message (same id) to see it");
+		sess_result_err(&r, "OVERLOADED", 503, "the document %s "
+		    "was added (kb_list shows it) but its kb_added event "
+		    "could not be logged", op->doc);
 		op_answer(op, &r);
 		op_end(op);
 		return;
