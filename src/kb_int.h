@@ -40,13 +40,14 @@ struct kbi_corpus {
 	const unsigned char *dl;
 	size_t		 dlstride;
 	unsigned	 dim;		/* 0: no vectors */
-	size_t		 nvec;		/* live chunks with a vector */
+	size_t		 nvec;		/* live chunks with vectors */
 	const void	*ctx;
 	/* The postings of a token, NULL when no live chunk holds it. */
 	const struct kbi_post *(*lookup)(const void *ctx, const char *tok,
 			    size_t len, size_t *n, size_t *df);
 	/* A live chunk's vector and its norm, NULL when it has none. */
-	const float	*(*vec)(const void *ctx, uint32_t chunk, double *norm);
+	const float	*(*vec)(const void *ctx, uint32_t chunk,
+			    double *norm);
 	/* 1 when chunk a ranks before chunk b on a tie (kbindex.h). */
 	int		 (*before)(const void *ctx, uint32_t a, uint32_t b);
 };
@@ -68,7 +69,7 @@ struct kbi_chk {
 	char		*text;		/* NULL: removed */
 	size_t		 len;
 	unsigned	 line_first, line_last;
-	float		*vec;		/* NULL: none */
+	int		 hasvec;	/* in kbi.vecs */
 	double		 norm;
 };
 
@@ -85,8 +86,8 @@ struct kbi {
 	uint64_t	 seed;
 	struct kbi_doc	*docs;
 	size_t		 ndocs, capdocs;
-	int32_t		*dtab;		/* doc numbers; EMPTY, GONE */
-	size_t		 dtabcap, dtabused;	/* used counts GONE too */
+	int32_t		*dtab;		/* doc numbers, EMPTY, GONE */
+	size_t		 dtabcap, dtabused;	/* with GONE */
 	struct kbi_chk	*chunks;
 	uint32_t	*dl;		/* tokens per chunk, KBI_DEAD */
 	size_t		 nchunks, capchunks, capdl;
@@ -96,15 +97,25 @@ struct kbi {
 	size_t		 ttabcap;
 	size_t		 live_docs, live_chunks, live_bytes, live_vecs;
 	uint64_t	 live_tokens;
-	size_t		 dead_unswept;	/* dead chunks with postings left */
+	size_t		 dead_unswept;	/* dead chunks, postings left */
 	unsigned	 dim;
-	uint32_t	*scratch;	/* a chunk's term numbers, while added */
+	float		*vecs;		/* dim floats a chunk, flat: a scan
+					   over them streams */
+	size_t		 capvec;	/* chunks */
+	uint32_t	*scratch;	/* a chunk's terms, while added */
 	size_t		 scratchcap;
 };
 
+/* A chunk's vector, NULL when it has none. */
+static inline const float *
+kbi_chunk_vec(const struct kbi *x, uint32_t id)
+{
+	return x->chunks[id].hasvec ? x->vecs + (size_t)id * x->dim : NULL;
+}
+
 /* The search both kbi_search() and kbs_search() are. */
-size_t		 kbi_rank(const struct kbi_corpus *, const struct kbi_query *,
-		    struct kbi_hit *out);
+size_t		 kbi_rank(const struct kbi_corpus *,
+		    const struct kbi_query *, struct kbi_hit *out);
 /* The Euclidean norm a vector's cosine divides by (0 for a zero or a
  * non-finite vector, which then has no direction). */
 double		 kbi_norm(const float *, unsigned dim);

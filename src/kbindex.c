@@ -12,10 +12,9 @@
  * dead postings stay, skipped by the search, until dead chunks outnumber
  * live ones and every list is compacted.
  *
- * The search (kbi_rank) is shared with kbseg.c through src/kb_int.h:
- * document-at-a-time over the query terms' postings (a heap of cursors,
- * so only chunks holding a query term are touched), a bounded heap for
- * the top of each list, then kbi_fuse().
+ * The search (kbi_rank, kbrank.c) is shared with kbseg.c through
+ * src/kb_int.h: term at a time over the query terms' postings into an
+ * accumulator, a bounded heap for the top of each list, then kbi_fuse().
  */
 #include <sys/random.h>
 
@@ -79,10 +78,8 @@ kbi_free(struct kbi *x)
 		free(x->docs[i].meta);
 		free(x->docs[i].chunks);
 	}
-	for (i = 0; i < x->nchunks; i++) {
+	for (i = 0; i < x->nchunks; i++)
 		free(x->chunks[i].text);
-		free(x->chunks[i].vec);
-	}
 	for (i = 0; i < x->nterms; i++) {
 		free(x->terms[i].tok);
 		free(x->terms[i].post);
@@ -94,6 +91,7 @@ kbi_free(struct kbi *x)
 	free(x->terms);
 	free(x->ttab);
 	free(x->scratch);
+	free(x->vecs);
 	free(x);
 }
 
@@ -382,6 +380,9 @@ kbi_chunk_add(struct kbi *x, int doc, const char *text, size_t len,
 	if (kbi_grow(&x->dl, &x->capdl, x->nchunks + 1,
 	    sizeof(*x->dl)) == -1)
 		return -1;
+	if (x->vecs != NULL && kbi_grow(&x->vecs, &x->capvec, x->nchunks + 1,
+	    x->dim * sizeof(float)) == -1)
+		return -1;
 	if ((copy = malloc(len ? len : 1)) == NULL) {
 		errno = ENOMEM;
 		return -1;
@@ -422,7 +423,6 @@ int
 kbi_vec_set(struct kbi *x, uint32_t chunk, const float *v, unsigned dim)
 {
 	struct kbi_chk	*c;
-	float		*copy;
 	unsigned	 i;
 
 	if (chunk >= x->nchunks || x->dl[chunk] == KBI_DEAD || v == NULL ||
@@ -435,17 +435,16 @@ kbi_vec_set(struct kbi *x, uint32_t chunk, const float *v, unsigned dim)
 			errno = EINVAL;
 			return -1;
 		}
-	c = &x->chunks[chunk];
-	if ((copy = reallocarray(c->vec, dim, sizeof(float))) == NULL) {
-		errno = ENOMEM;
+	if (x->vecs == NULL && kbi_grow(&x->vecs, &x->capvec,
+	    x->capchunks, dim * sizeof(float)) == -1)
 		return -1;
-	}
-	if (c->vec == NULL)
+	c = &x->chunks[chunk];
+	if (!c->hasvec)
 		x->live_vecs++;
-	memcpy(copy, v, dim * sizeof(float));
-	c->vec = copy;
-	c->norm = kbi_norm(copy, dim);
+	c->hasvec = 1;
 	x->dim = dim;
+	memcpy(x->vecs + (size_t)chunk * dim, v, dim * sizeof(float));
+	c->norm = kbi_norm(x->vecs + (size_t)chunk * dim, dim);
 	return 0;
 }
 
@@ -500,12 +499,11 @@ kbi_doc_remove(struct kbi *x, const char *name)
 		x->dl[id] = KBI_DEAD;
 		x->live_bytes -= c->len;
 		x->live_chunks--;
-		if (c->vec != NULL)
+		if (c->hasvec)
 			x->live_vecs--;
 		free(c->text);
-		free(c->vec);
 		c->text = NULL;
-		c->vec = NULL;
+		c->hasvec = 0;
 		c->len = 0;
 	}
 	x->dead_unswept += d->nchunks;
@@ -515,8 +513,12 @@ kbi_doc_remove(struct kbi *x, const char *name)
 	memset(d, 0, sizeof(*d));
 	x->dtab[slot] = KBI_DOC_GONE;
 	x->live_docs--;
-	if (x->live_vecs == 0)
+	if (x->live_vecs == 0 && x->vecs != NULL) {
+		free(x->vecs);
+		x->vecs = NULL;
+		x->capvec = 0;
 		x->dim = 0;
+	}
 	if (x->dead_unswept > 1024 && x->dead_unswept > x->live_chunks)
 		kbi_sweep(x);
 	return 1;
@@ -537,8 +539,8 @@ kbi_chunk_get(const struct kbi *x, uint32_t chunk,
 	out->len = c->len;
 	out->line_first = c->line_first;
 	out->line_last = c->line_last;
-	out->vec = c->vec;
-	out->dim = c->vec != NULL ? x->dim : 0;
+	out->vec = kbi_chunk_vec(x, chunk);
+	out->dim = c->hasvec ? x->dim : 0;
 	return 0;
 }
 
@@ -603,7 +605,7 @@ kbi_vecof(const void *ctx, uint32_t chunk, double *norm)
 	const struct kbi	*x = ctx;
 
 	*norm = x->chunks[chunk].norm;
-	return x->chunks[chunk].vec;
+	return kbi_chunk_vec(x, chunk);
 }
 
 static int

@@ -101,6 +101,8 @@ struct kbs {
 	const double		*norms;
 	const char		*blob;
 	size_t			 nvec;
+	uint32_t		*dl;	/* the chunks' token counts, packed:
+					   the search reads one per posting */
 };
 
 /* ---- writing ---- */
@@ -164,8 +166,8 @@ kbs_post_cmp(const void *a, const void *b)
 struct kbs_plan {
 	struct kbs_name	*docs;		/* live, by name */
 	struct kbs_name	*terms;		/* df > 0, by token */
-	uint32_t	*newid;		/* index chunk -> segment chunk */
-	struct kbi_post	*tmp;		/* one term's postings, renumbered */
+	uint32_t	*newid;		/* index chunk -> segment's */
+	struct kbi_post	*tmp;		/* a term's postings, renumbered */
 	size_t		 ndocs, nchunks, nterms, nposts;
 };
 
@@ -289,9 +291,10 @@ kbs_emit(const struct kbi *x, struct kbs_plan *p, FILE *f)
 		const struct kbi_doc *d = &x->docs[p->docs[i].id];
 
 		for (j = 0; j < d->nchunks; j++) {
-			const struct kbi_chk	*c = &x->chunks[d->chunks[j]];
+			const struct kbi_chk	*c;
 			struct kbs_chunk	 e;
 
+			c = &x->chunks[d->chunks[j]];
 			memset(&e, 0, sizeof(e));
 			e.doc = (uint32_t)i;
 			e.ntok = x->dl[d->chunks[j]];
@@ -300,7 +303,7 @@ kbs_emit(const struct kbi *x, struct kbs_plan *p, FILE *f)
 			text += c->len;
 			e.line_first = c->line_first;
 			e.line_last = c->line_last;
-			e.flags = c->vec != NULL ? KBS_FHASVEC : 0;
+			e.flags = c->hasvec ? KBS_FHASVEC : 0;
 			kbs_put(&w, &e, sizeof(e));
 		}
 	}
@@ -338,8 +341,9 @@ kbs_emit(const struct kbi *x, struct kbs_plan *p, FILE *f)
 				const struct kbi_chk *c =
 				    &x->chunks[d->chunks[j]];
 
-				if (c->vec != NULL)
-					kbs_put(&w, c->vec, h.dim *
+				if (c->hasvec)
+					kbs_put(&w, kbi_chunk_vec(x,
+					    d->chunks[j]), h.dim *
 					    sizeof(float));
 				else
 					for (k = 0; k < h.dim; k++)
@@ -555,6 +559,10 @@ kbs_check(struct kbs *s, char *err, size_t errlen)
 		    (unsigned long long)next, (unsigned long long)h->nchunks);
 		return -1;
 	}
+	if ((s->dl = calloc(h->nchunks + 1, sizeof(*s->dl))) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
 	for (i = 0; i < h->nchunks; i++) {
 		const struct kbs_chunk *c = &s->chunks[i];
 
@@ -567,6 +575,7 @@ kbs_check(struct kbs *s, char *err, size_t errlen)
 			    "rebuild the index", i);
 			return -1;
 		}
+		s->dl[i] = c->ntok;
 		ntok += c->ntok;
 		bytes += c->text_len;
 		s->nvec += (c->flags & KBS_FHASVEC) != 0;
@@ -653,6 +662,7 @@ kbs_close(struct kbs *s)
 		return;
 	if (s->map != NULL)
 		munmap(s->map, s->len);
+	free(s->dl);
 	free(s);
 }
 
@@ -805,9 +815,8 @@ kbs_search(const struct kbs *s, const struct kbi_query *q,
 	co.nchunks = (uint32_t)s->h.nchunks;
 	co.nlive = s->h.nchunks;
 	co.ntokens = s->h.ntokens;
-	co.dl = (const unsigned char *)s->chunks +
-	    offsetof(struct kbs_chunk, ntok);
-	co.dlstride = sizeof(struct kbs_chunk);
+	co.dl = (const unsigned char *)s->dl;
+	co.dlstride = sizeof(*s->dl);
 	co.dim = kbs_dim(s);
 	co.nvec = s->nvec;
 	co.ctx = s;

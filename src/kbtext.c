@@ -280,7 +280,8 @@ kbt_sha256(const void *buf, size_t len, char hex[65])
 
 	if (EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL) != 1 ||
 	    mdlen != sizeof(md))
-		memset(md, 0, sizeof(md));	/* only when OpenSSL is broken */
+		/* only when OpenSSL is broken */
+		memset(md, 0, sizeof(md));
 	for (i = 0; i < sizeof(md); i++) {
 		hex[2 * i] = digits[md[i] >> 4];
 		hex[2 * i + 1] = digits[md[i] & 15];

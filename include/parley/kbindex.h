@@ -20,10 +20,19 @@
  *     sum of 1 / (KBI_RRF_K + rank) over the lists a chunk is in; score =
  *     that sum / (2 / (KBI_RRF_K + 1)), so 1 means first in both.
  *     Otherwise score = the keyword score.
+ *   A query vector of another dim than the index's, or a zero one, is
+ *   ignored (keyword only).  Without fusion the keyword list is as deep
+ *   as the limit (it may pass KBI_DEPTH).
  *   Hits with score < threshold are dropped.  Ties (in each list and in
  *   the fusion) go to the chunk whose document's name sorts first
  *   (strcmp), then to the one that comes first in its document, so a
  *   segment (kbseg.h), which renumbers chunks, ranks exactly the same.
+ *   A fused hit carries both components even when it is in one list
+ *   only: keyword/bm25 when it holds a query word, vector when it has a
+ *   vector (its cosine, maybe <= 0).
+ * A search allocates scratch as large as the chunk count (an
+ * accumulator) and gives 0 hits when out of memory; it changes nothing,
+ * so searches of one index need no lock among themselves.
  */
 #ifndef PARLEY_KBINDEX_H
 #define PARLEY_KBINDEX_H
@@ -46,7 +55,9 @@ void		 kbi_free(struct kbi *);
  * Adds a document: name (1..4096 bytes, unique: a documentId or a path)
  * and meta (any NUL-terminated text, kept as given: JSON for a session's
  * document, the file's hash and stat for the index), both copied.
- * Returns its number (>= 0), or -1 with errno EEXIST or ENOMEM.
+ * Returns its number (>= 0), or -1 with errno EEXIST, EINVAL (no name,
+ * or a longer one) or ENOMEM.  A removed document's name may be added
+ * again (under a new number).
  */
 int		 kbi_doc_add(struct kbi *, const char *name, const char *meta);
 /* The document's number, or -1. */
@@ -58,12 +69,15 @@ int		 kbi_doc_remove(struct kbi *, const char *name);
 /*
  * Adds a chunk of document doc: text copied and tokenised; lines its
  * range in the document (0, 0 when it has none).  Returns the chunk's id
- * (>= 0), or -1 with errno EINVAL (no such document) or ENOMEM.
+ * (>= 0), or -1 with errno EINVAL (no such document, a removed one, or
+ * more than 1 GiB of text) or ENOMEM; a failure changes nothing.
  */
 int		 kbi_chunk_add(struct kbi *, int doc, const char *text,
 		    size_t len, unsigned line_first, unsigned line_last);
 /* Sets a chunk's vector (copied).  Every vector of an index has the same
- * dim, 1..KBI_DIM_MAX: -1 EINVAL otherwise; ENOMEM. */
+ * dim, 1..KBI_DIM_MAX: -1 EINVAL otherwise (and for a removed chunk or a
+ * value that is not finite); ENOMEM.  Once no live chunk has a vector
+ * (their documents removed) the index takes another dim. */
 int		 kbi_vec_set(struct kbi *, uint32_t chunk, const float *v,
 		    unsigned dim);
 
@@ -118,9 +132,14 @@ size_t		 kbi_search(const struct kbi *, const struct kbi_query *q,
 
 /*
  * The fusion alone (kbs_search uses it too): kw and vec are ranked lists
- * (best first, kw_rank/vec_rank and the component scores set); writes at
- * most limit fused hits scoring >= threshold to out.  With nvec 0 and
- * use_vec 0, score = keyword score.  Returns the number written.
+ * (best first, kw_rank/vec_rank and the component scores set: kw's
+ * keyword, bm25 and kw_rank, vec's vector and vec_rank are taken; a
+ * chunk in both is one hit); writes at most limit fused hits scoring >=
+ * threshold to out.  Fused ties go to the smaller chunk number (callers
+ * number chunks in the tie order first: kbi_search does, a segment's
+ * numbers are that order).  With use_vec 0, vec is ignored and score =
+ * keyword score, in kw's order.  Returns the number written (0 also when
+ * out of memory).
  */
 size_t		 kbi_fuse(const struct kbi_hit *kw, size_t nkw,
 		    const struct kbi_hit *vec, size_t nvec, int use_vec,

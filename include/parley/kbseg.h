@@ -29,15 +29,17 @@ struct kbs;
 int		 kbs_write(const struct kbi *, const char *path, char *err,
 		    size_t errlen);
 
-/* Maps and checks a segment.  NULL with a message in err (ENOENT: errno
- * set, "no segment"). */
+/* Maps and checks a segment.  NULL with a message in err and errno
+ * (ENOENT: "no segment"; EINVAL: damaged, the message says what to do).
+ * The map stays valid when kbs_write() replaces the file (a new inode);
+ * a file truncated in place, which kbs_write() never does, would fault. */
 struct kbs	*kbs_open(const char *path, char *err, size_t errlen);
 void		 kbs_close(struct kbs *);
 
 size_t		 kbs_ndocs(const struct kbs *);
 size_t		 kbs_nchunks(const struct kbs *);
 size_t		 kbs_bytes(const struct kbs *);
-unsigned	 kbs_dim(const struct kbs *);
+unsigned	 kbs_dim(const struct kbs *);	/* 0: no chunk has a vector */
 
 /* Document i (0..ndocs-1): its name, meta and chunk ids first..first+n-1.
  * 0, or -1 when out of range.  Pointers valid until kbs_close(). */
@@ -48,13 +50,15 @@ int		 kbs_doc_find(const struct kbs *, const char *name);
 int		 kbs_chunk_get(const struct kbs *, uint32_t chunk,
 		    struct kbi_chunk_info *out);
 
-/* As kbi_search(). */
+/* As kbi_search(); it changes nothing in s, so threads may share one. */
 size_t		 kbs_search(const struct kbs *, const struct kbi_query *q,
 		    struct kbi_hit *out);
 
 /* Copies document i with its chunks and vectors into dst under the meta
  * given (an incremental build keeps an unchanged file this way without
- * reading it).  0, or -1 with errno. */
+ * reading it).  0, or -1 with errno (EEXIST: dst has that name; EINVAL: i
+ * out of range, or dst's vectors have another dim; ENOMEM), nothing of
+ * the document left in dst. */
 int		 kbs_copy_doc(const struct kbs *, size_t i, struct kbi *dst,
 		    const char *meta);
 

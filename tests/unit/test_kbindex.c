@@ -671,6 +671,58 @@ START_TEST(test_vectors_fusion)
 }
 END_TEST
 
+/* Vectors set while chunks keep coming (their array grows) keep their
+ * values; removed, their dim can change. */
+START_TEST(test_vectors_grow)
+{
+	struct kbi		*x = kbi_new();
+	struct kbi_chunk_info	 ci;
+	float			 v[5];
+	char			 name[16];
+	size_t			 i, k;
+	int			 d, c;
+
+	for (i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "d%zu", i);
+		d = kbi_doc_add(x, name, "");
+		c = kbi_chunk_add(x, d, "word", 4, 1, 1);
+		ck_assert_int_eq(c, (int)i);
+		if (i % 3 == 0)
+			continue;	/* some without */
+		for (k = 0; k < 5; k++)
+			v[k] = (float)(i * 10 + k);
+		ck_assert_int_eq(kbi_vec_set(x, (uint32_t)c, v, 5), 0);
+	}
+	for (i = 0; i < 300; i++) {
+		ck_assert_int_eq(kbi_chunk_get(x, (uint32_t)i, &ci), 0);
+		if (i % 3 == 0) {
+			ck_assert_ptr_null(ci.vec);
+			continue;
+		}
+		ck_assert_uint_eq(ci.dim, 5);
+		for (k = 0; k < 5; k++)
+			ck_assert(ci.vec[k] == (float)(i * 10 + k));
+	}
+	/* set again: replaced, not counted twice */
+	v[0] = 7;
+	ck_assert_int_eq(kbi_vec_set(x, 1, v, 5), 0);
+	ck_assert_int_eq(kbi_chunk_get(x, 1, &ci), 0);
+	ck_assert(ci.vec[0] == 7);
+	for (i = 0; i < 300; i++) {
+		snprintf(name, sizeof(name), "d%zu", i);
+		ck_assert_int_eq(kbi_doc_remove(x, name), 1);
+		ck_assert_uint_eq(kbi_dim(x), (i < 299 ? 5 : 0));
+	}
+	d = kbi_doc_add(x, "new", "");
+	c = kbi_chunk_add(x, d, "word", 4, 1, 1);
+	ck_assert_int_eq(kbi_vec_set(x, (uint32_t)c, v, 2), 0);
+	ck_assert_int_eq(kbi_chunk_get(x, (uint32_t)c, &ci), 0);
+	ck_assert_uint_eq(ci.dim, 2);
+	ck_assert(ci.vec[0] == 7 && ci.vec[1] == 2991);
+	kbi_free(x);
+}
+END_TEST
+
 /* kbi_fuse alone: RRF by hand, ties by chunk number. */
 START_TEST(test_fuse)
 {
@@ -726,6 +778,7 @@ kbindex_suite(void)
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_docs_and_get);
 	tcase_add_test(tc, test_vectors_fusion);
+	tcase_add_test(tc, test_vectors_grow);
 	tcase_add_test(tc, test_fuse);
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);
