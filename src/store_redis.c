@@ -673,7 +673,7 @@ rs_sess_unref(struct rsess *s)
 	free(s);
 }
 
-static void
+void
 rs_req_unref(struct rreq *req)
 {
 	if (--req->refs > 0)
@@ -956,6 +956,7 @@ rs_open_common(const char *url, int sentinel, char *err, size_t errlen)
 	st->backoff = RS_BACKOFF_MIN;
 	TAILQ_INIT(&st->inflight);
 	TAILQ_INIT(&st->dirty);
+	TAILQ_INIT(&st->docq);
 	LIST_INIT(&st->opening);
 	return &st->base;
 }
@@ -4058,6 +4059,7 @@ rs_close(struct store *bst)
 		s->dirty = 0;
 		rs_sess_unref(s);
 	}
+	rs_doc_close(st);
 	rs_event_free(&st->ev_tick);
 	rs_event_free(&st->ev_retry);
 	rs_event_free(&st->ev_timeout);

@@ -129,6 +129,7 @@ struct wbatch {
 struct rstore;
 struct rsess;
 struct rdocs;
+struct rdocw;
 
 struct rreq {
 	struct store		*st;		/* first: store.c reads it */
@@ -287,6 +288,9 @@ struct rstore {
 	char			 sha[SC_COUNT][41];
 	TAILQ_HEAD(, rcmd)	 inflight;	/* command conn, oldest first */
 	TAILQ_HEAD(, rsess)	 dirty;		/* writes to send */
+	TAILQ_HEAD(, rdocw)	 docq;		/* document writes held back */
+	size_t			 docq_bytes;
+	size_t			 doc_bytes;	/* document writes in flight */
 	LIST_HEAD(, rsess)	 opening;
 	int			 flush_pending;
 	uint64_t		 next_renew;
@@ -337,6 +341,8 @@ int		 rs_eval(struct rstore *, struct rcmd *, int script,
 /* A request on s->reqs holding the user's reference, or NULL. */
 struct rreq	*rs_req_new(struct rsess *, enum rs_reqkind, store_range_cb,
 		    store_done_cb, void *);
+/* Drops a reference on a request (and the session's it holds). */
+void		 rs_req_unref(struct rreq *);
 /* Calls done once (never after a cancel, a close or store_close) and
  * drops the user's reference. */
 void		 rs_req_finish(struct rreq *, ssize_t n, int err);
@@ -358,5 +364,7 @@ struct store_req *rs_doc_all(struct store_sess *, store_doc_cb,
 void		 rs_doc_reply(struct rcmd *, redisReply *);
 /* Frees what a document request holds beyond struct rreq. */
 void		 rs_doc_req_free(struct rreq *);
+/* At store_close: drops the document writes held back. */
+void		 rs_doc_close(struct rstore *);
 
 #endif

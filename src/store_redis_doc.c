@@ -12,9 +12,16 @@
  *   this handle's token, as an append does (else "FENCED"): a process that
  *   lost the session never writes its documents.  A fenced write answers
  *   ESTALE and fails the handle like a fenced append (failed(ESTALE)).
- * - Writes go out at once on the command connection, not through the
- *   session's write queue: they land in the order they were made, in no
- *   particular order with the appends (nothing needs one).
+ * - Writes go out on the command connection, not through the session's
+ *   write queue: they land in the order they were made, in no particular
+ *   order with the appends (nothing needs one).  At most RS_DOC_INFLIGHT
+ *   bytes of them are on the wire at once (a larger one alone), the rest
+ *   held back in order (up to RS_DOC_QUEUE, then EAGAIN): hiredis moves
+ *   its whole output buffer after every partial write, and everything
+ *   else of the worker on that connection, lease renewals included,
+ *   waits behind what is ahead of it.  A write cancelled (or whose
+ *   session closed) before it went out never does.  A read sees the
+ *   writes whose done came before it started.
  * - store_doc_all reads with HSCAN, in pages whose COUNT aims at
  *   RS_DOC_PAGE_BYTES from the sizes seen so far, so one reply stays near
  *   that (at worst a few times STORE_DOC_MAX) however large the knowledge
@@ -40,6 +47,8 @@
 #define RS_DOC_PAGE_BYTES	(4u << 20)	/* what one HSCAN reply aims at */
 #define RS_DOC_COUNT_FIRST	16		/* before sizes are known */
 #define RS_DOC_COUNT_MAX	1000
+#define RS_DOC_INFLIGHT		(4u << 20)	/* write bytes on the wire */
+#define RS_DOC_QUEUE		(256u << 20)	/* write bytes held back */
 
 enum { DOC_PUT, DOC_DEL, DOC_SCAN };	/* rcmd u1 */
 
@@ -70,6 +79,17 @@ struct rdocs {
 	char			**names;
 	size_t			 nnames;
 	size_t			 capnames;
+};
+
+/* A document write held back (doc_write); holds a reference on req. */
+struct rdocw {
+	TAILQ_ENTRY(rdocw)	 entry;		/* st->docq */
+	struct rreq		*req;
+	int			 what;
+	size_t			 len;		/* json and name: the bound's */
+	size_t			 jlen;
+	char			*json;
+	char			 name[];
 };
 
 void
@@ -132,28 +152,25 @@ doc_seen_add(struct rdocs *d, const char *name)
 	return 1;
 }
 
-/* A write (put, del): checked by store.c; sent with the lease check. */
-static struct store_req *
-doc_write(struct rsess *s, int what, const char *name, const char *json,
-    size_t len, store_done_cb done, void *arg)
+/*
+ * Sends a write (put, del) with the lease check; its bytes count in
+ * st->doc_bytes until its reply.  0, or -1 with errno.
+ */
+static int
+doc_send(struct rsess *s, struct rreq *req, int what, const char *name,
+    const char *json, size_t len)
 {
 	struct rstore	*st = s->st;
-	struct rreq	*req;
 	struct rcmd	*rc;
 	struct rargs	 a;
 	int		 r;
 
-	if (s->failed)
-		return rs_done_now(done, arg, -1, EPIPE);
-	if (st->link != LINK_UP)
-		return rs_done_now(done, arg, -1, EIO);
-	if ((req = rs_req_new(s, REQ_DOC, NULL, done, arg)) == NULL)
-		return rs_done_now(done, arg, -1, ENOMEM);
 	if ((rc = rcmd_new(st, RC_DOC, s, req)) == NULL) {
-		rs_req_finish(req, -1, ENOMEM);
-		return NULL;
+		errno = ENOMEM;
+		return -1;
 	}
 	rc->u1 = (uint64_t)what;
+	rc->u2 = len + strlen(name);
 	args_init(&a, 10, 1);
 	args_script(&a, st, what == DOC_PUT ? SC_DOCPUT : SC_DOCDEL, 2);
 	args_str(&a, s->k_owner);
@@ -167,9 +184,109 @@ doc_write(struct rsess *s, int what, const char *name, const char *json,
 	r = rs_eval(st, rc, what == DOC_PUT ? SC_DOCPUT : SC_DOCDEL, &a);
 	args_free(&a);
 	if (r == -1) {
-		rs_req_finish(req, -1, EIO);
+		errno = EIO;
+		return -1;
+	}
+	st->doc_bytes += len + strlen(name);
+	return 0;
+}
+
+static void
+docw_free(struct rdocw *w)
+{
+	rs_req_unref(w->req);
+	free(w->json);
+	free(w);
+}
+
+/*
+ * Sends the writes held back while what is in flight leaves room, in
+ * order; one always goes when nothing is in flight.  Those whose request
+ * died (cancelled, session closed) are dropped unsent.
+ */
+static void
+doc_pump(struct rstore *st)
+{
+	struct rdocw	*w;
+
+	while ((w = TAILQ_FIRST(&st->docq)) != NULL && !st->closing) {
+		if (st->doc_bytes > 0 &&
+		    st->doc_bytes + w->len > RS_DOC_INFLIGHT)
+			return;
+		TAILQ_REMOVE(&st->docq, w, entry);
+		st->docq_bytes -= w->len;
+		/* (a write ahead of it may have failed the handle) */
+		if (!w->req->dead && !w->req->s->closed) {
+			if (w->req->s->failed)
+				rs_req_finish(w->req, -1, EPIPE);
+			else if (doc_send(w->req->s, w->req, w->what, w->name,
+			    w->json, w->jlen) == -1)
+				rs_req_finish(w->req, -1, errno);
+		}
+		docw_free(w);
+	}
+}
+
+void
+rs_doc_close(struct rstore *st)
+{
+	struct rdocw	*w;
+
+	while ((w = TAILQ_FIRST(&st->docq)) != NULL) {
+		TAILQ_REMOVE(&st->docq, w, entry);
+		docw_free(w);
+	}
+	st->docq_bytes = 0;
+}
+
+/*
+ * A write (put, del), arguments checked by store.c.  Writes in flight on
+ * the command connection are bounded (RS_DOC_INFLIGHT): hiredis moves
+ * its whole output buffer after every partial write, and the session's
+ * lease renewals wait behind what is ahead of them.  Beyond it they are
+ * held back, in order, up to RS_DOC_QUEUE bytes (then EAGAIN).
+ */
+static struct store_req *
+doc_write(struct rsess *s, int what, const char *name, const char *json,
+    size_t len, store_done_cb done, void *arg)
+{
+	struct rstore	*st = s->st;
+	struct rreq	*req;
+	struct rdocw	*w;
+	size_t		 nlen = strlen(name);
+
+	if (s->failed)
+		return rs_done_now(done, arg, -1, EPIPE);
+	if (st->link != LINK_UP)
+		return rs_done_now(done, arg, -1, EIO);
+	if (st->docq_bytes + len + nlen > RS_DOC_QUEUE)
+		return rs_done_now(done, arg, -1, EAGAIN);
+	if ((req = rs_req_new(s, REQ_DOC, NULL, done, arg)) == NULL)
+		return rs_done_now(done, arg, -1, ENOMEM);
+	if (TAILQ_EMPTY(&st->docq) && (st->doc_bytes == 0 ||
+	    st->doc_bytes + len + nlen <= RS_DOC_INFLIGHT)) {
+		if (doc_send(s, req, what, name, json, len) == -1) {
+			rs_req_finish(req, -1, errno);
+			return NULL;
+		}
+		return (struct store_req *)req;
+	}
+	if ((w = calloc(1, sizeof(*w) + nlen + 1)) == NULL ||
+	    (len > 0 && (w->json = malloc(len)) == NULL)) {
+		free(w);
+		rs_req_finish(req, -1, ENOMEM);
 		return NULL;
 	}
+	w->req = req;
+	req->refs++;
+	w->what = what;
+	w->len = len + nlen;
+	w->jlen = len;
+	if (len > 0)
+		memcpy(w->json, json, len);
+	memcpy(w->name, name, nlen + 1);
+	TAILQ_INSERT_TAIL(&st->docq, w, entry);
+	st->docq_bytes += w->len;
 	return (struct store_req *)req;
 }
 
@@ -189,8 +306,23 @@ rs_doc_del(struct store_sess *bs, const char *name, store_done_cb done,
 	    arg);
 }
 
+static void	doc_write_answer(struct rcmd *, redisReply *);
+
 static void
 doc_on_write(struct rcmd *rc, redisReply *r)
+{
+	struct rstore	*st = rc->st;
+
+	st->doc_bytes -= rc->u2 < st->doc_bytes ? rc->u2 : st->doc_bytes;
+	/* After this one's callbacks, which may close anything: held ones
+	 * go in order behind it (rs_reply runs nothing once closing). */
+	doc_write_answer(rc, r);
+	if (!st->closing)
+		doc_pump(st);
+}
+
+static void
+doc_write_answer(struct rcmd *rc, redisReply *r)
 {
 	struct rreq	*req = rc->req;
 	struct rsess	*s = rc->s;

@@ -246,7 +246,8 @@ struct store_req *store_promote(struct store_sess *, store_done_cb done,
  * when it completed at once.  Refused arguments: done(-1) at once with
  * EINVAL (bad name, empty, a NUL) or EMSGSIZE (too long); a store that
  * failed answers -1 with EIO (ESTALE: fenced, another process owns the
- * session now).
+ * session now; EPIPE: the handle failed before; EAGAIN: too many writes
+ * pending, the user says OVERLOADED).
  */
 #define STORE_DOC_MAX	(32u << 20)
 struct store_req *store_doc_put(struct store_sess *, const char *name,
