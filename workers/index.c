@@ -33,6 +33,7 @@
 #include "parley/proto.h"
 #include "parley/util.h"
 #include "conn.h"
+#include "embed.h"
 #include "index.h"
 #include "index_int.h"
 #include "sess.h"
@@ -44,6 +45,17 @@
 #define ATTEMPTS_MAX	3	/* interrupted builds re-run */
 #define QUERY_MAX	4096	/* bytes of a search's query */
 #define LIMIT_MAX	50
+
+/* A search waiting for its query's vector (embed_async). */
+struct index_query {
+	LIST_ENTRY(index_query)	 entry;
+	struct index		*ix;
+	struct conn		*c;
+	uint64_t		 conn_id;	/* c's, to know it again */
+	char			*text;
+	size_t			 limit;
+	struct embed_req	*er;
+};
 
 struct index {
 	struct wk		*wk;
@@ -64,6 +76,7 @@ struct index {
 	struct event		*tick_ev;
 	struct event		*retry_ev;
 	struct index_watch	*watch;		/* index_watch.c, or NULL */
+	LIST_HEAD(, index_query) queries;	/* waiting for vectors */
 };
 
 /* One per worker process; wk.h has no room for it (see index_get). */
@@ -84,6 +97,7 @@ index_get(struct wk *wk)
 	ix->wk = wk;
 	ix->lock_fd = -1;
 	ix->pipe[0] = ix->pipe[1] = -1;
+	LIST_INIT(&ix->queries);
 	snprintf(ix->dir, sizeof(ix->dir), "%s/index", wk->conf->state_dir);
 	snprintf(ix->seg_path, sizeof(ix->seg_path), "%s/segment", ix->dir);
 	if (mkdir(ix->dir, 0700) == -1 && errno != EEXIST)
@@ -97,20 +111,10 @@ index_get(struct wk *wk)
 static cJSON *
 status_load(struct index *ix)
 {
-	char path[PATH_MAX + 16], buf[1 << 16];
-	cJSON *o = NULL;
-	ssize_t n;
-	int fd;
+	char *t = index_status_text(ix->dir);
+	cJSON *o = t != NULL ? cJSON_Parse(t) : NULL;
 
-	snprintf(path, sizeof(path), "%s/status.json", ix->dir);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
-		/* Sources are bounded: 64 of them, 64 patterns each. */
-		if ((n = read(fd, buf, sizeof(buf) - 1)) > 0) {
-			buf[n] = '\0';
-			o = cJSON_Parse(buf);
-		}
-		close(fd);
-	}
+	free(t);
 	if (!cJSON_IsObject(o)) {
 		cJSON_Delete(o);
 		o = cJSON_CreateObject();
@@ -205,6 +209,8 @@ status_counts(cJSON *st, const struct index_counts *c)
 	set_num(st, "changed", c->changed);
 	set_num(st, "removed", c->removed);
 	set_str(st, "stopped", c->stopped[0] ? c->stopped : NULL);
+	set_num(st, "unembedded", c->unembedded);
+	set_str(st, "embedderError", c->embed_err[0] ? c->embed_err : NULL);
 }
 
 /* A lock file of dir taken (its fd) or -1 (EWOULDBLOCK: someone has it). */
@@ -411,6 +417,9 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	b->conf = ix->wk->conf;
 	b->started_ms = util_now_ms();
 	snprintf(b->dir, sizeof(b->dir), "%s", ix->dir);
+	/* A re-run tells the session that asked, if this worker has it. */
+	if (sid == NULL && rerun)
+		sid = cJSON_GetStringValue(cJSON_GetObjectItem(st, "session"));
 	if (sid != NULL)
 		snprintf(b->sid, sizeof(b->sid), "%s", sid);
 	pthread_mutex_init(&b->mu, NULL);
@@ -426,6 +435,7 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	set_str(st, "state", "running");
 	set_item(st, "sources", index_srcs_json(srcs, n));
 	set_str(st, "path", build_path(b));
+	set_str(st, "session", b->sid[0] != '\0' ? b->sid : NULL);
 	set_time(st, "startedAt", b->started_ms);
 	set_item(st, "finishedAt", cJSON_CreateNull());
 	set_item(st, "durationMs", cJSON_CreateNull());
@@ -449,8 +459,8 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	}
 	event_add(ix->wake_ev, NULL);
 	cJSON_Delete(st);
-	log_info("index: building %s%s%s", build_path(b), sid ? " for "
-	    "session " : "", sid ? sid : "");
+	log_info("index: building %s%s%s", build_path(b), b->sid[0] ?
+	    " for session " : "", b->sid);
 	return 0;
 oom:
 	*status = 503;
@@ -785,16 +795,106 @@ text_json(const char *t, size_t len)
 	return j;
 }
 
+/*
+ * Searches for text (vec: its vector, or NULL) and answers c; note says
+ * why a search with an embedder is keyword-only (NULL: it is not).
+ */
+static void
+search_reply(struct index *ix, struct conn *c, const char *text,
+    size_t limit, const float *vec, unsigned dim, const char *why)
+{
+	struct kbi_hit *hits;
+	struct kbi_chunk_info *info;
+	struct kbi_query q;
+	struct kbs *seg;
+	cJSON *o, *a, *h, *l;
+	size_t n, i;
+	int hybrid;
+
+	hits = calloc(limit, sizeof(*hits));
+	info = calloc(limit, sizeof(*info));
+	if (hits == NULL || info == NULL) {
+		free(hits);
+		free(info);
+		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
+		return;
+	}
+	memset(&q, 0, sizeof(q));
+	q.text = text;
+	q.len = strlen(text);
+	q.limit = limit;
+	q.vec = vec;
+	q.dim = dim;
+	n = index_search(ix->wk, &q, hits, info);
+	seg = ix->seg;
+	hybrid = vec != NULL && seg != NULL && kbs_dim(seg) == dim;
+	o = cJSON_CreateObject();
+	a = cJSON_AddArrayToObject(o, "results");
+	for (i = 0; i < n; i++) {
+		h = cJSON_CreateObject();
+		cJSON_AddStringToObject(h, "path", info[i].doc);
+		l = cJSON_AddArrayToObject(h, "lines");
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_first));
+		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_last));
+		cJSON_AddItemToObject(h, "content", text_json(info[i].text,
+		    info[i].len));
+		cJSON_AddNumberToObject(h, "score", hits[i].score);
+		cJSON_AddNumberToObject(h, "keywordScore", hits[i].keyword);
+		if (hybrid && hits[i].vec_rank != 0)
+			cJSON_AddNumberToObject(h, "vectorScore",
+			    hits[i].vector);
+		cJSON_AddItemToArray(a, h);
+	}
+	cJSON_AddStringToObject(o, "mode", hybrid ? "hybrid" : "keyword");
+	if (seg == NULL)
+		cJSON_AddStringToObject(o, "note", "nothing is indexed yet: "
+		    "POST /api/index first");
+	else if (ix->wk->conf->embedder == NULL)
+		cJSON_AddStringToObject(o, "note", "no embedder is "
+		    "configured: keyword search only");
+	else if (!hybrid)
+		cJSON_AddStringToObject(o, "note", why != NULL ? why :
+		    "the index has no vectors (built before the embedder "
+		    "was configured, or it failed): keyword search only");
+	free(hits);
+	free(info);
+	conn_http_reply(c, 200, o);
+}
+
+/* The query's vector came (or not): answer, if c is still there. */
+static void
+query_embedded(void *arg, int err, const char *msg, const float *vecs,
+    unsigned dim)
+{
+	struct index_query *q = arg;
+	struct conn *c;
+	char why[300];
+
+	LIST_REMOVE(q, entry);
+	/* The connection may have gone meanwhile: found again by its
+	 * address and request id, never used stale. */
+	TAILQ_FOREACH(c, &q->ix->wk->conns, entry)
+		if (c == q->c && c->ic.conn_id == q->conn_id)
+			break;
+	if (c != NULL && !c->closing) {
+		snprintf(why, sizeof(why), "the embedder failed (%.200s): "
+		    "keyword search only", err ? msg : "");
+		search_reply(q->ix, c, q->text, q->limit, err ? NULL : vecs,
+		    err ? 0 : dim, why);
+	}
+	free(q->text);
+	free(q);
+}
+
 static void
 post_search(struct index *ix, struct conn *c, const cJSON *body)
 {
 	const cJSON *qj = cJSON_GetObjectItemCaseSensitive(body, "query");
 	const cJSON *lj = cJSON_GetObjectItemCaseSensitive(body, "limit");
-	struct kbi_hit *hits;
-	struct kbi_chunk_info *info;
-	struct kbi_query q;
-	cJSON *o, *a, *h, *l;
-	size_t n, i, limit = 10;
+	struct index_query *q;
+	struct kbs *seg;
+	size_t limit = 10, len;
+	const char *t;
 
 	if (!cJSON_IsString(qj) || qj->valuestring[0] == '\0' ||
 	    strlen(qj->valuestring) > QUERY_MAX) {
@@ -813,49 +913,33 @@ post_search(struct index *ix, struct conn *c, const cJSON *body)
 		}
 		limit = (size_t)lj->valuedouble;
 	}
-	hits = calloc(limit, sizeof(*hits));
-	info = calloc(limit, sizeof(*info));
-	if (hits == NULL || info == NULL) {
-		free(hits);
-		free(info);
+	t = qj->valuestring;
+	/* Hybrid when the index has vectors: the query's first. */
+	if (!embed_enabled(ix->wk->conf) || (seg = seg_current(ix)) == NULL ||
+	    kbs_dim(seg) == 0) {
+		search_reply(ix, c, t, limit, NULL, 0, NULL);
+		return;
+	}
+	if ((q = calloc(1, sizeof(*q))) == NULL ||
+	    (q->text = strdup(t)) == NULL) {
+		free(q);
 		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
-	memset(&q, 0, sizeof(q));
-	q.text = qj->valuestring;
-	q.len = strlen(q.text);
-	q.limit = limit;
-	n = index_search(ix->wk, &q, hits, info);
-	o = cJSON_CreateObject();
-	a = cJSON_AddArrayToObject(o, "results");
-	for (i = 0; i < n; i++) {
-		h = cJSON_CreateObject();
-		cJSON_AddStringToObject(h, "path", info[i].doc);
-		l = cJSON_AddArrayToObject(h, "lines");
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_first));
-		cJSON_AddItemToArray(l, cJSON_CreateNumber(info[i].line_last));
-		cJSON_AddItemToObject(h, "content", text_json(info[i].text,
-		    info[i].len));
-		cJSON_AddNumberToObject(h, "score", hits[i].score);
-		cJSON_AddNumberToObject(h, "keywordScore", hits[i].keyword);
-		if (hits[i].vec_rank != 0)
-			cJSON_AddNumberToObject(h, "vectorScore",
-			    hits[i].vector);
-		cJSON_AddItemToArray(a, h);
+	q->ix = ix;
+	q->c = c;
+	q->conn_id = c->ic.conn_id;
+	q->limit = limit;
+	len = strlen(t);
+	LIST_INSERT_HEAD(&ix->queries, q, entry);
+	if ((q->er = embed_async(ix->wk, (const char *const *)&q->text, &len,
+	    1, query_embedded, q)) == NULL) {
+		LIST_REMOVE(q, entry);
+		free(q->text);
+		free(q);
+		search_reply(ix, c, t, limit, NULL, 0, "the embedder could "
+		    "not be asked (out of memory): keyword search only");
 	}
-	cJSON_AddStringToObject(o, "mode", "keyword");
-	if (ix->seg == NULL)
-		cJSON_AddStringToObject(o, "note", "nothing is indexed yet: "
-		    "POST /api/index first");
-	else if (ix->wk->conf->embedder == NULL)
-		cJSON_AddStringToObject(o, "note", "no embedder is "
-		    "configured: keyword search only");
-	else
-		cJSON_AddStringToObject(o, "note", "this build does not use "
-		    "the embedder for the index yet: keyword search only");
-	free(hits);
-	free(info);
-	conn_http_reply(c, 200, o);
 }
 
 int
@@ -951,8 +1035,13 @@ tick_cb(evutil_socket_t fd, short ev, void *arg)
 
 	(void)fd;
 	(void)ev;
-	if (ix->wk->draining || ix->wk->terminating)
+	if (ix->wk->draining || ix->wk->terminating) {
+		/* A worker on its way out hands the watch to the new ones. */
+		if (ix->watch != NULL)
+			index_watch_stop(ix->watch);
+		ix->watch = NULL;
 		return;
+	}
 	if (ix->wk->conf->index_watch && ix->watch == NULL &&
 	    (lfd = lock_take(ix, "watch.lock")) != -1 &&
 	    (ix->watch = index_watch_start(ix->wk->base, ix->dir, lfd,
@@ -991,6 +1080,7 @@ void
 index_free(struct wk *wk)
 {
 	struct index *ix = the_index;
+	struct index_query *q;
 	cJSON *st;
 
 	if (ix == NULL || ix->wk != wk)
@@ -1011,6 +1101,12 @@ index_free(struct wk *wk)
 		event_free(ix->wake_ev);
 		close(ix->pipe[0]);
 		close(ix->pipe[1]);
+	}
+	while ((q = LIST_FIRST(&ix->queries)) != NULL) {
+		LIST_REMOVE(q, entry);
+		embed_cancel(q->er);
+		free(q->text);
+		free(q);
 	}
 	if (ix->watch != NULL)
 		index_watch_stop(ix->watch);

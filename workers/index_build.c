@@ -25,6 +25,7 @@
 #include "parley/kbseg.h"
 #include "parley/kbtext.h"
 #include "parley/util.h"
+#include "embed.h"
 #include "index_int.h"
 
 int
@@ -348,6 +349,30 @@ index_srcs_json(const struct index_src *s, size_t n)
 	return a;
 }
 
+char *
+index_status_text(const char *dir)
+{
+	char path[PATH_MAX + 16], *buf = NULL;
+	struct stat st;
+	size_t off = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/status.json", dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return NULL;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 &&
+	    st.st_size <= INDEX_STATUS_MAX &&
+	    (buf = malloc((size_t)st.st_size + 1)) != NULL) {
+		while (off < (size_t)st.st_size && (n = read(fd, buf + off,
+		    (size_t)st.st_size - off)) > 0)
+			off += (size_t)n;
+		buf[off] = '\0';
+	}
+	close(fd);
+	return buf;
+}
+
 /* ---- the walk ---- */
 
 /* A file the walk found. */
@@ -664,22 +689,93 @@ build_fail(struct index_build *b, const char *fmt, const char *arg)
 	pthread_mutex_unlock(&b->mu);
 }
 
+/*
+ * Chunks waiting for their vectors (an embedder is configured): sent in
+ * requests of EMBED_BATCH_MAX texts across files, not one per file.
+ */
+struct pending {
+	uint32_t	 id[EMBED_BATCH_MAX];
+	char		*text[EMBED_BATCH_MAX];
+	size_t		 len[EMBED_BATCH_MAX];
+	size_t		 n, bytes;
+};
+
+/* Asks the embedder for the pending chunks' vectors and sets them. */
+static void
+embed_flush(struct index_build *b, struct kbi *ix)
+{
+	struct pending *p = b->pend;
+	float *vecs = NULL;
+	unsigned dim = 0;
+	char err[200];
+	size_t i = 0;
+
+	if (p == NULL || p->n == 0)
+		return;
+	if (embed_sync(b->conf->embedder, (const char *const *)p->text,
+	    p->len, p->n, &vecs, &dim, err, sizeof(err)) == 0) {
+		for (i = 0; i < p->n; i++)
+			if (kbi_vec_set(ix, p->id[i], vecs + i * dim,
+			    dim) == -1)
+				break;
+		if (i < p->n)
+			snprintf(err, sizeof(err), "vectors of %u dimensions "
+			    "do not fit the index's %u (the embedder's model "
+			    "changed?): DELETE /api/index and index again",
+			    dim, kbi_dim(ix));
+	}
+	if (vecs == NULL || i < p->n) {
+		pthread_mutex_lock(&b->mu);
+		b->c.unembedded += (unsigned)p->n;
+		snprintf(b->c.embed_err, sizeof(b->c.embed_err), "%s", err);
+		pthread_mutex_unlock(&b->mu);
+	}
+	free(vecs);
+	for (i = 0; i < p->n; i++)
+		free(p->text[i]);
+	p->n = 0;
+	p->bytes = 0;
+}
+
+/* Queues chunk id's text for a vector. */
+static void
+embed_add(struct index_build *b, struct kbi *ix, uint32_t id,
+    const char *text, size_t len)
+{
+	struct pending *p = b->pend;
+
+	if (p == NULL)
+		return;
+	if (p->n == EMBED_BATCH_MAX || p->bytes + len > EMBED_BODY_MAX / 2)
+		embed_flush(b, ix);
+	if ((p->text[p->n] = malloc(len ? len : 1)) == NULL)
+		return;
+	memcpy(p->text[p->n], text, len);
+	p->len[p->n] = len;
+	p->id[p->n++] = id;
+	p->bytes += len;
+}
+
 /* Indexes the text of one file into doc: its chunks. 0, or -1. */
 static int
-add_chunks(struct kbi *ix, int doc, const char *text, size_t len)
+add_chunks(struct index_build *b, struct kbi *ix, int doc, const char *text,
+    size_t len)
 {
 	struct kbt_chunk *ch = NULL;
 	size_t n, i;
+	int id;
 
 	n = kbt_chunks(text, len, KBT_CHUNK_BYTES, &ch);
 	if (n == (size_t)-1)
 		return -1;
-	for (i = 0; i < n; i++)
-		if (kbi_chunk_add(ix, doc, text + ch[i].off, ch[i].len,
-		    ch[i].line_first, ch[i].line_last) == -1) {
+	for (i = 0; i < n; i++) {
+		if ((id = kbi_chunk_add(ix, doc, text + ch[i].off, ch[i].len,
+		    ch[i].line_first, ch[i].line_last)) == -1) {
 			free(ch);
 			return -1;
 		}
+		embed_add(b, ix, (uint32_t)id, text + ch[i].off, ch[i].len);
+	}
 	free(ch);
 	return 0;
 }
@@ -698,7 +794,7 @@ add_doc(struct index_build *b, struct kbi *ix, const struct wfile *f,
 	free(meta);
 	if (doc == -1)
 		return -1;
-	if (text != NULL && add_chunks(ix, doc, text, len) == -1) {
+	if (text != NULL && add_chunks(b, ix, doc, text, len) == -1) {
 		kbi_doc_remove(ix, f->path);
 		return -1;
 	}
@@ -845,6 +941,63 @@ count_removed(struct index_build *b, const struct kbs *old,
 		}
 }
 
+/*
+ * Whether the walked files are exactly what the old segment holds of the
+ * sources rebuilt, by size, mtime and source: then the build is done
+ * without copying anything (an unchanged tree costs a walk and a stat
+ * per file).  Fills the counts when it is.
+ */
+static int
+same_as_old(struct index_build *b, const struct kbs *old,
+    const struct walk *w)
+{
+	const char *name, *meta;
+	struct ometa om;
+	uint32_t first, n;
+	size_t i, ntarget = 0, matched = 0, nbin = 0, large = 0, bin = 0;
+	int k;
+
+	if (old == NULL)
+		return w->n == 0;
+	for (i = 0; i < kbs_ndocs(old); i++) {
+		if (kbs_doc_get(old, i, &name, &meta, &first, &n) == -1 ||
+		    meta_parse(meta, &om) == -1 || !known_source(b, om.source))
+			return 0;
+		nbin += om.binary;
+		ntarget += is_target(b, om.source);
+	}
+	for (i = 0; i < w->n; i++) {
+		const struct wfile *f = &w->files[i];
+
+		k = kbs_doc_find(old, f->path);
+		if ((size_t)f->size > b->conf->index_max_file) {
+			if (k >= 0)
+				return 0;
+			large++;
+			continue;
+		}
+		if (k < 0 || kbs_doc_get(old, (size_t)k, &name, &meta, &first,
+		    &n) == -1 || meta_parse(meta, &om) == -1 ||
+		    om.size != (double)f->size || om.mtime != f->mtime_ns ||
+		    strcmp(om.source, b->srcs[f->src].path) != 0)
+			return 0;
+		bin += om.binary;
+		matched++;
+	}
+	if (matched != ntarget)
+		return 0;
+	pthread_mutex_lock(&b->mu);
+	b->c.too_large = (unsigned)large;
+	b->c.binary = (unsigned)bin;
+	b->c.indexed = (unsigned)w->n;
+	b->c.unchanged = 1;
+	b->c.files = kbs_ndocs(old) - nbin;
+	b->c.chunks = kbs_nchunks(old);
+	b->c.bytes = kbs_bytes(old);
+	pthread_mutex_unlock(&b->mu);
+	return 1;
+}
+
 void *
 index_build_main(void *arg)
 {
@@ -892,7 +1045,14 @@ index_build_main(void *arg)
 		    "or index less", b->conf->index_max_files);
 	wake(b, 1);
 	pthread_mutex_unlock(&b->mu);
-	if ((ix = kbi_new()) == NULL || keep_others(b, old, ix, &dirty) == -1)
+	if (b->conf->embedder != NULL &&
+	    (b->pend = calloc(1, sizeof(*b->pend))) == NULL)
+		build_fail(b, "%s", "out of memory");
+	ix = NULL;
+	if (!dirty && same_as_old(b, old, &w))
+		;
+	else if ((ix = kbi_new()) == NULL ||
+	    keep_others(b, old, ix, &dirty) == -1)
 		build_fail(b, "%s", "out of memory");
 	for (i = 0; ix != NULL && i < w.n && !b->cancel && !b->c.failed;
 	    i++) {
@@ -905,6 +1065,7 @@ index_build_main(void *arg)
 		pthread_mutex_unlock(&b->mu);
 	}
 	if (ix != NULL && !b->cancel && !b->c.failed) {
+		embed_flush(b, ix);
 		count_removed(b, old, ix, &dirty);
 		if (dirty && kbs_write(ix, path, err, sizeof(err)) == -1)
 			build_fail(b, "cannot write the segment: %s", err);
@@ -914,6 +1075,12 @@ index_build_main(void *arg)
 		b->c.chunks = kbi_nchunks(ix);
 		b->c.bytes = kbi_bytes(ix);
 		pthread_mutex_unlock(&b->mu);
+	}
+	if (b->pend != NULL) {
+		for (i = 0; i < b->pend->n; i++)
+			free(b->pend->text[i]);
+		free(b->pend);
+		b->pend = NULL;
 	}
 	if (ix != NULL)
 		kbi_free(ix);

@@ -21,6 +21,7 @@ struct config;
 #define INDEX_DEPTH_MAX		64	/* directories below a source */
 #define INDEX_PROGRESS_MS	500	/* one progress message at most */
 #define INDEX_CUR_MAX		1024	/* bytes of currentFile */
+#define INDEX_STATUS_MAX	(16 << 20)	/* bytes of status.json */
 
 /* One indexed directory and its patterns (status.json's "sources"). */
 struct index_src {
@@ -45,6 +46,8 @@ struct index_counts {
 	int		 failed;
 	char		 err[256];	/* why it failed */
 	char		 stopped[192];	/* a bound stopped it */
+	unsigned	 unembedded;	/* chunks left without a vector */
+	char		 embed_err[200];	/* the embedder's last error */
 };
 
 /*
@@ -65,6 +68,7 @@ struct index_build {
 	struct index_counts	 c;		/* under mu */
 	uint64_t		 woke_ms;	/* the thread's last wake-up */
 	size_t			 nbinary;	/* the thread's: binary docs */
+	struct pending		*pend;		/* the thread's: chunks to embed */
 	volatile int		 cancel;	/* the worker exits */
 };
 
@@ -109,6 +113,8 @@ cJSON	*index_srcs_json(const struct index_src *, size_t n);
 int	index_src_parse(const struct config *, const cJSON *body,
 	    struct index_src *src, int *status, char *msg, size_t msglen);
 
+/* dir's status.json, malloc'd and NUL-terminated, or NULL. */
+char	*index_status_text(const char *dir);
 /* The build thread (arg: struct index_build). */
 void	*index_build_main(void *);
 /*

@@ -53,23 +53,14 @@ struct index_watch {
 static char *
 sources_text(const struct index_watch *w)
 {
-	char path[PATH_MAX + 16], buf[1 << 16], *t = NULL;
-	ssize_t n;
+	char *buf = index_status_text(w->dir), *t = NULL;
 	cJSON *o;
-	int fd;
 
-	snprintf(path, sizeof(path), "%s/status.json", w->dir);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return NULL;
-	if ((n = read(fd, buf, sizeof(buf) - 1)) > 0) {
-		buf[n] = '\0';
-		if ((o = cJSON_Parse(buf)) != NULL) {
-			t = cJSON_PrintUnformatted(cJSON_GetObjectItem(o,
-			    "sources"));
-			cJSON_Delete(o);
-		}
+	if (buf != NULL && (o = cJSON_Parse(buf)) != NULL) {
+		t = cJSON_PrintUnformatted(cJSON_GetObjectItem(o, "sources"));
+		cJSON_Delete(o);
 	}
-	close(fd);
+	free(buf);
 	return t;
 }
 

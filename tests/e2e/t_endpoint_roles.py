@@ -30,7 +30,8 @@ TOKENS = {"none": None, "observer": "t-obs", "user": "t-usr",
 CONF = ("token t-obs role observer\ntoken t-usr role user\n"
         "token t-agt role agent\ntoken t-adm role admin\n"
         "token t-met role metrics\n"
-        "token t-sco role admin session %s\n" % OTHER)
+        "token t-sco role admin session %s\n"
+        "index-root %s\n" % (OTHER, os.path.dirname(MAN)))
 CHAT = {"v": 1, "type": "chat", "message": "hi"}
 
 # How to try each endpoint: (kind, body).  kind: http, ws (an upgrade),
@@ -61,6 +62,10 @@ REQUESTS = {
     "POST /api/agents/stream": ("ssebody", {"sessionId": SID,
                                             "message": "hi"}),
     "GET /api/audit?sessionId=ID": ("http", None),
+    "POST /api/index": ("http", {"path": os.path.dirname(MAN)}),
+    "GET /api/index/status": ("http", None),
+    "POST /api/search": ("http", {"query": "session"}),
+    "DELETE /api/index": ("http", None),
 }
 
 

@@ -368,23 +368,32 @@ async def kill_checks(d, root, more):
         with open(os.path.join(sub, "g%05d.txt" % i), "w") as f:
             f.write("bigfile%d\n%s" % (i, line))
     wait_idle(d)
+    # asked by a session: its log shows the progress until the kill
+    sid = "ix-big"
+    st, js = d.http_json("POST", "/sessions", {"sessionId": sid}, auth(USR))
+    check(st == 201, "POST /sessions -> %s %s" % (st, js))
     deadline = time.time() + 30
     while True:
-        st, js = api(d, "POST", "/api/index", {"path": big})
+        st, js = post_message(d, sid, {"type": "index", "path": big}, USR)
         if st != 409:
             break
-        check(time.time() < deadline, "POST big: 409 for 30 s")
+        check(time.time() < deadline, "index big: 409 for 30 s")
         time.sleep(0.2)
-    check(st == 202, "POST big -> %s %s" % (st, js))
-    # wait until it is well under way
-    deadline = time.time() + 60
-    while True:
-        js = status(d)
-        if js["state"] == "running" and js["progress"]["indexedFiles"] > 0:
-            break
-        check(js["state"] == "running" and time.time() < deadline,
-              "the big build ended before it could be killed: %s" % js)
-        time.sleep(0.05)
+    check(st == 202, "index big -> %s %s" % (st, js))
+    t0 = time.time()
+    evs = await log_until(
+        d, sid, lambda evs: of_type(evs, "index_progress") or
+        of_type(evs, "index_done"), "no index_progress", timeout=60)
+    check(not of_type(evs, "index_done"),
+          "the big build ended before it could be killed: %s" % evs[-1])
+    js = status(d)
+    check(js["state"] == "running" and
+          0 < js["progress"]["indexedFiles"] < n, "status: %s" % js)
+    prog = of_type(d.log_events(sid), "index_progress")
+    check(len(prog) <= (time.time() - t0) / 0.5 + 2,
+          "%d index_progress in %.1f s" % (len(prog), time.time() - t0))
+    check(prog[0]["totalFiles"] == n and
+          prog[0]["currentFile"].startswith(big), "progress: %s" % prog[0])
     st, js = api(d, "DELETE", "/api/index")
     check(st == 409, "DELETE while building -> %s %s" % (st, js))
     d.kill_workers()
