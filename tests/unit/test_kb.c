@@ -40,10 +40,19 @@ store_valid_id(const char *id)
 	    "0123456789._:-") == strlen(id);
 }
 
+/* store_async: store_doc_all answers when load_finish() says. */
+static int		 store_async;
+static store_doc_cb	 pend_cb;
+static store_done_cb	 pend_done;
+static void		*pend_arg;
+
 void
 store_req_cancel(struct store_req *r)
 {
-	ck_assert_ptr_null(r);
+	if (r != NULL) {
+		ck_assert_ptr_eq(r, (struct store_req *)&pend_done);
+		pend_done = NULL;
+	}
 }
 
 static int
@@ -114,6 +123,13 @@ store_doc_all(struct store_sess *st, store_doc_cb cb, store_done_cb done,
 	int i, n = 0;
 
 	(void)st;
+	if (store_async) {
+		store_async = 0;
+		pend_cb = cb;
+		pend_done = done;
+		pend_arg = arg;
+		return (struct store_req *)&pend_done;
+	}
 	if (store_fail) {
 		/* As store.c refuses a reader that does not own it. */
 		errno = store_fail == 2 ? EPERM : EIO;
@@ -130,6 +146,24 @@ store_doc_all(struct store_sess *st, store_doc_cb cb, store_done_cb done,
 		}
 	done(arg, n);
 	return NULL;
+}
+
+/* The pending store_doc_all completes. */
+static void
+load_finish(void)
+{
+	store_done_cb d = pend_done;
+	int i, n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	pend_done = NULL;
+	for (i = 0; i < DOCS; i++)
+		if (docs[i].name != NULL) {
+			n++;
+			pend_cb(pend_arg, docs[i].name, docs[i].json,
+			    strlen(docs[i].json));
+		}
+	d(pend_arg, n);
 }
 
 static void
@@ -373,7 +407,8 @@ setup(void)
 	fake_sess_init(&wk);
 	snprintf(fs.s.id, sizeof(fs.s.id), "s1");
 	fs.s.st = (struct store_sess *)&fs;	/* any: the fakes ignore it */
-	store_fail = embed_on = emb_fail = 0;
+	store_fail = embed_on = emb_fail = store_async = 0;
+	pend_done = NULL;
 	ix_n = 0;
 	nexts = idle_agains = 0;
 }
@@ -1006,6 +1041,44 @@ START_TEST(test_rag)
 }
 END_TEST
 
+START_TEST(test_rag_waits_for_load)
+{
+	static const char doc[] = "{\"documentId\":\"doc-1\",\"content\":"
+	    "\"the parser reads tokens\",\"createdAt\":\"x\"}";
+
+	store_doc_put(NULL, "doc-1", doc, strlen(doc), add_stored_noop, NULL);
+	/* A store that answers later (Redis): the session holds its turns,
+	 * requests and a resumed turn's retrieval wait for the documents. */
+	store_async = 1;
+	part_own(&fs.s);
+	ck_assert_int_eq(STATE(&fs.s)->load, KB_LOADING);
+	ck_assert(part_holds(&fs.s));
+	ck_assert(part_busy(&fs.s));
+	rag_calls = 0;
+	ck_assert_int_eq(kb_rag(&fs.s, "a1", "m-1", "parser", rag_cb), 1);
+	ck_assert_str_eq(send_msg("{\"type\":\"kb_list\"}"), "");
+	ck_assert_int_eq(ans.n, 0);
+	ck_assert_int_eq(rag_calls, 0);
+	load_finish();
+	ck_assert(!part_holds(&fs.s));
+	ck_assert_int_eq(nexts, 1);	/* the held turns go on */
+	ck_assert_int_eq(ans.n, 1);
+	ck_assert_int_eq((int)proto_count(ans.reply, "totalCount"), 1);
+	ck_assert_int_eq(rag_calls, 1);
+	ck_assert_ptr_nonnull(rag_text);
+	ck_assert_ptr_nonnull(strstr(rag_text, "the parser reads tokens"));
+	free(rag_text);
+	rag_text = NULL;
+	/* Leaving memory while the read is under way cancels it. */
+	part_free(&fs.s);
+	store_async = 1;
+	part_own(&fs.s);
+	ck_assert_ptr_nonnull(pend_done);
+	part_free(&fs.s);
+	ck_assert_ptr_null(pend_done);
+}
+END_TEST
+
 START_TEST(test_rag_embed_slow)
 {
 	conf.embedder = &embedder;
@@ -1098,6 +1171,7 @@ kb_suite(void)
 	tcase_add_test(tc, test_under_way);
 	tcase_add_test(tc, test_follower);
 	tcase_add_test(tc, test_rag);
+	tcase_add_test(tc, test_rag_waits_for_load);
 	tcase_add_test(tc, test_rag_embed_slow);
 	tcase_add_test(tc, test_tool);
 	suite_add_tcase(s, tc);
