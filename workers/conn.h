@@ -81,6 +81,7 @@ struct conn {
 	char			 park_sid[IPC_SID_MAX + 1];
 	int			 post_sse;	/* POST messages answered as SSE */
 	int			 deleting;	/* a DELETE: 1, 2 through a follower */
+	char			 kb_doc[24];	/* POST .../kb: the documentId */
 	struct conn_page	*page;		/* GET log being read */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;

@@ -211,7 +211,9 @@ follow_input(struct sess *s, struct sess_client *c,
 	    strcmp(in->type, "thought_share") != 0 &&
 	    strcmp(in->type, "agent_add") != 0 &&
 	    strcmp(in->type, "agent_remove") != 0 &&
-	    strcmp(in->type, "set_strategy") != 0) {
+	    strcmp(in->type, "set_strategy") != 0 &&
+	    strcmp(in->type, "kb_add") != 0 &&
+	    strcmp(in->type, "kb_remove") != 0) {
 		sess_result_err(r, "BAD_REQUEST", 400,
 		    "message type '%s' cannot "
 		    "be forwarded to the session's owner", in->type);

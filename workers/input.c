@@ -23,6 +23,7 @@
 #include "follow.h"
 #include "index.h"
 #include "input.h"
+#include "kb.h"
 #include "life.h"
 #include "sess.h"
 #include "thought.h"
@@ -290,7 +291,9 @@ input_apply(struct sess *s, struct sess_client *c,
 	/* One rule for every message: an observer (an observer stream, a
 	 * dashboard) only reads; ping and resume are reading. */
 	if (role == IPC_ROLE_OBSERVER && strcmp(in->type, "ping") != 0 &&
-	    strcmp(in->type, "resume") != 0) {
+	    strcmp(in->type, "resume") != 0 &&
+	    strcmp(in->type, "kb_search") != 0 &&
+	    strcmp(in->type, "kb_list") != 0) {
 		sess_result_err(r, "FORBIDDEN", 403, "this connection reads as "
 		    "an observer (an observer stream or a dashboard) and may "
 		    "not send '%.64s'; use a stream with the user role",
@@ -301,6 +304,12 @@ input_apply(struct sess *s, struct sess_client *c,
 		sess_result_err(r, "FORBIDDEN", 403, "agentId '%.64s' names an "
 		    "internal agent of the session; an external agent takes a "
 		    "name of its own", from->agent);
+		return;
+	}
+	/* The knowledge base's (kb.c): its own bounds, and what it logs
+	 * is not the message (kb_added holds no content). */
+	if (kb_type(in->type)) {
+		kb_input(s, c, from, in, r);
 		return;
 	}
 	if (s->follower) {
@@ -465,20 +474,6 @@ input_apply(struct sess *s, struct sess_client *c,
 	if (strcmp(in->type, "index") == 0) {
 		index_input(s, from, in, r);
 		return;
-	}
-	{
-		static const char *later[] = { "kb_add", "kb_search",
-		    "kb_list", "kb_remove" };
-		size_t i;
-
-		for (i = 0; i < sizeof(later) / sizeof(later[0]); i++)
-			if (strcmp(in->type, later[i]) == 0) {
-				sess_result_err(r, "BAD_REQUEST", 501,
-				    "message type "
-				    "'%s' is part of protocol v1 but not "
-				    "available in this build", in->type);
-				return;
-			}
 	}
 	sess_result_err(r, "BAD_REQUEST", 400, "unknown message type '%s'; see "
 	    "parley-protocol(7)", in->type);

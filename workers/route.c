@@ -25,6 +25,7 @@
 #include "deliver.h"
 #include "index.h"
 #include "input.h"
+#include "kb.h"
 #include "life.h"
 #include "route.h"
 #include "seed.h"
@@ -164,6 +165,8 @@ route_answer(struct conn *c, struct sess *s, const char *id,
 		return;
 	if (r->code != NULL)
 		conn_send_error(c, r->code, r->msg, id);
+	else if (r->reply != NULL)
+		conn_send_json(c, r->reply);	/* kb_search_result, ... */
 	else if (id != NULL) {
 		b = cJSON_CreateObject();
 		cJSON_AddStringToObject(b, "id", id);
@@ -739,7 +742,17 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		deliver_pump(&c->sub);
 		return;
 	}
+	if (res->reply != NULL) {
+		/* A requester-only answer (kb.c) is the body. */
+		if ((o = cJSON_Parse(res->reply)) == NULL)
+			conn_http_error(c, 500, "INTERNAL", "out of memory");
+		else
+			conn_http_reply(c, res->http ? res->http : 200, o);
+		return;
+	}
 	o = cJSON_CreateObject();
+	if (c->kb_doc[0] != '\0')
+		cJSON_AddStringToObject(o, "documentId", c->kb_doc);
 	if (res->seq)
 		cJSON_AddNumberToObject(o, "seq", (double)res->seq);
 	if (res->duplicate)
@@ -819,6 +832,12 @@ create_check(struct conn *c, cJSON **bodyp, const char **code, char *msg,
 		    "be all, selective or summary");
 		goto bad;
 	}
+	v = cJSON_GetObjectItem(cJSON_GetObjectItem(body, "config"), "rag");
+	if (v != NULL && !cJSON_IsBool(v)) {
+		snprintf(msg, msglen, "field 'config.rag' must be true or false "
+		    "(retrieval from the knowledge base in the turns)");
+		goto bad;
+	}
 	if (life_check(body, msg, msglen) == -1 ||
 	    team_create_check(c->wk->conf, body, msg, msglen) == -1)
 		goto bad;
@@ -892,6 +911,97 @@ create_session(struct conn *c)
 	conn_http_reply(c, 201, o);
 }
 
+/*
+ * The knowledge base's REST (kb.c has its messages): GET .../kb lists,
+ * POST .../kb adds {content, metadata?}, POST .../kb/search searches
+ * {query, limit?, threshold?}, DELETE .../kb/{documentId} removes; each
+ * made the message it stands for and answered as POST .../messages
+ * answers it.  rest is what follows "kb" in the path.  A POST's
+ * Idempotency-Key header (else a random one) is its message id, so a
+ * retried add is the same document.
+ */
+static void
+kb_rest(struct conn *c, struct sess *s, const char *rest)
+{
+	const struct http_request *r = &c->hp.req;
+	const char *type = NULL, *code, *key;
+	static const char *fields[] = { "content", "metadata", "query",
+	    "limit", "threshold" };
+	struct sess_result res;
+	struct proto_in in;
+	cJSON *o, *body = NULL;
+	char msg[256], *txt, gen[33];
+	size_t i;
+
+	if (*rest == '\0' && strcmp(r->method, "GET") == 0)
+		type = "kb_list";
+	else if (*rest == '\0' && strcmp(r->method, "POST") == 0)
+		type = "kb_add";
+	else if (strcmp(rest, "/search") == 0 && strcmp(r->method,
+	    "POST") == 0)
+		type = "kb_search";
+	else if (*rest == '/' && rest[1] != '\0' && strcmp(rest,
+	    "/search") != 0 && strcmp(r->method, "DELETE") == 0)
+		type = "kb_remove";
+	if (type == NULL) {
+		conn_http_error(c, 405, "BAD_REQUEST", *rest == '\0' ?
+		    "use GET (list) or POST (add)" : strcmp(rest, "/search") ==
+		    0 ? "use POST" : "use DELETE");
+		return;
+	}
+	o = proto_head(type, s->id);
+	if (strcmp(type, "kb_add") == 0 || strcmp(type, "kb_search") == 0) {
+		if ((body = proto_json(r->body, r->body_len,
+		    c->wk->conf->max_json_depth, msg, sizeof(msg))) == NULL ||
+		    !cJSON_IsObject(body)) {
+			cJSON_Delete(body);
+			cJSON_Delete(o);
+			conn_http_error(c, 400, "BAD_REQUEST", body == NULL ?
+			    msg : "body must be a JSON object");
+			return;
+		}
+		for (i = 0; i < sizeof(fields) / sizeof(*fields); i++)
+			if (cJSON_GetObjectItem(body, fields[i]) != NULL)
+				cJSON_AddItemToObject(o, fields[i],
+				    cJSON_DetachItemFromObject(body,
+				    fields[i]));
+		cJSON_Delete(body);
+	}
+	if (strcmp(type, "kb_remove") == 0)
+		cJSON_AddStringToObject(o, "documentId", rest + 1);
+	if (strcmp(type, "kb_add") == 0) {
+		key = http_header(r, "Idempotency-Key");
+		if (key != NULL && (strlen(key) == 0 || strlen(key) > 128)) {
+			cJSON_Delete(o);
+			conn_http_error(c, 400, "BAD_REQUEST", "Idempotency-Key "
+			    "must hold 1 to 128 characters");
+			return;
+		}
+		if (key == NULL) {
+			util_randhex(gen, 16);
+			key = gen;
+		}
+		cJSON_AddStringToObject(o, "id", key);
+		kb_doc_id(s->id, key, c->kb_doc);
+	}
+	txt = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	if (txt == NULL || proto_parse(txt, strlen(txt),
+	    c->wk->conf->max_json_depth, &in, &code, msg, sizeof(msg)) == -1) {
+		free(txt);
+		c->kb_doc[0] = '\0';
+		conn_http_error(c, txt == NULL ? 500 : 400, txt == NULL ?
+		    "INTERNAL" : code, txt == NULL ? "out of memory" : msg);
+		return;
+	}
+	free(txt);
+	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
+	    c->agent, c->ic.subject }, &in, &res);
+	proto_in_free(&in);
+	if (!res.pending)
+		post_reply(c, s, &res);
+}
+
 static void	route_request(struct conn *, const unsigned char *, size_t);
 /*
  * The session a request is about, and whether the request may create it;
@@ -949,7 +1059,8 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		*create = post_creates(c, sid);
 	else if (*sub != '\0' && strcmp(sub, "log") != 0 &&
 	    strcmp(sub, "control") != 0 && strcmp(sub, "dashboard") != 0 &&
-	    strcmp(sub, "thoughts") != 0)
+	    strcmp(sub, "thoughts") != 0 && strcmp(sub, "kb") != 0 &&
+	    strncmp(sub, "kb/", 3) != 0)
 		return 0;
 	return store_valid_id(sid);
 }
@@ -1322,6 +1433,13 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		if (!have_last)
 			stream_hold(c);
 		dash_hello(c);
+		return;
+	}
+	if (strcmp(sub, "kb") == 0 || strncmp(sub, "kb/", 3) == 0) {
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL)
+			session_error(c, err, sid);
+		else
+			kb_rest(c, s, sub + 2);
 		return;
 	}
 	conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");

@@ -1251,7 +1251,7 @@ sess_client_gone(struct wk *wk, struct sess_client *c)
 
 	if (c->waits == 0)
 		return;
-	TAILQ_FOREACH(s, &wk->sessions, entry)
+	TAILQ_FOREACH(s, &wk->sessions, entry) {
 		for (w = TAILQ_FIRST(&s->acks); w != NULL; w = next) {
 			next = TAILQ_NEXT(w, entry);
 			if (w->conn == c) {
@@ -1260,6 +1260,10 @@ sess_client_gone(struct wk *wk, struct sess_client *c)
 				sess_idle_again(s);
 			}
 		}
+		PARTS(s, part)
+			if (part->gone != NULL)
+				part->gone(s, c);
+	}
 	c->waits = 0;
 }
 

@@ -21,6 +21,7 @@ struct llm_call;
 struct dash;
 struct thought_state;
 struct life;
+struct kb_state;
 
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
@@ -136,6 +137,7 @@ struct sess {
 	struct dash		*dash;		/* its dashboards' (dash.c) */
 	struct thought_state	*thoughts;	/* thought.c: rates, mode */
 	struct life		*life;		/* presence, deadlines (life.c) */
+	struct kb_state		*kb;		/* its knowledge base (kb.c) */
 };
 
 /* Result of applying one client message. */
@@ -147,6 +149,10 @@ struct sess_result {
 	int		 http;		/* status for the HTTP answer */
 	int		 pending;	/* answered later: sess_client.done */
 	int		 no_turn;	/* a chat no agent here answers */
+	const char	*reply;		/* an answer for the requester only
+					   (kb.c): a whole message (JSON),
+					   sent instead of the ack; borrowed
+					   for the done call */
 };
 
 /*
@@ -293,6 +299,8 @@ struct sess_part {
 	int	(*busy)(const struct sess *);
 	/* subscribers came or went */
 	void	(*changed)(struct sess *);
+	/* a client that may wait for an answer of the part is closing */
+	void	(*gone)(struct sess *, struct sess_client *);
 	/* the session leaves memory */
 	void	(*free)(struct sess *);
 };

@@ -22,6 +22,7 @@
 #include "parley/util.h"
 #include "approve.h"
 #include "ctool.h"
+#include "kb.h"
 #include "mcp.h"
 #include "sess.h"
 #include "team.h"
@@ -43,6 +44,7 @@ struct tool_run {
 	TAILQ_ENTRY(tool_run)	 entry;
 	struct sess		*s;
 	struct mcp_call		*mc;
+	struct kb_call		*kc;	/* the built-in kb_search (kb.c) */
 	char			*id;
 	char			*name;
 	uint64_t		 started_ms;
@@ -117,6 +119,7 @@ tools_drop(struct turn *t)
 		TAILQ_REMOVE(&t->runs, r, entry);
 		if (r->mc != NULL)
 			mcp_cancel(r->mc);
+		kb_tool_cancel(r->kc);
 		run_free(r);
 	}
 }
@@ -163,6 +166,15 @@ tool_policy(struct sess *s, const char *name)
 		a = s->wk->conf->max_autonomy;
 	if (ct != NULL)
 		mcp_annotations(cJSON_GetObjectItem(ct, "annotations"), &ann);
+	if (mt == NULL && ct == NULL && kb_tool(s, name)) {
+		/* kb_search reads the session's knowledge: low risk. */
+		memset(&ann, 0, sizeof(ann));
+		ann.read_only = POLICY_HINT_TRUE;
+		ann.destructive = POLICY_HINT_FALSE;
+		ann.open_world = POLICY_HINT_FALSE;
+		return policy_decide(&s->wk->conf->tool_policies, name, &ann,
+		    a);
+	}
 	return policy_decide(&s->wk->conf->tool_policies, name,
 	    mt ? &mt->ann : ct ? &ann : NULL, a);
 }
@@ -414,12 +426,34 @@ client_gone(struct sess *s, const char *id, const char *name)
 	return 1;
 }
 
+static void	tool_cb(void *, int, const char *, const char *);
+
+/* kb_search's answer (kb.c), as an MCP tool's. */
+static void
+kb_cb(void *arg, int is_error, const char *text, const char *code)
+{
+	struct tool_run *r = arg;
+
+	r->kc = NULL;	/* kb.c frees it once this returns */
+	tool_cb(r, is_error, text, code);
+}
+
 /* Calls run r's tool over MCP (its tool_start is stored). */
 static void
 run_start(struct sess *s, struct tool_run *r)
 {
 	r->call_at = 0;
 	r->started_ms = util_mono_ms();
+	if (mcp_tool_find(s->wk->mcp, r->name) == NULL &&
+	    kb_tool(s, r->name)) {
+		if ((r->kc = kb_tool_run(s, r->args, kb_cb, r)) == NULL) {
+			TAILQ_REMOVE(&s->turn->runs, r, entry);
+			tool_done(s, r->id, r->name, 0, 1, "the tool call could "
+			    "not be started", "TOOL_ERROR");
+			run_free(r);
+		}
+		return;
+	}
 	if ((r->mc = mcp_call(s->wk->mcp, r->name, *r->args ? r->args : "{}",
 	    0, tool_cb, r)) == NULL) {
 		TAILQ_REMOVE(&s->turn->runs, r, entry);
@@ -477,7 +511,7 @@ call_start(struct sess *s, const char *id, const char *name,
 	}
 	seq = tool_start_log(s, id, name, args, risk);
 	s->wk->metrics.tool_calls++;
-	if (mt == NULL || seq == 0 ||
+	if ((mt == NULL && !kb_tool(s, name)) || seq == 0 ||
 	    (r = run_new(s, id, name, args, risk)) == NULL) {
 		tool_done(s, id, name, 0, 1, mt == NULL ? "no such tool: it "
 		    "is not offered by any connected MCP server or client" :
@@ -844,7 +878,8 @@ tools_step(struct sess *s, cJSON *calls)
 		    (found = step_logged(s, "tool_start", id)) != NULL) {
 			cJSON_Delete(found);
 			mt = mcp_tool_find(s->wk->mcp, name);
-			if (mt == NULL || !mt->read_only) {
+			if ((mt == NULL && !kb_tool(s, name)) ||
+			    (mt != NULL && !mt->read_only)) {
 				approve_settle(s, id);
 				tool_done(s, id, name, 0, 1, "interrupted: the "
 				    "worker running this call stopped before its "
@@ -870,7 +905,7 @@ tools_step(struct sess *s, cJSON *calls)
 		}
 		cJSON_Delete(found);
 		if (mcp_tool_find(s->wk->mcp, name) == NULL &&
-		    ctool_find(s, name) == NULL) {
+		    ctool_find(s, name) == NULL && !kb_tool(s, name)) {
 			/* Nothing to ask about: the model reads why. */
 			approve_close(s, id, "cancelled");
 			call_start(s, id, name, args, POLICY_HIGH);

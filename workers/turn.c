@@ -24,6 +24,7 @@
 #include "action.h"
 #include "approve.h"
 #include "ctool.h"
+#include "kb.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -226,6 +227,7 @@ turn_drop(struct sess *s)
 	cJSON_Delete(t->calls);
 	free(t->reply);
 	free(t->input);
+	free(t->rag);
 	free(t);
 	s->turn = NULL;
 	s->toklen = 0;
@@ -775,6 +777,31 @@ mcp_taken(void *arg, const char *name)
 	return mcp_tool_find(s->wk->mcp, name) != NULL;
 }
 
+static void	turn_model(struct sess *);
+
+/*
+ * The retrieved context for the turn msgid (kb.c): kept for each of its
+ * model calls (they are stateless); the first goes on if it waited.
+ */
+static void
+turn_rag(struct sess *s, char *text, const char *msgid)
+{
+	struct turn *t = s->turn;
+	int waited;
+
+	if (t == NULL || strcmp(t->msgid, msgid) != 0 ||
+	    (t->rag_state != 1 && t->rag_state != 3)) {
+		free(text);
+		return;
+	}
+	waited = t->rag_state == 3;
+	free(t->rag);
+	t->rag = text;
+	t->rag_state = 2;
+	if (waited && t->call == NULL)
+		turn_model(s);
+}
+
 /* Asks the model for the next step: history, the user's input, the steps. */
 static void
 turn_model(struct sess *s)
@@ -796,6 +823,19 @@ turn_model(struct sess *s)
 	if (s->broken)
 		return;	/* being let go: nothing more runs */
 
+	/* Before its first model call, what the session knows of the
+	 * user's message (kb.c); turn_rag calls back when it waited. */
+	if (t->rag_state == 0) {
+		t->rag_state = 1;
+		if (kb_rag(s, t->agent[0] ? t->agent : s->agent_id, t->msgid,
+		    t->input, turn_rag) == 1 && t->rag_state == 1) {
+			t->rag_state = 3;
+			return;
+		}
+	}
+	if (t->rag_state == 3)
+		return;
+
 	/* Directives logged since the agent's last call join its steps:
 	 * seen now, and kept in the history with the turn (action.c). */
 	if ((dir = action_directives(s, s->agent_id)) != NULL) {
@@ -807,14 +847,14 @@ turn_model(struct sess *s)
 		turn_checkpoint(s);
 	}
 	cap = (size_t)cJSON_GetArraySize(h) + (size_t)cJSON_GetArraySize(
-	    t->steps) + 2;
+	    t->steps) + 3;
 	msgs = calloc(cap, sizeof(*msgs));
 	store = calloc(cap, sizeof(*store));
 	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
 	nclient = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
 	    "clientTools"));
-	if ((defs = calloc(ntools + nclient + TEAM_TOOLS, sizeof(*defs))) !=
-	    NULL) {
+	if ((defs = calloc(ntools + nclient + TEAM_TOOLS + 1,
+	    sizeof(*defs))) != NULL) {
 		for (i = 0; i < ntools; i++) {
 			defs[i].name = mt[i].full_name;
 			defs[i].description = mt[i].description;
@@ -823,6 +863,10 @@ turn_model(struct sess *s)
 		ntools += ctool_defs(s, defs + ntools, nclient, mcp_taken, s);
 		ntools += team_tool_defs(s, t->agent, defs + ntools,
 		    TEAM_TOOLS);
+		/* kb_search, unless an MCP or a client's tool has its name. */
+		if (kb_tool_def(s, &defs[ntools]) &&
+		    !mcp_taken(s, KB_TOOL) && ctool_find(s, KB_TOOL) == NULL)
+			ntools++;
 	}
 	/* A team's agent knows who it is and who its teammates are. */
 	prompt = team_prompt(s, t->agent);
@@ -835,6 +879,12 @@ turn_model(struct sess *s)
 		cJSON_ArrayForEach(e, h)
 			if (msg_from(e, &msgs[n], &store[n]) == 0)
 				n++;
+		/* Just before the message it was retrieved for. */
+		if (t->rag != NULL) {
+			msgs[n].role = "system";
+			msgs[n].content = t->rag;
+			n++;
+		}
 		msgs[n].role = "user";
 		msgs[n].content = t->input ? t->input : "";
 		n++;

@@ -40,6 +40,9 @@ struct turn {
 	int		 call_byte;	/* it has sent something back */
 	int		 resumed;	/* continued where it waited (parked) */
 	int		 parked;	/* as its last checkpoint says */
+	char		*rag;		/* retrieved context (kb.c), or NULL */
+	int		 rag_state;	/* 0 not asked, 1 asking, 2 answered,
+					   3 waiting for the answer */
 	/* tools.c: the step's calls moved on; answered: all of them. */
 	void		(*stepped)(struct sess *, int answered);
 };
