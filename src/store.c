@@ -520,7 +520,9 @@ store_doc_all(struct store_sess *s, store_doc_cb cb, store_done_cb done,
 {
 	const struct store_ops *ops = s->store->ops;
 
-	if (store_role(s) != STORE_OWNER) {
+	/* Reading is a follower's too: it answers kb_search and kb_list
+	 * itself (workers/kb.c); writes stay the owner's. */
+	if (store_role(s) != STORE_OWNER && store_role(s) != STORE_FOLLOWER) {
 		errno = EPERM;
 		return doc_done(done, arg, -1);
 	}

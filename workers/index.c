@@ -79,16 +79,13 @@ struct index {
 	LIST_HEAD(, index_query) queries;	/* waiting for vectors */
 };
 
-/* One per worker process; wk.h has no room for it (see index_get). */
-static struct index *the_index;
-
 static void	tick_cb(evutil_socket_t, short, void *);
 
 /* The worker's index state, made on first use: NULL out of memory. */
 static struct index *
 index_get(struct wk *wk)
 {
-	struct index *ix = the_index;
+	struct index *ix = wk->index;
 
 	if (ix != NULL)
 		return ix;
@@ -102,7 +99,7 @@ index_get(struct wk *wk)
 	snprintf(ix->seg_path, sizeof(ix->seg_path), "%s/segment", ix->dir);
 	if (mkdir(ix->dir, 0700) == -1 && errno != EEXIST)
 		log_warn("index: mkdir %s", ix->dir);
-	the_index = ix;
+	wk->index = ix;
 	return ix;
 }
 
@@ -291,6 +288,15 @@ seg_current(struct index *ix)
 	ix->seg_ino = st.st_ino;
 	ix->seg_mtim = st.st_mtim;
 	return k;
+}
+
+int
+index_present(struct wk *wk)
+{
+	struct index *ix = index_get(wk);
+
+	return ix != NULL && seg_current(ix) != NULL &&
+	    kbs_nchunks(ix->seg) > 0;
 }
 
 size_t
@@ -1090,7 +1096,7 @@ index_init(struct wk *wk)
 void
 index_free(struct wk *wk)
 {
-	struct index *ix = the_index;
+	struct index *ix = wk->index;
 	struct index_query *q;
 	cJSON *st;
 
@@ -1128,5 +1134,5 @@ index_free(struct wk *wk)
 	if (ix->seg != NULL)
 		kbs_close(ix->seg);
 	free(ix);
-	the_index = NULL;
+	wk->index = NULL;
 }

@@ -24,6 +24,10 @@ struct proto_in;
 size_t	index_search(struct wk *, const struct kbi_query *q,
 	    struct kbi_hit *out, struct kbi_chunk_info *info);
 
+/* 1 when the host has an index with at least one chunk (kb.c: whether
+ * retrieval and the kb_search tool have something to search). */
+int	index_present(struct wk *);
+
 /*
  * POST /api/index, GET /api/index/status, POST /api/search and DELETE
  * /api/index (route.c): 1 when c's request was one of them (answered),

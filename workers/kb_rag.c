@@ -29,23 +29,6 @@
 
 #define STATE(s)	((struct kb_state *)(s)->kb)
 
-/*
- * Whether the host has a directory index: its segment file (index.c's
- * STATE_DIR/index/segment) is there.  XXX index.h should say so itself
- * (an index_present()); this reads its layout until it does.
- */
-static int
-host_index(struct wk *wk)
-{
-	char path[4096];
-	struct stat st;
-
-	if (wk->conf->state_dir == NULL)
-		return 0;
-	snprintf(path, sizeof(path), "%s/index/segment", wk->conf->state_dir);
-	return stat(path, &st) == 0 && st.st_size > 0;
-}
-
 /* --- queries: a vector first when an embedder is configured --- */
 
 static void
@@ -374,7 +357,7 @@ kb_rag(struct sess *s, const char *agent, const char *msgid,
 	}
 	/* Nothing to look in: no model call waits for an embedder. */
 	if (kb->load != KB_LOADING && (kb->idx == NULL ||
-	    kbi_ndocs(kb->idx) == 0) && !host_index(s->wk)) {
+	    kbi_ndocs(kb->idx) == 0) && !index_present(s->wk)) {
 		if (kb->load == KB_FAILED)
 			kb_load_start(s);	/* for the next turn */
 		done(s, NULL, msgid);
@@ -430,7 +413,7 @@ kb_tool_offered(struct sess *s)
 	struct kb_state *kb = s->kb;
 
 	return (kb != NULL && kb->idx != NULL && kbi_ndocs(kb->idx) > 0) ||
-	    host_index(s->wk);
+	    index_present(s->wk);
 }
 
 int

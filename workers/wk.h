@@ -27,12 +27,16 @@ struct sess_part;
 
 #define WK_SESS_BUCKETS	4096
 
+struct index;
+
 struct wk {
 	struct event_base	*base;
 	struct config		*conf;
 	struct quota		*quota;		/* the host's, shared */
 	struct store		*store;
 	struct ipc_chan		*chan;
+	struct index		*index;		/* the host's directory
+						   index (index.c), or NULL */
 	struct llm_ctx		*llm;
 	struct mcp_ctx		*mcp;
 	const struct sess_agent	*agent;		/* runs the turns */

@@ -241,7 +241,8 @@ struct store_req *store_promote(struct store_sess *, store_done_cb done,
  * local, files STATE_DIR/sessions/<id>/kb/<name> (tmp + rename; synced
  * as the meta is), removed with the session; Redis, one hash per
  * session beside its keys (same hash tag), its TTL refreshed with the
- * session's.  Owner only (EPERM otherwise).  Like the other async
+ * session's.  Writes owner only (EPERM otherwise); store_doc_all a
+ * follower's too (it answers kb_search itself).  Like the other async
  * calls: callbacks exactly once, maybe before the call returns; NULL
  * when it completed at once.  Refused arguments: done(-1) at once with
  * EINVAL (bad name, empty, a NUL) or EMSGSIZE (too long); a store that

@@ -264,6 +264,13 @@ static struct kbi_chunk_info ix_info[2];
 static struct kbi_hit ix_hits[2];
 static size_t ix_n;
 
+int
+index_present(struct wk *w)
+{
+	(void)w;
+	return ix_n > 0;
+}
+
 size_t
 index_search(struct wk *w, const struct kbi_query *q, struct kbi_hit *out,
     struct kbi_chunk_info *info)
