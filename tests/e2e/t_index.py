@@ -359,8 +359,10 @@ async def session_checks(d, root, more):
 async def kill_checks(d, root, more):
     big = os.path.join(more, "big")
     os.makedirs(big)
-    n = 20000
-    line = "".join("token%d " % k for k in range(100)) + "\n"
+    # big enough that a plain build on an idle machine still runs for
+    # seconds (20,000 one-line files took 0.9 s: done before the kill)
+    n = 40000
+    line = ("".join("token%d " % k for k in range(100)) + "\n") * 4
     for i in range(n):
         sub = os.path.join(big, "d%03d" % (i // 300))
         if i % 300 == 0:
