@@ -73,6 +73,17 @@ def examples(port, tmp):
           "'kind': 'inResponseTo'" in out,
           "team.py: %r" % out[-400:])
 
+    # the knowledge base in curl: made, added, found, listed
+    kb = blocks("Knowledge", "sh")
+    sid = "ops-%d" % os.getpid()
+    out, _ = run_example(["/bin/sh"], kb[0].replace("ops-1", sid), port,
+                         tmp, "kb.sh", 30)
+    check(re.search(r'"documentId":\s*"doc-[0-9a-f]{16}"', out),
+          "kb.sh: no documentId: %r" % out[-400:])
+    check("port 7419" in out and '"score"' in out and
+          '"preview"' in out and '"totalCount":1' in out.replace(" ", ""),
+          "kb.sh: the search or the list: %r" % out[-600:])
+
 
 def test():
     tmp = tempfile.mkdtemp(prefix="parley-e2e-readme-", dir="/tmp")
