@@ -141,6 +141,16 @@ util_trim(uint64_t *last_ms, uint64_t every_ms)
 }
 
 const char *
+util_fmt_ms(uint64_t ms, char *buf, size_t len)
+{
+	if (ms % 1000 == 0)
+		snprintf(buf, len, "%llus", (unsigned long long)(ms / 1000));
+	else
+		snprintf(buf, len, "%llums", (unsigned long long)ms);
+	return buf;
+}
+
+const char *
 util_fmt_size(uint64_t b, char *buf, size_t len)
 {
 	static const char units[] = "gmk";

@@ -115,15 +115,6 @@ say(const struct cfg_provider *p, char *err, size_t errlen,
 	snprintf(err, errlen, "embedder %s: %s", p->name, m);
 }
 
-static void
-fmt_ms(char *buf, size_t size, uint64_t ms)
-{
-	if (ms % 1000 == 0)
-		snprintf(buf, size, "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(buf, size, "%llums", (unsigned long long)ms);
-}
-
 /* s on one line, at most EMBED_QUOTE_MAX bytes of it, into out. */
 static void
 quote(char *out, size_t size, const char *s, size_t len)
@@ -700,8 +691,8 @@ xfer_end(struct xfer *x, CURLcode rc, size_t n, float **vecs,
 		return -1;
 	}
 	if (rc == CURLE_OPERATION_TIMEDOUT) {
-		fmt_ms(v, sizeof(v), p->timeout_ms ? p->timeout_ms :
-		    EMBED_DEFAULT_TIMEOUT);
+		util_fmt_ms(p->timeout_ms ? p->timeout_ms :
+		    EMBED_DEFAULT_TIMEOUT, v, sizeof(v));
 		say(p, err, errlen, "no reply within timeout %s (raise "
 		    "timeout in embedder %s for a slow server)", v, p->name);
 		return -1;

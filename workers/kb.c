@@ -222,6 +222,21 @@ op_answer(struct kb_op *op, struct sess_result *r)
 	c->done(c, op->s, op->id, r);
 }
 
+/* The answer to a change logged at r->seq: the ack waits until that
+ * event is durable (sess.c), then the requester has it. */
+static void
+op_answer_logged(struct kb_op *op, struct sess_result *r)
+{
+	if (op->c == NULL)
+		return;
+	sess_answer_durable(op->s, op->c, op->id, r->seq, ANSWER_NEW, r);
+	if (r->pending) {
+		op->c->waits--;
+		op->c = NULL;
+	} else
+		op_answer(op, r);
+}
+
 static void
 op_err(struct kb_op *op, const char *code, int http, const char *msg)
 {
@@ -346,15 +361,7 @@ add_stored(void *arg, ssize_t n)
 	    (unsigned long long)r.seq);
 	if (op->id != NULL)
 		sess_id_add(s, op->id, r.seq);
-	if (op->c != NULL) {
-		/* The ack waits until kb_added is durable (sess.c). */
-		sess_answer_durable(s, op->c, op->id, r.seq, ANSWER_NEW, &r);
-		if (r.pending) {
-			op->c->waits--;
-			op->c = NULL;
-		} else
-			op_answer(op, &r);
-	}
+	op_answer_logged(op, &r);
 	op_end(op);
 }
 
@@ -575,14 +582,7 @@ remove_done(void *arg, ssize_t n)
 	}
 	log_info("session %s: kb_remove %s at seq %llu", s->id, op->doc,
 	    (unsigned long long)r.seq);
-	if (op->c != NULL) {
-		sess_answer_durable(s, op->c, op->id, r.seq, ANSWER_NEW, &r);
-		if (r.pending) {
-			op->c->waits--;
-			op->c = NULL;
-		} else
-			op_answer(op, &r);
-	}
+	op_answer_logged(op, &r);
 	op_end(op);
 }
 

@@ -467,15 +467,6 @@ attempt_start(struct llm_call *c, char *msg, size_t msize)
 
 /* --- the end of an attempt --- */
 
-static void
-fmt_ms(char *buf, size_t size, uint64_t ms)
-{
-	if (ms % 1000 == 0)
-		snprintf(buf, size, "%llus", (unsigned long long)(ms / 1000));
-	else
-		snprintf(buf, size, "%llums", (unsigned long long)ms);
-}
-
 /* What bound ended the attempt, and the directive that raises it. */
 static void
 over_msg(const struct llm_call *c, char *msg, size_t size)
@@ -483,7 +474,7 @@ over_msg(const struct llm_call *c, char *msg, size_t size)
 	char v[32];
 
 	if (c->over == OVER_DEADLINE) {
-		fmt_ms(v, sizeof(v), c->attempt_ms);
+		util_fmt_ms(c->attempt_ms, v, sizeof(v));
 		snprintf(msg, size, "%s: the reply did not end within "
 		    "attempt-timeout %s (raise it in provider %s for longer "
 		    "replies)", c->proto->type, v, c->name);
@@ -621,7 +612,8 @@ call_end(struct llm_call *c, CURLcode rc)
 		return;
 	}
 	if (c->timedout) {
-		fmt_ms(t, sizeof(t), c->got_byte ? c->idle_ms : c->timeout_ms);
+		util_fmt_ms(c->got_byte ? c->idle_ms : c->timeout_ms, t,
+		    sizeof(t));
 		snprintf(msg, sizeof(msg), c->got_byte ?
 		    "timeout: no data for %s" : "timeout: no first byte "
 		    "within %s", t);

@@ -21,6 +21,9 @@ int		util_append(char **buf, size_t *len, size_t *cap,
 		    const void *data, size_t n);
 /* b as parleyd.conf writes a size ("64m", "16k", "1000"); returns buf. */
 const char	*util_fmt_size(uint64_t b, char *buf, size_t len);
+/* A duration as parleyd.conf(5) writes it: "30s" when whole seconds,
+ * else "1500ms"; returns buf. */
+const char	*util_fmt_ms(uint64_t ms, char *buf, size_t len);
 struct timeval;
 /*
  * The 6-bit value of base64 letter c (RFC 4648): with url, the base64url
