@@ -299,6 +299,22 @@ index_present(struct wk *wk)
 	    kbs_nchunks(ix->seg) > 0;
 }
 
+/*
+ * A session whose build runs on this worker stays in memory until the
+ * build ends, so its index_progress and index_done reach its log.
+ */
+static int
+part_busy(const struct sess *s)
+{
+	struct index *ix = s->wk->index;
+
+	return ix != NULL && ix->b != NULL && strcmp(ix->b->sid, s->id) == 0;
+}
+
+const struct sess_part index_part = {
+	.busy = part_busy,
+};
+
 size_t
 index_search(struct wk *wk, const struct kbi_query *q, struct kbi_hit *out,
     struct kbi_chunk_info *info)
@@ -522,6 +538,7 @@ build_end(struct index *ix, const struct index_counts *c)
 {
 	struct index_build *b = ix->b;
 	uint64_t now = util_now_ms();
+	struct sess *s;
 	cJSON *st, *e;
 
 	pthread_join(b->thr, NULL);
@@ -569,8 +586,11 @@ build_end(struct index *ix, const struct index_counts *c)
 	ix->lock_fd = -1;
 	index_srcs_free(b->srcs, b->nsrcs);
 	pthread_mutex_destroy(&b->mu);
-	free(b);
 	ix->b = NULL;
+	/* The session that asked may leave memory now (part_busy). */
+	if (b->sid[0] != '\0' && (s = sess_find(ix->wk, b->sid)) != NULL)
+		sess_check_idle(s);
+	free(b);
 	ix->seg_checked = 0;
 	if (ix->watch != NULL)
 		index_watch_poke(ix->watch);

@@ -16,6 +16,7 @@ struct conn;
 struct sess;
 struct sess_from;
 struct sess_result;
+struct sess_part;
 struct proto_in;
 
 /* Searches the host's directory index (none built: 0).  out and info
@@ -23,6 +24,9 @@ struct proto_in;
  * valid until the next index_ call). */
 size_t	index_search(struct wk *, const struct kbi_query *q,
 	    struct kbi_hit *out, struct kbi_chunk_info *info);
+
+/* Keeps a session in memory while the build it asked for runs. */
+extern const struct sess_part index_part;
 
 /* 1 when the host has an index with at least one chunk (kb.c: whether
  * retrieval and the kb_search tool have something to search). */

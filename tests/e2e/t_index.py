@@ -148,9 +148,11 @@ async def test():
     # index-watch no at first: the counts of each build are exact (the
     # watcher builds again when the sources change); turned on by a
     # reload before the watcher's checks.
+    # idle-timeout 1s: a session with no client would leave memory during
+    # its build; the build keeps it (index_part), so its events all land.
     conf = ("token %s role user\nindex-root %s\nindex-root %s\n"
             "index-watch no\nindex-max-file 64k\n" % (USR, root, more))
-    d = Daemon(extra=conf, token=ADM)
+    d = Daemon(extra=conf, token=ADM, idle_timeout="1s")
     try:
         with with_daemon(d):
             await body(d, root, outside, root2, more)
@@ -414,6 +416,27 @@ async def kill_checks(d, root, more):
     check(paths(r)[:1] == [os.path.join(big, "d066", "g19999.txt")],
           "bigfile19999: %s" % r)
     check("index: building" in d.log_text(), "no build in the log")
+
+    # A session's build outlives the session's idle timeout (1 s here, no
+    # client on it): the build keeps it in memory, so index_done lands in
+    # its log.  Its log is read only after the build (reading it would
+    # bring the session back).
+    st, js = api(d, "DELETE", "/api/index")
+    check(st == 200, "DELETE -> %s %s" % (st, js))
+    sid = "ix-long"
+    st, js = d.http_json("POST", "/sessions", {"sessionId": sid}, auth(USR))
+    check(st == 201, "POST /sessions -> %s %s" % (st, js))
+    t0 = time.time()
+    st, js = post_message(d, sid, {"type": "index", "path": big}, USR)
+    check(st == 202, "index big again -> %s %s" % (st, js))
+    wait_idle(d, 120, "the long build")
+    took = time.time() - t0
+    check(took > 2, "the build took only %.1f s: no idle timeout passed "
+          "during it" % took)
+    evs = d.log_events(sid)
+    check(of_type(evs, "index_start") and of_type(evs, "index_done") and
+          of_type(evs, "index_done")[0].get("fileCount") == n,
+          "the long build's events: %s" % [e["type"] for e in evs])
 
 
 if __name__ == "__main__":
