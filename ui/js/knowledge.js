@@ -19,8 +19,7 @@ const META_SHOWN = 200;         // characters of a metadata value shown
 
 // What to do about a refusal, by code.
 const HINTS = {
-  FORBIDDEN: "This token may list and search only (an observer): adding or removing a " +
-    "document needs a user, agent or admin token.",
+  FORBIDDEN: "Your token does not allow this: use a token with the right role or session scope.",
   QUOTA_EXCEEDED: "The knowledge base is full (kb-max-documents or kb-max-bytes): " +
     "remove a document first, or split this one.",
   BAD_REQUEST: "The server did not accept this: see its message.",
@@ -30,6 +29,9 @@ const HINTS = {
   NETWORK: "Check that parleyd runs, then try again.",
   INTERNAL: "Try again; check the server log if it happens again.",
 };
+
+const WRITE_FORBIDDEN = "An observer's token may list and search only: adding or " +
+  "removing a document needs a user, agent or admin token.";
 
 function str(v) {
   return typeof v === "string" ? v : v == null ? "" : String(v);
@@ -159,14 +161,17 @@ export function create(ctx) {
       h("section", { class: "kb-panel", attrs: { "aria-labelledby": "kb-search-h" } },
         h("h2", { id: "kb-search-h" }, "Search"), searchForm, searchErr, info, results))));
 
-  function showError(el, e, what) {
+  // write: a change (add, remove), which an observer's token may not make
+  function showError(el, e, what, write) {
     clear(el);
     if (!e) { el.hidden = true; return; }
     const code = str(e.code) || "ERROR";
+    const hint = write && code === "FORBIDDEN" ? WRITE_FORBIDDEN :
+      Object.hasOwn(HINTS, code) ? HINTS[code] : "";
     el.dataset.code = code;
     el.append(h("span", { class: "error-code" }, code),
       " ", h("span", { class: "error-message" }, what + ": " + str(e.message)),
-      Object.hasOwn(HINTS, code) ? h("span", { class: "error-hint" }, HINTS[code]) : null);
+      hint ? h("span", { class: "error-hint" }, hint) : null);
     el.hidden = false;
   }
 
@@ -260,7 +265,7 @@ export function create(ctx) {
       await ctx.api("DELETE", base + "/" + encodeURIComponent(id));
       showError(listErr, null);
     } catch (e) {
-      showError(listErr, e, "cannot remove " + id);
+      showError(listErr, e, "cannot remove " + id, true);
       btn.removeAttribute("aria-disabled");
       btn.textContent = "Remove";
       return;
@@ -301,7 +306,7 @@ export function create(ctx) {
       // A refusal is final; a lost answer may be retried with the key.
       if (e.status && e.status < 500) pendingAdd = null;
       addStatus.textContent = "";
-      showError(addErr, e, "the document was not added");
+      showError(addErr, e, "the document was not added", true);
     } finally {
       addBtn.removeAttribute("aria-disabled");
     }

@@ -11,8 +11,10 @@ function str(v) {
   return typeof v === "string" ? v : v == null ? "" : String(v);
 }
 
+// "10-40", or "10" for one line
 function lines(l) {
-  return Array.isArray(l) && l.length === 2 ? l[0] + "–" + l[1] : "";
+  if (!Array.isArray(l) || l.length !== 2) return "";
+  return l[0] === l[1] ? String(l[0]) : l[0] + "-" + l[1];
 }
 
 function chunkItem(c) {
@@ -22,7 +24,8 @@ function chunkItem(c) {
     h("span", { class: "rag-n" }, "[" + str(c.n) + "]"),
     h("span", { class: "rag-source" }, kb ? "kb" : str(c.source) || "?"),
     h("code", { class: "rag-where" }, where),
-    kb && lines(c.lines) ? h("span", { class: "rag-lines" }, "lines " + lines(c.lines)) : null,
+    kb && lines(c.lines) ? h("span", { class: "rag-lines" },
+      (/-/.test(lines(c.lines)) ? "lines " : "line ") + lines(c.lines)) : null,
     typeof c.score === "number" ?
       h("span", { class: "rag-score", attrs: { title: "score" } }, "score " + c.score.toFixed(3)) : null,
     typeof c.bytes === "number" ? h("span", { class: "rag-bytes" }, fmtNumber(c.bytes) + " B") : null);
