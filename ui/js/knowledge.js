@@ -115,7 +115,7 @@ export function create(ctx) {
   const docList = h("ul", { id: "kb-docs", class: "kb-docs",
     attrs: { "aria-label": "Documents", "aria-busy": "true" } });
   const empty = h("p", { class: "kb-empty muted", hidden: true },
-    "No documents yet: add one below, or send kb_add from a client.");
+    "No documents yet: add one above, or send kb_add from a client.");
 
   const content = h("textarea", { id: "kb-add-content", attrs: { rows: "6", required: true,
     placeholder: "The document's text (Ctrl+Enter adds it)", spellcheck: "false" },
