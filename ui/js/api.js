@@ -31,9 +31,10 @@ export function authNeeded(message) { for (const fn of authListeners) fn(message
 
 // api(method, path, body, opts): the parsed JSON answer (null when
 // empty); throws ApiError with the server's code and message.  opts.quiet:
-// a 401 does not ask for a token (a background refresh).
+// a 401 does not ask for a token (a background refresh); opts.headers:
+// more request headers (e.g. Idempotency-Key).
 export async function api(method, path, body, opts) {
-  const headers = { "Accept": "application/json" };
+  const headers = Object.assign({}, opts && opts.headers, { "Accept": "application/json" });
   const t = getToken();
   if (t) headers["Authorization"] = "Bearer " + t;
   if (body !== undefined) headers["Content-Type"] = "application/json";

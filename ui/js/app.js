@@ -1,5 +1,5 @@
 // The page: the session list, the token dialog, the router (#/s/ID/VIEW)
-// and, for the selected session, one Conn shared by the three views.
+// and, for the selected session, one Conn shared by the four views.
 
 import { h, clear } from "./dom.js";
 import { api, getToken, setToken, onAuthNeeded } from "./api.js";
@@ -7,8 +7,9 @@ import { Conn } from "./conn.js";
 import * as chat from "./chat.js";
 import * as team from "./team.js";
 import * as dash from "./dash.js";
+import * as knowledge from "./knowledge.js";
 
-const VIEWS = { chat, team, dashboard: dash };
+const VIEWS = { chat, team, dashboard: dash, knowledge };
 const RECENT_KEY = "parley.recent";
 const RECENT_MAX = 20;
 const ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -33,7 +34,7 @@ function remember(id) {
 }
 
 function parseHash() {
-  const m = /^#\/s\/([^/]+)(?:\/(chat|team|dashboard))?$/.exec(location.hash);
+  const m = /^#\/s\/([^/]+)(?:\/(chat|team|dashboard|knowledge))?$/.exec(location.hash);
   if (!m) return null;
   let id;
   try { id = decodeURIComponent(m[1]); } catch { return null; }

@@ -10,6 +10,7 @@
 import { h, clear, schedule, fmtTime, fmtDuration, fmtCost, fmtNumber } from "./dom.js";
 import { authNeeded } from "./api.js";
 import { MarkdownView } from "./markdown.js";
+import { ragBlock } from "./ragview.js";
 
 const WINDOW = 40;              // messages built when the view first paints
 const MAX_BANNERS = 4;
@@ -625,6 +626,10 @@ export function create(ctx) {
       case "mcp_call":
         onMcpCall(ev, meta);
         break;
+      case "rag_context":
+        // before the turn's reply: its agent message comes with its first token
+        addNote("rag", ev, meta);
+        break;
       case "done": {
         const m = agentEntry(ev, meta);
         m.done = true;
@@ -939,6 +944,8 @@ export function create(ctx) {
     if (e.kind === "error") {
       e.el = errorBox(ev, false, e.live);
       e.el.classList.add("inline");
+    } else if (e.kind === "rag") {
+      e.el = ragBlock(ev, agentName(ev.agentId));
     } else {
       e.el = h("div", { class: "chat-note ended" },
         h("strong", null, "Session ended"),
