@@ -13,6 +13,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1124,6 +1125,21 @@ config_check(struct parser *p)
 	}
 	if (cfg_tls_check(p) == -1)
 		return -1;
+	/* Here, not at index-root: state-dir may come later in the file. */
+	TAILQ_FOREACH(o, &c->index_roots, entry) {
+		char	sd[PATH_MAX];
+		size_t	rl = strlen(o->name);
+
+		if (realpath(c->state_dir, sd) == NULL)
+			snprintf(sd, sizeof(sd), "%s", c->state_dir);
+		if ((rl == 1 && o->name[0] == '/') ||
+		    (strncmp(o->name, sd, rl) == 0 &&
+		    (sd[rl] == '\0' || sd[rl] == '/')))
+			return cfg_perr_at(p, o->line, "index-root %s contains "
+			    "state-dir %s: sessions' documents would be "
+			    "indexed; name a directory beside it", o->name,
+			    sd);
+	}
 	c->jwt.leeway = (int64_t)(c->jwt_leeway_ms / MS_S);
 	if (c->jwt.nkeys == 0 && (c->jwt.issuer[0] != '\0' ||
 	    c->jwt.audience[0] != '\0') &&

@@ -413,6 +413,12 @@ build_begin(struct index *ix, struct index_src *src, const char *sid,
 	} else
 		attempts = 1;
 	srcs = index_srcs_from(cJSON_GetObjectItem(st, "sources"), &n);
+	/* A source no root holds since a reload, or swapped for a link,
+	 * leaves status.json; its documents leave the segment with it. */
+	if ((n = index_srcs_check(ix->wk->conf, srcs, n)) == 0) {
+		free(srcs);
+		srcs = NULL;
+	}
 	if ((b = calloc(1, sizeof(*b))) == NULL)
 		goto oom;
 	b->target = -1;
@@ -1081,8 +1087,8 @@ tick_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 	if (ix->wk->conf->index_watch && ix->watch == NULL &&
 	    (lfd = lock_take(ix, "watch.lock")) != -1 &&
-	    (ix->watch = index_watch_start(ix->wk->base, ix->dir, lfd,
-	    watch_changed, ix)) == NULL)
+	    (ix->watch = index_watch_start(ix->wk->base, ix->wk->conf,
+	    ix->dir, lfd, watch_changed, ix)) == NULL)
 		close(lfd);
 	if (ix->b != NULL)
 		return;

@@ -24,6 +24,7 @@
 #include "parley/kbindex.h"
 #include "parley/kbseg.h"
 #include "parley/kbtext.h"
+#include "parley/log.h"
 #include "parley/util.h"
 #include "embed.h"
 #include "index_int.h"
@@ -40,11 +41,85 @@ index_under(const char *root, const char *path)
 	    (path[n] == '\0' || path[n] == '/');
 }
 
+/*
+ * path made canonical without the file system: ".", ".." and repeated
+ * '/' removed (".." above "/" stays at "/").  0, or -1 when it does not
+ * fit out.
+ */
+static int
+lexical(const char *path, char out[PATH_MAX])
+{
+	const char *s = path, *e;
+	size_t n = 0, l;
+
+	while (*s != '\0') {
+		while (*s == '/')
+			s++;
+		if (*s == '\0')
+			break;
+		e = strchr(s, '/');
+		l = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (l == 1 && s[0] == '.')
+			;
+		else if (l == 2 && s[0] == '.' && s[1] == '.') {
+			while (n > 0 && out[n - 1] != '/')
+				n--;
+			if (n > 0)
+				n--;
+		} else {
+			if (n + 1 + l >= PATH_MAX)
+				return -1;
+			out[n++] = '/';
+			memcpy(out + n, s, l);
+			n += l;
+		}
+		s += l;
+	}
+	if (n == 0)
+		out[n++] = '/';
+	out[n] = '\0';
+	return 0;
+}
+
+/* The state directory's real path (as written when it cannot be
+ * resolved), or "" when conf has none. */
+static void
+state_real(const struct config *conf, char out[PATH_MAX])
+{
+	out[0] = '\0';
+	if (conf->state_dir == NULL)
+		return;
+	if (realpath(conf->state_dir, out) == NULL &&
+	    lexical(conf->state_dir, out) == -1)
+		out[0] = '\0';
+}
+
+/* Whether real (a real path) is at or under the state directory. */
+static int
+in_state(const struct config *conf, const char *real)
+{
+	char sd[PATH_MAX];
+
+	state_real(conf, sd);
+	return sd[0] != '\0' && index_under(sd, real);
+}
+
+static int
+under_a_root(const struct config *conf, const char *path)
+{
+	const struct cfg_name *r;
+
+	TAILQ_FOREACH(r, &conf->index_roots, entry)
+		if (index_under(r->name, path))
+			return 1;
+	return 0;
+}
+
 int
 index_resolve(const struct config *conf, const char *path,
     char real[PATH_MAX], int *status, char *msg, size_t msglen)
 {
-	const struct cfg_name *r;
+	char lex[PATH_MAX];
 	struct stat st;
 
 	*status = 400;
@@ -60,73 +135,267 @@ index_resolve(const struct config *conf, const char *path,
 		    "(it was '%.200s')", path);
 		return -1;
 	}
-	if (strlen(path) >= PATH_MAX) {
+	if (strlen(path) >= PATH_MAX || lexical(path, lex) == -1) {
 		snprintf(msg, msglen, "field 'path' is longer than %d bytes",
 		    PATH_MAX - 1);
 		return -1;
 	}
+	/*
+	 * Out of every root as written: refused before the file system is
+	 * asked, so the answer says nothing of what exists there; and one
+	 * message for that and for a link leading out (the resolved path
+	 * is never shown: it would tell where the link goes).
+	 */
+	*status = 403;
+	if (!under_a_root(conf, lex))
+		goto out;
 	if (realpath(path, real) == NULL) {
 		*status = errno == ENOENT || errno == ENOTDIR ? 404 : 403;
 		snprintf(msg, msglen, "path '%.200s' cannot be resolved: %s",
 		    path, strerror(errno));
 		return -1;
 	}
-	TAILQ_FOREACH(r, &conf->index_roots, entry)
-		if (index_under(r->name, real))
-			break;
-	if (r == NULL) {
-		*status = 403;
-		snprintf(msg, msglen, "path '%.200s' (resolved: '%.200s') is "
-		    "not under an index-root of this server; index a "
-		    "directory under one of them", path, real);
+	if (!under_a_root(conf, real))
+		goto out;
+	if (in_state(conf, real) || in_state(conf, lex)) {
+		snprintf(msg, msglen, "path '%.200s' is this server's "
+		    "state-dir or inside it (sessions' documents and logs "
+		    "must not be indexed); index a directory beside it", path);
 		return -1;
 	}
 	if (stat(real, &st) == -1 || !S_ISDIR(st.st_mode)) {
+		*status = 400;
 		snprintf(msg, msglen, "path '%.200s' is not a directory; "
 		    "index the directory that holds it", path);
 		return -1;
 	}
 	return 0;
+out:
+	snprintf(msg, msglen, "path '%.200s' is not under an index-root of "
+	    "this server (a symbolic link leading out of one counts as "
+	    "out); index a directory under one of them", path);
+	return -1;
 }
 
-/* pat's segments [p, pe) against rel's [r, re): "**" any number. */
+int
+index_src_ok(const struct config *conf, const char *path, char *why,
+    size_t whylen)
+{
+	char real[PATH_MAX];
+
+	if (!under_a_root(conf, path)) {
+		snprintf(why, whylen, "no index-root holds it any more");
+		return 0;
+	}
+	if (in_state(conf, path)) {
+		snprintf(why, whylen, "it is in the state-dir");
+		return 0;
+	}
+	/* Gone (for now): kept, it walks as empty. */
+	if (realpath(path, real) == NULL)
+		return 1;
+	if (strcmp(real, path) != 0) {
+		snprintf(why, whylen, "it is a symbolic link now, or a "
+		    "directory above it is (it resolves to another path)");
+		return 0;
+	}
+	return 1;
+}
+
+size_t
+index_srcs_check(const struct config *conf, struct index_src *s, size_t n)
+{
+	char why[128];
+	size_t i, k = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!index_src_ok(conf, s[i].path, why, sizeof(why))) {
+			log_warnx("index: %s dropped from the index: %s",
+			    s[i].path, why);
+			index_src_clear(&s[i]);
+			continue;
+		}
+		if (k != i) {
+			s[k] = s[i];
+			memset(&s[i], 0, sizeof(s[i]));
+		}
+		k++;
+	}
+	return k;
+}
+
+/*
+ * Opens rel (components separated by '/', none "." or "..") beneath
+ * directory dfd, no component followed if it is a symbolic link: every
+ * directory with O_DIRECTORY | O_NOFOLLOW, the last with flags |
+ * O_NOFOLLOW.  An fd, or -1 (errno set).
+ */
 static int
-glob_segs(const char *p, const char *pe, const char *r, const char *re)
+open_beneath(int dfd, const char *rel, int flags)
+{
+	char comp[NAME_MAX + 1];
+	const char *s = rel, *e;
+	size_t l;
+	int fd = dfd, nfd;
+
+	for (;;) {
+		while (*s == '/')
+			s++;
+		e = strchr(s, '/');
+		l = e != NULL ? (size_t)(e - s) : strlen(s);
+		if (l == 0 || l > NAME_MAX || (l == 1 && s[0] == '.') ||
+		    (l == 2 && s[0] == '.' && s[1] == '.')) {
+			if (fd != dfd)
+				close(fd);
+			errno = EINVAL;
+			return -1;
+		}
+		memcpy(comp, s, l);
+		comp[l] = '\0';
+		s += l;
+		while (*s == '/')
+			s++;
+		if (*s == '\0')
+			break;
+		nfd = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+		if (fd != dfd)
+			close(fd);
+		if (nfd == -1)
+			return -1;
+		fd = nfd;
+	}
+	nfd = openat(fd, comp, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd != dfd)
+		close(fd);
+	return nfd;
+}
+
+/*
+ * Opens source path for a walk after checking it again (index_src_ok):
+ * from "/" one component at a time, none a symbolic link, so a source
+ * (or a directory above it) swapped for a link since it was resolved
+ * is not followed out of its root.  An fd, or -1 logged.
+ */
+static int
+src_open(const struct config *conf, const char *path)
+{
+	char why[160];
+	int root, fd;
+
+	if (!index_src_ok(conf, path, why, sizeof(why))) {
+		log_warnx("index: %s not walked: %s", path, why);
+		return -1;
+	}
+	if (strcmp(path, "/") == 0)
+		return open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if ((root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return -1;
+	fd = open_beneath(root, path + 1, O_RDONLY | O_DIRECTORY);
+	if (fd == -1 && errno != ENOENT)
+		log_warn("index: %s not walked (a symbolic link in it?)",
+		    path);
+	close(root);
+	return fd;
+}
+
+/* The end of the segment at s (before e): its '/' or e. */
+static const char *
+seg_end(const char *s, const char *e)
+{
+	const char *n = memchr(s, '/', (size_t)(e - s));
+
+	return n != NULL ? n : e;
+}
+
+/* The segment after the one at s that ends at se. */
+static const char *
+seg_next(const char *se, const char *e)
+{
+	return se < e ? se + 1 : e;
+}
+
+static int
+is_stars(const char *s, const char *se)
+{
+	return se - s == 2 && s[0] == '*' && s[1] == '*';
+}
+
+/* One pattern segment [p, pe) against one path segment [r, re). */
+static int
+seg_match(const char *p, const char *pe, const char *r, const char *re)
 {
 	char ps[INDEX_GLOB_MAX + 1], rs[NAME_MAX + 1];
-	const char *pn, *rn;
-	size_t pl, rl;
+	size_t pl = (size_t)(pe - p), rl = (size_t)(re - r);
 
-	if (p >= pe)
-		return r >= re;
-	pn = memchr(p, '/', (size_t)(pe - p));
-	if (pn == NULL)
-		pn = pe;
-	pl = (size_t)(pn - p);
-	if (pl == 2 && p[0] == '*' && p[1] == '*') {
-		/* zero segments, or one more and try again */
-		if (glob_segs(pn < pe ? pn + 1 : pn, pe, r, re))
-			return 1;
-		if (r >= re)
-			return 0;
-		rn = memchr(r, '/', (size_t)(re - r));
-		return glob_segs(p, pe, rn != NULL ? rn + 1 : re, re);
-	}
-	if (r >= re)
-		return 0;
-	rn = memchr(r, '/', (size_t)(re - r));
-	if (rn == NULL)
-		rn = re;
-	rl = (size_t)(rn - r);
 	if (pl > INDEX_GLOB_MAX || rl > NAME_MAX)
 		return 0;
 	memcpy(ps, p, pl);
 	ps[pl] = '\0';
 	memcpy(rs, r, rl);
 	rs[rl] = '\0';
-	if (fnmatch(ps, rs, 0) != 0)
-		return 0;
-	return glob_segs(pn < pe ? pn + 1 : pn, pe, rn < re ? rn + 1 : rn, re);
+	return fnmatch(ps, rs, 0) == 0;
+}
+
+/*
+ * pat's segments [p, pe) against rel's [r, re), "**" standing for any
+ * number of segments.  Every other segment matches exactly one, so the
+ * last "**" seen is the only one to go back to (as with '*' in a
+ * wildcard match of characters): at most segments(pat) * segments(rel)
+ * comparisons, where trying every split of every "**" was exponential
+ * in their number.
+ */
+static int
+glob_segs(const char *p, const char *pe, const char *r, const char *re)
+{
+	const char *sp = NULL, *sr = NULL, *pse, *rse;
+
+	while (r < re) {
+		if (p < pe) {
+			pse = seg_end(p, pe);
+			if (is_stars(p, pse)) {
+				/* first: "**" as no segment */
+				sp = p = seg_next(pse, pe);
+				sr = r;
+				continue;
+			}
+			rse = seg_end(r, re);
+			if (seg_match(p, pse, r, rse)) {
+				p = seg_next(pse, pe);
+				r = seg_next(rse, re);
+				continue;
+			}
+		}
+		if (sp == NULL)
+			return 0;
+		/* the last "**" takes one more segment */
+		sr = seg_next(seg_end(sr, re), re);
+		r = sr;
+		p = sp;
+	}
+	while (p < pe && is_stars(p, seg_end(p, pe)))
+		p = seg_next(seg_end(p, pe), pe);
+	return p >= pe;
+}
+
+/* The "**" segments of pat, a run of them counted once. */
+static unsigned
+glob_stars(const char *pat)
+{
+	const char *p = pat, *pe = pat + strlen(pat), *se;
+	unsigned n = 0;
+	int prev = 0;
+
+	while (p < pe) {
+		se = seg_end(p, pe);
+		if (is_stars(p, se)) {
+			n += !prev;
+			prev = 1;
+		} else
+			prev = 0;
+		p = seg_next(se, pe);
+	}
+	return n;
 }
 
 int
@@ -238,6 +507,13 @@ globs_from(const cJSON *a, const char *field, char ***out, size_t *n,
 		    strlen(e->valuestring) > INDEX_GLOB_MAX) {
 			snprintf(msg, msglen, "field '%s': each pattern must be "
 			    "a string of 1 to %d bytes", field, INDEX_GLOB_MAX);
+			goto fail;
+		}
+		if (glob_stars(e->valuestring) > INDEX_GLOB_STARS) {
+			snprintf(msg, msglen, "field '%s': pattern '%.64s' has "
+			    "more than %d \"**\" segments (apart); use at most "
+			    "%d", field, e->valuestring, INDEX_GLOB_STARS,
+			    INDEX_GLOB_STARS);
 			goto fail;
 		}
 		if (((*out)[k] = strdup(e->valuestring)) == NULL) {
@@ -390,7 +666,9 @@ struct walk {
 	struct index_build	*b;
 	const struct index_src	*src;
 	int			 srcno;
-	const char		*skip_dir;	/* the index's own */
+	int			 skip;		/* skip_dev/ino are set */
+	dev_t			 skip_dev;	/* the state-dir's */
+	ino_t			 skip_ino;
 	struct wfile		*files;
 	size_t			 n, cap;
 	int			 full;		/* index-max-files reached */
@@ -456,9 +734,11 @@ walk_dir(struct walk *w, int fd, const char *path, const char *rel,
 			continue;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			if (depth + 1 > INDEX_DEPTH_MAX ||
-			    (w->skip_dir != NULL &&
-			    strcmp(cpath, w->skip_dir) == 0) ||
+			/* Never the state-dir, however it is named: it holds
+			 * every session's documents and logs. */
+			if (depth + 1 > INDEX_DEPTH_MAX || (w->skip &&
+			    st.st_dev == w->skip_dev &&
+			    st.st_ino == w->skip_ino) ||
 			    !index_wanted(w->src, crel, 1))
 				continue;
 			cfd = openat(dirfd(d), de->d_name, O_RDONLY |
@@ -498,28 +778,51 @@ walk_dir(struct walk *w, int fd, const char *path, const char *rel,
 	closedir(d);
 }
 
+/* The state-dir's identity, skipped by the walk (none: nothing). */
 static void
-walk_src(struct walk *w)
+walk_skip(struct walk *w, const struct config *conf)
+{
+	struct stat st;
+
+	w->skip = conf->state_dir != NULL &&
+	    stat(conf->state_dir, &st) == 0;
+	if (w->skip) {
+		w->skip_dev = st.st_dev;
+		w->skip_ino = st.st_ino;
+	}
+}
+
+/*
+ * Walks w->src from srcfd (src_open's, kept: the build reads the files
+ * beneath it); -1: nothing.
+ */
+static void
+walk_src(struct walk *w, int srcfd)
 {
 	int fd;
 
-	fd = open(w->src->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd != -1)
-		walk_dir(w, fd, w->src->path, "", 0);
+	if (srcfd == -1 || (fd = openat(srcfd, ".", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1)
+		return;
+	walk_dir(w, fd, w->src->path, "", 0);
 }
 
 size_t
-index_walk_dirs(const struct index_src *src, const char *skip_dir,
+index_walk_dirs(const struct config *conf, const struct index_src *src,
     int (*fn)(void *, const char *), void *arg)
 {
 	struct walk w;
+	int fd;
 
 	memset(&w, 0, sizeof(w));
 	w.src = src;
-	w.skip_dir = skip_dir;
+	walk_skip(&w, conf);
 	w.dirfn = fn;
 	w.arg = arg;
-	walk_src(&w);
+	if ((fd = src_open(conf, src->path)) != -1) {
+		walk_src(&w, fd);
+		close(fd);
+	}
 	return w.ndirs;
 }
 
@@ -568,9 +871,55 @@ wake(struct index_build *b, int force)
 	}
 }
 
+/*
+ * The directory the build last read a file from (files come sorted by
+ * path, so mostly the same one), opened beneath its source's fd.
+ */
+struct dcache {
+	int		 src;
+	char		 rel[PATH_MAX];	/* "" for the source itself */
+	int		 fd;		/* -1: none */
+};
+
+/*
+ * Opens f beneath its source's fd (b->srcfd), no component followed if
+ * it is a symbolic link, and without blocking (a FIFO or a device put
+ * in a file's place since the walk would hang the thread in open).
+ */
+static int
+file_open(struct index_build *b, struct dcache *dc, const struct wfile *f)
+{
+	const char *rel = f->path + f->srclen, *slash;
+	size_t dl;
+
+	while (*rel == '/')
+		rel++;
+	slash = strrchr(rel, '/');
+	dl = slash != NULL ? (size_t)(slash - rel) : 0;
+	if (dl >= sizeof(dc->rel) || b->srcfd == NULL ||
+	    b->srcfd[f->src] == -1)
+		return -1;
+	if (dc->fd == -1 || dc->src != f->src || strlen(dc->rel) != dl ||
+	    strncmp(dc->rel, rel, dl) != 0) {
+		if (dc->fd != -1)
+			close(dc->fd);
+		memcpy(dc->rel, rel, dl);
+		dc->rel[dl] = '\0';
+		dc->src = f->src;
+		dc->fd = dl == 0 ? openat(b->srcfd[f->src], ".", O_RDONLY |
+		    O_DIRECTORY | O_CLOEXEC) : open_beneath(b->srcfd[f->src],
+		    dc->rel, O_RDONLY | O_DIRECTORY);
+		if (dc->fd == -1)
+			return -1;
+	}
+	return openat(dc->fd, slash != NULL ? slash + 1 : rel, O_RDONLY |
+	    O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+}
+
 /* Reads a whole regular file of at most max bytes: malloc'd, or NULL. */
 static char *
-read_file(const struct wfile *f, size_t max, size_t *len)
+read_file(struct index_build *b, struct dcache *dc, const struct wfile *f,
+    size_t max, size_t *len)
 {
 	struct stat st;
 	char *buf;
@@ -578,7 +927,7 @@ read_file(const struct wfile *f, size_t max, size_t *len)
 	ssize_t n;
 	int fd;
 
-	if ((fd = open(f->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+	if ((fd = file_open(b, dc, f)) == -1)
 		return NULL;
 	/* The same file the walk saw: no directory swapped for a link. */
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode) ||
@@ -588,7 +937,7 @@ read_file(const struct wfile *f, size_t max, size_t *len)
 		close(fd);
 		return NULL;
 	}
-	while (off < (size_t)st.st_size &&
+	while (off < (size_t)st.st_size && !b->cancel &&
 	    (n = read(fd, buf + off, (size_t)st.st_size - off)) > 0)
 		off += (size_t)n;
 	close(fd);
@@ -712,6 +1061,15 @@ embed_flush(struct index_build *b, struct kbi *ix)
 
 	if (p == NULL || p->n == 0)
 		return;
+	/* The worker exits: no new request (one under way has its own
+	 * timeout). */
+	if (b->cancel) {
+		for (i = 0; i < p->n; i++)
+			free(p->text[i]);
+		p->n = 0;
+		p->bytes = 0;
+		return;
+	}
 	if (embed_sync(b->conf->embedder, (const char *const *)p->text,
 	    p->len, p->n, &vecs, &dim, err, sizeof(err)) == 0) {
 		for (i = 0; i < p->n; i++)
@@ -815,7 +1173,7 @@ nfiles(const struct index_build *b, const struct kbi *ix)
  */
 static void
 one_file(struct index_build *b, const struct kbs *old, struct kbi *ix,
-    const struct wfile *f, int *dirty)
+    struct dcache *dc, const struct wfile *f, int *dirty)
 {
 	const char *name, *ometa, *source = b->srcs[f->src].path;
 	struct ometa om;
@@ -855,7 +1213,10 @@ one_file(struct index_build *b, const struct kbs *old, struct kbi *ix,
 		}
 		return;
 	}
-	if ((text = read_file(f, b->conf->index_max_file, &len)) == NULL) {
+	if (b->cancel)
+		return;
+	if ((text = read_file(b, dc, f, b->conf->index_max_file,
+	    &len)) == NULL) {
 		bump(b, &b->c.unreadable);
 		if (i >= 0)
 			*dirty = 1;
@@ -1003,11 +1364,16 @@ index_build_main(void *arg)
 {
 	struct index_build *b = arg;
 	struct walk w;
+	struct dcache dc;
 	struct kbs *old;
 	struct kbi *ix;
 	char path[PATH_MAX + 16], err[200];
 	size_t i, k;
 	int dirty = 0;
+
+	dc.fd = -1;
+	dc.src = -1;
+	dc.rel[0] = '\0';
 
 	snprintf(path, sizeof(path), "%s/segment", b->dir);
 	if ((old = kbs_open(path, err, sizeof(err))) == NULL &&
@@ -1016,15 +1382,22 @@ index_build_main(void *arg)
 		dirty = 1;
 	memset(&w, 0, sizeof(w));
 	w.b = b;
-	w.skip_dir = b->dir;
-	for (i = 0; i < b->nsrcs; i++) {
-		if (b->target >= 0 && (int)i != b->target)
+	walk_skip(&w, b->conf);
+	/* Each source checked and opened again now, whoever asked: its
+	 * files are read beneath that fd, never by path. */
+	if ((b->srcfd = calloc(b->nsrcs + 1, sizeof(*b->srcfd))) == NULL)
+		build_fail(b, "%s", "out of memory");
+	for (i = 0; b->srcfd != NULL && i < b->nsrcs; i++) {
+		b->srcfd[i] = -1;
+		if ((b->target >= 0 && (int)i != b->target) || b->cancel)
 			continue;
+		b->srcfd[i] = src_open(b->conf, b->srcs[i].path);
 		w.src = &b->srcs[i];
 		w.srcno = (int)i;
-		walk_src(&w);
+		walk_src(&w, b->srcfd[i]);
 	}
-	qsort(w.files, w.n, sizeof(*w.files), wfile_cmp);
+	if (w.n > 0)
+		qsort(w.files, w.n, sizeof(*w.files), wfile_cmp);
 	/* A file under two sources is indexed once, by the inner one. */
 	for (i = 0, k = 0; i < w.n; i++) {
 		if ((k > 0 && strcmp(w.files[k - 1].path,
@@ -1056,7 +1429,7 @@ index_build_main(void *arg)
 		build_fail(b, "%s", "out of memory");
 	for (i = 0; ix != NULL && i < w.n && !b->cancel && !b->c.failed;
 	    i++) {
-		one_file(b, old, ix, &w.files[i], &dirty);
+		one_file(b, old, ix, &dc, &w.files[i], &dirty);
 		pthread_mutex_lock(&b->mu);
 		b->c.indexed = (unsigned)i + 1;
 		snprintf(b->c.current, sizeof(b->c.current), "%s",
@@ -1082,6 +1455,13 @@ index_build_main(void *arg)
 		free(b->pend);
 		b->pend = NULL;
 	}
+	if (dc.fd != -1)
+		close(dc.fd);
+	for (i = 0; b->srcfd != NULL && i < b->nsrcs; i++)
+		if (b->srcfd[i] != -1)
+			close(b->srcfd[i]);
+	free(b->srcfd);
+	b->srcfd = NULL;
 	if (ix != NULL)
 		kbi_free(ix);
 	if (old != NULL)

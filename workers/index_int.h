@@ -17,6 +17,7 @@ struct config;
 
 #define INDEX_GLOBS_MAX		64	/* include or exclude patterns */
 #define INDEX_GLOB_MAX		512	/* bytes of one */
+#define INDEX_GLOB_STARS	4	/* "**" segments in one (a run: one) */
 #define INDEX_SOURCES_MAX	64	/* directories one index holds */
 #define INDEX_DEPTH_MAX		64	/* directories below a source */
 #define INDEX_PROGRESS_MS	500	/* one progress message at most */
@@ -69,6 +70,7 @@ struct index_build {
 	uint64_t		 woke_ms;	/* the thread's last wake-up */
 	size_t			 nbinary;	/* the thread's: binary docs */
 	struct pending		*pend;		/* the thread's: chunks to embed */
+	int			*srcfd;		/* the thread's: srcs' dirs, -1 */
 	volatile int		 cancel;	/* the worker exits */
 };
 
@@ -76,11 +78,24 @@ struct index_build {
 int	index_under(const char *root, const char *path);
 /*
  * Resolves path (absolute, an existing directory) and checks it lies
- * under one of conf's index roots: 0 and real filled, or -1 with *status
- * (400, 403 or 404) and msg saying what was wrong and what to do.
+ * under one of conf's index roots, as written (else 403 before the file
+ * system is asked) and resolved, and not in the state-dir: 0 and real
+ * filled, or -1 with *status (400, 403 or 404) and msg saying what was
+ * wrong and what to do (never the resolved path).
  */
 int	index_resolve(const struct config *, const char *path,
 	    char real[PATH_MAX], int *status, char *msg, size_t msglen);
+/*
+ * Whether a source's path (status.json's: a real path) may still be
+ * walked: under a root of conf (roots change on a reload), not in the
+ * state-dir, and resolving to itself (no component swapped for a
+ * symbolic link; a path gone for now passes).  1, or 0 with why.
+ */
+int	index_src_ok(const struct config *, const char *path, char *why,
+	    size_t whylen);
+/* Drops (log_warnx) the sources index_src_ok refuses: the count left. */
+size_t	index_srcs_check(const struct config *, struct index_src *,
+	    size_t n);
 /*
  * Whether one pattern matches rel (a path relative to the source, no
  * leading '/'): without '/', rel's base name by fnmatch(3); with '/', the
@@ -119,21 +134,24 @@ char	*index_status_text(const char *dir);
 void	*index_build_main(void *);
 /*
  * Calls fn for every directory the walk of src enters (src's own first),
- * skipping skip_dir (the index's own directory); stops when fn returns
- * non-zero.  Returns the directories given.
+ * skipping conf's state-dir; none when src fails index_src_ok or leads
+ * through a symbolic link; stops when fn returns non-zero.  Returns the
+ * directories given.
  */
-size_t	index_walk_dirs(const struct index_src *, const char *skip_dir,
+size_t	index_walk_dirs(const struct config *, const struct index_src *,
 	    int (*fn)(void *, const char *path), void *arg);
 
 /*
  * The watcher: a thread watching every directory of status.json's
- * sources; changed(arg) runs on base's loop after a burst of changes.
+ * sources (those index_src_ok takes; conf outlives it); changed(arg)
+ * runs on base's loop after a burst of changes.
  * Takes lock_fd (watch.lock, held).  NULL when it cannot start.
  */
 struct event_base;
 struct index_watch;
-struct index_watch *index_watch_start(struct event_base *, const char *dir,
-	    int lock_fd, void (*changed)(void *), void *arg);
+struct index_watch *index_watch_start(struct event_base *,
+	    const struct config *, const char *dir, int lock_fd,
+	    void (*changed)(void *), void *arg);
 /* The sources may have changed: the watcher reads them again now. */
 void	index_watch_poke(struct index_watch *);
 void	index_watch_stop(struct index_watch *);

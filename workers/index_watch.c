@@ -35,6 +35,7 @@
 			    IN_EXCL_UNLINK)
 
 struct index_watch {
+	const struct config *conf;
 	char		 dir[PATH_MAX];
 	int		 lock_fd;	/* watch.lock, held */
 	int		 notify[2];	/* thread -> loop */
@@ -92,8 +93,10 @@ watch_all(struct index_watch *w, const char *text)
 	size_t n, i;
 
 	srcs = index_srcs_from(a, &n);
+	/* A source no root holds now, or swapped for a link, is not
+	 * watched (index_walk_dirs checks); the next build drops it. */
 	for (i = 0; i < n && !w->stop; i++)
-		index_walk_dirs(&srcs[i], w->dir, add_one, w);
+		index_walk_dirs(w->conf, &srcs[i], add_one, w);
 	index_srcs_free(srcs, n);
 	cJSON_Delete(a);
 }
@@ -197,13 +200,14 @@ notify_cb(evutil_socket_t fd, short ev, void *arg)
 }
 
 struct index_watch *
-index_watch_start(struct event_base *base, const char *dir, int lock_fd,
-    void (*changed)(void *), void *arg)
+index_watch_start(struct event_base *base, const struct config *conf,
+    const char *dir, int lock_fd, void (*changed)(void *), void *arg)
 {
 	struct index_watch *w;
 
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		return NULL;
+	w->conf = conf;
 	snprintf(w->dir, sizeof(w->dir), "%s", dir);
 	w->changed = changed;
 	w->arg = arg;

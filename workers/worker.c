@@ -46,7 +46,7 @@
  * team's roster comes first in a session_state, external agents after.
  */
 static const struct sess_part *const parts[] = { &team_part, &life_part,
-    &action_part, &thought_part, &dash_part, &kb_part, NULL };
+    &action_part, &thought_part, &dash_part, &kb_part, &index_part, NULL };
 
 #define STATS_MS	1000
 #define SWEEP_MS	60000

@@ -19,7 +19,13 @@
 #   - every worker SIGKILLed in the middle of a large build: the status
 #     says interrupted or running again, search answers from the old
 #     segment meanwhile, the build is run again to the end;
-#   - DELETE while a build runs is 409; after, it removes everything.
+#   - DELETE while a build runs is 409; after, it removes everything;
+#   - a source swapped for a symbolic link out of the root, and a root
+#     removed by a reload: the watcher's build drops both sources and
+#     their documents, nothing outside is indexed, the removed root's
+#     directory is refused;
+#   - a session's index message: a path out of every root is answered
+#     with one 403 whether it exists or not, a link's target never told.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -145,22 +151,28 @@ async def test():
     # watched source, so the watcher leaves them alone until indexed.
     more = os.path.join(base, "more")
     os.makedirs(more)
+    # A root the reload removes.
+    gone = os.path.join(base, "gone")
+    os.makedirs(os.path.join(gone, "x"))
+    with open(os.path.join(gone, "x", "g.txt"), "w") as f:
+        f.write("gonerootword\n")
     # index-watch no at first: the counts of each build are exact (the
     # watcher builds again when the sources change); turned on by a
     # reload before the watcher's checks.
     # idle-timeout 1s: a session with no client would leave memory during
     # its build; the build keeps it (index_part), so its events all land.
     conf = ("token %s role user\nindex-root %s\nindex-root %s\n"
-            "index-watch no\nindex-max-file 64k\n" % (USR, root, more))
+            "index-root %s\nindex-watch no\nindex-max-file 64k\n"
+            % (USR, root, more, gone))
     d = Daemon(extra=conf, token=ADM, idle_timeout="1s")
     try:
         with with_daemon(d):
-            await body(d, root, outside, root2, more)
+            await body(d, root, outside, root2, more, gone)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-async def body(d, root, outside, root2, more):
+async def body(d, root, outside, root2, more, gone):
     # -- roles --------------------------------------------------------------
     for m, p, b in (("POST", "/api/index", {"path": root}),
                     ("GET", "/api/index/status", None),
@@ -241,14 +253,47 @@ async def body(d, root, outside, root2, more):
     check(os.stat(seg_path(d)).st_mtime_ns == mtime,
           "an unchanged tree rewrote the segment")
 
+    # -- a source swapped for a link, a root removed ---------------------------
+    swap = os.path.join(root, "swap")
+    os.makedirs(swap)
+    with open(os.path.join(swap, "s.txt"), "w") as f:
+        f.write("swapword\n")
+    index(d, {"path": swap})
+    index(d, {"path": gone + "/x"})
+    check(paths(search(d, "swapword")) == [swap + "/s.txt"] and
+          paths(search(d, "gonerootword")) == [gone + "/x/g.txt"],
+          "swap or gone not indexed: %s" % status(d))
+    aside = os.path.join(os.path.dirname(root), "swap-old")
+    os.rename(swap, aside)
+    os.symlink(outside, swap)
+
     # -- the watcher ---------------------------------------------------------
     d.extra = d.extra.replace("index-watch no", "index-watch yes")
+    d.extra = d.extra.replace("index-root %s\n" % gone, "")
     d.write_conf()
     d.signal(signal.SIGHUP)
     deadline = time.time() + 20
     while not status(d)["watching"]:
         check(time.time() < deadline, "not watching 20 s after the reload")
         await asyncio.sleep(0.1)
+    # the watcher's first build drops both sources
+    deadline = time.time() + 20
+    while True:
+        js = wait_idle(d)
+        srcs = [x["path"] for x in js["sources"]]
+        if swap not in srcs and gone + "/x" not in srcs:
+            break
+        check(time.time() < deadline, "sources not dropped: %s" % js)
+        await asyncio.sleep(0.1)
+    check(srcs == [root], "sources after the reload: %s" % srcs)
+    for word in ("swordfish", "swapword", "gonerootword"):
+        check(search(d, word)["results"] == [],
+              "%s found after its source was dropped" % word)
+    check("dropped from the index" in d.log_text(), "no drop in the log")
+    st, js = api(d, "POST", "/api/index", {"path": gone + "/x"})
+    check(st == 403, "index of a removed root -> %s %s" % (st, js))
+    os.remove(swap)
+    os.rename(aside, swap)
     wait_idle(d)
     await watch_checks(d, root)
 
@@ -323,6 +368,18 @@ async def session_checks(d, root, more):
           "index outside -> %s %s" % (st, js))
     check(of_type(d.log_events(sid), "index_start") == [],
           "a refused index logged an event")
+    # out of every root: one answer whether it exists or not, and a
+    # link's target is never told
+    msgs = []
+    for p in ("/etc", "/nonexistent-parley-ix"):
+        st, js = post_message(d, sid, {"type": "index", "path": p}, USR)
+        check(st == 403, "index %s -> %s %s" % (p, st, js))
+        msgs.append(js["error"]["message"].replace(p, "P"))
+    check(msgs[0] == msgs[1], "answers differ: %s" % msgs)
+    st, js = post_message(d, sid, {"type": "index", "path": root + "/out"},
+                          USR)
+    check(st == 403 and "outside" not in js["error"]["message"],
+          "index of a link out -> %s %s" % (st, js))
     deadline = time.time() + 30
     while True:
         st, js = post_message(d, sid, {"type": "index", "path": many}, USR)

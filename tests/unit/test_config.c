@@ -1152,6 +1152,7 @@ START_TEST(test_knowledge)
 {
 	struct config		*c;
 	char			 text[1024], dir[] = "/tmp/pk-XXXXXX", *rp;
+	char			 want[2048];
 	const struct cfg_name	*n;
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -1203,6 +1204,27 @@ START_TEST(test_knowledge)
 	ck_assert_ptr_null(c);
 	ck_assert_msg(strstr(errbuf, "is already a root (line 1)") != NULL,
 	    "%s", errbuf);
+	/* an index-root holding the state-dir, named later in the file */
+	snprintf(text, sizeof(text), "index-root %s\nstate-dir %s/st\n", dir,
+	    dir);
+	c = parse(text);
+	ck_assert_ptr_null(c);
+	snprintf(want, sizeof(want), "x.conf:1: index-root %s contains "
+	    "state-dir %s/st: sessions' documents would be indexed; name a "
+	    "directory beside it", rp, rp);
+	ck_assert_msg(strstr(errbuf, want) != NULL, "%s", errbuf);
+	snprintf(text, sizeof(text), "state-dir %s\nindex-root %s\n", dir,
+	    dir);
+	c = parse(text);
+	ck_assert_ptr_null(c);
+	ck_assert_msg(strstr(errbuf, "contains state-dir") != NULL, "%s",
+	    errbuf);
+	/* beside it is fine */
+	snprintf(text, sizeof(text), "index-root %s\nstate-dir %s-st\n", dir,
+	    dir);
+	c = parse(text);
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	config_free(c);
 	expect_err("rag yes\n", "x.conf:1: rag: expected on or off, got "
 	    "'yes'");
 	expect_err("rag-top-k 0\n", "x.conf:1: rag-top-k: expected a number "

@@ -130,6 +130,31 @@ START_TEST(resolve_paths)
 	ck_assert_int_eq(resolve("root/file.txt", real, msg, sizeof(msg)),
 	    400);
 	ck_assert_ptr_nonnull(strstr(msg, "not a directory"));
+	/* the link's target is never told */
+	ck_assert_int_eq(resolve("root/out", real, msg, sizeof(msg)), 403);
+	ck_assert_ptr_null(strstr(msg, "outside"));
+	/* out of every root as written: one answer, whether it exists or
+	 * not (it is not looked at) */
+	ck_assert_int_eq(resolve("@/etc", real, msg, sizeof(msg)), 403);
+	ck_assert_ptr_nonnull(strstr(msg, "'/etc' is not under an "
+	    "index-root"));
+	ck_assert_int_eq(resolve("@/nonexistent-ti", real, msg, sizeof(msg)),
+	    403);
+	ck_assert_ptr_nonnull(strstr(msg, "'/nonexistent-ti' is not under an "
+	    "index-root"));
+	ck_assert_int_eq(resolve("outside/nope", real, msg, sizeof(msg)),
+	    403);
+	/* the state-dir and what is in it */
+	mk("root/state");
+	mk("root/state/sessions");
+	snprintf(want, sizeof(want), "%s/state", root);
+	conf.state_dir = want;
+	ck_assert_int_eq(resolve("root/state", real, msg, sizeof(msg)), 403);
+	ck_assert_ptr_nonnull(strstr(msg, "state-dir"));
+	ck_assert_int_eq(resolve("root/state/sessions/", real, msg,
+	    sizeof(msg)), 403);
+	ck_assert_int_eq(resolve("root/sub", real, msg, sizeof(msg)), 0);
+	conf.state_dir = NULL;
 	TAILQ_INIT(&conf.index_roots);
 	ck_assert_int_eq(resolve("root", real, msg, sizeof(msg)), 403);
 	ck_assert_ptr_nonnull(strstr(msg, "no index-root"));
@@ -157,6 +182,33 @@ START_TEST(globs)
 	ck_assert_int_eq(index_glob("a/**/z.c", "a/b/c/z.c"), 1);
 	ck_assert_int_eq(index_glob("docs/*.md", "docs.md"), 0);
 	ck_assert_int_eq(index_glob("[ab].txt", "b.txt"), 1);
+	ck_assert_int_eq(index_glob("a/**/**/b", "a/b"), 1);
+	ck_assert_int_eq(index_glob("a/**/b/**/c", "a/x/b/y/b/c"), 1);
+	ck_assert_int_eq(index_glob("a/**/b/**/c", "a/x/b/y/b/d"), 0);
+	ck_assert_int_eq(index_glob("**/x/**", "a/x"), 1);
+	ck_assert_int_eq(index_glob("**/x/**", "a/xy/b"), 0);
+	ck_assert_int_eq(index_glob("**", "a/b"), 1);
+}
+END_TEST
+
+/* Many "**" do not take exponential time (each try was every split). */
+START_TEST(globs_bounded)
+{
+	char pat[INDEX_GLOB_MAX + 1], rel[PATH_MAX];
+	size_t i, pl = 0, rl = 0;
+
+	for (i = 0; i < 60; i++)
+		pl += (size_t)snprintf(pat + pl, sizeof(pat) - pl, "**/*/");
+	snprintf(pat + pl, sizeof(pat) - pl, "zz");
+	for (i = 0; i < 64; i++)
+		rl += (size_t)snprintf(rel + rl, sizeof(rel) - rl, "d%zu/", i);
+	snprintf(rel + rl, sizeof(rel) - rl, "f.txt");
+	/* before: 2^60 tries; Check's timeout ends a hang */
+	ck_assert_int_eq(index_glob(pat, rel), 0);
+	rel[rl - 1] = '\0';
+	strcat(rel, "/zz");
+	ck_assert_int_eq(index_glob(pat, rel), 1);
+	ck_assert_uint_eq(glob_stars("**/a/**/**/b/**"), 3);
 }
 END_TEST
 
@@ -240,12 +292,28 @@ START_TEST(parse_body)
 	    sizeof(msg)), -1);
 	ck_assert_ptr_nonnull(strstr(msg, "'path'"));
 	cJSON_Delete(b);
+	/* at most 4 "**" a pattern (a run counts once) */
+	snprintf(body, sizeof(body), "{\"path\":\"%s\",\"exclude\":"
+	    "[\"**/a/**/b/**/c/**/d/**\"]}", root);
+	b = cJSON_Parse(body);
+	ck_assert_int_eq(index_src_parse(&conf, b, &src, &status, msg,
+	    sizeof(msg)), -1);
+	ck_assert_int_eq(status, 400);
+	ck_assert_ptr_nonnull(strstr(msg, "at most 4"));
+	cJSON_Delete(b);
+	snprintf(body, sizeof(body), "{\"path\":\"%s\",\"exclude\":"
+	    "[\"**/**/**/**/**/**/x/**\"]}", root);
+	b = cJSON_Parse(body);
+	ck_assert_int_eq(index_src_parse(&conf, b, &src, &status, msg,
+	    sizeof(msg)), 0);
+	index_src_clear(&src);
+	cJSON_Delete(b);
 }
 END_TEST
 
-/* Runs a build of root (every source: root) here: its counts. */
+/* Runs a build of source path (its only one) here: its counts. */
 static struct index_counts
-build(int target)
+build_of(const char *path, int target)
 {
 	struct index_build b;
 	struct index_counts c;
@@ -259,7 +327,7 @@ build(int target)
 		ck_abort_msg("scratch path too long");
 	mkdir(b.dir, 0700);
 	b.srcs = calloc(1, sizeof(*b.srcs));
-	b.srcs[0].path = strdup(root);
+	b.srcs[0].path = strdup(path);
 	b.nsrcs = 1;
 	b.target = target;
 	b.wake_fd = p[1];
@@ -272,6 +340,12 @@ build(int target)
 	close(p[1]);
 	ck_assert_int_eq(c.phase, 2);
 	return c;
+}
+
+static struct index_counts
+build(int target)
+{
+	return build_of(root, target);
 }
 
 static void
@@ -372,7 +446,134 @@ START_TEST(walk_dirs)
 	snprintf(link, sizeof(link), "%s/root/linkdir", tmp);
 	ck_assert_int_eq(symlink("sub", link), 0);
 	/* root and sub: not node_modules, .git, the links */
-	ck_assert_uint_eq(index_walk_dirs(&s, NULL, NULL, NULL), 2);
+	ck_assert_uint_eq(index_walk_dirs(&conf, &s, NULL, NULL), 2);
+	/* a source that is a link now: not walked, not watched */
+	s.path = link;
+	ck_assert_uint_eq(index_walk_dirs(&conf, &s, NULL, NULL), 0);
+}
+END_TEST
+
+static size_t
+hits_for(const char *word)
+{
+	struct kbs *k;
+	char seg[PATH_MAX * 2], err[256];
+	struct kbi_query q;
+	struct kbi_hit hits[4];
+	size_t n;
+
+	snprintf(seg, sizeof(seg), "%s/state/segment", tmp);
+	ck_assert_ptr_nonnull(k = kbs_open(seg, err, sizeof(err)));
+	memset(&q, 0, sizeof(q));
+	q.text = word;
+	q.len = strlen(q.text);
+	q.limit = 4;
+	n = kbs_search(k, &q, hits);
+	kbs_close(k);
+	return n;
+}
+
+/*
+ * A source swapped for a symbolic link out of its root after it was
+ * indexed: the next build (the watcher's, or of every source) walks
+ * nothing there and drops what it had; before, it followed the link.
+ */
+START_TEST(build_source_swapped)
+{
+	struct index_counts c;
+	char a[PATH_MAX * 2], old[PATH_MAX * 2], out[PATH_MAX * 2];
+	struct index_src s[2];
+	char why[160];
+
+	mk("root/a");
+	put("root/a/f.txt", "harmless words\n");
+	snprintf(a, sizeof(a), "%s/a", root);
+	c = build_of(a, -1);
+	ck_assert_uint_eq(c.files, 1);
+	snprintf(old, sizeof(old), "%s/a-old", tmp);
+	snprintf(out, sizeof(out), "%s/outside", tmp);
+	ck_assert_int_eq(rename(a, old), 0);
+	ck_assert_int_eq(symlink(out, a), 0);
+	c = build_of(a, -1);
+	ck_assert_uint_eq(c.files, 0);
+	ck_assert_uint_eq(c.read, 0);
+	ck_assert_uint_eq(hits_for("swordfish"), 0);
+	ck_assert_uint_eq(hits_for("harmless"), 0);
+	ck_assert_int_eq(index_src_ok(&conf, a, why, sizeof(why)), 0);
+	ck_assert_ptr_nonnull(strstr(why, "symbolic link"));
+	/* a link to a directory inside the root is refused too: the path
+	 * no longer names what was resolved */
+	ck_assert_int_eq(unlink(a), 0);
+	ck_assert_int_eq(symlink("sub", a), 0);
+	ck_assert_int_eq(index_src_ok(&conf, a, why, sizeof(why)), 0);
+	/* the checks of status.json's sources: a root gone on a reload */
+	memset(s, 0, sizeof(s));
+	s[0].path = strdup(root);
+	snprintf(a, sizeof(a), "%s/sub", root);
+	s[1].path = strdup(a);
+	ck_assert_uint_eq(index_srcs_check(&conf, s, 2), 2);
+	rootname.name = a;	/* root's sub only now */
+	ck_assert_uint_eq(index_srcs_check(&conf, s, 2), 1);
+	ck_assert_str_eq(s[0].path, rootname.name);
+	rootname.name = root;
+	index_src_clear(&s[0]);
+}
+END_TEST
+
+/* A FIFO in a file's place since the walk: not opened blocking. */
+START_TEST(read_fifo)
+{
+	struct index_build b;
+	struct dcache dc = { .src = -1, .fd = -1 };
+	struct wfile f;
+	struct stat st;
+	char p[PATH_MAX * 2];
+	int fd;
+	size_t len;
+
+	snprintf(p, sizeof(p), "%s/fifo", root);
+	ck_assert_int_eq(mkfifo(p, 0600), 0);
+	ck_assert_int_eq(stat(p, &st), 0);
+	memset(&b, 0, sizeof(b));
+	fd = open(root, O_RDONLY | O_DIRECTORY);
+	b.srcfd = &fd;
+	memset(&f, 0, sizeof(f));
+	f.path = p;
+	f.srclen = strlen(root);
+	f.dev = st.st_dev;
+	f.ino = st.st_ino;
+	ck_assert_ptr_null(read_file(&b, &dc, &f, 1 << 20, &len));
+	/* and a file beneath a directory swapped for a link is not read */
+	snprintf(p, sizeof(p), "%s/sub", root);
+	ck_assert_int_eq(rmdir(p), 0);
+	ck_assert_int_eq(symlink("../outside", p), 0);
+	snprintf(p, sizeof(p), "%s/sub/secret.txt", root);
+	ck_assert_int_eq(stat(p, &st), 0);
+	f.path = p;
+	f.dev = st.st_dev;
+	f.ino = st.st_ino;
+	ck_assert_ptr_null(read_file(&b, &dc, &f, 1 << 20, &len));
+	if (dc.fd != -1)
+		close(dc.fd);
+	close(fd);
+}
+END_TEST
+
+/* The state-dir inside a source, however named: not walked. */
+START_TEST(build_skips_state)
+{
+	struct index_counts c;
+	char sd[PATH_MAX * 2];
+
+	mk("root/st");
+	mk("root/st/sessions");
+	put("root/st/sessions/doc", "launch code sekritvalue\n");
+	snprintf(sd, sizeof(sd), "%s/root/../root/st", tmp);
+	conf.state_dir = sd;
+	c = build(-1);
+	conf.state_dir = NULL;
+	ck_assert_uint_eq(c.files, 1);		/* file.txt */
+	ck_assert_uint_eq(hits_for("sekritvalue"), 0);
 }
 END_TEST
 
@@ -392,7 +593,9 @@ START_TEST(walk_skips_state)
 
 	mk("root/state");
 	snprintf(state, sizeof(state), "%s/root/state", tmp);
-	ck_assert_uint_eq(index_walk_dirs(&s, state, count_cb, &n), 2);
+	conf.state_dir = state;
+	ck_assert_uint_eq(index_walk_dirs(&conf, &s, count_cb, &n), 2);
+	conf.state_dir = NULL;
 	ck_assert_int_eq(n, 2);
 }
 END_TEST
@@ -413,6 +616,10 @@ suite(void)
 	tcase_add_test(tc, build_incremental);
 	tcase_add_test(tc, walk_dirs);
 	tcase_add_test(tc, walk_skips_state);
+	tcase_add_test(tc, globs_bounded);
+	tcase_add_test(tc, build_source_swapped);
+	tcase_add_test(tc, read_fifo);
+	tcase_add_test(tc, build_skips_state);
 	suite_add_tcase(s, tc);
 	return s;
 }
