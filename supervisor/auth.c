@@ -17,6 +17,7 @@
 #include "parley/http.h"
 #include "parley/ipc.h"
 #include "parley/jwt.h"
+#include "parley/util.h"
 #include "supervisor.h"
 
 /*
@@ -105,8 +106,11 @@ auth_jwt(const struct config *conf, const char *tok, size_t len,
 {
 	struct jwt_claims cl;
 
-	if (jwt_verify(&conf->jwt, tok, len, (int64_t)time(NULL), &cl, msg,
-	    msglen) != JWT_OK)
+	/* Not time(): glibc reads the coarse clock, which can still say the
+	 * last second when the issuer's precise clock says this one, so a
+	 * token minted at once failed iat with jwt-leeway 0. */
+	if (jwt_verify(&conf->jwt, tok, len, (int64_t)(util_now_ms() / 1000),
+	    &cl, msg, msglen) != JWT_OK)
 		return 0;
 	memcpy(ic->scope, cl.scope, sizeof(ic->scope));
 	memcpy(ic->subject, cl.sub, sizeof(ic->subject));

@@ -176,7 +176,10 @@ def request(d, kind, method, path, token, body, headers=None,
 
 
 def refused(status, text):
-    return status in (401, 403) or "FORBIDDEN" in text
+    # the error's code, not the word anywhere: a search answer may quote
+    # the man page, which names FORBIDDEN
+    return status in (401, 403) or re.search(
+        r'"code":\s*"FORBIDDEN"', text) is not None
 
 
 async def roles():
