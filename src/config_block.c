@@ -53,6 +53,18 @@ cfg_provider_free(struct cfg_provider *pr)
 	free(pr);
 }
 
+/* A provider's or embedder's NAME: 0, or -1 with the parse error set. */
+static int
+block_name(struct parser *p, const struct keyword *kw, const char *name)
+{
+	size_t	max = sizeof(((struct cfg_provider *)0)->name) - 1;
+
+	if (!cfg_is_name(name, max))
+		return perr(p, "%s: name must be 1 to %zu letters, digits, '.', "
+		    "'_' or '-', got '%.80s'", kw->name, max, name);
+	return 0;
+}
+
 /*
  * embedder NAME { ... }: a provider block of its own kind, for the
  * OpenAI-compatible /v1/embeddings; checked at its '}' like a provider.
@@ -64,10 +76,8 @@ cfg_kw_embedder(struct parser *p, const struct keyword *kw, int argc,
 	struct cfg_provider	*pr;
 
 	(void)argc;
-	if (!cfg_is_name(argv[0], sizeof(pr->name) - 1))
-		return perr(p, "%s: name must be 1 to %zu letters, digits, '.', "
-		    "'_' or '-', got '%.80s'", kw->name, sizeof(pr->name) - 1,
-		    argv[0]);
+	if (block_name(p, kw, argv[0]) == -1)
+		return -1;
 	if ((pr = cfg_provider_new(argv[0], p->line)) == NULL)
 		return perr(p, "out of memory");
 	pr->embedder = 1;
@@ -124,10 +134,8 @@ cfg_kw_provider(struct parser *p, const struct keyword *kw, int argc,
 	struct cfg_provider	*pr;
 
 	(void)argc;
-	if (!cfg_is_name(argv[0], sizeof(pr->name) - 1))
-		return perr(p, "%s: name must be 1 to %zu letters, digits, '.', "
-		    "'_' or '-', got '%.80s'", kw->name, sizeof(pr->name) - 1,
-		    argv[0]);
+	if (block_name(p, kw, argv[0]) == -1)
+		return -1;
 	TAILQ_FOREACH(pr, &p->conf->providers, entry)
 		if (strcmp(pr->name, argv[0]) == 0)
 			return perr(p, "%s: duplicate provider '%s' (first on "
