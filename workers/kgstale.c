@@ -14,10 +14,10 @@
  * An understanding already stale is reported again only when the hash it
  * went stale at is known (kg_field "staleHash") and differs from the
  * index's: a second change while the first is not yet reviewed.  The
- * entities of a body are kg_refs of the path: the understanding itself
- * (kind "file") first among them in kg_search's order, with every entity
- * whose location or locations names the path and every relationship from
- * or to it.
+ * entities of a body are kg_refs of the path, in its order (kind, then
+ * key): the understanding itself (kind "file"), every entity whose
+ * location or locations names the path, and every relationship from or
+ * to it (named by from, with "to" and "type": a relationship's key).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,9 +32,9 @@
 #include "kgstale.h"
 
 /*
- * Entities named in one body: a path referred to by more is still marked
- * (its understanding first, by kg_refs' order) and the body says
- * "truncated": the log's events stay bounded.
+ * Entities named in one body, so the log's events stay bounded: past it
+ * the body says "truncated" and the rest are not marked (the
+ * understanding always is: the fold marks the file at path itself).
  */
 #define KGSTALE_ENTITIES_MAX	1024
 

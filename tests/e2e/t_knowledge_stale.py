@@ -174,7 +174,7 @@ async def body(d, root):
                               "description": "main stays tiny",
                               "confidence": 0.9, "locations": ["a.c:1"]}],
         ["record-decision", {"name": "b-only", "description": "about b",
-                             "rationale": "r", "status": "accepted",
+                             "rationale": "r", "status": "active",
                              "locations": ["b.c:1"]}],
     ])
     check(r.get("actions") == 7 and r.get("seq", 0) >= 1,

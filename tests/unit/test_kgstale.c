@@ -164,7 +164,7 @@ graph(void)
 	    "\"keep it small\",\"confidence\":0.9,\"locations\":[\"a.c:1\","
 	    "\"b.c\"]}],"
 	    "[\"record-decision\",{\"name\":\"elsewhere\",\"description\":"
-	    "\"not about a.c\",\"rationale\":\"r\",\"status\":\"accepted\","
+	    "\"not about a.c\",\"rationale\":\"r\",\"status\":\"active\","
 	    "\"locations\":[\"a.cc:1\"]}],"
 	    "[\"link-entities\",{\"from\":\"loop\",\"to\":\"a.c\","
 	    "\"type\":\"implemented-in\"}]]");
