@@ -616,7 +616,7 @@ kg_md_entity(struct kg_md *m, const struct kg_entity *e)
 {
 	const char *const	*f = kg_fields(e->kind);
 	struct kg_val		 v;
-	char			 label[64];
+	char			 label[64], iso[32];
 	size_t			 i, j;
 
 	if (e->kind == KG_RELATIONSHIP) {
@@ -652,8 +652,12 @@ kg_md_entity(struct kg_md *m, const struct kg_entity *e)
 		kg_md(m, "- %s: ", label);
 		if (v.type == KG_V_STR)
 			kg_md(m, "%s", v.str);
-		else if (v.type == KG_V_NUM)
-			kg_md(m, "%.17g", v.num);
+		else if (v.type == KG_V_NUM &&
+		    strcmp(f[i], "lastAnalyzed") == 0) {
+			util_iso8601(iso, (uint64_t)v.num);
+			kg_md(m, "%s", iso);
+		} else if (v.type == KG_V_NUM)
+			kg_md(m, "%.15g", v.num);
 		else
 			for (j = 0; j < v.n; j++)
 				kg_md(m, "%s`%s`", j ? ", " : "", v.list[j]);

@@ -1053,6 +1053,9 @@ START_TEST(test_exports)
 	ck_assert_ptr_nonnull(strstr(md, "\n## Decisions\n\n### d1\n"));
 	ck_assert_ptr_nonnull(strstr(md, "- Status: proposed\n"));
 	ck_assert_ptr_nonnull(strstr(md, "\n## Files\n\n### f.c\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Last analyzed: "
+	    "2023-11-14T22:13:20.000Z\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Hash: " H64 "\n"));
 	ck_assert_ptr_nonnull(strstr(md, "\n## Relationships\n\n- `p1` "
 	    "**uses** `f.c` (confidence 0.1)\n"));
 	free(md);
