@@ -652,7 +652,8 @@ kg_md_entity(struct kg_md *m, const struct kg_entity *e)
 		kg_md(m, "- %s: ", label);
 		if (v.type == KG_V_STR)
 			kg_md(m, "%s", v.str);
-		else if (v.type == KG_V_NUM &&
+		else if (v.type == KG_V_NUM && v.num >= 0 &&
+		    v.num < (double)KG_HLC_LIMIT &&
 		    strcmp(f[i], "lastAnalyzed") == 0) {
 			util_iso8601(iso, (uint64_t)v.num);
 			kg_md(m, "%s", iso);
