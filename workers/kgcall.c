@@ -157,8 +157,8 @@ tmo_cb(evutil_socket_t fd, short ev, void *arg)
 		call_free(c);
 		return;
 	}
-	call_fail(c, "%s", "the knowledge worker did not answer within 30 s: "
-	    "retry");
+	call_fail(c, "%s", "the knowledge worker did not answer in time "
+	    "(30 s): retry");
 }
 
 /* The request's bytes (malloc'd) into *out, or -1. */
