@@ -120,15 +120,10 @@ kgtool_defs(struct sess *s, struct llm_tool_def *defs,
 	return n;
 }
 
-/* kg_valid_project's rule (kg.h), until kg.c is in. */
 int
 kgtool_project_ok(const char *id)
 {
-	size_t n = strlen(id);
-
-	return n > 0 && n <= KG_PROJECT_MAX && id[0] != '.' &&
-	    strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789._-") == n;
+	return kg_valid_project(id);
 }
 
 int
