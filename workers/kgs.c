@@ -807,14 +807,16 @@ char *
 kgs_export(const struct kg *g, int md)
 {
 	cJSON *o;
-	char *txt;
+	char *txt, hlc[24];
 
 	if (md)
 		return kg_export_md(g);
 	if ((o = kg_export_json(g)) == NULL)
 		return NULL;
 	cJSON_AddNumberToObject(o, "batches", (double)kg_batches(g));
-	cJSON_AddNumberToObject(o, "hlc", (double)kg_hlc(g));
+	/* Digits, not cJSON's %g (1.795686524633e+15): exact either way. */
+	snprintf(hlc, sizeof(hlc), "%llu", (unsigned long long)kg_hlc(g));
+	cJSON_AddRawToObject(o, "hlc", hlc);
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return txt;
