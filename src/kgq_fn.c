@@ -6,6 +6,7 @@
  * arena; strings and entities point into the graph, which does not
  * change during a run.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -583,7 +584,7 @@ f_take(ARGS)
 
 	(void)n;
 	if (a[0]->type != KQ_NUM || a[0]->u.num < 0 ||
-	    a[0]->u.num != (double)(size_t)a[0]->u.num)
+	    a[0]->u.num != floor(a[0]->u.num))
 		badarg(r, "take", 0, "a whole number from 0", a[0]);
 	k = a[0]->u.num;
 	l = want_list(r, "take", a, 1);
@@ -782,12 +783,9 @@ f_contains(ARGS)
 	if (x->type != KQ_STR)
 		badarg(r, "contains?", 1, "a string (the first is a string)",
 		    x);
-	if (x->u.str.len > s->u.str.len)
-		return &kgq_false;
-	for (i = 0; i + x->u.str.len <= s->u.str.len; i++)
-		if (memcmp(s->u.str.s + i, x->u.str.s, x->u.str.len) == 0)
-			return &kgq_true;
-	return &kgq_false;
+	/* memmem is linear: no pair of long strings makes this slow */
+	return kgq_bool(x->u.str.len == 0 || memmem(s->u.str.s, s->u.str.len,
+	    x->u.str.s, x->u.str.len) != NULL);
 }
 
 static struct kgq_val *

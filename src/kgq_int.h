@@ -73,7 +73,6 @@ struct kgq_val {
 		struct kgq_lambda	*lam;		/* LAMBDA */
 		const struct kg_entity	*ent;		/* ENT */
 	} u;
-	size_t		 pos;	/* forms: byte offset in the query */
 };
 
 struct kgq_bind {

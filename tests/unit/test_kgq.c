@@ -174,6 +174,7 @@ START_TEST(reader_atoms)
 	ok(G, "\"q\\\"b\\\\s\\nn\\tt\\rr\\x01\"",
 	    "\"q\\\"b\\\\s\\nn\\tt\\rr\\x01\"");
 	ok(G, "\"h\\xc3\\xa9\"", "\"h\xc3\xa9\"");
+	bad(G, "\"a\\xff\"", "QUERY_SYNTAX", "not UTF-8 once");
 	ok(G, "\"\"", "\"\"");
 	ok(G, ":confidence", ":confidence");
 	ok(G, "'sym", "sym");
@@ -315,7 +316,10 @@ START_TEST(special_form_errors)
 	bad(G, "(1 2)", "QUERY_ERROR", "a number is not a function");
 	bad(G, "(\"get-principles\")", "QUERY_ERROR", "not a function");
 	bad(G, "(define x 1) (x)", "QUERY_ERROR", "not a function");
-	bad(G, "(:name 1)", "QUERY_ERROR", "reads a field of one entity");
+	bad(G, "(:name 1)", "QUERY_ERROR", "reads a field of one entity; "
+	    "got a number");
+	bad(G, "(:name 1 2)", "QUERY_ERROR", "got 2 arguments");
+	ok(G, "(:name nil)", "nil");
 	bad(G, "(get-principal \"x\")", "QUERY_ERROR",
 	    "unknown function \\\"get-principal\\\": did you mean "
 	    "get-principle? the functions are listed in parley-knowledge(7)");
@@ -516,6 +520,7 @@ START_TEST(value_functions)
 	ok(G, "(contains? \"hello\" \"Hello\")", "#f");
 	ok(G, "(contains? \"hi\" \"\")", "#t");
 	ok(G, "(contains? \"hi\" \"hi!\")", "#f");
+	ok(G, "(contains? \"abab\" \"bab\")", "#t");
 	ok(G, "(contains? '(1 \"a\") \"a\")", "#t");
 	ok(G, "(contains? '(1 \"a\") 2)", "#f");
 	ok(G, "(contains? nil 2)", "#f");
@@ -552,6 +557,7 @@ START_TEST(value_function_errors)
 	bad(G, "(take \"2\" '())", "QUERY_ERROR", "a whole number");
 	bad(G, "(take -1 '())", "QUERY_ERROR", "a whole number");
 	bad(G, "(take 1.5 '())", "QUERY_ERROR", "a whole number");
+	ok(G, "(take 1e300 '(1))", "(list 1)");
 	bad(G, "(take 1 2)", "QUERY_ERROR", "a list");
 	bad(G, "(count \"abc\")", "QUERY_ERROR", "a list");
 	bad(G, "(length 1)", "QUERY_ERROR", "a list");
