@@ -1102,6 +1102,8 @@ part_meta_new(struct sess *s, cJSON *meta, const cJSON *body)
 		return;
 	proto_set(meta, "kind", cJSON_CreateString("knowledge"));
 	proto_set(meta, "projectId", cJSON_CreateString(project_of(s)));
+	/* No agents, no turns: it takes only knowledge messages. */
+	proto_set(meta, "agents", cJSON_CreateArray());
 }
 
 static void
@@ -1179,6 +1181,7 @@ static void
 part_state(struct sess *s, cJSON *o, int info)
 {
 	struct kgs_state *kg = STATE(s);
+	char hlc[24];
 	cJSON *k;
 
 	if (!info || kg == NULL || kg->load != L_READY)
@@ -1187,7 +1190,8 @@ part_state(struct sess *s, cJSON *o, int info)
 	cJSON_AddStringToObject(k, "projectId", project_of(s));
 	cJSON_AddNumberToObject(k, "seq", (double)kg_seq(kg->g));
 	cJSON_AddNumberToObject(k, "batches", (double)kg_batches(kg->g));
-	cJSON_AddNumberToObject(k, "hlc", (double)kg_hlc(kg->g));
+	snprintf(hlc, sizeof(hlc), "%llu", (unsigned long long)kg_hlc(kg->g));
+	cJSON_AddRawToObject(k, "hlc", hlc);
 	cJSON_AddNumberToObject(k, "snapshotSeq", (double)kg->snap_seq);
 }
 
