@@ -152,7 +152,7 @@ kg_entity_free(struct kg_entity *e)
 {
 	size_t	i, j;
 
-	for (i = 0; i < KG_FMAX; i++) {
+	for (i = 0; i < kg_kinds[e->kind].nf; i++) {
 		struct kg_fv *fv = &e->fv[i];
 
 		kg_fv_clear(fv);
@@ -337,11 +337,13 @@ kg_slot_make(struct kg *g, enum kg_kind k, const char *key, const char *to,
 		ks->all = na;
 		ks->cap = ncap;
 	}
-	if ((e = calloc(1, sizeof(*e))) == NULL)
+	/* only the fields of its kind: a relationship has 2, not 6 */
+	if ((e = calloc(1, sizeof(*e) + kg_kinds[k].nf * sizeof(e->fv[0]))) ==
+	    NULL)
 		return NULL;
 	e->kind = k;
 	e->rec = e->del = e->stale = kg_zero;
-	for (i = 0; i < KG_FMAX; i++)
+	for (i = 0; i < kg_kinds[k].nf; i++)
 		e->fv[i].st = kg_zero;
 	if ((e->key = strdup(key)) == NULL ||
 	    (k == KG_RELATIONSHIP && ((e->to = strdup(to ? to : "")) == NULL ||
@@ -464,7 +466,7 @@ kg_set_view(struct kg_entity *e, size_t fi)
 	if ((fv->list = calloc(fv->ni, sizeof(*fv->list))) == NULL)
 		return -1;
 	fv->n = fv->ni;
-	if (e->kind == KG_PRINCIPLE && fi == 3) {
+	if (strcmp(kg_kinds[e->kind].f[fi].name, "evidence") == 0) {
 		/* evidence: in the order it was first added */
 		if ((by = calloc(fv->ni, sizeof(*by))) == NULL) {
 			free(fv->list);
@@ -969,6 +971,8 @@ kg_field(const struct kg_entity *e, const char *field, struct kg_val *out)
 	int			 fi;
 
 	memset(out, 0, sizeof(*out));
+	if (field == NULL)
+		return -1;
 	if (strcmp(field, kd->fields[0]) == 0) {
 		out->type = KG_V_STR;
 		out->str = e->key;
@@ -1053,6 +1057,8 @@ kg_links(const struct kg *g, const char *name, int dir,
 	struct kg_entity	**all;
 	size_t			  n, i, c = 0;
 
+	if (name == NULL)
+		return 0;
 	all = kg_sorted(g, KG_RELATIONSHIP, &n);
 	for (i = 0; i < n; i++) {
 		if (!all[i]->live ||

@@ -1419,7 +1419,7 @@ START_TEST(test_garbage)
 	ck_assert_ptr_nonnull(s);
 	m = malloc(len + 1);
 	ck_assert_ptr_nonnull(m);
-	for (i = 0; i < 400; i++) {
+	for (i = 0; i < 1500; i++) {
 		memcpy(m, s, len + 1);
 		for (k = 0; k < 1 + i % 4; k++)
 			m[rnd(&seed) % len] = junk[rnd(&seed) %
