@@ -126,6 +126,17 @@ kgq_step(struct kgq_run *r)
 		    "narrow it with filter and take", r->lim.steps);
 }
 
+/* units more steps (and one), at once. */
+void
+kgq_cost(struct kgq_run *r, size_t units)
+{
+	if (units >= r->lim.steps - r->steps)
+		r->steps = r->lim.steps;
+	else
+		r->steps += units;
+	kgq_step(r);
+}
+
 struct kgq_val *
 kgq_new(struct kgq_run *r, enum kgq_type t)
 {
@@ -308,7 +319,7 @@ lookup(struct kgq_run *r, const struct kgq_val *sym, struct kgq_env *e,
 	 * every lookup of a long run slow. */
 	for (f = e; f != NULL; f = f->up)
 		for (b = f->b; b != NULL; b = b->next) {
-			if (++seen % 16 == 0)
+			if (++seen % KGQ_COST_ITEMS == 0)
 				kgq_step(r);
 			if (strcmp(b->name, name) == 0)
 				return b->v;

@@ -715,6 +715,41 @@ START_TEST(bound_steps)
 }
 END_TEST
 
+/* Work inside a function costs steps: no run is slow within its steps. */
+START_TEST(bound_steps_cost)
+{
+	static const char	 dbl[] = "(define (g x) (if (> (length x) "
+	    "1000000) x (g (str x x)))) (length (g \"0123456789abcdef\"))";
+	struct kgq_limits	 l = lims(100, 0, 0, 0);
+	char			*q = malloc(8192), *p;
+	size_t			 i;
+
+	p = q + sprintf(q, "(define l '(");
+	for (i = 0; i < 2000; i++)
+		p += sprintf(p, "1 ");
+	sprintf(p, ")) (contains? l 5)");
+	bad_lim(G, q, &l, "QUERY_LIMIT", "more than 100 evaluation steps");
+	ok(G, q, "#f");
+	sprintf(p, ")) (= l l)");
+	bad_lim(G, q, &l, "QUERY_LIMIT", "steps");
+	sprintf(p, ")) (sort-by (lambda (x) x) (take 5 l))");
+	ok(G, q, "(list 1 1 1 1 1)");
+	free(q);
+	l.steps = 300;
+	ok(G, dbl, "1048576");
+	bad_lim(G, dbl, &l, "QUERY_LIMIT", "more than 300 evaluation steps");
+	/* a long walk through thousands of names costs steps too */
+	q = malloc(65536);
+	p = q;
+	for (i = 0; i < 3000; i++)
+		p += sprintf(p, "(define v%zu 1)", i);
+	sprintf(p, "(define (f x) (if (= x v0) (f x) 1)) (f 1)");
+	l.steps = 200000;
+	bad_lim(G, q, &l, "QUERY_LIMIT", "steps");
+	free(q);
+}
+END_TEST
+
 START_TEST(bound_depth)
 {
 	struct kgq_limits	 l = lims(0, 1000000, 0, 0);
@@ -940,6 +975,7 @@ kgq_suite(void)
 	tcase_add_test(tc, compact_whole_list);
 	tcase_add_test(tc, bound_defaults);
 	tcase_add_test(tc, bound_steps);
+	tcase_add_test(tc, bound_steps_cost);
 	tcase_add_test(tc, bound_depth);
 	tcase_add_test(tc, bound_mem);
 	tcase_add_test(tc, bound_out);
