@@ -77,13 +77,8 @@ def stale_keys(d):
 
 
 def field(e, k):
-    """An event's field, at the top or in a body/data object."""
-    if k in e:
-        return e[k]
-    for inner in ("body", "data"):
-        if isinstance(e.get(inner), dict) and k in e[inner]:
-            return e[inner][k]
-    return None
+    """An event's field (a logged body's fields are the event's)."""
+    return e.get(k)
 
 
 async def next_stale(ws, path, timeout, seen):
