@@ -1,0 +1,1418 @@
+/*
+ * Unit tests for the knowledge graph (kg.h): the fold's merge rules, the
+ * validator's every refusal, snapshots, the read API and the exports.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parley/kg.h"
+#include "check_main.h"
+
+/* JSON text with ' for " (keeps the tests readable); malloc'd. */
+static char *
+q(const char *s)
+{
+	char	*o = strdup(s), *p;
+
+	ck_assert_ptr_nonnull(o);
+	for (p = o; *p != '\0'; p++)
+		if (*p == '\'')
+			*p = '"';
+	return o;
+}
+
+static cJSON *
+qj(const char *s)
+{
+	char	*t = q(s);
+	cJSON	*j = cJSON_Parse(t);
+
+	ck_assert_msg(j != NULL, "bad test JSON: %s", t);
+	free(t);
+	return j;
+}
+
+/* Folds one batch of actions (quoted JSON) at seq, stamped hlc/origin. */
+static void
+fold(struct kg *g, uint64_t seq, uint64_t hlc, const char *origin,
+    const char *actions)
+{
+	cJSON	*a = qj(actions), *b;
+
+	b = kg_batch_body(a, "b", hlc, origin, 1700000000000ULL, NULL);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_int_eq(kg_fold(g, seq, "knowledge_batch", b), 0);
+	cJSON_Delete(b);
+	cJSON_Delete(a);
+}
+
+static void
+fold_stale(struct kg *g, uint64_t seq, uint64_t hlc, const char *origin,
+    const char *path, const char *hash, const char *entities)
+{
+	char	 buf[2048];
+	cJSON	*b;
+
+	snprintf(buf, sizeof(buf), "{'hlc':%llu,'origin':'%s','path':'%s',"
+	    "'hash':'%s','was':'','entities':%s}", (unsigned long long)hlc,
+	    origin, path, hash, entities);
+	b = qj(buf);
+	ck_assert_int_eq(kg_fold(g, seq, "knowledge_stale", b), 0);
+	cJSON_Delete(b);
+}
+
+static int
+check(const struct kg *g, const char *actions, size_t max, struct kg_err *e)
+{
+	cJSON	*a = qj(actions);
+	int	 r;
+
+	memset(e, 0, sizeof(*e));
+	r = kg_check(g, a, max, e);
+	cJSON_Delete(a);
+	return r;
+}
+
+static const struct kg_entity *
+get(const struct kg *g, enum kg_kind k, const char *key)
+{
+	return kg_get(g, k, key);
+}
+
+static double
+num(const struct kg_entity *e, const char *f)
+{
+	struct kg_val	v;
+
+	ck_assert_int_eq(kg_field(e, f, &v), 0);
+	ck_assert_msg(v.type == KG_V_NUM || v.type == KG_V_BOOL,
+	    "%s is not a number", f);
+	return v.num;
+}
+
+static const char *
+str(const struct kg_entity *e, const char *f)
+{
+	struct kg_val	v;
+
+	ck_assert_int_eq(kg_field(e, f, &v), 0);
+	return v.type == KG_V_STR ? v.str : NULL;
+}
+
+/* A list field joined with commas ("" when unset). */
+static const char *
+list(const struct kg_entity *e, const char *f)
+{
+	static char	buf[1024];
+	struct kg_val	v;
+	size_t		i;
+
+	buf[0] = '\0';
+	ck_assert_int_eq(kg_field(e, f, &v), 0);
+	if (v.type == KG_V_NONE)
+		return buf;
+	ck_assert_int_eq(v.type, KG_V_LIST);
+	for (i = 0; i < v.n; i++) {
+		if (i)
+			strcat(buf, ",");
+		strcat(buf, v.list[i]);
+	}
+	return buf;
+}
+
+static int
+isset(const struct kg_entity *e, const char *f)
+{
+	struct kg_val	v;
+
+	ck_assert_int_eq(kg_field(e, f, &v), 0);
+	return v.type != KG_V_NONE;
+}
+
+static char *
+export(const struct kg *g)
+{
+	cJSON	*j = kg_export_json(g);
+	char	*s;
+
+	ck_assert_ptr_nonnull(j);
+	s = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	ck_assert_ptr_nonnull(s);
+	return s;
+}
+
+static char *
+snap(const struct kg *g)
+{
+	size_t	 len;
+	char	*s = kg_snapshot(g, &len);
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_uint_eq(strlen(s), len);
+	return s;
+}
+
+START_TEST(test_basics)
+{
+	uint64_t	c = 0;
+
+	ck_assert(kg_valid_project("foundation"));
+	ck_assert(kg_valid_project("a.b_c-D9"));
+	ck_assert(!kg_valid_project(".hidden"));
+	ck_assert(!kg_valid_project(""));
+	ck_assert(!kg_valid_project("a/b"));
+	ck_assert(!kg_valid_project("a b"));
+	{
+		char	long_id[KG_PROJECT_MAX + 2];
+
+		memset(long_id, 'a', sizeof(long_id) - 1);
+		long_id[KG_PROJECT_MAX] = '\0';
+		ck_assert(kg_valid_project(long_id));
+		long_id[KG_PROJECT_MAX] = 'a';
+		long_id[KG_PROJECT_MAX + 1] = '\0';
+		ck_assert(!kg_valid_project(long_id));
+	}
+	ck_assert_str_eq(kg_kind_name(KG_FILE), "file");
+	ck_assert_str_eq(kg_kind_name(KG_RELATIONSHIP), "relationship");
+	/* the clock: wall time, or one past what it has seen */
+	ck_assert_uint_eq(kg_clock_next(&c, 5), 5000);
+	ck_assert_uint_eq(kg_clock_next(&c, 5), 5001);
+	ck_assert_uint_eq(kg_clock_next(&c, 4), 5002);
+	c = 9000;
+	ck_assert_uint_eq(kg_clock_next(&c, 6), 9001);
+	ck_assert_uint_eq(kg_clock_next(&c, 10), 10000);
+}
+END_TEST
+
+START_TEST(test_record_read)
+{
+	struct kg		*g = kg_new("p");
+	const struct kg_entity	*e, *out[8];
+	const char *const	*f;
+	struct kg_val		 v;
+
+	fold(g, 1, 1000, "h/1", "[['record-principle',{'name':'wrong-"
+	    "impossible','description':'Make invalid states impossible',"
+	    "'confidence':0.95,'locations':['README.md:12','CLAUDE.md:234'],"
+	    "'evidence':['e2','e1'],'relatedPrinciples':['x'],"
+	    "'tags':['b','a']}],"
+	    "['record-pattern',{'name':'pm','type':'plexus-model',"
+	    "'location':'src/m.ts:15','confidence':0.5}],"
+	    "['record-decision',{'name':'d','status':'active','impact':9,"
+	    "'rationale':'why'}],"
+	    "['record-file-understanding',{'path':'src/m.ts','summary':'s',"
+	    "'concepts':['c1'],'importantSymbols':['S'],"
+	    "'relatedFiles':['src/n.ts']}],"
+	    "['link-entities',{'from':'wrong-impossible','to':'pm',"
+	    "'type':'implements','description':'dd'}]]");
+	ck_assert_uint_eq(kg_seq(g), 1);
+	ck_assert_uint_eq(kg_hlc(g), 1000);
+	ck_assert_uint_eq(kg_batches(g), 1);
+	ck_assert_str_eq(kg_project(g), "p");
+	ck_assert_uint_eq(kg_count(g, KG_PRINCIPLE), 1);
+	ck_assert_uint_eq(kg_count(g, KG_RELATIONSHIP), 1);
+	e = get(g, KG_PRINCIPLE, "wrong-impossible");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_eq(kg_entity_kind(e), KG_PRINCIPLE);
+	ck_assert_str_eq(kg_entity_name(e), "wrong-impossible");
+	ck_assert_str_eq(str(e, "name"), "wrong-impossible");
+	ck_assert_str_eq(str(e, "description"),
+	    "Make invalid states impossible");
+	ck_assert(num(e, "confidence") == 0.95);
+	ck_assert_str_eq(list(e, "locations"), "README.md:12,CLAUDE.md:234");
+	/* evidence of one add stamp: by value; tags: by value */
+	ck_assert_str_eq(list(e, "evidence"), "e1,e2");
+	ck_assert_str_eq(list(e, "tags"), "a,b");
+	ck_assert_str_eq(list(e, "relatedPrinciples"), "x");
+	ck_assert(num(e, "stale") == 0);
+	ck_assert(num(e, "seq") == 1);
+	ck_assert_int_eq(kg_field(e, "nope", &v), -1);
+	f = kg_fields(KG_PRINCIPLE);
+	ck_assert_str_eq(f[0], "name");
+	ck_assert_str_eq(f[6], "tags");
+	ck_assert_str_eq(f[7], "stale");
+	ck_assert_str_eq(f[8], "seq");
+	ck_assert_ptr_null(f[9]);
+	ck_assert_str_eq(kg_fields(KG_FILE)[6], "lastAnalyzed");
+	ck_assert_str_eq(kg_fields(KG_RELATIONSHIP)[2], "type");
+	e = get(g, KG_PATTERN, "pm");
+	ck_assert_str_eq(str(e, "type"), "plexus-model");
+	ck_assert_str_eq(str(e, "location"), "src/m.ts:15");
+	ck_assert(!isset(e, "description"));
+	ck_assert(!isset(e, "tags"));
+	e = get(g, KG_DECISION, "d");
+	ck_assert(num(e, "impact") == 9);
+	ck_assert_str_eq(str(e, "status"), "active");
+	e = get(g, KG_FILE, "src/m.ts");
+	ck_assert_str_eq(str(e, "path"), "src/m.ts");
+	/* lastAnalyzed: the batch's time when not given */
+	ck_assert(num(e, "lastAnalyzed") == 1700000000000.0);
+	ck_assert_str_eq(list(e, "importantSymbols"), "S");
+	ck_assert_uint_eq(kg_all(g, KG_RELATIONSHIP, out, 8), 1);
+	ck_assert_str_eq(str(out[0], "from"), "wrong-impossible");
+	ck_assert_str_eq(str(out[0], "to"), "pm");
+	ck_assert_str_eq(str(out[0], "type"), "implements");
+	ck_assert_str_eq(kg_entity_name(out[0]), "wrong-impossible");
+	ck_assert_ptr_null(kg_get(g, KG_RELATIONSHIP, "wrong-impossible"));
+	ck_assert_ptr_null(kg_get(g, KG_PRINCIPLE, "pm"));
+	/* an explicit lastAnalyzed holds */
+	fold(g, 2, 2000, "h/1", "[['record-file-understanding',{'path':"
+	    "'src/m.ts','lastAnalyzed':42}]]");
+	ck_assert(num(get(g, KG_FILE, "src/m.ts"), "lastAnalyzed") == 42);
+	ck_assert_str_eq(str(get(g, KG_FILE, "src/m.ts"), "summary"), "s");
+	kg_free(g);
+}
+END_TEST
+
+/* The later stamp holds, whatever order the batches were folded in. */
+START_TEST(test_lww_by_hlc)
+{
+	struct kg	*g = kg_new("p");
+
+	fold(g, 1, 2000, "a/1", "[['record-principle',{'name':'x',"
+	    "'confidence':0.9,'description':'new'}]]");
+	fold(g, 2, 1000, "b/1", "[['record-principle',{'name':'x',"
+	    "'confidence':0.5,'description':'old','locations':['l']}]]");
+	ck_assert(num(get(g, KG_PRINCIPLE, "x"), "confidence") == 0.9);
+	ck_assert_str_eq(str(get(g, KG_PRINCIPLE, "x"), "description"),
+	    "new");
+	/* a field only the older write gave is still set by it */
+	ck_assert_str_eq(list(get(g, KG_PRINCIPLE, "x"), "locations"), "l");
+	/* the higher stamp was folded first: hlc stays the highest */
+	ck_assert_uint_eq(kg_hlc(g), 2000);
+	/* null clears a field, by the same rule */
+	fold(g, 3, 3000, "a/1", "[['record-principle',{'name':'x',"
+	    "'description':null}]]");
+	ck_assert(!isset(get(g, KG_PRINCIPLE, "x"), "description"));
+	/* update-confidence is a write to the same register */
+	fold(g, 4, 2500, "a/1", "[['update-confidence',{'name':'x',"
+	    "'confidence':0.1}]]");
+	ck_assert(num(get(g, KG_PRINCIPLE, "x"), "confidence") == 0.1);
+	fold(g, 5, 2400, "a/1", "[['update-confidence',{'name':'x',"
+	    "'confidence':0.2,'kind':'principle'}]]");
+	ck_assert(num(get(g, KG_PRINCIPLE, "x"), "confidence") == 0.1);
+	/* a seq already folded is ignored */
+	fold(g, 5, 9000, "a/1", "[['update-confidence',{'name':'x',"
+	    "'confidence':0.7}]]");
+	ck_assert(num(get(g, KG_PRINCIPLE, "x"), "confidence") == 0.1);
+	ck_assert_uint_eq(kg_seq(g), 5);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_origin_tiebreak)
+{
+	struct kg	*g1 = kg_new("p"), *g2 = kg_new("p");
+	const char	*a = "[['record-principle',{'name':'r','confidence':"
+			    "0.8}]]";
+	const char	*b = "[['record-principle',{'name':'r','confidence':"
+			    "0.9}]]";
+
+	fold(g1, 1, 5000, "host-a/1", a);
+	fold(g1, 2, 5000, "host-b/1", b);
+	fold(g2, 1, 5000, "host-b/1", b);
+	fold(g2, 2, 5000, "host-a/1", a);
+	ck_assert(num(get(g1, KG_PRINCIPLE, "r"), "confidence") == 0.9);
+	ck_assert(num(get(g2, KG_PRINCIPLE, "r"), "confidence") == 0.9);
+	/* same hlc and origin: the later action in the batch wins */
+	fold(g1, 3, 6000, "a/1", "[['update-confidence',{'name':'r',"
+	    "'confidence':0.3}],['update-confidence',{'name':'r',"
+	    "'confidence':0.4}]]");
+	ck_assert(num(get(g1, KG_PRINCIPLE, "r"), "confidence") == 0.4);
+	kg_free(g1);
+	kg_free(g2);
+}
+END_TEST
+
+START_TEST(test_add_wins_sets)
+{
+	struct kg	*g = kg_new("p");
+
+	fold(g, 1, 3000, "a/1", "[['record-principle',{'name':'s',"
+	    "'tags':['x','y'],'evidence':['zz']}]]");
+	fold(g, 2, 1000, "b/1", "[['record-principle',{'name':'s',"
+	    "'tags':['z','y'],'evidence':['mm']}]]");
+	ck_assert_str_eq(list(get(g, KG_PRINCIPLE, "s"), "tags"), "x,y,z");
+	/* evidence: by first add stamp (mm at 1000 before zz at 3000) */
+	ck_assert_str_eq(list(get(g, KG_PRINCIPLE, "s"), "evidence"),
+	    "mm,zz");
+	fold(g, 3, 2000, "c/1", "[['add-evidence',{'name':'s','evidence':"
+	    "'aa'}],['add-evidence',{'name':'s','evidence':['zz','bb']}]]");
+	ck_assert_str_eq(list(get(g, KG_PRINCIPLE, "s"), "evidence"),
+	    "mm,aa,bb,zz");
+	/* a record's list field is a register, not a union */
+	fold(g, 4, 4000, "a/1", "[['record-decision',{'name':'d',"
+	    "'locations':['a','b']}]]");
+	fold(g, 5, 5000, "a/1", "[['record-decision',{'name':'d',"
+	    "'locations':['c']}]]");
+	ck_assert_str_eq(list(get(g, KG_DECISION, "d"), "locations"), "c");
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_delete_no_resurrect)
+{
+	struct kg		*g = kg_new("p");
+	const struct kg_entity	*e;
+
+	fold(g, 1, 1000, "a/1", "[['record-principle',{'name':'d',"
+	    "'description':'one','confidence':0.5,'tags':['t1']}]]");
+	fold(g, 2, 3000, "b/1", "[['delete-principle',{'name':'d'}]]");
+	ck_assert_ptr_null(get(g, KG_PRINCIPLE, "d"));
+	ck_assert_uint_eq(kg_count(g, KG_PRINCIPLE), 0);
+	/* older and concurrent writes arriving late do not bring it back */
+	fold(g, 3, 2000, "c/1", "[['record-principle',{'name':'d',"
+	    "'description':'two','tags':['t2']}]]");
+	fold(g, 4, 3000, "a/1", "[['update-confidence',{'name':'d',"
+	    "'confidence':0.9,'kind':'principle'}],['add-evidence',"
+	    "{'name':'d','evidence':'old'}]]");
+	ck_assert_ptr_null(get(g, KG_PRINCIPLE, "d"));
+	ck_assert_uint_eq(kg_all(g, KG_PRINCIPLE, NULL, 0), 0);
+	ck_assert_uint_eq(kg_search(g, "two", NULL, 0), 0);
+	/* a later record creates it anew, with only its own fields */
+	fold(g, 5, 4000, "c/1", "[['record-principle',{'name':'d',"
+	    "'description':'three','tags':['t3']}]]");
+	e = get(g, KG_PRINCIPLE, "d");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_str_eq(str(e, "description"), "three");
+	ck_assert_str_eq(list(e, "tags"), "t3");
+	ck_assert(!isset(e, "confidence"));
+	ck_assert(!isset(e, "evidence"));
+	ck_assert(num(e, "seq") == 5);
+	/* a delete stamped before that record, arriving now: no effect */
+	fold(g, 6, 3500, "z/1", "[['delete-principle',{'name':'d'}]]");
+	ck_assert_ptr_nonnull(get(g, KG_PRINCIPLE, "d"));
+	ck_assert_str_eq(list(get(g, KG_PRINCIPLE, "d"), "tags"), "t3");
+	/* delete-pattern and delete-decision alike */
+	fold(g, 7, 5000, "a/1", "[['record-pattern',{'name':'pt','type':"
+	    "'t'}],['record-decision',{'name':'dc'}]]");
+	fold(g, 8, 6000, "a/1", "[['delete-pattern',{'name':'pt'}],"
+	    "['delete-decision',{'name':'dc'}]]");
+	ck_assert_ptr_null(get(g, KG_PATTERN, "pt"));
+	ck_assert_ptr_null(get(g, KG_DECISION, "dc"));
+	ck_assert_uint_eq(kg_count(g, KG_PATTERN), 0);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_stale)
+{
+	struct kg		*g = kg_new("p");
+	const struct kg_entity	*out[4];
+	const char		*h1 = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+				    "aaaaaaaaaaaaaaaaaaaaaaa";
+	struct kg_val		 v;
+
+	fold(g, 1, 1000, "a/1", "[['record-file-understanding',{'path':"
+	    "'src/a.c','summary':'x'}],['record-pattern',{'name':'pa',"
+	    "'type':'t','location':'src/a.c:3'}],['record-principle',"
+	    "{'name':'pr'}]]");
+	fold_stale(g, 2, 2000, "a/1", "src/a.c", h1,
+	    "[{'kind':'file','name':'src/a.c'},{'kind':'pattern','name':"
+	    "'pa'}]");
+	ck_assert(num(get(g, KG_FILE, "src/a.c"), "stale") == 1);
+	ck_assert(num(get(g, KG_PATTERN, "pa"), "stale") == 1);
+	ck_assert(num(get(g, KG_PRINCIPLE, "pr"), "stale") == 0);
+	ck_assert_int_eq(kg_field(get(g, KG_FILE, "src/a.c"), "staleHash",
+	    &v), 0);
+	ck_assert_int_eq(v.type, KG_V_STR);
+	ck_assert_str_eq(v.str, h1);
+	ck_assert(num(get(g, KG_FILE, "src/a.c"), "seq") == 2);
+	ck_assert_uint_eq(kg_hlc(g), 2000);
+	/* a record stamped before the mark does not clear it */
+	fold(g, 3, 1500, "b/1", "[['record-file-understanding',{'path':"
+	    "'src/a.c','summary':'y'}]]");
+	ck_assert(num(get(g, KG_FILE, "src/a.c"), "stale") == 1);
+	/* one stamped after does, for that entity only */
+	fold(g, 4, 3000, "b/1", "[['record-file-understanding',{'path':"
+	    "'src/a.c','summary':'z'}]]");
+	ck_assert(num(get(g, KG_FILE, "src/a.c"), "stale") == 0);
+	ck_assert_int_eq(kg_field(get(g, KG_FILE, "src/a.c"), "staleHash",
+	    &v), 0);
+	ck_assert_int_eq(v.type, KG_V_NONE);
+	ck_assert(num(get(g, KG_PATTERN, "pa"), "stale") == 1);
+	/* the export shows it; a bad stale body changes nothing but seq */
+	{
+		char	*s = export(g);
+
+		ck_assert_ptr_nonnull(strstr(s, "\"stale\":true"));
+		free(s);
+	}
+	{
+		cJSON *b = qj("{'origin':'a/1','path':'x'}");
+
+		ck_assert_int_eq(kg_fold(g, 9, "knowledge_stale", b), -1);
+		ck_assert_uint_eq(kg_seq(g), 9);
+		cJSON_Delete(b);
+	}
+	ck_assert_uint_eq(kg_refs(g, "src/a.c", out, 4), 2);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_fold_bad_and_other)
+{
+	struct kg	*g = kg_new("p");
+	cJSON		*b;
+	char		*s0, *s1;
+
+	s0 = snap(g);
+	b = qj("{'hlc':'x','origin':'a','actions':[]}");
+	ck_assert_int_eq(kg_fold(g, 1, "knowledge_batch", b), -1);
+	cJSON_Delete(b);
+	b = qj("{'hlc':5,'origin':'a'}");
+	ck_assert_int_eq(kg_fold(g, 2, "knowledge_batch", b), -1);
+	cJSON_Delete(b);
+	b = qj("{'text':'hello'}");
+	ck_assert_int_eq(kg_fold(g, 3, "chat", b), 0);
+	cJSON_Delete(b);
+	ck_assert_uint_eq(kg_seq(g), 3);
+	ck_assert_uint_eq(kg_batches(g), 0);
+	/* an action the fold cannot read is skipped, the rest applied */
+	b = qj("{'hlc':5,'origin':'a','time':1,'actions':[['nope',{}],"
+	    "['record-principle',{'name':'ok'}]]}");
+	ck_assert_int_eq(kg_fold(g, 4, "knowledge_batch", b), 0);
+	cJSON_Delete(b);
+	ck_assert_ptr_nonnull(get(g, KG_PRINCIPLE, "ok"));
+	s1 = snap(g);
+	ck_assert_str_ne(s0, s1);
+	free(s0);
+	free(s1);
+	kg_free(g);
+	ck_assert_ptr_null(kg_new(NULL));
+}
+END_TEST
+
+/* A graph with a bit of everything, folded from seq 1 to n. */
+static const char *const hist[] = {
+	"[['record-principle',{'name':'p1','description':'D','confidence':"
+	"0.5,'tags':['a'],'evidence':['e1']}],['record-pattern',{'name':"
+	"'pa','type':'t','location':'f.c:1'}]]",
+	"[['record-file-understanding',{'path':'f.c','hash':'"
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef'"
+	"}],['link-entities',{'from':'p1','to':'f.c','type':'uses',"
+	"'confidence':0.7}]]",
+	"[['delete-pattern',{'name':'pa'}],['add-evidence',{'name':'p1',"
+	"'evidence':['e2']}]]",
+	"[['record-decision',{'name':'d1','status':'proposed','impact':3}],"
+	"['update-confidence',{'kind':'relationship','from':'p1','to':'f.c',"
+	"'type':'uses','confidence':0.1}]]",
+	"[['record-principle',{'name':'p1','tags':['b']}],['record-pattern',"
+	"{'name':'pa','type':'t2'}]]",
+	"[['delete-principle',{'name':'p1'}],['record-principle',{'name':"
+	"'p2','locations':['f.c:9']}]]",
+};
+
+static void
+fold_hist(struct kg *g, size_t from, size_t to)
+{
+	size_t	i;
+
+	for (i = from; i < to; i++)
+		fold(g, i + 1, 1000 * (i + 1), i % 2 ? "b/1" : "a/1", hist[i]);
+}
+
+START_TEST(test_snapshot_restore)
+{
+	struct kg	*all = kg_new("proj"), *half = kg_new("proj"), *r, *r2;
+	char		*s, *s_all, *s_r, err[128], *e1, *e2;
+	size_t		 n = sizeof(hist) / sizeof(hist[0]), len, cut;
+
+	fold_hist(all, 0, n);
+	fold_stale(all, n + 1, 99000, "a/1", "f.c", "ab", "[]");
+	for (cut = 0; cut <= n; cut++) {
+		kg_free(half);
+		half = kg_new("proj");
+		fold_hist(half, 0, cut);
+		s = kg_snapshot(half, &len);
+		ck_assert_ptr_nonnull(s);
+		r = kg_restore(s, len, err, sizeof(err));
+		ck_assert_msg(r != NULL, "restore: %s", err);
+		free(s);
+		fold_hist(r, cut, n);
+		fold_stale(r, n + 1, 99000, "a/1", "f.c", "ab", "[]");
+		s_all = snap(all);
+		s_r = snap(r);
+		ck_assert_str_eq(s_all, s_r);
+		e1 = export(all);
+		e2 = export(r);
+		ck_assert_str_eq(e1, e2);
+		ck_assert_uint_eq(kg_seq(r), kg_seq(all));
+		ck_assert_uint_eq(kg_hlc(r), kg_hlc(all));
+		ck_assert_uint_eq(kg_batches(r), kg_batches(all));
+		ck_assert_uint_eq(kg_count(r, KG_PRINCIPLE),
+		    kg_count(all, KG_PRINCIPLE));
+		/* a restored graph snapshots to the same bytes */
+		r2 = kg_restore(s_r, strlen(s_r), err, sizeof(err));
+		ck_assert_ptr_nonnull(r2);
+		s = snap(r2);
+		ck_assert_str_eq(s, s_r);
+		free(s);
+		kg_free(r2);
+		free(s_all);
+		free(s_r);
+		free(e1);
+		free(e2);
+		kg_free(r);
+	}
+	ck_assert_ptr_nonnull(get(all, KG_PRINCIPLE, "p2"));
+	ck_assert_ptr_null(get(all, KG_PRINCIPLE, "p1"));
+	ck_assert_str_eq(str(get(all, KG_PATTERN, "pa"), "type"), "t2");
+	ck_assert(!isset(get(all, KG_PATTERN, "pa"), "location"));
+	kg_free(half);
+	kg_free(all);
+	/* what restore refuses */
+	ck_assert_ptr_null(kg_restore("nope", 4, err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "JSON"));
+	ck_assert_ptr_null(kg_restore("{\"v\":2}", 7, err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "version"));
+	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'entities':"
+	    "[{'k':'thing','key':'x'}]}");
+	ck_assert_ptr_null(kg_restore(s, strlen(s), err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "kind"));
+	free(s);
+	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'entities':"
+	    "[{'k':'principle','key':'x','seq':1,'rec':[1,'a',0],'f':{"
+	    "'confidence':[[0,'a',0],0.5]}}]}");
+	ck_assert_ptr_null(kg_restore(s, strlen(s), err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "bad field"));
+	free(s);
+	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'entities':"
+	    "[{'k':'principle','key':'x','seq':1,'rec':[1,'a',0]},"
+	    "{'k':'principle','key':'x','seq':1,'rec':[1,'a',0]}]}");
+	ck_assert_ptr_null(kg_restore(s, strlen(s), err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "twice"));
+	free(s);
+}
+END_TEST
+
+struct ecase {
+	const char	*actions;
+	int		 action;
+	const char	*op;
+	const char	*field;
+	const char	*msg;	/* a part of the message */
+};
+
+#define H64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+static const struct ecase ecases[] = {
+	/* the batch as a whole */
+	{ "{}", -1, "", "", "must be an array" },
+	{ "[]", -1, "", "", "1 to 256" },
+	{ "[5]", 0, "", "", "must be a pair" },
+	{ "[['record-principle']]", 0, "", "", "must be a pair" },
+	{ "[['record-principle',{'name':'a'},1]]", 0, "", "",
+	    "must be a pair" },
+	{ "[['make-tea',{}]]", 0, "make-tea", "", "unknown op \"make-tea\": "
+	    "use one of record-principle" },
+	/* record-principle */
+	{ "[['record-principle',{'description':'x'}]]", 0, "record-principle",
+	    "name", "is required" },
+	{ "[['record-principle',{'name':7}]]", 0, "record-principle", "name",
+	    "must be a string, got 7" },
+	{ "[['record-principle',{'name':''}]]", 0, "record-principle", "name",
+	    "must not be empty" },
+	{ "[['record-principle',{'name':'a\\nb'}]]", 0, "record-principle",
+	    "name", "control characters" },
+	{ "[['record-principle',{'name':'a','confidence':'high'}]]", 0,
+	    "record-principle", "confidence",
+	    "action 0 (record-principle): field \"confidence\": must be a "
+	    "number from 0 to 1, got \"high\"" },
+	{ "[['record-principle',{'name':'a','confidence':1.5}]]", 0,
+	    "record-principle", "confidence", "from 0 to 1, got 1.5" },
+	{ "[['record-principle',{'name':'a','tags':'x'}]]", 0,
+	    "record-principle", "tags", "must be an array of strings" },
+	{ "[['record-principle',{'name':'a','tags':['x',3]}]]", 0,
+	    "record-principle", "tags", "item 1 must be a string" },
+	{ "[['record-principle',{'name':'a','colour':'red'}]]", 0,
+	    "record-principle", "colour", "unknown field \"colour\": "
+	    "record-principle takes name, description, confidence, locations, "
+	    "evidence, relatedPrinciples, tags" },
+	{ "[['record-principle',{'name':'a','name':'b'}]]", 0,
+	    "record-principle", "name", "twice" },
+	/* record-pattern */
+	{ "[['record-pattern',{'type':'t'}]]", 0, "record-pattern", "name",
+	    "is required" },
+	{ "[['record-pattern',{'name':'np'}]]", 0, "record-pattern", "type",
+	    "is required for a new pattern" },
+	{ "[['record-pattern',{'name':'np','type':null}]]", 0,
+	    "record-pattern", "type", "is required for a new pattern" },
+	{ "[['record-pattern',{'name':'np','type':['t']}]]", 0,
+	    "record-pattern", "type", "must be a string" },
+	{ "[['record-pattern',{'name':'np','type':'t','location':''}]]", 0,
+	    "record-pattern", "location", "must not be empty" },
+	/* record-decision */
+	{ "[['record-decision',{'status':'active'}]]", 0, "record-decision",
+	    "name", "is required" },
+	{ "[['record-decision',{'name':'d','status':'maybe'}]]", 0,
+	    "record-decision", "status", "must be one of active, proposed, "
+	    "deprecated, superseded, got \"maybe\"" },
+	{ "[['record-decision',{'name':'d','impact':11}]]", 0,
+	    "record-decision", "impact", "integer from 0 to 10, got 11" },
+	{ "[['record-decision',{'name':'d','impact':2.5}]]", 0,
+	    "record-decision", "impact", "integer from 0 to 10" },
+	{ "[['record-decision',{'name':'d','rationale':5}]]", 0,
+	    "record-decision", "rationale", "must be a string" },
+	/* record-file-understanding */
+	{ "[['record-file-understanding',{'summary':'s'}]]", 0,
+	    "record-file-understanding", "path", "is required" },
+	{ "[['record-file-understanding',{'path':'/etc/passwd'}]]", 0,
+	    "record-file-understanding", "path", "relative to the project" },
+	{ "[['record-file-understanding',{'path':'a/../b'}]]", 0,
+	    "record-file-understanding", "path", "\"..\"" },
+	{ "[['record-file-understanding',{'path':'a//b'}]]", 0,
+	    "record-file-understanding", "path", "empty" },
+	{ "[['record-file-understanding',{'path':'a/'}]]", 0,
+	    "record-file-understanding", "path", "empty" },
+	{ "[['record-file-understanding',{'path':'a','hash':'abc'}]]", 0,
+	    "record-file-understanding", "hash", "64 lowercase hex digits "
+	    "(as sha256sum prints it)" },
+	{ "[['record-file-understanding',{'path':'a','hash':'0123456789"
+	    "ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef'}]]", 0,
+	    "record-file-understanding", "hash", "lowercase" },
+	{ "[['record-file-understanding',{'path':'a','lastAnalyzed':-1}]]",
+	    0, "record-file-understanding", "lastAnalyzed", "milliseconds" },
+	{ "[['record-file-understanding',{'path':'a','concepts':[" 
+	    "'1','2','3','4','5','6','7','8','9','10','11','12','13','14','15',"
+	    "'16','17','18','19','20','21','22','23','24','25','26','27','28',"
+	    "'29','30','31','32','33','34','35','36','37','38','39','40','41',"
+	    "'42','43','44','45','46','47','48','49','50','51','52','53','54',"
+	    "'55','56','57','58','59','60','61','62','63','64','65']}]]", 0,
+	    "record-file-understanding", "concepts", "at most 64 items" },
+	/* link-entities */
+	{ "[['link-entities',{'from':'P','to':'P'}]]", 0, "link-entities",
+	    "type", "is required" },
+	{ "[['link-entities',{'from':'nobody','to':'P','type':'uses'}]]", 0,
+	    "link-entities", "from", "no principle, pattern, decision or file "
+	    "understanding is named \"nobody\"" },
+	{ "[['link-entities',{'from':'P','to':'nobody','type':'uses'}]]", 0,
+	    "link-entities", "to", "record it first" },
+	{ "[['link-entities',{'from':'P','to':'P','type':'Uses'}]]", 0,
+	    "link-entities", "type", "a-z, 0-9" },
+	{ "[['link-entities',{'from':'P','to':'P','type':'uses',"
+	    "'confidence':-0.1}]]", 0, "link-entities", "confidence",
+	    "from 0 to 1" },
+	/* deletes */
+	{ "[['delete-principle',{}]]", 0, "delete-principle", "name",
+	    "is required" },
+	{ "[['delete-principle',{'name':'gone'}]]", 0, "delete-principle",
+	    "name", "no principle is named \"gone\"" },
+	{ "[['delete-pattern',{'name':'P'}]]", 0, "delete-pattern", "name",
+	    "no pattern is named" },
+	{ "[['delete-decision',{'name':1}]]", 0, "delete-decision", "name",
+	    "must be a string" },
+	{ "[['delete-decision',{'name':'D','why':'x'}]]", 0,
+	    "delete-decision", "why", "takes name" },
+	/* update-confidence */
+	{ "[['update-confidence',{'name':'P'}]]", 0, "update-confidence",
+	    "confidence", "is required" },
+	{ "[['update-confidence',{'name':'P','confidence':2}]]", 0,
+	    "update-confidence", "confidence", "from 0 to 1" },
+	{ "[['update-confidence',{'confidence':0.5}]]", 0,
+	    "update-confidence", "name", "is required" },
+	{ "[['update-confidence',{'name':'nobody','confidence':0.5}]]", 0,
+	    "update-confidence", "name", "no principle or pattern" },
+	{ "[['update-confidence',{'name':'Both','confidence':0.5}]]", 0,
+	    "update-confidence", "name", "both a principle and a pattern" },
+	{ "[['update-confidence',{'name':'P','confidence':0.5,'kind':"
+	    "'decision'}]]", 0, "update-confidence", "kind",
+	    "one of principle, pattern, relationship" },
+	{ "[['update-confidence',{'name':'P','confidence':0.5,'kind':"
+	    "'pattern'}]]", 0, "update-confidence", "name",
+	    "no pattern is named" },
+	{ "[['update-confidence',{'kind':'relationship','from':'P','to':'P',"
+	    "'confidence':0.5}]]", 0, "update-confidence", "type",
+	    "is required" },
+	{ "[['update-confidence',{'kind':'relationship','from':'P','to':'F',"
+	    "'type':'uses','confidence':0.5}]]", 0, "update-confidence",
+	    "from", "no relationship" },
+	{ "[['update-confidence',{'kind':'relationship','name':'P',"
+	    "'confidence':0.5}]]", 0, "update-confidence", "name",
+	    "named by from, to and type" },
+	{ "[['update-confidence',{'name':'P','from':'P','confidence':0.5}]]",
+	    0, "update-confidence", "from", "only for kind" },
+	/* add-evidence */
+	{ "[['add-evidence',{'name':'P'}]]", 0, "add-evidence", "evidence",
+	    "is required" },
+	{ "[['add-evidence',{'name':'P','evidence':5}]]", 0, "add-evidence",
+	    "evidence", "(or one string)" },
+	{ "[['add-evidence',{'name':'Both2','evidence':'e'}]]", 0,
+	    "add-evidence", "name", "no principle is named" },
+	/* the failing action is named by its index */
+	{ "[['record-principle',{'name':'ok'}],['record-principle',{'name':"
+	    "'ok2'}],['delete-principle',{'name':'ok'}],['add-evidence',"
+	    "{'name':'ok','evidence':'x'}]]", 3, "add-evidence", "name",
+	    "action 3 (add-evidence): field \"name\": no principle" },
+};
+
+START_TEST(test_check_errors)
+{
+	const struct ecase	*c = &ecases[_i];
+	struct kg		*g = kg_new("p");
+	struct kg_err		 err;
+	char			*s0, *s1, *want;
+
+	fold(g, 1, 1000, "a/1", "[['record-principle',{'name':'P'}],"
+	    "['record-decision',{'name':'D'}],['record-file-understanding',"
+	    "{'path':'F'}],['record-principle',{'name':'Both'}],"
+	    "['record-pattern',{'name':'Both','type':'t'}],"
+	    "['record-pattern',{'name':'Both2','type':'t'}]]");
+	s0 = snap(g);
+	ck_assert_int_eq(check(g, c->actions, 0, &err), -1);
+	want = q(c->msg);
+	ck_assert_msg(strstr(err.msg, want) != NULL, "case %d: \"%s\" not in "
+	    "\"%s\"", _i, want, err.msg);
+	free(want);
+	ck_assert_int_eq(err.action, c->action);
+	ck_assert_str_eq(err.op, c->op);
+	ck_assert_str_eq(err.field, c->field);
+	if (c->action >= 0)
+		ck_assert_msg(strncmp(err.msg, "action ", 7) == 0, "%s",
+		    err.msg);
+	s1 = snap(g);
+	ck_assert_str_eq(s0, s1);
+	free(s0);
+	free(s1);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_check_ok)
+{
+	struct kg	*g = kg_new("p");
+	struct kg_err	 err;
+
+	fold(g, 1, 1000, "a/1", "[['record-principle',{'name':'P'}],"
+	    "['record-pattern',{'name':'T','type':'t'}]]");
+	/* the seed's example batch */
+	ck_assert_msg(check(g, "[['record-principle',{'name':"
+	    "'contagious-materialization','description':'Syncing spreads',"
+	    "'confidence':0.95,'locations':['plexus/README.md:28'],"
+	    "'evidence':['tested-in-production'],'tags':['plexus','sync']}],"
+	    "['record-principle',{'name':'world-state-tree'}],"
+	    "['link-entities',{'from':'contagious-materialization','to':"
+	    "'world-state-tree','type':'implements','description':'Root'}],"
+	    "['record-pattern',{'name':'plexus-model-with-decorators','type':"
+	    "'plexus-model','location':'plexus/src/PlexusModel.ts:15',"
+	    "'confidence':0.9,'tags':['plexus','pattern']}],"
+	    "['record-file-understanding',{'path':'plexus/src/PlexusModel.ts',"
+	    "'hash':'" H64 "','summary':'Base class','concepts':['decorators'],"
+	    "'importantSymbols':['PlexusModel'],'relatedFiles':["
+	    "'plexus/src/Plexus.ts']}],"
+	    "['record-decision',{'name':'use-stage3-decorators','description':"
+	    "'d','rationale':'r','status':'active','impact':9,'locations':"
+	    "['plexus/README.md:45']}]]", 0, &err) == 0, "%s", err.msg);
+	/* earlier in the batch counts; a known pattern needs no type */
+	ck_assert_msg(check(g, "[['record-pattern',{'name':'N','type':'t'}],"
+	    "['record-pattern',{'name':'N','description':'more'}],"
+	    "['record-pattern',{'name':'T'}],['update-confidence',{'name':'N',"
+	    "'confidence':0.3}],['link-entities',{'from':'N','to':'P','type':"
+	    "'uses'}],['update-confidence',{'kind':'relationship','from':'N',"
+	    "'to':'P','type':'uses','confidence':0.2}],['add-evidence',{'name':"
+	    "'P','evidence':['a','b']}],['delete-principle',{'name':'P'}],"
+	    "['record-principle',{'name':'P','description':null}]]", 0,
+	    &err) == 0, "%s", err.msg);
+	/* deleted earlier in the batch: gone for the rest of it */
+	ck_assert_int_eq(check(g, "[['delete-pattern',{'name':'T'}],"
+	    "['update-confidence',{'name':'T','confidence':0.1}]]", 0, &err),
+	    -1);
+	ck_assert_int_eq(err.action, 1);
+	ck_assert_int_eq(check(g, "[['delete-pattern',{'name':'T'}],"
+	    "['delete-pattern',{'name':'T'}]]", 0, &err), -1);
+	ck_assert_int_eq(err.action, 1);
+	kg_free(g);
+}
+END_TEST
+
+/* A bad action anywhere: the checker refuses and g is unchanged. */
+START_TEST(test_check_rollback)
+{
+	struct kg	*g = kg_new("p");
+	struct kg_err	 err;
+	char		*s0, *s1;
+	cJSON		*a;
+
+	fold_hist(g, 0, 2);
+	s0 = snap(g);
+	a = qj("[['record-principle',{'name':'n1'}],['record-principle',"
+	    "{'name':'n2'}],['delete-principle',{'name':'p1'}],"
+	    "['link-entities',{'from':'n1','to':'n2','type':'uses'}],"
+	    "['record-decision',{'name':'d','impact':99}]]");
+	memset(&err, 0, sizeof(err));
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_int_eq(err.action, 4);
+	ck_assert_str_eq(err.op, "record-decision");
+	ck_assert_str_eq(err.field, "impact");
+	s1 = snap(g);
+	ck_assert_str_eq(s0, s1);
+	ck_assert_ptr_null(get(g, KG_PRINCIPLE, "n1"));
+	ck_assert_ptr_nonnull(get(g, KG_PRINCIPLE, "p1"));
+	cJSON_Delete(a);
+	free(s0);
+	free(s1);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_check_limits)
+{
+	struct kg	*g = kg_new("p");
+	struct kg_err	 err;
+	cJSON		*a, *act, *f;
+	char		*big, name[16];
+	int		 i;
+
+	fold(g, 1, 1000, "a/1", "[['record-principle',{'name':'a'}],"
+	    "['record-principle',{'name':'b'}]]");
+	/* max_entities: the batch's end state counts */
+	ck_assert_int_eq(check(g, "[['record-principle',{'name':'c'}]]", 3,
+	    &err), 0);
+	ck_assert_int_eq(check(g, "[['record-principle',{'name':'c'}],"
+	    "['record-principle',{'name':'d'}]]", 3, &err), -1);
+	ck_assert_int_eq(err.action, -1);
+	ck_assert_ptr_nonnull(strstr(err.msg, "would leave 4 entities"));
+	ck_assert_ptr_nonnull(strstr(err.msg, "limit of 3"));
+	ck_assert_int_eq(check(g, "[['record-principle',{'name':'c'}],"
+	    "['record-principle',{'name':'d'}],['delete-principle',{'name':"
+	    "'a'}]]", 3, &err), 0);
+	/* a re-record is not a new entity; 0 means no limit */
+	ck_assert_int_eq(check(g, "[['record-principle',{'name':'a'}]]", 2,
+	    &err), 0);
+	ck_assert_int_eq(check(g, "[['record-principle',{'name':'c'}]]", 0,
+	    &err), 0);
+	/* bounds of a name, a text, an item, the batch */
+	big = malloc(KG_BATCH_MAX + 16);
+	ck_assert_ptr_nonnull(big);
+	a = cJSON_CreateArray();
+	act = cJSON_CreateArray();
+	cJSON_AddItemToArray(a, act);
+	cJSON_AddItemToArray(act, cJSON_CreateString("record-principle"));
+	f = cJSON_CreateObject();
+	cJSON_AddItemToArray(act, f);
+	memset(big, 'n', KG_NAME_MAX + 1);
+	big[KG_NAME_MAX + 1] = '\0';
+	cJSON_AddStringToObject(f, "name", big);
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_str_eq(err.field, "name");
+	ck_assert_ptr_nonnull(strstr(err.msg, "at most 256 bytes"));
+	big[KG_NAME_MAX] = '\0';
+	cJSON_ReplaceItemInObject(f, "name", cJSON_CreateString(big));
+	ck_assert_int_eq(kg_check(g, a, 0, &err), 0);
+	memset(big, 't', KG_TEXT_MAX + 1);
+	big[KG_TEXT_MAX + 1] = '\0';
+	cJSON_AddStringToObject(f, "description", big);
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_str_eq(err.field, "description");
+	ck_assert_ptr_nonnull(strstr(err.msg, "at most 8192 bytes"));
+	big[KG_TEXT_MAX] = '\0';
+	cJSON_ReplaceItemInObject(f, "description", cJSON_CreateString(big));
+	ck_assert_int_eq(kg_check(g, a, 0, &err), 0);
+	memset(big, 'i', KG_ITEM_MAX + 1);
+	big[KG_ITEM_MAX + 1] = '\0';
+	{
+		const char *items[1] = { big };
+
+		cJSON_AddItemToObject(f, "tags",
+		    cJSON_CreateStringArray(items, 1));
+	}
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_str_eq(err.field, "tags");
+	ck_assert_ptr_nonnull(strstr(err.msg, "item 0"));
+	cJSON_DeleteItemFromObject(f, "tags");
+	/* invalid UTF-8 */
+	cJSON_ReplaceItemInObject(f, "description",
+	    cJSON_CreateString("bad \xc3\x28 utf"));
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_ptr_nonnull(strstr(err.msg, "UTF-8"));
+	cJSON_DeleteItemFromObject(f, "description");
+	/* 257 actions */
+	for (i = 1; i < KG_BATCH_ACTIONS + 1; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		act = cJSON_CreateArray();
+		cJSON_AddItemToArray(act, cJSON_CreateString("record-principle"));
+		f = cJSON_CreateObject();
+		cJSON_AddStringToObject(f, "name", name);
+		cJSON_AddItemToArray(act, f);
+		cJSON_AddItemToArray(a, act);
+	}
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_int_eq(err.action, -1);
+	ck_assert_ptr_nonnull(strstr(err.msg, "1 to 256"));
+	cJSON_DeleteItemFromArray(a, 0);
+	ck_assert_int_eq(kg_check(g, a, 0, &err), 0);
+	/* over KG_BATCH_MAX bytes: 256 actions of ~8 KB texts */
+	memset(big, 'x', 8000);
+	big[8000] = '\0';
+	cJSON_ArrayForEach(act, a)
+		cJSON_AddStringToObject(cJSON_GetArrayItem(act, 1),
+		    "description", big);
+	ck_assert_int_eq(kg_check(g, a, 0, &err), -1);
+	ck_assert_int_eq(err.action, -1);
+	ck_assert_ptr_nonnull(strstr(err.msg, "split the batch"));
+	cJSON_Delete(a);
+	free(big);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_search_refs_links_all)
+{
+	struct kg		*g = kg_new("p");
+	const struct kg_entity	*out[16];
+	size_t			 n;
+
+	fold(g, 1, 1000, "a/1", "[['record-principle',{'name':'zeta',"
+	    "'description':'About PLEXUS sync','locations':['src/a.c:12',"
+	    "'src/a.cc:1']}],['record-principle',{'name':'alpha','tags':"
+	    "['Plexus']}],['record-principle',{'name':'mid'}],"
+	    "['record-pattern',{'name':'pat','type':'t','location':"
+	    "'src/a.c'}],['record-decision',{'name':'dec','locations':"
+	    "['src/a.c:99']}],['record-file-understanding',{'path':'src/a.c',"
+	    "'summary':'plexUs core'}],['record-file-understanding',{'path':"
+	    "'src/a.cc'}],['link-entities',{'from':'zeta','to':'src/a.c',"
+	    "'type':'uses'}],['link-entities',{'from':'zeta','to':'alpha',"
+	    "'type':'supports'}],['link-entities',{'from':'alpha','to':"
+	    "'zeta','type':'contradicts'}],['link-entities',{'from':'zeta',"
+	    "'to':'alpha','type':'extends'}]]");
+	/* kg_all: by key, relationships by from, to, type */
+	n = kg_all(g, KG_PRINCIPLE, out, 16);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_str_eq(kg_entity_name(out[0]), "alpha");
+	ck_assert_str_eq(kg_entity_name(out[1]), "mid");
+	ck_assert_str_eq(kg_entity_name(out[2]), "zeta");
+	ck_assert_uint_eq(kg_all(g, KG_PRINCIPLE, out, 2), 3);
+	ck_assert_uint_eq(kg_all(g, KG_RELATIONSHIP, out, 16), 4);
+	ck_assert_str_eq(str(out[0], "from"), "alpha");
+	ck_assert_str_eq(str(out[1], "to"), "alpha");
+	ck_assert_str_eq(str(out[1], "type"), "extends");
+	ck_assert_str_eq(str(out[2], "type"), "supports");
+	ck_assert_str_eq(str(out[3], "to"), "src/a.c");
+	/* new entities sort in among the old */
+	fold(g, 2, 2000, "a/1", "[['record-principle',{'name':'beta'}],"
+	    "['record-principle',{'name':'aaa'}]]");
+	n = kg_all(g, KG_PRINCIPLE, out, 16);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(kg_entity_name(out[0]), "aaa");
+	ck_assert_str_eq(kg_entity_name(out[1]), "alpha");
+	ck_assert_str_eq(kg_entity_name(out[2]), "beta");
+	ck_assert_str_eq(kg_entity_name(out[4]), "zeta");
+	/* kg_links */
+	ck_assert_uint_eq(kg_links(g, "zeta", 0, out, 16), 3);
+	ck_assert_str_eq(str(out[0], "type"), "extends");
+	ck_assert_str_eq(str(out[2], "to"), "src/a.c");
+	ck_assert_uint_eq(kg_links(g, "zeta", 1, out, 16), 1);
+	ck_assert_str_eq(str(out[0], "from"), "alpha");
+	ck_assert_uint_eq(kg_links(g, "alpha", 1, out, 1), 2);
+	ck_assert_uint_eq(kg_links(g, "nobody", 0, out, 16), 0);
+	/* kg_search: case-folded, kind then key order */
+	n = kg_search(g, "pLeXuS", out, 16);
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(kg_entity_kind(out[0]), KG_PRINCIPLE);
+	ck_assert_str_eq(kg_entity_name(out[0]), "alpha");
+	ck_assert_str_eq(kg_entity_name(out[1]), "zeta");
+	ck_assert_int_eq(kg_entity_kind(out[2]), KG_FILE);
+	ck_assert_uint_eq(kg_search(g, "CONTRADICTS", out, 16), 1);
+	ck_assert_int_eq(kg_entity_kind(out[0]), KG_RELATIONSHIP);
+	ck_assert_uint_eq(kg_search(g, "nothing-like-it", out, 16), 0);
+	/* kg_refs: "path" and "path:N", not a longer path */
+	n = kg_refs(g, "src/a.c", out, 16);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(kg_entity_name(out[0]), "zeta");
+	ck_assert_int_eq(kg_entity_kind(out[1]), KG_PATTERN);
+	ck_assert_int_eq(kg_entity_kind(out[2]), KG_DECISION);
+	ck_assert_int_eq(kg_entity_kind(out[3]), KG_FILE);
+	ck_assert_int_eq(kg_entity_kind(out[4]), KG_RELATIONSHIP);
+	ck_assert_uint_eq(kg_refs(g, "src/a.cc", out, 16), 2);
+	ck_assert_uint_eq(kg_refs(g, "src/a", out, 16), 0);
+	/* deleted entities are never returned */
+	fold(g, 3, 3000, "a/1", "[['delete-principle',{'name':'zeta'}]]");
+	ck_assert_uint_eq(kg_refs(g, "src/a.c", out, 16), 4);
+	ck_assert_uint_eq(kg_search(g, "plexus", out, 16), 2);
+	ck_assert_uint_eq(kg_all(g, KG_PRINCIPLE, NULL, 0), 4);
+	kg_free(g);
+}
+END_TEST
+
+START_TEST(test_exports)
+{
+	struct kg		*g = kg_new("proj");
+	char			*md, *s;
+	cJSON			*j;
+
+	fold_hist(g, 0, 4);
+	md = kg_export_md(g);
+	ck_assert_ptr_nonnull(md);
+	ck_assert_ptr_nonnull(strstr(md, "# Knowledge of proj\n"));
+	ck_assert_ptr_nonnull(strstr(md, "\n## Principles\n\n### p1\n\nD\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Confidence: 0.5\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Evidence: `e1`, `e2`\n"));
+	ck_assert_ptr_nonnull(strstr(md, "\n## Patterns\n\nNone.\n"));
+	ck_assert_ptr_nonnull(strstr(md, "\n## Decisions\n\n### d1\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Status: proposed\n"));
+	ck_assert_ptr_nonnull(strstr(md, "\n## Files\n\n### f.c\n"));
+	ck_assert_ptr_nonnull(strstr(md, "\n## Relationships\n\n- `p1` "
+	    "**uses** `f.c` (confidence 0.1)\n"));
+	free(md);
+	s = export(g);
+	ck_assert_str_eq(s, "{\"projectId\":\"proj\",\"seq\":4,\"principles\":"
+	    "[{\"name\":\"p1\",\"description\":\"D\",\"confidence\":0.5,"
+	    "\"evidence\":[\"e1\",\"e2\"],\"tags\":[\"a\"]}],\"patterns\":[],"
+	    "\"decisions\":[{\"name\":\"d1\",\"status\":\"proposed\","
+	    "\"impact\":3}],\"files\":[{\"path\":\"f.c\",\"hash\":\"" H64
+	    "\",\"lastAnalyzed\":1700000000000}],\"relationships\":[{\"from\":"
+	    "\"p1\",\"to\":\"f.c\",\"type\":\"uses\",\"confidence\":0.1}]}");
+	free(s);
+	j = kg_entity_json(get(g, KG_DECISION, "d1"));
+	s = cJSON_PrintUnformatted(j);
+	ck_assert_str_eq(s, "{\"kind\":\"decision\",\"name\":\"d1\","
+	    "\"status\":\"proposed\",\"impact\":3,\"seq\":4}");
+	free(s);
+	cJSON_Delete(j);
+	kg_free(g);
+}
+END_TEST
+
+/* --- convergence: random batches folded in several orders --- */
+
+struct ev {
+	char		*type;
+	cJSON		*body;
+};
+
+static unsigned
+rnd(unsigned *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return (*s >> 16) & 0x7fff;
+}
+
+static const char *const rnames[] = { "n0", "n1", "n2", "n3", "n4" };
+static const char *const rpaths[] = { "a.c", "b/c.h", "n1" };
+static const char *const rtags[] = { "t0", "t1", "t2", "t3" };
+
+static cJSON *
+rtaglist(unsigned *s)
+{
+	cJSON	*a = cJSON_CreateArray();
+	size_t	 i;
+
+	for (i = 0; i < 4; i++)
+		if (rnd(s) % 3 == 0)
+			cJSON_AddItemToArray(a, cJSON_CreateString(rtags[i]));
+	return a;
+}
+
+static cJSON *
+raction(unsigned *s)
+{
+	cJSON		*a = cJSON_CreateArray(), *f = cJSON_CreateObject();
+	const char	*name = rnames[rnd(s) % 5];
+	char		 d[32];
+	unsigned	 op = rnd(s) % 12;
+	static const char *const kinds[] = { "principle", "pattern",
+	    "decision" };
+
+	snprintf(d, sizeof(d), "d%u", rnd(s) % 7);
+	switch (op) {
+	case 0:
+	case 1:
+		cJSON_AddItemToArray(a, cJSON_CreateString("record-principle"));
+		cJSON_AddStringToObject(f, "name", name);
+		if (rnd(s) % 2)
+			cJSON_AddStringToObject(f, "description", d);
+		if (rnd(s) % 2)
+			cJSON_AddNumberToObject(f, "confidence",
+			    (rnd(s) % 11) / 10.0);
+		if (rnd(s) % 2)
+			cJSON_AddItemToObject(f, "tags", rtaglist(s));
+		if (rnd(s) % 2)
+			cJSON_AddItemToObject(f, "evidence", rtaglist(s));
+		if (rnd(s) % 3 == 0)
+			cJSON_AddItemToObject(f, "locations", rtaglist(s));
+		break;
+	case 2:
+		cJSON_AddItemToArray(a, cJSON_CreateString("record-pattern"));
+		cJSON_AddStringToObject(f, "name", name);
+		cJSON_AddStringToObject(f, "type", d);
+		if (rnd(s) % 2)
+			cJSON_AddStringToObject(f, "location", "a.c:3");
+		if (rnd(s) % 2)
+			cJSON_AddItemToObject(f, "tags", rtaglist(s));
+		break;
+	case 3:
+		cJSON_AddItemToArray(a, cJSON_CreateString("record-decision"));
+		cJSON_AddStringToObject(f, "name", name);
+		if (rnd(s) % 2)
+			cJSON_AddNumberToObject(f, "impact", rnd(s) % 11);
+		if (rnd(s) % 2)
+			cJSON_AddItemToObject(f, "relatedDecisions",
+			    rtaglist(s));
+		if (rnd(s) % 2)
+			cJSON_AddNullToObject(f, "description");
+		break;
+	case 4:
+		cJSON_AddItemToArray(a, cJSON_CreateString(
+		    "record-file-understanding"));
+		cJSON_AddStringToObject(f, "path", rpaths[rnd(s) % 3]);
+		if (rnd(s) % 2)
+			cJSON_AddStringToObject(f, "summary", d);
+		if (rnd(s) % 2)
+			cJSON_AddItemToObject(f, "concepts", rtaglist(s));
+		if (rnd(s) % 2)
+			cJSON_AddItemToObject(f, "relatedFiles", rtaglist(s));
+		break;
+	case 5:
+	case 6:
+		cJSON_AddItemToArray(a, cJSON_CreateString("link-entities"));
+		cJSON_AddStringToObject(f, "from", name);
+		cJSON_AddStringToObject(f, "to", rnames[rnd(s) % 5]);
+		cJSON_AddStringToObject(f, "type", rnd(s) % 2 ? "uses" :
+		    "supports");
+		if (rnd(s) % 2)
+			cJSON_AddNumberToObject(f, "confidence",
+			    (rnd(s) % 11) / 10.0);
+		if (rnd(s) % 2)
+			cJSON_AddStringToObject(f, "description", d);
+		break;
+	case 7:
+	case 8:
+		snprintf(d, sizeof(d), "delete-%s", kinds[rnd(s) % 3]);
+		cJSON_AddItemToArray(a, cJSON_CreateString(d));
+		cJSON_AddStringToObject(f, "name", name);
+		break;
+	case 9:
+		cJSON_AddItemToArray(a, cJSON_CreateString(
+		    "update-confidence"));
+		cJSON_AddNumberToObject(f, "confidence", (rnd(s) % 11) / 10.0);
+		switch (rnd(s) % 4) {
+		case 0:
+			cJSON_AddStringToObject(f, "name", name);
+			break;
+		case 1:
+		case 2:
+			cJSON_AddStringToObject(f, "name", name);
+			cJSON_AddStringToObject(f, "kind", kinds[rnd(s) % 2]);
+			break;
+		default:
+			cJSON_AddStringToObject(f, "kind", "relationship");
+			cJSON_AddStringToObject(f, "from", name);
+			cJSON_AddStringToObject(f, "to", rnames[rnd(s) % 5]);
+			cJSON_AddStringToObject(f, "type", "uses");
+			break;
+		}
+		break;
+	default:
+		cJSON_AddItemToArray(a, cJSON_CreateString("add-evidence"));
+		cJSON_AddStringToObject(f, "name", name);
+		if (rnd(s) % 2)
+			cJSON_AddStringToObject(f, "evidence",
+			    rtags[rnd(s) % 4]);
+		else
+			cJSON_AddItemToObject(f, "evidence", rtaglist(s));
+		break;
+	}
+	cJSON_AddItemToArray(a, f);
+	return a;
+}
+
+/* The snapshot without the slots' seq (where in the log: order-bound). */
+static char *
+snap_noseq(const struct kg *g)
+{
+	char	*s = snap(g), *o;
+	cJSON	*j = cJSON_Parse(s), *e;
+
+	ck_assert_ptr_nonnull(j);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "entities"))
+		cJSON_DeleteItemFromObject(e, "seq");
+	o = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	free(s);
+	return o;
+}
+
+START_TEST(test_convergence)
+{
+	enum { NEV = 220, NPERM = 5 };
+	static const char *const origins[] = { "host-a/11", "host-b/22",
+	    "host-c/33" };
+	struct ev	 evs[NEV];
+	uint64_t	 last[3] = { 1000000, 1000000, 1000000 };
+	size_t		 order[NEV], i, j, p, nact, tmp;
+	unsigned	 s = 12345, o;
+	char		*snap0 = NULL, *exp0 = NULL, *sn, *ex, *full0 = NULL;
+	struct kg	*g;
+	char		 hash[65];
+
+	memset(hash, 'c', 64);
+	hash[64] = '\0';
+	for (i = 0; i < NEV; i++) {
+		cJSON *acts = cJSON_CreateArray();
+
+		o = rnd(&s) % 3;
+		/* each origin's clock rises; the three interleave and tie */
+		last[o] += 1 + rnd(&s) % 3;
+		if (i % 20 == 19) {
+			char buf[512];
+
+			snprintf(buf, sizeof(buf), "{'hlc':%llu,'origin':'%s',"
+			    "'path':'%s','hash':'%c%s','entities':[{'kind':"
+			    "'principle','name':'%s'},{'kind':'relationship',"
+			    "'name':'%s','to':'%s','type':'uses'}]}",
+			    (unsigned long long)last[o], origins[o],
+			    rpaths[rnd(&s) % 3], 'a' + (int)(rnd(&s) % 3),
+			    hash + 1, rnames[rnd(&s) % 5],
+			    rnames[rnd(&s) % 5], rnames[rnd(&s) % 5]);
+			evs[i].type = "knowledge_stale";
+			evs[i].body = qj(buf);
+			cJSON_Delete(acts);
+			continue;
+		}
+		nact = 1 + rnd(&s) % 4;
+		for (j = 0; j < nact; j++)
+			cJSON_AddItemToArray(acts, raction(&s));
+		evs[i].type = "knowledge_batch";
+		evs[i].body = kg_batch_body(acts, "b", last[o], origins[o],
+		    last[o] / 1000, NULL);
+		cJSON_Delete(acts);
+	}
+	for (i = 0; i < NEV; i++)
+		order[i] = i;
+	for (p = 0; p < NPERM; p++) {
+		if (p == 1)
+			for (i = 0; i < NEV / 2; i++) {
+				tmp = order[i];
+				order[i] = order[NEV - 1 - i];
+				order[NEV - 1 - i] = tmp;
+			}
+		else if (p > 1)
+			for (i = NEV - 1; i > 0; i--) {
+				j = rnd(&s) % (i + 1);
+				tmp = order[i];
+				order[i] = order[j];
+				order[j] = tmp;
+			}
+		g = kg_new("conv");
+		for (i = 0; i < NEV; i++)
+			ck_assert_int_eq(kg_fold(g, i + 1, evs[order[i]].type,
+			    evs[order[i]].body), 0);
+		sn = snap_noseq(g);
+		ex = export(g);
+		if (p == 0) {
+			snap0 = sn;
+			exp0 = ex;
+			full0 = snap(g);
+			/* the run exercises something */
+			ck_assert_uint_gt(kg_count(g, KG_RELATIONSHIP), 0);
+			ck_assert_ptr_nonnull(strstr(full0, "\"del\""));
+			ck_assert_ptr_nonnull(strstr(full0, "\"stale\""));
+			ck_assert_ptr_nonnull(strstr(exp0, "\"tags\""));
+		} else {
+			ck_assert_msg(strcmp(snap0, sn) == 0,
+			    "permutation %zu: snapshots differ", p);
+			ck_assert_msg(strcmp(exp0, ex) == 0,
+			    "permutation %zu: exports differ", p);
+			free(sn);
+			free(ex);
+		}
+		kg_free(g);
+	}
+	free(snap0);
+	free(exp0);
+	free(full0);
+	for (i = 0; i < NEV; i++)
+		cJSON_Delete(evs[i].body);
+}
+END_TEST
+
+/* Many entities: fold and read them all back (no timing asserted). */
+START_TEST(test_many)
+{
+	enum { N = 20000 };
+	struct kg		 *g = kg_new("big");
+	const struct kg_entity	**out;
+	char			  name[32];
+	cJSON			 *acts, *act, *f, *b;
+	size_t			  i, n;
+	char			 *s;
+	struct kg		 *r;
+	char			  err[64];
+
+	for (i = 0; i < N; i++) {
+		acts = cJSON_CreateArray();
+		act = cJSON_CreateArray();
+		f = cJSON_CreateObject();
+		/* keys arrive out of order */
+		snprintf(name, sizeof(name), "p%05zu", (i * 7919) % N);
+		cJSON_AddStringToObject(f, "name", name);
+		cJSON_AddNumberToObject(f, "confidence", 0.5);
+		cJSON_AddItemToArray(act, cJSON_CreateString(
+		    "record-principle"));
+		cJSON_AddItemToArray(act, f);
+		cJSON_AddItemToArray(acts, act);
+		b = kg_batch_body(acts, "x", 1000 + i, "o/1", 1, NULL);
+		ck_assert_int_eq(kg_fold(g, i + 1, "knowledge_batch", b), 0);
+		cJSON_Delete(b);
+		cJSON_Delete(acts);
+		if (i % 5000 == 0)
+			ck_assert_uint_eq(kg_all(g, KG_PRINCIPLE, NULL, 0),
+			    i + 1);
+	}
+	ck_assert_uint_eq(kg_count(g, KG_PRINCIPLE), N);
+	out = calloc(N, sizeof(*out));
+	n = kg_all(g, KG_PRINCIPLE, out, N);
+	ck_assert_uint_eq(n, N);
+	for (i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "p%05zu", i);
+		ck_assert_str_eq(kg_entity_name(out[i]), name);
+		ck_assert_ptr_eq(kg_get(g, KG_PRINCIPLE, name), out[i]);
+	}
+	ck_assert_uint_eq(kg_search(g, "P1999", NULL, 0), 10);
+	s = kg_snapshot(g, &n);
+	r = kg_restore(s, n, err, sizeof(err));
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(kg_count(r, KG_PRINCIPLE), N);
+	free(s);
+	kg_free(r);
+	free(out);
+	kg_free(g);
+}
+END_TEST
+
+static Suite *
+kg_suite(void)
+{
+	Suite	*s = suite_create("kg");
+	TCase	*tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_basics);
+	tcase_add_test(tc, test_record_read);
+	tcase_add_test(tc, test_lww_by_hlc);
+	tcase_add_test(tc, test_origin_tiebreak);
+	tcase_add_test(tc, test_add_wins_sets);
+	tcase_add_test(tc, test_delete_no_resurrect);
+	tcase_add_test(tc, test_stale);
+	tcase_add_test(tc, test_fold_bad_and_other);
+	tcase_add_test(tc, test_snapshot_restore);
+	tcase_add_loop_test(tc, test_check_errors, 0,
+	    (int)(sizeof(ecases) / sizeof(ecases[0])));
+	tcase_add_test(tc, test_check_ok);
+	tcase_add_test(tc, test_check_rollback);
+	tcase_add_test(tc, test_check_limits);
+	tcase_add_test(tc, test_search_refs_links_all);
+	tcase_add_test(tc, test_exports);
+	tcase_add_test(tc, test_convergence);
+	tcase_add_test(tc, test_many);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	return check_run(kg_suite());
+}
