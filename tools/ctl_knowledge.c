@@ -24,19 +24,11 @@
 /* A batch file: the actions' bytes and room for the object around them. */
 #define KNOW_FILE_MAX	(KG_BATCH_MAX + 64 * 1024)
 
-/*
- * 1 when id is a projectId parleyd takes (the rule of kg_valid_project,
- * checked here so that parleyctl needs none of the graph's code); else
- * says why.
- */
+/* 1 when id is a projectId parleyd takes; else says why. */
 static int
 project_ok(const char *id)
 {
-	size_t n = strlen(id);
-
-	if (n > 0 && n <= KG_PROJECT_MAX && id[0] != '.' &&
-	    strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	    "0123456789._-") == n)
+	if (kg_valid_project(id))
 		return 1;
 	warnx("bad project '%s': a projectId is 1-%d characters of "
 	    "A-Z a-z 0-9 . _ - not starting with '.'", id, KG_PROJECT_MAX);
