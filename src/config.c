@@ -38,7 +38,7 @@
 
 /* The handlers in this file; config_int.h declares the others (cfg_kw_*). */
 static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
-    kw_duration, kw_size, kw_number, kw_default_provider, kw_log_level,
+    kw_duration, kw_size, kw_number, kw_count, kw_default_provider, kw_log_level,
     kw_log_format, kw_log_file, kw_tool_policy, kw_autonomy, kw_audit_log;
 
 /*
@@ -210,6 +210,11 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	    C(kb_max_documents), 1, 1000000, "kb-max-documents N") \
 	X("kb-max-bytes", KW_TOP, 1, 1, 0, kw_size, C(kb_max_bytes), KIB, \
 	    GIB, "kb-max-bytes SIZE") \
+	X("knowledge-tools", KW_TOP, 1, 1, 0, cfg_kw_onoff, \
+	    C(knowledge_tools), 0, 0, "knowledge-tools on|off") \
+	X("knowledge-max-entities", KW_TOP, 1, 1, 0, kw_count, \
+	    C(knowledge_max_entities), 1, 10000000, \
+	    "knowledge-max-entities N") \
 	X("rag", KW_TOP, 1, 1, 0, cfg_kw_onoff, C(rag), 0, 0, "rag on|off") \
 	X("rag-top-k", KW_TOP, 1, 1, 0, kw_number, C(rag_top_k), 1, 100, \
 	    "rag-top-k N") \
@@ -673,6 +678,21 @@ kw_number(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	return 0;
 }
 
+/* A number into the size_t at the keyword's field (kw_number: unsigned). */
+static int
+kw_count(struct parser *p, const struct keyword *kw, int argc, char **argv)
+{
+	uint64_t	v;
+	size_t		n;
+
+	(void)argc;
+	if (cfg_number_arg(p, kw, argv[0], &v) == -1)
+		return -1;
+	n = (size_t)v;
+	memcpy(cfg_field(p, kw), &n, sizeof(n));
+	return 0;
+}
+
 static int
 kw_default_provider(struct parser *p, const struct keyword *kw, int argc,
     char **argv)
@@ -1019,6 +1039,8 @@ config_init(struct config *c)
 	c->index_max_bytes = GIB;
 	c->kb_max_documents = 1000;
 	c->kb_max_bytes = 16 * MIB;
+	c->knowledge_tools = 1;
+	c->knowledge_max_entities = 100000;
 	c->rag = 1;
 	c->rag_top_k = 5;
 	c->rag_budget = 2000;

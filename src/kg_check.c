@@ -317,7 +317,8 @@ kg_act_parse(const cJSON *action, int idx, struct kg_act *a,
 	if (i == KG_NOPS) {
 		kg_err_set(err, idx, "", "", "unknown op \"%.40s\": use one "
 		    "of %s", op, kg_join(kg_ops, KG_NOPS, list, sizeof(list)));
-		snprintf(err->op, sizeof(err->op), "%.31s", op);
+		if (err != NULL)
+			snprintf(err->op, sizeof(err->op), "%.31s", op);
 		return -1;
 	}
 	a->op = (enum kg_op)i;
@@ -383,8 +384,9 @@ kg_act_parse(const cJSON *action, int idx, struct kg_act *a,
 			kg_err_set(err, idx, op, "", "unknown field \"%.40s\": "
 			    "%s takes %s", m->string, op,
 			    kg_join(acc, nacc, list, sizeof(list)));
-			snprintf(err->field, sizeof(err->field), "%.31s",
-			    m->string);
+			if (err != NULL)
+				snprintf(err->field, sizeof(err->field),
+				    "%.31s", m->string);
 			return -1;
 		}
 		for (m2 = fields->child; m2 != m; m2 = m2->next)
@@ -689,8 +691,11 @@ kg_check(const struct kg *g, const cJSON *actions, size_t max_entities,
 	const cJSON	*it;
 	char		*s;
 	size_t		 total = 0, k, len;
+	struct kg_err	 scratch;
 	int		 n, i = 0, r = -1;
 
+	if (err == NULL)
+		err = &scratch;
 	memset(&v, 0, sizeof(v));
 	v.g = g;
 	if (!cJSON_IsArray(actions)) {

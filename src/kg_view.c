@@ -16,164 +16,233 @@
 
 #define KG_SNAP_VERSION	1
 
-static cJSON *
-kg_stamp_json(const struct kg_stamp *st)
-{
-	cJSON	*a;
+/*
+ * A snapshot is written directly, not through a cJSON tree: a 100,000
+ * entity graph is tens of MB of JSON and a tree of it costs seconds in
+ * malloc alone.  Origins are listed once, sorted (so the text does not
+ * depend on the order they were first seen), and stamps name them by
+ * index: [hlc, origin, idx].
+ */
+struct kg_w {
+	char		*buf;
+	size_t		 len, cap;
+	int		 failed;
+	const char	**origins;	/* sorted */
+	size_t		 norigins;
+};
 
-	if ((a = cJSON_CreateArray()) == NULL)
-		return NULL;
-	cJSON_AddItemToArray(a, cJSON_CreateNumber((double)st->hlc));
-	cJSON_AddItemToArray(a, cJSON_CreateString(st->origin ? st->origin :
-	    ""));
-	cJSON_AddItemToArray(a, cJSON_CreateNumber((double)st->idx));
-	if (cJSON_GetArraySize(a) != 3) {
-		cJSON_Delete(a);
-		return NULL;
+static void
+kg_w_raw(struct kg_w *w, const char *s, size_t n)
+{
+	if (!w->failed && util_append(&w->buf, &w->len, &w->cap, s, n) == -1)
+		w->failed = 1;
+}
+
+static void
+kg_w_str(struct kg_w *w, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	const char	*run = s;
+	char		 esc[8];
+
+	kg_w_raw(w, "\"", 1);
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		kg_w_raw(w, run, (size_t)(s - run));
+		esc[0] = '\\';
+		if (c == '"' || c == '\\') {
+			esc[1] = (char)c;
+			kg_w_raw(w, esc, 2);
+		} else {
+			memcpy(esc + 1, "u00", 3);
+			esc[4] = hex[c >> 4];
+			esc[5] = hex[c & 15];
+			kg_w_raw(w, esc, 6);
+		}
+		run = s + 1;
 	}
-	return a;
+	kg_w_raw(w, run, (size_t)(s - run));
+	kg_w_raw(w, "\"", 1);
+}
+
+static void
+kg_w_fmt(struct kg_w *w, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+kg_w_fmt(struct kg_w *w, const char *fmt, ...)
+{
+	va_list	ap;
+	char	buf[64];
+	int	n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		w->failed = 1;
+	else
+		kg_w_raw(w, buf, (size_t)n);
 }
 
 static int
-kg_add_stamp(cJSON *o, const char *name, const struct kg_stamp *st)
+kg_strp_cmp(const void *a, const void *b)
 {
-	cJSON	*a;
-
-	if (st->hlc == 0)
-		return 0;
-	if ((a = kg_stamp_json(st)) == NULL)
-		return -1;
-	cJSON_AddItemToObject(o, name, a);
-	return 0;
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* A register's value as JSON: null when unset. */
-static cJSON *
-kg_fv_value(const struct kg_fv *fv)
+static size_t
+kg_w_origin(const struct kg_w *w, const char *o)
 {
-	cJSON	*a;
-	size_t	 i;
+	size_t	lo = 0, hi = w->norigins, mid;
+	int	c;
 
-	switch (fv->t) {
-	case KG_V_STR:
-		return cJSON_CreateString(fv->s);
-	case KG_V_NUM:
-	case KG_V_BOOL:
-		return cJSON_CreateNumber(fv->num);
-	case KG_V_LIST:
-		if ((a = cJSON_CreateArray()) == NULL)
-			return NULL;
-		for (i = 0; i < fv->n; i++)
-			cJSON_AddItemToArray(a, cJSON_CreateString(fv->list[i]));
-		if ((size_t)cJSON_GetArraySize(a) != fv->n) {
-			cJSON_Delete(a);
-			return NULL;
-		}
-		return a;
-	default:
-		return cJSON_CreateNull();
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if ((c = strcmp(w->origins[mid], o)) == 0)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
+	return 0;	/* "" is origins[0] */
 }
 
-static cJSON *
-kg_slot_json(const struct kg_entity *e)
+static void
+kg_w_stamp(struct kg_w *w, const struct kg_stamp *st)
+{
+	kg_w_fmt(w, "[%llu,%zu,%u]", (unsigned long long)st->hlc,
+	    kg_w_origin(w, st->origin ? st->origin : ""), st->idx);
+}
+
+static void
+kg_w_slot(struct kg_w *w, const struct kg_entity *e)
 {
 	const struct kg_kdesc	*kd = &kg_kinds[e->kind];
-	cJSON			*o, *f, *x, *it, *sts;
+	const struct kg_stamp	*sts[3] = { &e->rec, &e->del, &e->stale };
+	static const char *const stn[3] = { "rec", "del", "stale" };
 	size_t			 i, j, s;
+	int			 first = 1;
 
-	if ((o = cJSON_CreateObject()) == NULL)
-		return NULL;
-	if (cJSON_AddStringToObject(o, "k", kd->name) == NULL ||
-	    cJSON_AddStringToObject(o, "key", e->key) == NULL ||
-	    (e->kind == KG_RELATIONSHIP &&
-	    (cJSON_AddStringToObject(o, "to", e->to) == NULL ||
-	    cJSON_AddStringToObject(o, "type", e->type) == NULL)) ||
-	    cJSON_AddNumberToObject(o, "seq", (double)e->seq) == NULL ||
-	    kg_add_stamp(o, "rec", &e->rec) == -1 ||
-	    kg_add_stamp(o, "del", &e->del) == -1 ||
-	    kg_add_stamp(o, "stale", &e->stale) == -1 ||
-	    (e->stale_hash != NULL &&
-	    cJSON_AddStringToObject(o, "staleHash", e->stale_hash) == NULL) ||
-	    (f = cJSON_AddObjectToObject(o, "f")) == NULL)
-		goto fail;
+	kg_w_fmt(w, "{\"k\":\"%s\",\"key\":", kd->name);
+	kg_w_str(w, e->key);
+	if (e->kind == KG_RELATIONSHIP) {
+		kg_w_raw(w, ",\"to\":", 6);
+		kg_w_str(w, e->to);
+		kg_w_raw(w, ",\"type\":", 8);
+		kg_w_str(w, e->type);
+	}
+	kg_w_fmt(w, ",\"seq\":%llu", (unsigned long long)e->seq);
+	for (i = 0; i < 3; i++)
+		if (sts[i]->hlc != 0) {
+			kg_w_fmt(w, ",\"%s\":", stn[i]);
+			kg_w_stamp(w, sts[i]);
+		}
+	if (e->stale_hash != NULL) {
+		kg_w_raw(w, ",\"staleHash\":", 13);
+		kg_w_str(w, e->stale_hash);
+	}
+	kg_w_raw(w, ",\"f\":{", 6);
 	for (i = 0; i < kd->nf; i++) {
 		const struct kg_fv *fv = &e->fv[i];
 
+		if (kd->f[i].type == KG_F_SET ? fv->ni == 0 : fv->st.hlc == 0)
+			continue;
+		kg_w_fmt(w, "%s\"%s\":[", first ? "" : ",", kd->f[i].name);
+		first = 0;
 		if (kd->f[i].type == KG_F_SET) {
-			if (fv->ni == 0)
-				continue;
-			if ((x = cJSON_AddArrayToObject(f, kd->f[i].name)) ==
-			    NULL)
-				goto fail;
 			for (j = 0; j < fv->ni; j++) {
-				if ((it = cJSON_CreateArray()) == NULL)
-					goto fail;
-				cJSON_AddItemToArray(x, it);
-				if ((sts = cJSON_CreateArray()) == NULL)
-					goto fail;
-				cJSON_AddItemToArray(it, cJSON_CreateString(
-				    fv->items[j].val));
-				cJSON_AddItemToArray(it, sts);
-				for (s = 0; s < fv->items[j].nst; s++)
-					cJSON_AddItemToArray(sts, kg_stamp_json(
-					    &fv->items[j].st[s]));
-				if (cJSON_GetArraySize(it) != 2 ||
-				    (size_t)cJSON_GetArraySize(sts) !=
-				    fv->items[j].nst)
-					goto fail;
+				kg_w_raw(w, j ? ",[" : "[", j ? 2 : 1);
+				kg_w_str(w, fv->items[j].val);
+				kg_w_raw(w, ",[", 2);
+				for (s = 0; s < fv->items[j].nst; s++) {
+					if (s)
+						kg_w_raw(w, ",", 1);
+					kg_w_stamp(w, &fv->items[j].st[s]);
+				}
+				kg_w_raw(w, "]]", 2);
 			}
+			kg_w_raw(w, "]", 1);
 			continue;
 		}
-		if (fv->st.hlc == 0)
-			continue;
-		if ((x = cJSON_AddArrayToObject(f, kd->f[i].name)) == NULL)
-			goto fail;
-		cJSON_AddItemToArray(x, kg_stamp_json(&fv->st));
-		cJSON_AddItemToArray(x, kg_fv_value(fv));
-		if (cJSON_GetArraySize(x) != 2)
-			goto fail;
+		kg_w_stamp(w, &fv->st);
+		kg_w_raw(w, ",", 1);
+		switch (fv->t) {
+		case KG_V_STR:
+			kg_w_str(w, fv->s);
+			break;
+		case KG_V_NUM:
+		case KG_V_BOOL:
+			kg_w_fmt(w, "%.17g", fv->num);
+			break;
+		case KG_V_LIST:
+			kg_w_raw(w, "[", 1);
+			for (j = 0; j < fv->n; j++) {
+				if (j)
+					kg_w_raw(w, ",", 1);
+				kg_w_str(w, fv->list[j]);
+			}
+			kg_w_raw(w, "]", 1);
+			break;
+		default:
+			kg_w_raw(w, "null", 4);
+			break;
+		}
+		kg_w_raw(w, "]", 1);
 	}
-	return o;
-fail:
-	cJSON_Delete(o);
-	return NULL;
+	kg_w_raw(w, "}}", 2);
 }
 
 char *
 kg_snapshot(const struct kg *g, size_t *len)
 {
 	struct kg_entity	**all;
-	cJSON			 *o, *ents, *e;
-	char			 *s;
+	struct kg_w		  w;
 	size_t			  n, i, k;
+	int			  first = 1;
 
-	if ((o = cJSON_CreateObject()) == NULL)
+	memset(&w, 0, sizeof(w));
+	if ((w.origins = calloc(g->norigins + 1, sizeof(*w.origins))) == NULL)
 		return NULL;
-	if (cJSON_AddNumberToObject(o, "v", KG_SNAP_VERSION) == NULL ||
-	    cJSON_AddStringToObject(o, "project", g->project) == NULL ||
-	    cJSON_AddNumberToObject(o, "seq", (double)g->seq) == NULL ||
-	    cJSON_AddNumberToObject(o, "hlc", (double)g->hlc) == NULL ||
-	    cJSON_AddNumberToObject(o, "batches", (double)g->batches) ==
-	    NULL ||
-	    (ents = cJSON_AddArrayToObject(o, "entities")) == NULL)
-		goto fail;
+	w.origins[0] = "";
+	for (i = 0; i < g->norigins; i++)
+		w.origins[i + 1] = g->origins[i];
+	w.norigins = g->norigins + 1;
+	qsort(w.origins, w.norigins, sizeof(*w.origins), kg_strp_cmp);
+	kg_w_fmt(&w, "{\"v\":%d,\"project\":", KG_SNAP_VERSION);
+	kg_w_str(&w, g->project);
+	kg_w_fmt(&w, ",\"seq\":%llu", (unsigned long long)g->seq);
+	kg_w_fmt(&w, ",\"hlc\":%llu", (unsigned long long)g->hlc);
+	kg_w_fmt(&w, ",\"batches\":%llu", (unsigned long long)g->batches);
+	kg_w_raw(&w, ",\"origins\":[", 12);
+	for (i = 0; i < w.norigins; i++) {
+		if (i)
+			kg_w_raw(&w, ",", 1);
+		kg_w_str(&w, w.origins[i]);
+	}
+	kg_w_raw(&w, "],\"entities\":[", 14);
 	for (k = 0; k < KG_NKINDS; k++) {
 		all = kg_sorted(g, (enum kg_kind)k, &n);
 		for (i = 0; i < n; i++) {
-			if ((e = kg_slot_json(all[i])) == NULL)
-				goto fail;
-			cJSON_AddItemToArray(ents, e);
+			if (!first)
+				kg_w_raw(&w, ",", 1);
+			first = 0;
+			kg_w_slot(&w, all[i]);
 		}
 	}
-	s = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (s != NULL && len != NULL)
-		*len = strlen(s);
-	return s;
-fail:
-	cJSON_Delete(o);
-	return NULL;
+	kg_w_raw(&w, "]}", 2);
+	free(w.origins);
+	if (w.failed) {
+		free(w.buf);
+		return NULL;
+	}
+	if (len != NULL)
+		*len = w.len;
+	return w.buf;
 }
 
 /* --- restore --- */
@@ -189,12 +258,18 @@ kg_u64(const cJSON *v, uint64_t *out)
 	return 0;
 }
 
-/* A stamp [hlc, origin, idx] (absent: zero when opt). */
+/* The snapshot's origins, interned in the graph being restored. */
+struct kg_rs {
+	const char	**o;
+	size_t		  n;
+};
+
+/* A stamp [hlc, origin index, idx] (absent: zero when opt). */
 static int
-kg_stamp_read(struct kg *g, const cJSON *v, int opt, struct kg_stamp *st)
+kg_stamp_read(const struct kg_rs *rs, const cJSON *v, int opt,
+    struct kg_stamp *st)
 {
-	uint64_t	hlc, idx;
-	const cJSON	*o;
+	uint64_t	hlc, idx, oi;
 
 	st->hlc = 0;
 	st->origin = "";
@@ -203,18 +278,18 @@ kg_stamp_read(struct kg *g, const cJSON *v, int opt, struct kg_stamp *st)
 		return 0;
 	if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3 ||
 	    kg_u64(cJSON_GetArrayItem(v, 0), &hlc) == -1 || hlc == 0 ||
-	    !cJSON_IsString(o = cJSON_GetArrayItem(v, 1)) ||
+	    kg_u64(cJSON_GetArrayItem(v, 1), &oi) == -1 || oi >= rs->n ||
 	    kg_u64(cJSON_GetArrayItem(v, 2), &idx) == -1 || idx > UINT32_MAX)
 		return -1;
-	if ((st->origin = kg_intern(g, o->valuestring)) == NULL)
-		return -1;
+	st->origin = rs->o[oi];
 	st->hlc = hlc;
 	st->idx = (uint32_t)idx;
 	return 0;
 }
 
 static int
-kg_restore_slot(struct kg *g, const cJSON *o, char *err, size_t errlen)
+kg_restore_slot(struct kg *g, const struct kg_rs *rs, const cJSON *o,
+    char *err, size_t errlen)
 {
 	const cJSON		*k = cJSON_GetObjectItemCaseSensitive(o, "k");
 	const cJSON		*key = cJSON_GetObjectItemCaseSensitive(o, "key");
@@ -253,11 +328,11 @@ kg_restore_slot(struct kg *g, const cJSON *o, char *err, size_t errlen)
 		return -1;
 	}
 	if (kg_u64(cJSON_GetObjectItemCaseSensitive(o, "seq"), &seq) == -1 ||
-	    kg_stamp_read(g, cJSON_GetObjectItemCaseSensitive(o, "rec"), 1,
+	    kg_stamp_read(rs, cJSON_GetObjectItemCaseSensitive(o, "rec"), 1,
 	    &e->rec) == -1 ||
-	    kg_stamp_read(g, cJSON_GetObjectItemCaseSensitive(o, "del"), 1,
+	    kg_stamp_read(rs, cJSON_GetObjectItemCaseSensitive(o, "del"), 1,
 	    &e->del) == -1 ||
-	    kg_stamp_read(g, cJSON_GetObjectItemCaseSensitive(o, "stale"), 1,
+	    kg_stamp_read(rs, cJSON_GetObjectItemCaseSensitive(o, "stale"), 1,
 	    &e->stale) == -1) {
 		snprintf(err, errlen, "%s \"%.64s\": a bad seq or stamp",
 		    kd->name, key->valuestring);
@@ -277,7 +352,7 @@ kg_restore_slot(struct kg *g, const cJSON *o, char *err, size_t errlen)
 			goto bad;
 		if (kd->f[fi].type != KG_F_SET) {
 			if (cJSON_GetArraySize(x) != 2 ||
-			    kg_stamp_read(g, cJSON_GetArrayItem(x, 0), 0,
+			    kg_stamp_read(rs, cJSON_GetArrayItem(x, 0), 0,
 			    &st) == -1 ||
 			    kg_write(e, (size_t)fi, cJSON_GetArrayItem(x, 1),
 			    &st) == -1)
@@ -291,7 +366,7 @@ kg_restore_slot(struct kg *g, const cJSON *o, char *err, size_t errlen)
 			    !cJSON_IsString(v))
 				goto bad;
 			cJSON_ArrayForEach(s, cJSON_GetArrayItem(it, 1)) {
-				if (kg_stamp_read(g, s, 0, &st) == -1 ||
+				if (kg_stamp_read(rs, s, 0, &st) == -1 ||
 				    kg_set_add(&e->fv[fi], v->valuestring,
 				    &st) == -1)
 					goto bad;
@@ -312,10 +387,12 @@ struct kg *
 kg_restore(const char *json, size_t len, char *err, size_t errlen)
 {
 	cJSON		*o;
-	const cJSON	*p, *ents, *it;
+	const cJSON	*p, *ents, *it, *ors;
 	struct kg	*g = NULL;
+	struct kg_rs	 rs;
 	uint64_t	 v;
 
+	memset(&rs, 0, sizeof(rs));
 	if (errlen > 0)
 		err[0] = '\0';
 	if ((o = cJSON_ParseWithLength(json, len)) == NULL) {
@@ -348,12 +425,27 @@ kg_restore(const char *json, size_t len, char *err, size_t errlen)
 		    "(integers)");
 		goto fail;
 	}
-	cJSON_ArrayForEach(it, ents)
-		if (kg_restore_slot(g, it, err, errlen) == -1)
+	ors = cJSON_GetObjectItemCaseSensitive(o, "origins");
+	if (!cJSON_IsArray(ors) || (rs.o = calloc((size_t)
+	    cJSON_GetArraySize(ors) + 1, sizeof(*rs.o))) == NULL) {
+		snprintf(err, errlen, "a snapshot needs origins");
+		goto fail;
+	}
+	cJSON_ArrayForEach(it, ors) {
+		if (!cJSON_IsString(it) ||
+		    (rs.o[rs.n++] = kg_intern(g, it->valuestring)) == NULL) {
+			snprintf(err, errlen, "bad origins");
 			goto fail;
+		}
+	}
+	cJSON_ArrayForEach(it, ents)
+		if (kg_restore_slot(g, &rs, it, err, errlen) == -1)
+			goto fail;
+	free(rs.o);
 	cJSON_Delete(o);
 	return g;
 fail:
+	free(rs.o);
 	kg_free(g);
 	cJSON_Delete(o);
 	return NULL;

@@ -36,6 +36,12 @@ store_valid_id(const char *id)
 	return 1;
 }
 
+int
+store_retained(const char *id)
+{
+	return strncmp(id, "kg:", 3) == 0;
+}
+
 struct store *
 store_open(const char *url, const char *state_dir, enum store_fsync fs,
     char *err, size_t errlen)
@@ -259,6 +265,8 @@ store_sync(struct store *st)
 int
 store_trim(struct store_sess *s, uint64_t cutoff_ms)
 {
+	if (store_retained(s->id))
+		return 0;
 	return s->store->ops->trim(s, cutoff_ms);
 }
 

@@ -1438,6 +1438,7 @@ local_expire(struct store *st, uint64_t cutoff_ms)
 	}
 	while ((de = readdir(d)) != NULL) {
 		if (!store_valid_id(de->d_name) ||
+		    store_retained(de->d_name) ||
 		    store_sess_find(st, de->d_name) != NULL)
 			continue;
 		newest = 0;

@@ -90,6 +90,12 @@
  * Numbers cross into Lua as strings and are compared as strings: Lua 5.1
  * numbers are doubles and print large values in exponent form.
  */
+const char *
+rs_retention(const struct rsess *s)
+{
+	return store_retained(s->base.id) ? "keep" : s->st->retention_s;
+}
+
 static const char *const rs_scripts[SC_COUNT] = {
 	/* KEYS log meta owner fence in kb; ARGV token retention prev inpos
 	 * channel, then seq ts json per record */
@@ -113,7 +119,7 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"  redis.call('XTRIM', KEYS[5], 'MINID', ARGV[4])\n"
 	"end\n"
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
-	"  redis.call('PEXPIRE', k, ARGV[2])\n"
+	"  " RS_TTL("k", "ARGV[2]")
 	"end\n"
 	"if n > 0 then redis.call('PUBLISH', ARGV[5], ARGV[n]) end\n"
 	"return 1\n",
@@ -130,7 +136,7 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"end\n"
 	"redis.call('HSET', KEYS[2], 'doc', ARGV[3])\n"
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
-	"  redis.call('PEXPIRE', k, ARGV[2])\n"
+	"  " RS_TTL("k", "ARGV[2]")
 	"end\n"
 	"return 1\n",
 	/* KEYS log meta owner fence in kb; ARGV token lease retention.  An
@@ -139,7 +145,7 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {0} end\n"
 	"redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
-	"  redis.call('PEXPIRE', k, ARGV[3])\n"
+	"  " RS_TTL("k", "ARGV[3]")
 	"end\n"
 	"return {1, redis.call('HGET', KEYS[2], 'last') or '0'}\n",
 	/* KEYS log meta owner fence in kb; ARGV node lease create force
@@ -155,7 +161,7 @@ static const char *const rs_scripts[SC_COUNT] = {
 	"redis.call('SET', KEYS[3], tok, 'PX', ARGV[2])\n"
 	"redis.call('HSETNX', KEYS[2], 'last', '0')\n"
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
-	"  redis.call('PEXPIRE', k, ARGV[5])\n"
+	"  " RS_TTL("k", "ARGV[5]")
 	"end\n"
 	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos')\n"
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
@@ -177,7 +183,7 @@ static const char *const rs_scripts[SC_COUNT] = {
 	[SC_POST] =
 	"local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*',\n"
 	"  'm', ARGV[1])\n"
-	"redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+	RS_TTL("KEYS[1]", "ARGV[2]")
 	"redis.call('PUBLISH', ARGV[3], id)\n"
 	"return id\n",
 	/* KEYS log owner; ARGV token minid */
@@ -1767,7 +1773,7 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	args_str(&a, st->lease_s);
 	args_str(&a, create ? "1" : "0");
 	args_add(&a, force, forcelen);
-	args_str(&a, st->retention_s);
+	args_str(&a, rs_retention(s));
 	r = rs_eval(st, rc, SC_ACQUIRE, &a);
 	args_free(&a);
 	return r;
@@ -2417,7 +2423,7 @@ rs_batch_send(struct rsess *s)
 		args_script(&a, st, SC_META, RS_SKEYS);
 		args_skeys(&a, s);
 		args_str(&a, s->token);
-		args_str(&a, st->retention_s);
+		args_str(&a, rs_retention(s));
 		op = TAILQ_FIRST(&b->ops);
 		args_add(&a, op->doc, op->doclen);
 		args_u64(&a, b->prev);
@@ -2427,7 +2433,7 @@ rs_batch_send(struct rsess *s)
 		args_script(&a, st, SC_APPEND, RS_SKEYS);
 		args_skeys(&a, s);
 		args_str(&a, s->token);
-		args_str(&a, st->retention_s);
+		args_str(&a, rs_retention(s));
 		args_u64(&a, b->prev);
 		args_str(&a, b->inpos);
 		args_str(&a, s->ch_ev);
@@ -2743,7 +2749,7 @@ rs_renew_send(struct rsess *s)
 	args_skeys(&a, s);
 	args_str(&a, s->token);
 	args_str(&a, st->lease_s);
-	args_str(&a, st->retention_s);
+	args_str(&a, rs_retention(s));
 	if (rs_eval(st, rc, SC_RENEW, &a) == 0)
 		s->renewing = 1;
 	args_free(&a);
@@ -3419,7 +3425,7 @@ rs_post(struct store_sess *bs, const char *json, size_t len,
 	args_script(&a, st, SC_POST, 1);
 	args_str(&a, s->k_in);
 	args_add(&a, json, len);
-	args_str(&a, st->retention_s);
+	args_str(&a, rs_retention(s));
 	args_str(&a, s->ch_in);
 	args_str(&a, RS_INBOX_MAXLEN);
 	r = rs_eval(st, rc, SC_POST, &a);

@@ -49,6 +49,13 @@
 #define RS_INBOX_CHUNK	128
 #define RS_INBOX_MAXLEN	"10000"		/* XADD MAXLEN ~: the inbox bound */
 
+/*
+ * Lua: gives key k the TTL r (ms), or none when r is "keep": a session
+ * retention does not expire (store_retained(), a project's knowledge).
+ */
+#define RS_TTL(k, r) "if " r " == 'keep' then redis.call('PERSIST', " k \
+	") else redis.call('PEXPIRE', " k ", " r ") end\n"
+
 #define RS_KEEP_CHAN	"parley:-keep"	/* never a session's channel */
 
 /* Lua scripts; rs_scripts[] is indexed by these. */
@@ -366,5 +373,8 @@ void		 rs_doc_reply(struct rcmd *, redisReply *);
 void		 rs_doc_req_free(struct rreq *);
 /* At store_close: drops the document writes held back. */
 void		 rs_doc_close(struct rstore *);
+
+/* The TTL a session's keys get: the retention, or "keep" (RS_TTL). */
+const char	*rs_retention(const struct rsess *);
 
 #endif

@@ -58,7 +58,7 @@ const char rs_lua_docput[] =
 	"  return redis.error_reply('FENCED not the owner')\n"
 	"end\n"
 	"redis.call('HSET', KEYS[2], ARGV[3], ARGV[4])\n"
-	"redis.call('PEXPIRE', KEYS[2], ARGV[2])\n"
+	RS_TTL("KEYS[2]", "ARGV[2]")
 	"return 1\n";
 
 /* KEYS owner kb; ARGV token name.  Returns 1 removed, 0 absent. */
@@ -177,7 +177,7 @@ doc_send(struct rsess *s, struct rreq *req, int what, const char *name,
 	args_str(&a, s->k_kb);
 	args_str(&a, s->token);
 	if (what == DOC_PUT)
-		args_str(&a, st->retention_s);
+		args_str(&a, rs_retention(s));
 	args_str(&a, name);
 	if (what == DOC_PUT)
 		args_add(&a, json, len);

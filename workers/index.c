@@ -66,6 +66,15 @@ struct index {
 	ino_t			 seg_ino;
 	struct timespec		 seg_mtim;
 	uint64_t		 seg_checked;	/* monotonic ms, 0: never */
+	uint64_t		 gen;		/* bumped when seg changes */
+	/* index_file_hash's view, made again when gen or conf moves: */
+	uint64_t		 hv_gen;
+	const struct config	*hv_conf;
+	uint64_t		 hv_ms;		/* monotonic, when made */
+	char			**hv_roots;	/* real paths, conf's order */
+	size_t			 hv_nroots;
+	struct index_src	*hv_srcs;	/* status.json's sources */
+	size_t			 hv_nsrcs;
 	struct index_build	*b;		/* running here, or NULL */
 	int			 lock_fd;	/* build.lock, held by b */
 	int			 pipe[2];	/* b's wake-ups */
@@ -266,8 +275,10 @@ seg_current(struct index *ix)
 		return ix->seg;
 	ix->seg_checked = now;
 	if (stat(ix->seg_path, &st) == -1) {
-		if (ix->seg != NULL)
+		if (ix->seg != NULL) {
 			kbs_close(ix->seg);
+			ix->gen++;
+		}
 		ix->seg = NULL;
 		return NULL;
 	}
@@ -284,6 +295,7 @@ seg_current(struct index *ix)
 	if (ix->seg != NULL)
 		kbs_close(ix->seg);
 	ix->seg = k;
+	ix->gen++;
 	ix->seg_dev = st.st_dev;
 	ix->seg_ino = st.st_ino;
 	ix->seg_mtim = st.st_mtim;
@@ -297,6 +309,92 @@ index_present(struct wk *wk)
 
 	return ix != NULL && seg_current(ix) != NULL &&
 	    kbs_nchunks(ix->seg) > 0;
+}
+
+uint64_t
+index_generation(struct wk *wk)
+{
+	struct index *ix = index_get(wk);
+
+	if (ix == NULL || seg_current(ix) == NULL)
+		return 0;
+	return ix->gen;
+}
+
+static void
+hv_clear(struct index *ix)
+{
+	size_t i;
+
+	for (i = 0; i < ix->hv_nroots; i++)
+		free(ix->hv_roots[i]);
+	free(ix->hv_roots);
+	ix->hv_roots = NULL;
+	ix->hv_nroots = 0;
+	index_srcs_free(ix->hv_srcs, ix->hv_nsrcs);
+	ix->hv_srcs = NULL;
+	ix->hv_nsrcs = 0;
+	ix->hv_conf = NULL;
+}
+
+/*
+ * The roots' real paths and the sources, read again when the segment or
+ * the configuration changed, or HV_MAX_MS passed (a root's directory
+ * swapped).  0, or -1 out of memory (nothing kept).
+ */
+#define HV_MAX_MS	5000
+static int
+hv_current(struct index *ix)
+{
+	const struct config *conf = ix->wk->conf;
+	const struct cfg_name *r;
+	char real[PATH_MAX], *t;
+	cJSON *st;
+	size_t n = 0;
+	uint64_t now = util_mono_ms();
+
+	if (ix->hv_conf == conf && ix->hv_gen == ix->gen &&
+	    now - ix->hv_ms < HV_MAX_MS)
+		return 0;
+	hv_clear(ix);
+	TAILQ_FOREACH(r, &conf->index_roots, entry)
+		n++;
+	if (n > 0 && (ix->hv_roots = calloc(n, sizeof(char *))) == NULL)
+		return -1;
+	TAILQ_FOREACH(r, &conf->index_roots, entry) {
+		/* A root that does not resolve holds nothing for now. */
+		if (realpath(r->name, real) == NULL)
+			continue;
+		if ((ix->hv_roots[ix->hv_nroots] = strdup(real)) == NULL) {
+			hv_clear(ix);
+			return -1;
+		}
+		ix->hv_nroots++;
+	}
+	t = index_status_text(ix->dir);
+	st = t != NULL ? cJSON_Parse(t) : NULL;
+	free(t);
+	ix->hv_srcs = index_srcs_from(cJSON_GetObjectItem(st, "sources"),
+	    &ix->hv_nsrcs);
+	cJSON_Delete(st);
+	ix->hv_conf = conf;
+	ix->hv_gen = ix->gen;
+	ix->hv_ms = now;
+	return 0;
+}
+
+int
+index_file_hash(struct wk *wk, const char *path, char hex[65])
+{
+	struct index *ix = index_get(wk);
+	struct kbs *seg;
+
+	hex[0] = '\0';
+	if (ix == NULL || (seg = seg_current(ix)) == NULL ||
+	    hv_current(ix) == -1)
+		return 0;
+	return index_seg_hash(seg, (const char *const *)ix->hv_roots,
+	    ix->hv_nroots, ix->hv_srcs, ix->hv_nsrcs, path, hex);
 }
 
 /*
@@ -1159,6 +1257,7 @@ index_free(struct wk *wk)
 		event_free(ix->retry_ev);
 	if (ix->seg != NULL)
 		kbs_close(ix->seg);
+	hv_clear(ix);
 	free(ix);
 	wk->index = NULL;
 }

@@ -8,6 +8,7 @@
 #define PARLEY_WORKERS_INDEX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "parley/kbindex.h"
 
@@ -47,6 +48,23 @@ int	index_http(struct conn *c);
  */
 void	index_input(struct sess *, const struct sess_from *,
 	    const struct proto_in *, struct sess_result *r);
+/*
+ * A number that moves whenever the host's segment does (a build or the
+ * watcher wrote a new one, or it was deleted); 0 while there is none.
+ * Cheap: the segment is stat'ed at most every 200 ms.
+ */
+uint64_t index_generation(struct wk *);
+/*
+ * The SHA-256 (64 lowercase hex digits, what sha256sum prints) the index
+ * holds for path: relative to an index root (each index-root tried in
+ * parleyd.conf's order, the first whose directory holds it wins) or
+ * absolute.  1 with hex; -1 with hex "": the file was removed (its path
+ * lies in a directory the index holds and is gone from disk); 0: not
+ * judged (no index, not indexed, binary, outside the indexed
+ * directories).
+ */
+int	index_file_hash(struct wk *, const char *path, char hex[65]);
+
 /* The worker starts: the watcher's and the re-runs' timer (worker.c). */
 void	index_init(struct wk *);
 /* The worker exits: a running build is stopped (re-run by the next). */

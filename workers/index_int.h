@@ -128,6 +128,25 @@ cJSON	*index_srcs_json(const struct index_src *, size_t n);
 int	index_src_parse(const struct config *, const cJSON *body,
 	    struct index_src *src, int *status, char *msg, size_t msglen);
 
+/*
+ * index_hash.c.  Whether path may name a document: not empty, no
+ * empty, "." or ".." segment, shorter than PATH_MAX (a leading '/' is
+ * allowed).  1 or 0.
+ */
+int	index_path_ok(const char *path);
+/*
+ * What seg (NULL: none) holds for path (relative: joined to each of
+ * roots, real paths in parleyd.conf's order, the first held wins; or
+ * absolute): 1 and hex its SHA-256; -1 (hex "") removed: the first
+ * root's join inside one of srcs (status.json's sources) is gone from
+ * disk; 0 not judged (not held, binary, outside every source, a bad
+ * path).
+ */
+struct kbs;
+int	index_seg_hash(const struct kbs *seg, const char *const *roots,
+	    size_t nroots, const struct index_src *srcs, size_t nsrcs,
+	    const char *path, char hex[65]);
+
 /* dir's status.json, malloc'd and NUL-terminated, or NULL. */
 char	*index_status_text(const char *dir);
 /* The build thread (arg: struct index_build). */

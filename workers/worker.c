@@ -416,8 +416,10 @@ sweep_cb(evutil_socket_t fd, short ev, void *arg)
 	uint64_t cutoff = util_now_ms() - wk->conf->retention_ms;
 	int n;
 
+	/* A project's knowledge (kg:) is kept: store_retained(). */
 	TAILQ_FOREACH(s, &wk->sessions, entry)
-		store_trim(s->st, cutoff);
+		if (s->st != NULL && !store_retained(s->id))
+			store_trim(s->st, cutoff);
 	/* One worker removes expired sessions; the store skips open ones. */
 	if (wk->slot == 0 && (n = store_expire(wk->store, cutoff)) > 0)
 		log_info("retention: removed %d expired sessions", n);

@@ -210,6 +210,11 @@ struct config {
 	unsigned		 kb_max_documents;	/* per session,
 							   default 1000 */
 	size_t			 kb_max_bytes;	/* per session, default 16m */
+	int			 knowledge_tools;	/* agents' knowledge_*
+							   tools, default 1 */
+	size_t			 knowledge_max_entities;	/* live, per
+							   project, default
+							   100000 */
 	int			 rag;		/* retrieval in turns, default 1 */
 	unsigned		 rag_top_k;	/* chunks, default 5 */
 	unsigned		 rag_budget;	/* tokens of them, default 2000 */

@@ -32,6 +32,11 @@ struct store	*store_open(const char *url, const char *state_dir,
 void		 store_close(struct store *);
 /* 1 if id is 1..128 chars of [A-Za-z0-9._:-] not starting with '.'. */
 int		 store_valid_id(const char *id);
+/*
+ * 1 when retention never trims nor expires the session: a project's
+ * knowledge graph ("kg:" ids, parley-knowledge(7)) is not session chatter.
+ */
+int		 store_retained(const char *id);
 /* Local: 1 if the session has a directory with a meta or a log. */
 int		 store_exists(struct store *, const char *id);
 /* File descriptors an open session holds (a worker budgets them). */

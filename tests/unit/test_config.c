@@ -1168,7 +1168,23 @@ START_TEST(test_knowledge)
 	ck_assert_uint_eq(c->kb_max_bytes, 16u << 20);
 	ck_assert_uint_eq(c->index_max_file, 1u << 20);
 	ck_assert_ptr_null(c->embedder);
+	ck_assert_int_eq(c->knowledge_tools, 1);
+	ck_assert_uint_eq(c->knowledge_max_entities, 100000);
 	config_free(c);
+
+	c = parse("knowledge-tools off\nknowledge-max-entities 10000000\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_int_eq(c->knowledge_tools, 0);
+	ck_assert_uint_eq(c->knowledge_max_entities, 10000000);
+	config_free(c);
+	expect_err("knowledge-max-entities 0\n", "x.conf:1: "
+	    "knowledge-max-entities: expected a number from 1 to 10000000, "
+	    "got '0'");
+	expect_err("knowledge-max-entities 10000001\n", "x.conf:1: "
+	    "knowledge-max-entities: expected a number from 1 to 10000000, "
+	    "got '10000001'");
+	expect_err("knowledge-tools yes\n", "x.conf:1: knowledge-tools: "
+	    "expected on or off, got 'yes'");
 
 	snprintf(text, sizeof(text), "index-root %s/.\nindex-watch yes\n"
 	    "rag off\nrag-top-k 3\nrag-budget 500\nkb-max-bytes 1m\n"

@@ -3,7 +3,8 @@
  * which paths may be indexed (roots, "..", symbolic links, a root's name
  * as another's prefix), the globs and default excludes, the progress
  * throttle, and builds of a scratch tree run on the test's thread
- * (skips, incremental re-runs, removals, bounds).
+ * (skips, incremental re-runs, removals, bounds); a file's hash from a
+ * built segment (index_hash.c: roots' order, removed files, bad paths).
  */
 #include <sys/stat.h>
 #include <check.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "../../workers/index_build.c"
+#include "../../workers/index_hash.c"
 #include "check_main.h"
 
 static char tmp[PATH_MAX];		/* scratch, real path */
@@ -600,6 +602,85 @@ START_TEST(walk_skips_state)
 }
 END_TEST
 
+#define A_C_SHA	"5496cbe9b2588ba917fdfd6ca864ef1605067b7a9a08e5f74ac66016fba60b84"
+#define A_C_SHA2 "2c9f774aef55da2559a99765e15d7aac688adebf2e4dddc022e919f550417fac"
+
+/* index_seg_hash of path on the segment built in tmp/state. */
+static int
+seg_hash(const char *const *roots, size_t nroots, const char *path,
+    char hex[65])
+{
+	struct index_src src = { .path = root };
+	char seg[PATH_MAX * 2], err[256];
+	struct kbs *k;
+	int rc;
+
+	snprintf(seg, sizeof(seg), "%s/state/segment", tmp);
+	ck_assert_ptr_nonnull(k = kbs_open(seg, err, sizeof(err)));
+	rc = index_seg_hash(k, roots, nroots, &src, 1, path, hex);
+	kbs_close(k);
+	return rc;
+}
+
+START_TEST(file_hash)
+{
+	char hex[65], abs[PATH_MAX * 2], root2[PATH_MAX * 2];
+	const char *roots[2];
+	static const char *bad[] = { "", "/", "./a.c", "a.c/", "sub//b.py",
+	    "sub/../a.c", "../outside/secret.txt", "..", "." };
+	size_t i;
+
+	tree();
+	ck_assert_int_eq(build(-1).failed, 0);
+	roots[0] = root;
+	ck_assert_int_eq(seg_hash(roots, 1, "a.c", hex), 1);
+	ck_assert_str_eq(hex, A_C_SHA);
+	ck_assert_int_eq(seg_hash(roots, 1, "sub/b.py", hex), 1);
+	ck_assert_uint_eq(strlen(hex), 64);
+	snprintf(abs, sizeof(abs), "%s/a.c", root);
+	ck_assert_int_eq(seg_hash(roots, 1, abs, hex), 1);
+	ck_assert_str_eq(hex, A_C_SHA);
+	/* held but not judged: binary, too large, excluded, a link */
+	ck_assert_int_eq(seg_hash(roots, 1, "bin.dat", hex), 0);
+	ck_assert_str_eq(hex, "");
+	ck_assert_int_eq(seg_hash(roots, 1, "big.txt", hex), 0);
+	ck_assert_int_eq(seg_hash(roots, 1, "node_modules/dep.js", hex), 0);
+	ck_assert_int_eq(seg_hash(roots, 1, "secret.txt", hex), 0);
+	/* in the indexed directory and gone from disk: removed */
+	ck_assert_int_eq(seg_hash(roots, 1, "nothere.c", hex), -1);
+	ck_assert_str_eq(hex, "");
+	snprintf(abs, sizeof(abs), "%s/outside/nothere.c", tmp);
+	ck_assert_int_eq(seg_hash(roots, 1, abs, hex), 0);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(seg_hash(roots, 1, bad[i], hex) == 0, "%s",
+		    bad[i]);
+	/* no segment: nothing judged */
+	ck_assert_int_eq(index_seg_hash(NULL, roots, 1, NULL, 0, "a.c", hex),
+	    0);
+	/* two roots: the first that holds the path; removal likewise */
+	snprintf(root2, sizeof(root2), "%s/root2", tmp);
+	put("root2/a.c", "another a.c, not indexed\n");
+	roots[0] = root2;
+	roots[1] = root;
+	ck_assert_int_eq(seg_hash(roots, 2, "a.c", hex), 1);
+	ck_assert_str_eq(hex, A_C_SHA);
+	ck_assert_int_eq(seg_hash(roots, 2, "nothere.c", hex), -1);
+	/* a change the next build indexes, then a removal */
+	put("root/a.c", "int\nmain(void)\n{\n\treturn 0;\n}\n");
+	ck_assert_int_eq(build(-1).failed, 0);
+	ck_assert_int_eq(seg_hash(roots, 2, "a.c", hex), 1);
+	ck_assert_str_eq(hex, A_C_SHA2);
+	snprintf(abs, sizeof(abs), "%s/a.c", root);
+	ck_assert_int_eq(unlink(abs), 0);
+	ck_assert_int_eq(seg_hash(roots, 2, "a.c", hex), 1);	/* not yet */
+	ck_assert_int_eq(build(-1).failed, 0);
+	ck_assert_int_eq(seg_hash(roots, 2, "a.c", hex), -1);
+	/* the removed file comes back: not indexed yet, not judged */
+	put("root/a.c", "back\n");
+	ck_assert_int_eq(seg_hash(roots, 2, "a.c", hex), 0);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -620,6 +701,7 @@ suite(void)
 	tcase_add_test(tc, build_source_swapped);
 	tcase_add_test(tc, read_fifo);
 	tcase_add_test(tc, build_skips_state);
+	tcase_add_test(tc, file_hash);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -569,20 +569,20 @@ START_TEST(test_snapshot_restore)
 	ck_assert_ptr_nonnull(strstr(err, "JSON"));
 	ck_assert_ptr_null(kg_restore("{\"v\":2}", 7, err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "version"));
-	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'entities':"
-	    "[{'k':'thing','key':'x'}]}");
+	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'origins':['','a'],"
+	    "'entities':[{'k':'thing','key':'x'}]}");
 	ck_assert_ptr_null(kg_restore(s, strlen(s), err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "kind"));
 	free(s);
-	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'entities':"
-	    "[{'k':'principle','key':'x','seq':1,'rec':[1,'a',0],'f':{"
-	    "'confidence':[[0,'a',0],0.5]}}]}");
+	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'origins':['','a'],"
+	    "'entities':[{'k':'principle','key':'x','seq':1,'rec':[1,1,0],"
+	    "'f':{'confidence':[[0,1,0],0.5]}}]}");
 	ck_assert_ptr_null(kg_restore(s, strlen(s), err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "bad field"));
 	free(s);
-	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'entities':"
-	    "[{'k':'principle','key':'x','seq':1,'rec':[1,'a',0]},"
-	    "{'k':'principle','key':'x','seq':1,'rec':[1,'a',0]}]}");
+	s = q("{'v':1,'project':'p','seq':1,'hlc':1,'batches':1,'origins':['','a'],"
+	    "'entities':[{'k':'principle','key':'x','seq':1,'rec':[1,1,0]},"
+	    "{'k':'principle','key':'x','seq':1,'rec':[1,1,0]}]}");
 	ck_assert_ptr_null(kg_restore(s, strlen(s), err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "twice"));
 	free(s);

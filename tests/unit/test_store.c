@@ -665,6 +665,16 @@ START_TEST(test_expire)
 	ck_assert_int_ne(fd, -1);
 	ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
 
+	/* a project's knowledge: never expired, never trimmed */
+	ck_assert_int_eq(store_sess_open(st, "kg:p", 1, &s), 0);
+	fill(s, 1, 3);
+	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
+	ck_assert_int_eq(store_trim(s, UINT64_MAX), 0);
+	ck_assert_uint_eq(store_first_seq(s), 1);
+	store_sess_close(s);
+	age("kg:p", "log", old);
+	age("kg:p", "meta", old);
+
 	snprintf(p, sizeof(p), "%s/sessions/.junk", tdir);
 	ck_assert_int_eq(mkdir(p, 0700), 0);
 
@@ -683,6 +693,7 @@ START_TEST(test_expire)
 	ck_assert_int_eq(store_expire(st, cutoff), 1);	/* b now */
 	ck_assert_int_eq(store_expire(st, cutoff), 0);
 	ck_assert_int_eq(store_expire(st, UINT64_MAX), 2);	/* c, d */
+	ck_assert_int_eq(store_exists(st, "kg:p"), 1);
 	store_close(st);
 }
 END_TEST

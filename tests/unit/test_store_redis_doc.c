@@ -252,6 +252,55 @@ START_TEST(test_doc_ttl)
 }
 END_TEST
 
+/* A project's knowledge (kg:) has no TTL: retention keeps it. */
+START_TEST(test_keep_ttl)
+{
+	static const char *const keys[] = { "log", "meta", "kb", "fence" };
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*st;
+	struct store_sess	*s, *o;
+	struct tev		 t;
+	char			 cmd[64];
+	size_t			 i;
+
+	srv_start(&r);
+	c = sconn(r.port);
+	st = tstore(base, r.port, "h/1", 1500, &t);
+	WAIT(base, t.health == 1, 3000);
+	s = topen(base, st, "kg:p", 1, 0, STORE_OWNER);
+	o = topen(base, st, "plain", 1, 0, STORE_OWNER);
+	ck_assert_int_eq(tdoc_put(base, s, "snapshot", "{}", 2, NULL), 0);
+	ck_assert_int_eq(tdoc_put(base, o, "a", "{}", 2, NULL), 0);
+	tappend(s, "kg:p", 1, 1);
+	tappend(o, "plain", 1, 1);
+	WAIT(base, t.durable == 1, 3000);
+	ck_assert_int_eq(store_meta_write_async(s, "{}", 2), 0);
+	ck_assert_int_eq(store_meta_write_async(o, "{}", 2), 0);
+	WAIT(base, sint(c, "HEXISTS parley:{kg:p}:meta doc") == 1 &&
+	    sint(c, "HEXISTS parley:{plain}:meta doc") == 1, 3000);
+	/* past a renewal (every lease/3) too */
+	spin(base, 700);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "EXISTS parley:{kg:p}:%s", keys[i]);
+		ck_assert_int_eq(sint(c, cmd), 1);
+		snprintf(cmd, sizeof(cmd), "PTTL parley:{kg:p}:%s", keys[i]);
+		ck_assert_msg(sint(c, cmd) == -1, "%s has a TTL", cmd);
+		snprintf(cmd, sizeof(cmd), "PTTL parley:{plain}:%s", keys[i]);
+		ck_assert_msg(sint(c, cmd) > 3000 * 1000, "%s", cmd);
+	}
+	/* the lease itself still lapses */
+	ck_assert_int_gt(sint(c, "PTTL parley:{kg:p}:owner"), 0);
+	ck_assert_int_eq(t.nfailed, 0);
+	store_close(st);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
 /* A process that lost the session cannot write its documents. */
 START_TEST(test_doc_fenced)
 {
@@ -626,6 +675,7 @@ store_redis_doc_suite(void)
 	tcase_add_test(tc, test_doc_seen);
 	tcase_add_test(tc, test_doc_round_trip);
 	tcase_add_test(tc, test_doc_ttl);
+	tcase_add_test(tc, test_keep_ttl);
 	tcase_add_test(tc, test_doc_fenced);
 	tcase_add_test(tc, test_doc_paging);
 	tcase_add_test(tc, test_doc_held_back);
