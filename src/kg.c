@@ -464,7 +464,7 @@ kg_set_view(struct kg_entity *e, size_t fi)
 	if ((fv->list = calloc(fv->ni, sizeof(*fv->list))) == NULL)
 		return -1;
 	fv->n = fv->ni;
-	if (e->kind == KG_PRINCIPLE && fi == 3) {
+	if (strcmp(kg_kinds[e->kind].f[fi].name, "evidence") == 0) {
 		/* evidence: in the order it was first added */
 		if ((by = calloc(fv->ni, sizeof(*by))) == NULL) {
 			free(fv->list);
@@ -969,6 +969,8 @@ kg_field(const struct kg_entity *e, const char *field, struct kg_val *out)
 	int			 fi;
 
 	memset(out, 0, sizeof(*out));
+	if (field == NULL)
+		return -1;
 	if (strcmp(field, kd->fields[0]) == 0) {
 		out->type = KG_V_STR;
 		out->str = e->key;
@@ -1053,6 +1055,8 @@ kg_links(const struct kg *g, const char *name, int dir,
 	struct kg_entity	**all;
 	size_t			  n, i, c = 0;
 
+	if (name == NULL)
+		return 0;
 	all = kg_sorted(g, KG_RELATIONSHIP, &n);
 	for (i = 0; i < n; i++) {
 		if (!all[i]->live ||

@@ -383,38 +383,128 @@ bad:
 	return -1;
 }
 
+static const char *
+kg_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/*
+ * The end of the JSON value at p, by its structure only (strings,
+ * nesting); cJSON checks each piece.  NULL when it does not end.
+ */
+static const char *
+kg_skip(const char *p, const char *end)
+{
+	int	depth = 0, instr = 0;
+
+	p = kg_ws(p, end);
+	if (p == end)
+		return NULL;
+	if (*p != '{' && *p != '[' && *p != '"') {
+		while (p < end && *p != ',' && *p != ']' && *p != '}' &&
+		    *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
+			p++;
+		return p;
+	}
+	for (; p < end; p++) {
+		if (instr) {
+			if (*p == '\\')
+				p++;
+			else if (*p == '"' && (instr = 0, depth == 0))
+				return p + 1;
+			continue;
+		}
+		if (*p == '"')
+			instr = 1;
+		else if (*p == '{' || *p == '[')
+			depth++;
+		else if ((*p == '}' || *p == ']') && --depth == 0)
+			return p + 1;
+	}
+	return NULL;
+}
+
+/*
+ * A snapshot is read an entity at a time: the members other than
+ * "entities" are parsed as one small object, then each entity on its own,
+ * so restoring a large graph never holds a cJSON tree of all of it (a
+ * tree is ~20 times the text).
+ */
 struct kg *
 kg_restore(const char *json, size_t len, char *err, size_t errlen)
 {
-	cJSON		*o;
-	const cJSON	*p, *ents, *it, *ors;
+	const char	*end = json + len, *p, *k, *kend, *vs, *ve;
+	const char	*es = NULL, *ee = NULL;
+	char		*hdr = NULL;
+	size_t		 hlen = 0, hcap = 0;
+	cJSON		*o = NULL, *e;
+	const cJSON	*pj, *it, *ors;
 	struct kg	*g = NULL;
 	struct kg_rs	 rs;
 	uint64_t	 v;
+	int		 n = 0, r;
 
 	memset(&rs, 0, sizeof(rs));
 	if (errlen > 0)
 		err[0] = '\0';
-	if ((o = cJSON_ParseWithLength(json, len)) == NULL) {
-		snprintf(err, errlen, "a snapshot must be JSON");
-		return NULL;
+	p = kg_ws(json, end);
+	if (p == end || *p != '{' ||
+	    util_append(&hdr, &hlen, &hcap, "{", 1) == -1)
+		goto notjson;
+	for (p++;;) {
+		p = kg_ws(p, end);
+		if (p < end && *p == '}' && n == 0)
+			break;
+		k = p;
+		if (p == end || *p != '"' || (kend = kg_skip(k, end)) == NULL)
+			goto notjson;
+		p = kg_ws(kend, end);
+		if (p == end || *p != ':')
+			goto notjson;
+		vs = kg_ws(p + 1, end);
+		if ((ve = kg_skip(vs, end)) == NULL)
+			goto notjson;
+		if (kend - k == 10 && memcmp(k, "\"entities\"", 10) == 0) {
+			es = vs;
+			ee = ve;
+		} else if ((hlen > 1 && util_append(&hdr, &hlen, &hcap, ",",
+		    1) == -1) ||
+		    util_append(&hdr, &hlen, &hcap, k, (size_t)(kend - k)) ==
+		    -1 || util_append(&hdr, &hlen, &hcap, ":", 1) == -1 ||
+		    util_append(&hdr, &hlen, &hcap, vs, (size_t)(ve - vs)) == -1)
+			goto nomem;
+		n++;
+		p = kg_ws(ve, end);
+		if (p < end && *p == ',') {
+			p++;
+			continue;
+		}
+		if (p < end && *p == '}')
+			break;
+		goto notjson;
 	}
-	p = cJSON_GetObjectItemCaseSensitive(o, "project");
-	ents = cJSON_GetObjectItemCaseSensitive(o, "entities");
+	if (kg_ws(p + 1, end) != end)
+		goto notjson;
+	if (util_append(&hdr, &hlen, &hcap, "}", 1) == -1)
+		goto nomem;
+	if ((o = cJSON_ParseWithLength(hdr, hlen)) == NULL)
+		goto notjson;
+	pj = cJSON_GetObjectItemCaseSensitive(o, "project");
 	if (kg_u64(cJSON_GetObjectItemCaseSensitive(o, "v"), &v) == -1 ||
 	    v != KG_SNAP_VERSION) {
 		snprintf(err, errlen, "not a version %d snapshot",
 		    KG_SNAP_VERSION);
 		goto fail;
 	}
-	if (!cJSON_IsString(p) || !cJSON_IsArray(ents)) {
+	if (!cJSON_IsString(pj) || es == NULL || *es != '[') {
 		snprintf(err, errlen, "a snapshot needs project and entities");
 		goto fail;
 	}
-	if ((g = kg_new(p->valuestring)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		goto fail;
-	}
+	if ((g = kg_new(pj->valuestring)) == NULL)
+		goto nomem;
 	if (kg_u64(cJSON_GetObjectItemCaseSensitive(o, "seq"), &g->seq) ==
 	    -1 ||
 	    kg_u64(cJSON_GetObjectItemCaseSensitive(o, "hlc"), &g->hlc) ==
@@ -426,11 +516,13 @@ kg_restore(const char *json, size_t len, char *err, size_t errlen)
 		goto fail;
 	}
 	ors = cJSON_GetObjectItemCaseSensitive(o, "origins");
-	if (!cJSON_IsArray(ors) || (rs.o = calloc((size_t)
-	    cJSON_GetArraySize(ors) + 1, sizeof(*rs.o))) == NULL) {
+	if (!cJSON_IsArray(ors)) {
 		snprintf(err, errlen, "a snapshot needs origins");
 		goto fail;
 	}
+	if ((rs.o = calloc((size_t)cJSON_GetArraySize(ors) + 1,
+	    sizeof(*rs.o))) == NULL)
+		goto nomem;
 	cJSON_ArrayForEach(it, ors) {
 		if (!cJSON_IsString(it) ||
 		    (rs.o[rs.n++] = kg_intern(g, it->valuestring)) == NULL) {
@@ -438,14 +530,39 @@ kg_restore(const char *json, size_t len, char *err, size_t errlen)
 			goto fail;
 		}
 	}
-	cJSON_ArrayForEach(it, ents)
-		if (kg_restore_slot(g, &rs, it, err, errlen) == -1)
+	for (p = es + 1, n = 0;;) {
+		p = kg_ws(p, ee);
+		if (p < ee && *p == ']' && n == 0)
+			break;
+		if ((ve = kg_skip(p, ee)) == NULL ||
+		    (e = cJSON_ParseWithLength(p, (size_t)(ve - p))) == NULL)
+			goto notjson;
+		r = kg_restore_slot(g, &rs, e, err, errlen);
+		cJSON_Delete(e);
+		if (r == -1)
 			goto fail;
+		n++;
+		p = kg_ws(ve, ee);
+		if (p < ee && *p == ',') {
+			p++;
+			continue;
+		}
+		if (p < ee && *p == ']')
+			break;
+		goto notjson;
+	}
 	free(rs.o);
+	free(hdr);
 	cJSON_Delete(o);
 	return g;
+nomem:
+	snprintf(err, errlen, "out of memory");
+	goto fail;
+notjson:
+	snprintf(err, errlen, "a snapshot must be JSON");
 fail:
 	free(rs.o);
+	free(hdr);
 	kg_free(g);
 	cJSON_Delete(o);
 	return NULL;
@@ -616,7 +733,7 @@ kg_md_entity(struct kg_md *m, const struct kg_entity *e)
 {
 	const char *const	*f = kg_fields(e->kind);
 	struct kg_val		 v;
-	char			 label[64];
+	char			 label[64], iso[32];
 	size_t			 i, j;
 
 	if (e->kind == KG_RELATIONSHIP) {
@@ -652,8 +769,13 @@ kg_md_entity(struct kg_md *m, const struct kg_entity *e)
 		kg_md(m, "- %s: ", label);
 		if (v.type == KG_V_STR)
 			kg_md(m, "%s", v.str);
-		else if (v.type == KG_V_NUM)
-			kg_md(m, "%.17g", v.num);
+		else if (v.type == KG_V_NUM && v.num >= 0 &&
+		    v.num < (double)KG_HLC_LIMIT &&
+		    strcmp(f[i], "lastAnalyzed") == 0) {
+			util_iso8601(iso, (uint64_t)v.num);
+			kg_md(m, "%s", iso);
+		} else if (v.type == KG_V_NUM)
+			kg_md(m, "%.15g", v.num);
 		else
 			for (j = 0; j < v.n; j++)
 				kg_md(m, "%s`%s`", j ? ", " : "", v.list[j]);

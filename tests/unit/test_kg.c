@@ -1053,6 +1053,9 @@ START_TEST(test_exports)
 	ck_assert_ptr_nonnull(strstr(md, "\n## Decisions\n\n### d1\n"));
 	ck_assert_ptr_nonnull(strstr(md, "- Status: proposed\n"));
 	ck_assert_ptr_nonnull(strstr(md, "\n## Files\n\n### f.c\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Last analyzed: "
+	    "2023-11-14T22:13:20.000Z\n"));
+	ck_assert_ptr_nonnull(strstr(md, "- Hash: " H64 "\n"));
 	ck_assert_ptr_nonnull(strstr(md, "\n## Relationships\n\n- `p1` "
 	    "**uses** `f.c` (confidence 0.1)\n"));
 	free(md);
@@ -1076,6 +1079,9 @@ START_TEST(test_exports)
 END_TEST
 
 /* --- convergence: random batches folded in several orders --- */
+
+static unsigned rnd(unsigned *);
+
 
 struct ev {
 	char		*type;
@@ -1382,6 +1388,67 @@ START_TEST(test_many)
 }
 END_TEST
 
+/* Damaged snapshots and bodies: refused or folded, never a crash. */
+START_TEST(test_garbage)
+{
+	struct kg	*g = kg_new("p"), *r;
+	char		*s, *m, err[128];
+	size_t		 len, i, k;
+	unsigned	 seed = 7;
+	static const char junk[] = "{}[],:\"0-9ae.\\x";
+	static const char *const bodies[] = {
+		"{'hlc':1e300,'origin':'a','actions':[]}",
+		"{'hlc':-5,'origin':'a','actions':[]}",
+		"{'hlc':5.5,'origin':'a','actions':[]}",
+		"{'hlc':5,'origin':7,'actions':[]}",
+		"{'hlc':5,'origin':'a','time':-1e300,'actions':[[1,2],"
+		    "['record-principle',[]],['record-principle',{'name':"
+		    "{}}],['link-entities',{'from':'a'}],[]]}",
+		"{'hlc':5,'origin':'a','actions':{}}",
+		"{'hlc':5,'origin':'a','path':'','hash':'x'}",
+		"{'hlc':6,'origin':'a','path':'p','hash':'x','entities':[1,"
+		    "{'kind':'nope','name':'x'},{'kind':'relationship',"
+		    "'name':'x'},{'kind':'principle'},{'kind':'principle',"
+		    "'name':''}]}",
+	};
+
+	fold_hist(g, 0, sizeof(hist) / sizeof(hist[0]));
+	fold_stale(g, 50, 99000, "a/1", "f.c", "ab", "[{'kind':'principle',"
+	    "'name':'p2'}]");
+	s = kg_snapshot(g, &len);
+	ck_assert_ptr_nonnull(s);
+	m = malloc(len + 1);
+	ck_assert_ptr_nonnull(m);
+	for (i = 0; i < 1500; i++) {
+		memcpy(m, s, len + 1);
+		for (k = 0; k < 1 + i % 4; k++)
+			m[rnd(&seed) % len] = junk[rnd(&seed) %
+			    (sizeof(junk) - 1)];
+		r = kg_restore(m, rnd(&seed) % 8 == 0 ? rnd(&seed) % len :
+		    len, err, sizeof(err));
+		if (r == NULL) {
+			ck_assert_msg(err[0] != '\0', "no reason given");
+			continue;
+		}
+		free(kg_snapshot(r, NULL));
+		free(kg_export_md(r));
+		cJSON_Delete(kg_export_json(r));
+		kg_free(r);
+	}
+	free(m);
+	free(s);
+	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		cJSON *b = qj(bodies[i]);
+
+		(void)kg_fold(g, 100 + i, i < 6 ? "knowledge_batch" :
+		    "knowledge_stale", b);
+		cJSON_Delete(b);
+	}
+	ck_assert_uint_eq(kg_seq(g), 100 + i - 1);
+	kg_free(g);
+}
+END_TEST
+
 static Suite *
 kg_suite(void)
 {
@@ -1407,6 +1474,7 @@ kg_suite(void)
 	tcase_add_test(tc, test_exports);
 	tcase_add_test(tc, test_convergence);
 	tcase_add_test(tc, test_many);
+	tcase_add_test(tc, test_garbage);
 	suite_add_tcase(s, tc);
 	return s;
 }
