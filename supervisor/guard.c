@@ -62,6 +62,11 @@ static const struct guard_route {
 	{ "POST",	"/sessions/*/kb/search", R_SESSION,	0 },
 	{ "DELETE",	"/sessions/*/kb/*",	R_USER | R_AGENT | R_ADMIN, 0 },
 	{ NULL,		"/sessions/*/control",	R_ADMIN,	0 },
+	/* A project's knowledge (kgs.c): observers read, writers write. */
+	{ "GET",	"/knowledge/*",		R_SESSION,	0 },
+	{ "POST",	"/knowledge/*/actions",	R_USER | R_AGENT | R_ADMIN, 0 },
+	{ "POST",	"/knowledge/*/query",	R_SESSION,	0 },
+	{ NULL,		"/knowledge/*/stream",	R_SESSION,	0 },
 	{ NULL,		"/api/agents/stream",	R_SESSION,	0 },
 	{ NULL,		"/api/audit",		R_SESSION,	0 },
 	{ NULL,		"/api/index",		R_ADMIN,	G_SERVER },

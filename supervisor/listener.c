@@ -23,6 +23,7 @@
 #include "parley/config.h"
 #include "parley/ctl.h"
 #include "parley/http.h"
+#include "parley/kg.h"
 #include "parley/log.h"
 #include "parley/proxyproto.h"
 #include "parley/store.h"
@@ -356,6 +357,33 @@ audit_session(struct pending *p, int role, const char *scope, char *sid,
 }
 
 /*
+ * /knowledge/P/...: into sid, the project's session "kg:P".  -1 once
+ * answered with 400 when P is not a projectId.
+ */
+static int
+knowledge_session(struct pending *p, const char *path, char *sid,
+    size_t sidlen)
+{
+	char project[KG_PROJECT_MAX + 2];
+	size_t n;
+
+	path += strlen("/knowledge/");
+	n = strcspn(path, "/");
+	if (n >= sizeof(project))
+		n = sizeof(project) - 1;
+	memcpy(project, path, n);
+	project[n] = '\0';
+	if (!kg_valid_project(project)) {
+		pending_error(p, 400, "BAD_REQUEST", "bad projectId in the "
+		    "path: a projectId is 1 to 100 characters of A-Z a-z 0-9 "
+		    "'.' '_' '-', not starting with '.'");
+		return -1;
+	}
+	snprintf(sid, sidlen, "%s%s", KG_SID_PREFIX, project);
+	return 0;
+}
+
+/*
  * POST /api/agents/stream: into sid, the body's sessionId when the body
  * is a JSON object with a valid one; else "".
  */
@@ -537,6 +565,11 @@ pending_dispatch(struct pending *p)
 		if (audit_session(p, role, ic.scope, sid, sizeof(sid)) == -1)
 			return;
 		/* Draining: sessions this host holds still reach it. */
+		w = pool_route(sup, sid, !sup->draining);
+	} else if (strncmp(path, "/knowledge/", 11) == 0) {
+		/* A project's knowledge is the session kg:P, its owner's. */
+		if (knowledge_session(p, path, sid, sizeof(sid)) == -1)
+			return;
 		w = pool_route(sup, sid, !sup->draining);
 	} else if (strncmp(path, "/sessions/", 10) == 0) {
 		rest = strchr(path + 10, '/');

@@ -314,6 +314,19 @@ conn_respond(struct conn *c, int status, const char *body, size_t len,
 
 /* Answers a plain HTTP request and closes once it is written. */
 void
+conn_respond_as(struct conn *c, int status, const char *type,
+    const char *body, size_t len)
+{
+	char hdrs[64];
+
+	snprintf(hdrs, sizeof(hdrs), "X-Request-Id: %s\r\n", c->reqid);
+	http_respond(out_of(c), status, type, body, len, hdrs);
+	c->status = status;
+	c->closing = 1;
+	c->close_sent = 1;
+}
+
+void
 conn_http_reply(struct conn *c, int status, cJSON *body)
 {
 	char *s = cJSON_PrintUnformatted(body);

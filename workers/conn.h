@@ -82,6 +82,10 @@ struct conn {
 	int			 post_sse;	/* POST messages answered as SSE */
 	int			 deleting;	/* a DELETE: 1, 2 through a follower */
 	char			 kb_doc[24];	/* POST .../kb: the documentId */
+	int			 kg_kind;	/* /knowledge/P: 1 + kgs_kind */
+	int			 kg_md;		/* its export as Markdown */
+	int			 kg_nact;	/* POST .../actions: actions */
+	char			 kg_batch[132];	/* and its batchId */
 	struct conn_page	*page;		/* GET log being read */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;
@@ -135,6 +139,9 @@ void	conn_send_gap(struct conn *, uint64_t first, uint64_t last);
 void	conn_respond(struct conn *, int status, const char *body, size_t len,
 	    const char *extra);
 void	conn_http_reply(struct conn *, int status, cJSON *body);
+/* As conn_respond, of a content type (text), closing once written. */
+void	conn_respond_as(struct conn *, int status, const char *type,
+	    const char *body, size_t len);
 void	conn_http_error(struct conn *, int status, const char *code,
 	    const char *msg);
 /* Completes the WebSocket handshake (RFC 6455 4.2.2); 0, or -1 answered. */

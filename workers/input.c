@@ -24,6 +24,7 @@
 #include "index.h"
 #include "input.h"
 #include "kb.h"
+#include "kgs.h"
 #include "life.h"
 #include "sess.h"
 #include "thought.h"
@@ -288,6 +289,10 @@ input_apply(struct sess *s, struct sess_client *c,
 
 	memset(r, 0, sizeof(*r));
 	r->http = 202;
+	/* A project's knowledge session takes only its own messages, which
+	 * go nowhere else (kgs.c); its roles are its own too. */
+	if (kgs_input(s, c, from, in, r))
+		return;
 	/* One rule for every message: an observer (an observer stream, a
 	 * dashboard) only reads; ping and resume are reading. */
 	if (role == IPC_ROLE_OBSERVER && strcmp(in->type, "ping") != 0 &&

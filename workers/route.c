@@ -26,6 +26,7 @@
 #include "index.h"
 #include "input.h"
 #include "kb.h"
+#include "kgs.h"
 #include "life.h"
 #include "route.h"
 #include "seed.h"
@@ -70,7 +71,9 @@ route_msg_creates(const struct conn *c, const struct proto_in *in)
 	const char *m = NULL;
 	char msg[160];
 
-	return strcmp(in->type, "chat") == 0 && proto_str(in->root, "message",
+	/* A project's knowledge is made by knowledge_act (kgs.c). */
+	return strcmp(in->type, "chat") == 0 && !kgs_session(in->session) &&
+	    proto_str(in->root, "message",
 	    1, c->wk->conf->max_message, &m, msg, sizeof(msg)) == 0 &&
 	    m != NULL && cJSON_GetObjectItemCaseSensitive(in->root, "to") ==
 	    NULL;
@@ -719,6 +722,10 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		seed_reply(c, s, res);
 		return;
 	}
+	if (c->kg_kind != 0) {
+		kgs_http_reply(c, s, res);
+		return;
+	}
 	if (res->code != NULL) {
 		conn_http_error(c, res->http, res->code, res->msg);
 		return;
@@ -1020,6 +1027,8 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		snprintf(sid, sidlen, "%s", c->ic.session);
 		return store_valid_id(sid);
 	}
+	if (kgs_http_session(c, sid, sidlen, create))
+		return 1;
 	if (strcmp(path, "/api/agents/stream") == 0) {
 		if (seed_session(c, sid, sidlen, create) == 0)
 			return 0;
@@ -1275,19 +1284,26 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		seed_post(c);
 		return;
 	}
-	if (strncmp(path, "/sessions/", 10) != 0) {
+	/* A project's knowledge (kgs_http.c); its stream is kg:P's. */
+	if ((n = (size_t)kgs_http(c, sid, sizeof(sid))) == 1)
+		return;
+	if (n != 0)
+		sub = n == 2 ? "stream" : "events";
+	else if (strncmp(path, "/sessions/", 10) != 0) {
 		conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
 		return;
+	} else {
+		n = strcspn(path + 10, "/");
+		if (n == 0 || n > IPC_SID_MAX) {
+			conn_http_error(c, 404, "NOT_FOUND",
+			    "no such endpoint");
+			return;
+		}
+		memcpy(sid, path + 10, n);
+		sid[n] = '\0';
+		if (path[10 + n] == '/')
+			sub = path + 10 + n + 1;
 	}
-	n = strcspn(path + 10, "/");
-	if (n == 0 || n > IPC_SID_MAX) {
-		conn_http_error(c, 404, "NOT_FOUND", "no such endpoint");
-		return;
-	}
-	memcpy(sid, path + 10, n);
-	sid[n] = '\0';
-	if (path[10 + n] == '/')
-		sub = path + 10 + n + 1;
 	if (route_leaving(c, sid, raw, rawlen))
 		return;
 	if (route_who(c, r, sub != NULL &&
@@ -1362,6 +1378,9 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			return;
 		}
 		have_last = query_u64(r, "lastSeq", &last) == 1;
+		/* A project's stream also takes ?after= (its log's GET). */
+		if (!have_last && kgs_session(sid))
+			have_last = query_u64(r, "after", &last) == 1;
 		if (http_header(r, "Last-Event-ID") != NULL) {
 			char *end;
 

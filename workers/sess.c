@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
+#include "parley/kg.h"
 #include "parley/log.h"
 #include "parley/metrics.h"
 #include "parley/proto.h"
@@ -945,7 +946,10 @@ sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
 				if (part->own != NULL)
 					part->own(s);
 		}
-		if (cr->subject != NULL && cr->subject[0] != '\0')
+		/* A project's knowledge (kg:) is everyone's who may use
+		 * the project, not its first writer's. */
+		if (cr->subject != NULL && cr->subject[0] != '\0' &&
+		    strncmp(s->id, KG_SID_PREFIX, strlen(KG_SID_PREFIX)) != 0)
 			proto_set(s->meta, "owner",
 			    cJSON_CreateString(cr->subject));
 		sess_meta_save(s);

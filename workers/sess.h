@@ -22,6 +22,7 @@ struct dash;
 struct thought_state;
 struct life;
 struct kb_state;
+struct kgs_state;
 
 #define SESS_IDS	1024	/* client message ids remembered for at-most-once */
 
@@ -138,6 +139,7 @@ struct sess {
 	struct thought_state	*thoughts;	/* thought.c: rates, mode */
 	struct life		*life;		/* presence, deadlines (life.c) */
 	struct kb_state		*kb;		/* its knowledge base (kb.c) */
+	struct kgs_state	*kgs;		/* a project's graph (kgs.c) */
 };
 
 /* Result of applying one client message. */

@@ -68,6 +68,8 @@ struct wk {
 	const char		*fail_err;	/* its waiters route */
 	int			 store_up;	/* store reachable */
 	char			 node[96];	/* "<host-id>/<pid>" */
+	uint64_t		 kg_clock;	/* the knowledge graphs' hybrid
+						   logical clock (kg.h) */
 	const struct timeval	*hb_tv;		/* libevent common timeout */
 	struct event		*stats_ev;
 	struct event		*sync_ev;

@@ -31,6 +31,7 @@
 #include "index.h"
 #include "input.h"
 #include "kb.h"
+#include "kgs.h"
 #include "life.h"
 #include "route.h"
 #include "llm.h"
@@ -46,7 +47,8 @@
  * team's roster comes first in a session_state, external agents after.
  */
 static const struct sess_part *const parts[] = { &team_part, &life_part,
-    &action_part, &thought_part, &dash_part, &kb_part, &index_part, NULL };
+    &action_part, &thought_part, &dash_part, &kb_part, &index_part,
+    &kgs_part, NULL };
 
 #define STATS_MS	1000
 #define SWEEP_MS	60000
