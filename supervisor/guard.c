@@ -72,6 +72,9 @@ static const struct guard_route {
 	{ NULL,		"/api/index",		R_ADMIN,	G_SERVER },
 	{ NULL,		"/api/index/status",	R_ADMIN,	G_SERVER },
 	{ NULL,		"/api/search",		R_ADMIN,	G_SERVER },
+	/* The knowledge MCP server: knowledge_act needs user, agent or
+	 * admin, which the worker checks per call (kgmcp.c). */
+	{ NULL,		"/mcp",			R_SESSION,	0 },
 };
 
 #define NROLES	(IPC_ROLE_METRICS + 1)

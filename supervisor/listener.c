@@ -561,6 +561,10 @@ pending_dispatch(struct pending *p)
 	    strcmp(path, "/api/index/status") == 0 ||
 	    strcmp(path, "/api/search") == 0) {
 		w = index_worker(sup);
+	} else if (strcmp(path, "/mcp") == 0) {
+		/* The knowledge MCP server: any worker answers, reaching
+		 * each project's own through the supervisor (kgcall.c). */
+		w = pool_least_loaded(sup);
 	} else if (strcmp(path, "/api/audit") == 0) {
 		if (audit_session(p, role, ic.scope, sid, sizeof(sid)) == -1)
 			return;

@@ -24,6 +24,7 @@
 #include "dash.h"
 #include "deliver.h"
 #include "index.h"
+#include "kgmcp.h"
 #include "input.h"
 #include "kb.h"
 #include "kgs.h"
@@ -1274,6 +1275,9 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 	}
 	/* The host's directory index: no session (index.c). */
 	if (index_http(c))
+		return;
+	/* The knowledge MCP server: no session (kgmcp.c). */
+	if (kgmcp_http(c))
 		return;
 	if (strcmp(path, "/api/agents/stream") == 0) {
 		/* The seed-compatible turn stream (seed.c); the supervisor

@@ -23,6 +23,7 @@
 #include "approve.h"
 #include "ctool.h"
 #include "kb.h"
+#include "kgtool.h"
 #include "mcp.h"
 #include "sess.h"
 #include "team.h"
@@ -45,6 +46,7 @@ struct tool_run {
 	struct sess		*s;
 	struct mcp_call		*mc;
 	struct kb_call		*kc;	/* the built-in kb_search (kb.c) */
+	struct kgtool_call	*kt;	/* a knowledge tool (kgtool.c) */
 	char			*id;
 	char			*name;
 	uint64_t		 started_ms;
@@ -120,6 +122,7 @@ tools_drop(struct turn *t)
 		if (r->mc != NULL)
 			mcp_cancel(r->mc);
 		kb_tool_cancel(r->kc);
+		kgtool_cancel(r->kt);
 		run_free(r);
 	}
 }
@@ -144,6 +147,12 @@ tools_answered(const struct turn *t, const char *id)
 	return found;
 }
 
+/* 1 when name is one of Parley's own tools offered to s (no MCP). */
+static int
+builtin_tool(struct sess *s, const char *name)
+{
+	return kb_tool(s, name) || kgtool_is(s, name);
+}
 
 /*
  * What the operator's tool-policy and the tool's annotations say of a call
@@ -170,6 +179,18 @@ tool_policy(struct sess *s, const char *name)
 		/* kb_search reads the session's knowledge: low risk. */
 		memset(&ann, 0, sizeof(ann));
 		ann.read_only = POLICY_HINT_TRUE;
+		ann.destructive = POLICY_HINT_FALSE;
+		ann.open_world = POLICY_HINT_FALSE;
+		return policy_decide(&s->wk->conf->tool_policies, name, &ann,
+		    a);
+	}
+	if (mt == NULL && ct == NULL && kgtool_is(s, name)) {
+		/* knowledge_query reads: low risk.  knowledge_act writes the
+		 * project's knowledge, a log whose past stays readable: a
+		 * write, not destructive (medium). */
+		memset(&ann, 0, sizeof(ann));
+		ann.read_only = kgtool_spec(name)->read_only ?
+		    POLICY_HINT_TRUE : POLICY_HINT_FALSE;
 		ann.destructive = POLICY_HINT_FALSE;
 		ann.open_world = POLICY_HINT_FALSE;
 		return policy_decide(&s->wk->conf->tool_policies, name, &ann,
@@ -438,6 +459,16 @@ kb_cb(void *arg, int is_error, const char *text, const char *code)
 	tool_cb(r, is_error, text, code);
 }
 
+/* A knowledge tool's answer (kgtool.c), as an MCP tool's. */
+static void
+kg_cb(void *arg, int is_error, const char *text, const char *code)
+{
+	struct tool_run *r = arg;
+
+	r->kt = NULL;	/* kgtool.c frees it once this returns */
+	tool_cb(r, is_error, text, code);
+}
+
 /* Calls run r's tool over MCP (its tool_start is stored). */
 static void
 run_start(struct sess *s, struct tool_run *r)
@@ -447,6 +478,17 @@ run_start(struct sess *s, struct tool_run *r)
 	if (mcp_tool_find(s->wk->mcp, r->name) == NULL &&
 	    kb_tool(s, r->name)) {
 		if ((r->kc = kb_tool_run(s, r->args, kb_cb, r)) == NULL) {
+			TAILQ_REMOVE(&s->turn->runs, r, entry);
+			tool_done(s, r->id, r->name, 0, 1, "the tool call could "
+			    "not be started", "TOOL_ERROR");
+			run_free(r);
+		}
+		return;
+	}
+	if (mcp_tool_find(s->wk->mcp, r->name) == NULL &&
+	    kgtool_is(s, r->name)) {
+		if ((r->kt = kgtool_run(s, r->name, r->id, r->args, kg_cb,
+		    r)) == NULL) {
 			TAILQ_REMOVE(&s->turn->runs, r, entry);
 			tool_done(s, r->id, r->name, 0, 1, "the tool call could "
 			    "not be started", "TOOL_ERROR");
@@ -511,7 +553,7 @@ call_start(struct sess *s, const char *id, const char *name,
 	}
 	seq = tool_start_log(s, id, name, args, risk);
 	s->wk->metrics.tool_calls++;
-	if ((mt == NULL && !kb_tool(s, name)) || seq == 0 ||
+	if ((mt == NULL && !builtin_tool(s, name)) || seq == 0 ||
 	    (r = run_new(s, id, name, args, risk)) == NULL) {
 		tool_done(s, id, name, 0, 1, mt == NULL ? "no such tool: it "
 		    "is not offered by any connected MCP server or client" :
@@ -878,7 +920,9 @@ tools_step(struct sess *s, cJSON *calls)
 		    (found = step_logged(s, "tool_start", id)) != NULL) {
 			cJSON_Delete(found);
 			mt = mcp_tool_find(s->wk->mcp, name);
-			if ((mt == NULL && !kb_tool(s, name)) ||
+			/* knowledge_act runs again: its batch id makes the
+			 * repeat record nothing (kgtool_run). */
+			if ((mt == NULL && !builtin_tool(s, name)) ||
 			    (mt != NULL && !mt->read_only)) {
 				approve_settle(s, id);
 				tool_done(s, id, name, 0, 1, "interrupted: the "
@@ -905,7 +949,7 @@ tools_step(struct sess *s, cJSON *calls)
 		}
 		cJSON_Delete(found);
 		if (mcp_tool_find(s->wk->mcp, name) == NULL &&
-		    ctool_find(s, name) == NULL && !kb_tool(s, name)) {
+		    ctool_find(s, name) == NULL && !builtin_tool(s, name)) {
 			/* Nothing to ask about: the model reads why. */
 			approve_close(s, id, "cancelled");
 			call_start(s, id, name, args, POLICY_HIGH);

@@ -25,6 +25,7 @@
 #include "approve.h"
 #include "ctool.h"
 #include "kb.h"
+#include "kgtool.h"
 #include "llm.h"
 #include "mcp.h"
 #include "sess.h"
@@ -777,6 +778,15 @@ mcp_taken(void *arg, const char *name)
 	return mcp_tool_find(s->wk->mcp, name) != NULL;
 }
 
+/* 1 when an MCP server's or a client's tool has this name. */
+static int
+builtin_taken(void *arg, const char *name)
+{
+	struct sess *s = arg;
+
+	return mcp_taken(s, name) || ctool_find(s, name) != NULL;
+}
+
 static void	turn_model(struct sess *);
 
 /*
@@ -853,7 +863,7 @@ turn_model(struct sess *s)
 	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
 	nclient = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
 	    "clientTools"));
-	if ((defs = calloc(ntools + nclient + TEAM_TOOLS + 1,
+	if ((defs = calloc(ntools + nclient + TEAM_TOOLS + 1 + KGTOOL_N,
 	    sizeof(*defs))) != NULL) {
 		for (i = 0; i < ntools; i++) {
 			defs[i].name = mt[i].full_name;
@@ -867,6 +877,8 @@ turn_model(struct sess *s)
 		if (kb_tool_def(s, &defs[ntools]) &&
 		    !mcp_taken(s, KB_TOOL) && ctool_find(s, KB_TOOL) == NULL)
 			ntools++;
+		/* The knowledge tools, on the same terms. */
+		ntools += kgtool_defs(s, defs + ntools, builtin_taken, s);
 	}
 	/* A team's agent knows who it is and who its teammates are. */
 	prompt = team_prompt(s, t->agent);
