@@ -87,11 +87,13 @@ def examples(port, tmp):
 
     # the project knowledge graph in curl: a batch, two queries, the
     # Markdown export, then the stream (which stays open: read until it
-    # replayed the batch)
+    # replayed the batch; exec'd, so that stopping the script stops it)
     kg = blocks("Project knowledge (cross-session)", "sh")
     proj = "demo-%d" % os.getpid()
-    out, _ = run_example(["/bin/sh"], kg[0].replace("/knowledge/demo",
-                         "/knowledge/" + proj), port, tmp, "kg.sh", 30,
+    src = kg[0].replace("/knowledge/demo", "/knowledge/" + proj)
+    check(src.count("curl -s -N") == 1, "kg.sh: no one stream line")
+    out, _ = run_example(["/bin/sh"], src.replace("curl -s -N",
+                         "exec curl -s -N"), port, tmp, "kg.sh", 30,
                          until=b"event: knowledge_batch")
     check(re.search(r'"seq":\s*\d+', out) and '"actions":3' in
           out.replace(" ", ""), "kg.sh: the batch: %r" % out[-600:])
