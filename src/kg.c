@@ -152,7 +152,7 @@ kg_entity_free(struct kg_entity *e)
 {
 	size_t	i, j;
 
-	for (i = 0; i < KG_FMAX; i++) {
+	for (i = 0; i < kg_kinds[e->kind].nf; i++) {
 		struct kg_fv *fv = &e->fv[i];
 
 		kg_fv_clear(fv);
@@ -337,11 +337,13 @@ kg_slot_make(struct kg *g, enum kg_kind k, const char *key, const char *to,
 		ks->all = na;
 		ks->cap = ncap;
 	}
-	if ((e = calloc(1, sizeof(*e))) == NULL)
+	/* only the fields of its kind: a relationship has 2, not 6 */
+	if ((e = calloc(1, sizeof(*e) + kg_kinds[k].nf * sizeof(e->fv[0]))) ==
+	    NULL)
 		return NULL;
 	e->kind = k;
 	e->rec = e->del = e->stale = kg_zero;
-	for (i = 0; i < KG_FMAX; i++)
+	for (i = 0; i < kg_kinds[k].nf; i++)
 		e->fv[i].st = kg_zero;
 	if ((e->key = strdup(key)) == NULL ||
 	    (k == KG_RELATIONSHIP && ((e->to = strdup(to ? to : "")) == NULL ||

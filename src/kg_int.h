@@ -82,8 +82,8 @@ struct kg_entity {
 	char			*stale_hash;
 	uint64_t		 seq;	/* log seq of its last change */
 	int			 live;
-	struct kg_fv		 fv[KG_FMAX];
 	struct kg_entity	*hnext;
+	struct kg_fv		 fv[];	/* kg_kinds[kind].nf of them */
 };
 
 struct kg_kindset {
