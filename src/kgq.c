@@ -49,6 +49,8 @@ kgq_fail(struct kgq_run *r, const char *code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
 	va_end(ap);
+	/* a cut message must not end inside a UTF-8 sequence */
+	r->msg[utf8_whole(r->msg, strlen(r->msg))] = '\0';
 	r->code = code;
 	longjmp(r->jb, 1);
 }
@@ -122,6 +124,17 @@ kgq_step(struct kgq_run *r)
 		kgq_fail(r, "QUERY_LIMIT", "steps: the query took more than "
 		    "%zu evaluation steps; a recursion that never ends? "
 		    "narrow it with filter and take", r->lim.steps);
+}
+
+/* units more steps (and one), at once. */
+void
+kgq_cost(struct kgq_run *r, size_t units)
+{
+	if (units >= r->lim.steps - r->steps)
+		r->steps = r->lim.steps;
+	else
+		r->steps += units;
+	kgq_step(r);
 }
 
 struct kgq_val *
@@ -300,11 +313,17 @@ lookup(struct kgq_run *r, const struct kgq_val *sym, struct kgq_env *e,
 	const struct kgq_bind	*b;
 	const struct kgq_fn	*fn;
 	const char		*name = sym->u.str.s, *hint;
+	size_t			 seen = 0;
 
+	/* A long walk costs steps, so thousands of defines cannot make
+	 * every lookup of a long run slow. */
 	for (f = e; f != NULL; f = f->up)
-		for (b = f->b; b != NULL; b = b->next)
+		for (b = f->b; b != NULL; b = b->next) {
+			if (++seen % KGQ_COST_ITEMS == 0)
+				kgq_step(r);
 			if (strcmp(b->name, name) == 0)
 				return b->v;
+		}
 	if ((fn = kgq_lookup_fn(name)) != NULL)
 		return &r->fnv[fn - kgq_fntab];
 	if (is_special(name))
@@ -435,11 +454,14 @@ static struct kgq_val *
 callkw(struct kgq_run *r, const struct kgq_val *kw, struct kgq_val **a,
     size_t n)
 {
-	if (n != 1 || a[0]->type != KQ_ENT)
-		kgq_fail(r, "QUERY_ERROR", "(:%s E) reads a field of one "
-		    "entity; got %zu argument%s%s%s", kw->u.str.s, n,
-		    n == 1 ? ": " : "s", n == 1 ? kgq_typename(a[0]) : "",
-		    "");
+	if (n != 1)
+		kgq_fail(r, "QUERY_ERROR", "(:%s ENTITY) reads a field of "
+		    "one entity; got %zu arguments", kw->u.str.s, n);
+	if (a[0]->type == KQ_NIL)
+		return &kgq_nil;
+	if (a[0]->type != KQ_ENT)
+		kgq_fail(r, "QUERY_ERROR", "(:%s ENTITY) reads a field of "
+		    "one entity; got %s", kw->u.str.s, kgq_typename(a[0]));
 	return kgq_field(r, a[0]->u.ent, kw->u.str.s);
 }
 

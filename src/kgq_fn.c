@@ -6,6 +6,7 @@
  * arena; strings and entities point into the graph, which does not
  * change during a run.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,7 @@ entlist(struct kgq_run *r, const struct kg_entity **es, size_t n)
 	struct kgq_val	*l = kgq_list(r, n), *vs;
 	size_t		 i;
 
+	kgq_cost(r, n / KGQ_COST_ITEMS);
 	if (n > 0) {
 		vs = kgq_alloc(r, n * sizeof(*vs));
 		for (i = 0; i < n; i++) {
@@ -95,6 +97,18 @@ entbuf(struct kgq_run *r, size_t n)
 		kgq_fail(r, "QUERY_LIMIT", "mem: %zu entities is too many",
 		    n);
 	return kgq_alloc(r, (n ? n : 1) * sizeof(struct kg_entity *));
+}
+
+/* Live entities of every kind. */
+static size_t
+total(struct kgq_run *r)
+{
+	size_t	tot = 0;
+	int	k;
+
+	for (k = 0; k < KG_NKINDS; k++)
+		tot += kg_count(r->g, k);
+	return tot;
 }
 
 static struct kgq_val *
@@ -117,6 +131,7 @@ where(struct kgq_run *r, enum kg_kind k, const char *field,
 	struct kg_val		  fv;
 
 	n = kg_all(r->g, k, es, n);
+	kgq_cost(r, n / KGQ_COST_SCAN);
 	for (i = 0; i < n; i++)
 		if (kg_field(es[i], field, &fv) == 0 &&
 		    fv.type == KG_V_STR && strcmp(fv.str, value) == 0)
@@ -342,6 +357,7 @@ f_search(ARGS)
 	if (*t == '\0')
 		kgq_fail(r, "QUERY_ERROR", "search-knowledge: the text is "
 		    "empty; write (search-knowledge \"word\")");
+	kgq_cost(r, total(r) / KGQ_COST_SCAN);
 	m = kg_search(r->g, t, NULL, 0);
 	es = entbuf(r, m);
 	m = kg_search(r->g, t, es, m);
@@ -356,6 +372,7 @@ f_refs(ARGS)
 	const struct kg_entity	**es;
 
 	(void)n;
+	kgq_cost(r, total(r) / KGQ_COST_SCAN);
 	m = kg_refs(r->g, p, NULL, 0);
 	es = entbuf(r, m);
 	m = kg_refs(r->g, p, es, m);
@@ -370,12 +387,12 @@ static struct kgq_val *
 every(struct kgq_run *r, int (*keep)(const struct kg_entity *,
     const char *), const char *arg)
 {
-	size_t			  tot = 0, n, i, m = 0, kept;
+	size_t			  tot, n, i, m = 0, kept;
 	const struct kg_entity	**es;
 	int			  k;
 
-	for (k = 0; k < KG_NKINDS; k++)
-		tot += kg_all(r->g, k, NULL, 0);
+	tot = total(r);
+	kgq_cost(r, tot / KGQ_COST_SCAN);
 	es = entbuf(r, tot);
 	for (k = 0; k < KG_NKINDS; k++) {
 		n = kg_all(r->g, k, es + m, tot - m);
@@ -568,6 +585,7 @@ f_sort_by(ARGS)
 			    "numbers and strings; make them all one");
 		t = ks[i].key->type;
 	}
+	kgq_cost(r, l->u.list.n / 4);	/* n log n comparisons */
 	qsort(ks, l->u.list.n, sizeof(*ks), sortkey_cmp);
 	out = kgq_list(r, l->u.list.n);
 	for (i = 0; i < l->u.list.n; i++)
@@ -583,7 +601,7 @@ f_take(ARGS)
 
 	(void)n;
 	if (a[0]->type != KQ_NUM || a[0]->u.num < 0 ||
-	    a[0]->u.num != (double)(size_t)a[0]->u.num)
+	    a[0]->u.num != floor(a[0]->u.num))
 		badarg(r, "take", 0, "a whole number from 0", a[0]);
 	k = a[0]->u.num;
 	l = want_list(r, "take", a, 1);
@@ -668,11 +686,14 @@ kgq_equal(struct kgq_run *r, const struct kgq_val *x,
 	case KQ_STR:
 	case KQ_SYM:
 	case KQ_KW:
-		return x->u.str.len == y->u.str.len &&
-		    memcmp(x->u.str.s, y->u.str.s, x->u.str.len) == 0;
+		if (x->u.str.len != y->u.str.len)
+			return 0;
+		kgq_cost(r, x->u.str.len / KGQ_COST_BYTES);
+		return memcmp(x->u.str.s, y->u.str.s, x->u.str.len) == 0;
 	case KQ_LIST:
 		if (x->u.list.n != y->u.list.n)
 			return 0;
+		kgq_cost(r, x->u.list.n / KGQ_COST_ITEMS);
 		kgq_enter(r);
 		for (i = 0; i < x->u.list.n && eq; i++)
 			eq = kgq_equal(r, x->u.list.v[i], y->u.list.v[i]);
@@ -723,6 +744,7 @@ order(struct kgq_run *r, struct kgq_val **a, size_t n, const char *op)
 		else {
 			l = a[i]->u.str.len < a[i + 1]->u.str.len ?
 			    a[i]->u.str.len : a[i + 1]->u.str.len;
+			kgq_cost(r, l / KGQ_COST_BYTES);
 			c = memcmp(a[i]->u.str.s, a[i + 1]->u.str.s, l);
 			if (c == 0)
 				c = a[i]->u.str.len < a[i + 1]->u.str.len ?
@@ -772,6 +794,7 @@ f_contains(ARGS)
 	if (s->type == KQ_NIL)
 		return &kgq_false;
 	if (s->type == KQ_LIST) {
+		kgq_cost(r, s->u.list.n / KGQ_COST_ITEMS);
 		for (i = 0; i < s->u.list.n; i++)
 			if (kgq_equal(r, s->u.list.v[i], x))
 				return &kgq_true;
@@ -782,12 +805,10 @@ f_contains(ARGS)
 	if (x->type != KQ_STR)
 		badarg(r, "contains?", 1, "a string (the first is a string)",
 		    x);
-	if (x->u.str.len > s->u.str.len)
-		return &kgq_false;
-	for (i = 0; i + x->u.str.len <= s->u.str.len; i++)
-		if (memcmp(s->u.str.s + i, x->u.str.s, x->u.str.len) == 0)
-			return &kgq_true;
-	return &kgq_false;
+	/* memmem is linear: no pair of long strings makes this slow */
+	kgq_cost(r, s->u.str.len / KGQ_COST_BYTES);
+	return kgq_bool(x->u.str.len == 0 || memmem(s->u.str.s, s->u.str.len,
+	    x->u.str.s, x->u.str.len) != NULL);
 }
 
 static struct kgq_val *
@@ -800,6 +821,7 @@ f_starts_with(ARGS)
 		return &kgq_false;
 	want_str(r, "starts-with?", a, 0);
 	p = want_str(r, "starts-with?", a, 1);
+	kgq_cost(r, a[1]->u.str.len / KGQ_COST_BYTES);
 	return kgq_bool(a[1]->u.str.len <= a[0]->u.str.len &&
 	    memcmp(a[0]->u.str.s, p, a[1]->u.str.len) == 0);
 }
@@ -814,6 +836,7 @@ f_lower(ARGS)
 	if (a[0]->type == KQ_NIL)
 		return &kgq_nil;
 	want_str(r, "lower", a, 0);
+	kgq_cost(r, a[0]->u.str.len / KGQ_COST_BYTES);
 	s = kgq_alloc(r, a[0]->u.str.len + 1);
 	for (i = 0; i < a[0]->u.str.len; i++) {
 		char	c = a[0]->u.str.s[i];
@@ -869,6 +892,7 @@ f_str(ARGS)
 			    "over %zu bytes", r->lim.mem);
 		tot += len;
 	}
+	kgq_cost(r, tot / KGQ_COST_BYTES);
 	s = kgq_alloc(r, tot + 1);
 	for (tot = 0, i = 0; i < n; i++) {
 		strpart(r, a[i], i, nb, sizeof(nb), &p, &len);

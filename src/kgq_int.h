@@ -25,6 +25,17 @@
  */
 #define KGQ_DEPTH_HARD	256
 
+/*
+ * Work a function does without calling back costs steps too, so no run
+ * is slow for long within its steps: a step per KGQ_COST_SCAN entities
+ * whose fields it reads (search-knowledge, get-by-tag...: about 0.3 us
+ * each), per KGQ_COST_ITEMS list items or entities it only lists or
+ * walks, per KGQ_COST_BYTES bytes it compares or copies.
+ */
+#define KGQ_COST_SCAN	4
+#define KGQ_COST_ITEMS	16
+#define KGQ_COST_BYTES	4096
+
 enum kgq_type {
 	KQ_NIL, KQ_BOOL, KQ_NUM, KQ_STR, KQ_SYM, KQ_KW, KQ_LIST, KQ_FN,
 	KQ_LAMBDA, KQ_ENT
@@ -73,7 +84,6 @@ struct kgq_val {
 		struct kgq_lambda	*lam;		/* LAMBDA */
 		const struct kg_entity	*ent;		/* ENT */
 	} u;
-	size_t		 pos;	/* forms: byte offset in the query */
 };
 
 struct kgq_bind {
@@ -124,6 +134,7 @@ void		 kgq_fail(struct kgq_run *, const char *code, const char *fmt,
 void		 kgq_enter(struct kgq_run *);
 void		 kgq_leave(struct kgq_run *);
 void		 kgq_step(struct kgq_run *);
+void		 kgq_cost(struct kgq_run *, size_t units);
 struct kgq_val	*kgq_new(struct kgq_run *, enum kgq_type);
 struct kgq_val	*kgq_num(struct kgq_run *, double);
 struct kgq_val	*kgq_str(struct kgq_run *, const char *, size_t);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parley/utf8.h"
 #include "kgq_int.h"
 
 struct rd {
@@ -145,10 +146,12 @@ rd_string(struct rd *d)
 	}
 	d->at++;
 	buf[n] = '\0';
+	if (!utf8_valid((unsigned char *)buf, n))
+		rd_fail(d, start, "the string is not UTF-8 once its \\x "
+		    "escapes are read: write characters, not their bytes");
 	v = kgq_new(d->r, KQ_STR);
 	v->u.str.s = buf;
 	v->u.str.len = n;
-	v->pos = start;
 	return v;
 }
 
@@ -186,7 +189,6 @@ rd_atom(struct rd *d)
 			rd_fail(d, start, "number \"%s\" is out of range",
 			    name);
 		v = kgq_num(d->r, x);
-		v->pos = start;
 		return v;
 	}
 	if (name[0] == '#') {
@@ -211,7 +213,6 @@ rd_atom(struct rd *d)
 		v->u.str.s = name;
 		v->u.str.len = len;
 	}
-	v->pos = start;
 	return v;
 }
 
@@ -254,7 +255,6 @@ rd_list(struct rd *d)
 	l->u.list.v = v;
 	l->u.list.n = n;
 	l->u.list.vec = open == '[';
-	l->pos = start;
 	return l;
 }
 
@@ -262,12 +262,10 @@ static struct kgq_val *
 rd_form(struct rd *d)
 {
 	struct kgq_val	*q, *l;
-	size_t		 start;
 
 	rd_space(d);
 	if (d->at >= d->len)
 		rd_fail(d, d->at, "the query ends where a form was expected");
-	start = d->at;
 	switch (d->s[d->at]) {
 	case '(':
 	case '[':
@@ -288,7 +286,6 @@ rd_form(struct rd *d)
 		l->u.list.v[0]->u.str.s = "quote";
 		l->u.list.v[0]->u.str.len = 5;
 		l->u.list.v[1] = q;
-		l->pos = start;
 		return l;
 	default:
 		return rd_atom(d);

@@ -174,6 +174,7 @@ START_TEST(reader_atoms)
 	ok(G, "\"q\\\"b\\\\s\\nn\\tt\\rr\\x01\"",
 	    "\"q\\\"b\\\\s\\nn\\tt\\rr\\x01\"");
 	ok(G, "\"h\\xc3\\xa9\"", "\"h\xc3\xa9\"");
+	bad(G, "\"a\\xff\"", "QUERY_SYNTAX", "not UTF-8 once");
 	ok(G, "\"\"", "\"\"");
 	ok(G, ":confidence", ":confidence");
 	ok(G, "'sym", "sym");
@@ -315,7 +316,10 @@ START_TEST(special_form_errors)
 	bad(G, "(1 2)", "QUERY_ERROR", "a number is not a function");
 	bad(G, "(\"get-principles\")", "QUERY_ERROR", "not a function");
 	bad(G, "(define x 1) (x)", "QUERY_ERROR", "not a function");
-	bad(G, "(:name 1)", "QUERY_ERROR", "reads a field of one entity");
+	bad(G, "(:name 1)", "QUERY_ERROR", "reads a field of one entity; "
+	    "got a number");
+	bad(G, "(:name 1 2)", "QUERY_ERROR", "got 2 arguments");
+	ok(G, "(:name nil)", "nil");
 	bad(G, "(get-principal \"x\")", "QUERY_ERROR",
 	    "unknown function \\\"get-principal\\\": did you mean "
 	    "get-principle? the functions are listed in parley-knowledge(7)");
@@ -516,6 +520,7 @@ START_TEST(value_functions)
 	ok(G, "(contains? \"hello\" \"Hello\")", "#f");
 	ok(G, "(contains? \"hi\" \"\")", "#t");
 	ok(G, "(contains? \"hi\" \"hi!\")", "#f");
+	ok(G, "(contains? \"abab\" \"bab\")", "#t");
 	ok(G, "(contains? '(1 \"a\") \"a\")", "#t");
 	ok(G, "(contains? '(1 \"a\") 2)", "#f");
 	ok(G, "(contains? nil 2)", "#f");
@@ -552,6 +557,7 @@ START_TEST(value_function_errors)
 	bad(G, "(take \"2\" '())", "QUERY_ERROR", "a whole number");
 	bad(G, "(take -1 '())", "QUERY_ERROR", "a whole number");
 	bad(G, "(take 1.5 '())", "QUERY_ERROR", "a whole number");
+	ok(G, "(take 1e300 '(1))", "(list 1)");
 	bad(G, "(take 1 2)", "QUERY_ERROR", "a list");
 	bad(G, "(count \"abc\")", "QUERY_ERROR", "a list");
 	bad(G, "(length 1)", "QUERY_ERROR", "a list");
@@ -706,6 +712,41 @@ START_TEST(bound_steps)
 	    &l, "QUERY_LIMIT", "more than 50 evaluation steps");
 	ok(G, "(map (lambda (x) (list x x x)) '(1 2))",
 	    "(list (list 1 1 1) (list 2 2 2))");
+}
+END_TEST
+
+/* Work inside a function costs steps: no run is slow within its steps. */
+START_TEST(bound_steps_cost)
+{
+	static const char	 dbl[] = "(define (g x) (if (> (length x) "
+	    "1000000) x (g (str x x)))) (length (g \"0123456789abcdef\"))";
+	struct kgq_limits	 l = lims(100, 0, 0, 0);
+	char			*q = malloc(8192), *p;
+	size_t			 i;
+
+	p = q + sprintf(q, "(define l '(");
+	for (i = 0; i < 2000; i++)
+		p += sprintf(p, "1 ");
+	sprintf(p, ")) (contains? l 5)");
+	bad_lim(G, q, &l, "QUERY_LIMIT", "more than 100 evaluation steps");
+	ok(G, q, "#f");
+	sprintf(p, ")) (= l l)");
+	bad_lim(G, q, &l, "QUERY_LIMIT", "steps");
+	sprintf(p, ")) (sort-by (lambda (x) x) (take 5 l))");
+	ok(G, q, "(list 1 1 1 1 1)");
+	free(q);
+	l.steps = 300;
+	ok(G, dbl, "1048576");
+	bad_lim(G, dbl, &l, "QUERY_LIMIT", "more than 300 evaluation steps");
+	/* a long walk through thousands of names costs steps too */
+	q = malloc(65536);
+	p = q;
+	for (i = 0; i < 3000; i++)
+		p += sprintf(p, "(define v%zu 1)", i);
+	sprintf(p, "(define (f x) (if (= x v0) (f x) 1)) (f 1)");
+	l.steps = 200000;
+	bad_lim(G, q, &l, "QUERY_LIMIT", "steps");
+	free(q);
 }
 END_TEST
 
@@ -934,6 +975,7 @@ kgq_suite(void)
 	tcase_add_test(tc, compact_whole_list);
 	tcase_add_test(tc, bound_defaults);
 	tcase_add_test(tc, bound_steps);
+	tcase_add_test(tc, bound_steps_cost);
 	tcase_add_test(tc, bound_depth);
 	tcase_add_test(tc, bound_mem);
 	tcase_add_test(tc, bound_out);
