@@ -807,14 +807,16 @@ char *
 kgs_export(const struct kg *g, int md)
 {
 	cJSON *o;
-	char *txt;
+	char *txt, hlc[24];
 
 	if (md)
 		return kg_export_md(g);
 	if ((o = kg_export_json(g)) == NULL)
 		return NULL;
 	cJSON_AddNumberToObject(o, "batches", (double)kg_batches(g));
-	cJSON_AddNumberToObject(o, "hlc", (double)kg_hlc(g));
+	/* Digits, not cJSON's %g (1.795686524633e+15): exact either way. */
+	snprintf(hlc, sizeof(hlc), "%llu", (unsigned long long)kg_hlc(g));
+	cJSON_AddRawToObject(o, "hlc", hlc);
 	txt = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	return txt;
@@ -1100,6 +1102,8 @@ part_meta_new(struct sess *s, cJSON *meta, const cJSON *body)
 		return;
 	proto_set(meta, "kind", cJSON_CreateString("knowledge"));
 	proto_set(meta, "projectId", cJSON_CreateString(project_of(s)));
+	/* No agents, no turns: it takes only knowledge messages. */
+	proto_set(meta, "agents", cJSON_CreateArray());
 }
 
 static void
@@ -1177,6 +1181,7 @@ static void
 part_state(struct sess *s, cJSON *o, int info)
 {
 	struct kgs_state *kg = STATE(s);
+	char hlc[24];
 	cJSON *k;
 
 	if (!info || kg == NULL || kg->load != L_READY)
@@ -1185,7 +1190,8 @@ part_state(struct sess *s, cJSON *o, int info)
 	cJSON_AddStringToObject(k, "projectId", project_of(s));
 	cJSON_AddNumberToObject(k, "seq", (double)kg_seq(kg->g));
 	cJSON_AddNumberToObject(k, "batches", (double)kg_batches(kg->g));
-	cJSON_AddNumberToObject(k, "hlc", (double)kg_hlc(kg->g));
+	snprintf(hlc, sizeof(hlc), "%llu", (unsigned long long)kg_hlc(kg->g));
+	cJSON_AddRawToObject(k, "hlc", hlc);
 	cJSON_AddNumberToObject(k, "snapshotSeq", (double)kg->snap_seq);
 }
 

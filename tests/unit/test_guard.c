@@ -95,6 +95,25 @@ START_TEST(test_roles)
 	    IPC_ROLE_USER, "", &e), -1);
 	ck_assert_int_eq(guard_role(req("GET /sessions/a/control HTTP/1.0\n\n"),
 	    IPC_ROLE_ADMIN, "a", &e), 0);
+	/* A project's knowledge: observers read, writers write. */
+	ck_assert_int_eq(guard_role(req("GET /knowledge/p HTTP/1.0\n\n"),
+	    IPC_ROLE_OBSERVER, "", &e), 0);
+	ck_assert_int_eq(guard_role(req("GET /knowledge/p/stream "
+	    "HTTP/1.0\n\n"), IPC_ROLE_OBSERVER, "", &e), 0);
+	ck_assert_int_eq(guard_role(req("POST /knowledge/p/query HTTP/1.0\n"
+	    "Content-Length: 0\n\n"), IPC_ROLE_OBSERVER, "", &e), 0);
+	ck_assert_int_eq(guard_role(req("POST /knowledge/p/actions HTTP/1.0\n"
+	    "Content-Length: 0\n\n"), IPC_ROLE_OBSERVER, "", &e), -1);
+	ck_assert_int_eq(e.status, 403);
+	ck_assert_str_eq(e.msg, "POST /knowledge/*/actions needs the user, "
+	    "agent or admin role; this token's role is observer");
+	ck_assert_int_eq(guard_role(req("POST /knowledge/p/actions HTTP/1.0\n"
+	    "Content-Length: 0\n\n"), IPC_ROLE_AGENT, "kg:p", &e), 0);
+	ck_assert_int_eq(guard_role(req("GET /knowledge/p HTTP/1.0\n\n"),
+	    IPC_ROLE_METRICS, "", &e), -1);
+	ck_assert_int_eq(guard_role(req("GET /knowledge/p/other "
+	    "HTTP/1.0\n\n"), IPC_ROLE_ADMIN, "", &e), -1);
+	ck_assert_int_eq(e.status, 404);
 	/* Health is public. */
 	ck_assert_int_eq(guard_role(req("GET /health/ready HTTP/1.0\n\n"),
 	    0, "", &e), 0);
