@@ -20,6 +20,7 @@
 
 #include "parley/config.h"
 #include "parley/http.h"
+#include "parley/kbtext.h"
 #include "parley/ipc.h"
 #include "parley/kg.h"
 #include "parley/log.h"
@@ -62,6 +63,7 @@ struct mcp_req {
 	cJSON		**out;		/* n answers; NULL: none (a
 					   notification, a response) */
 	char		 sid[40];	/* Mcp-Session-Id to send, or "" */
+	char		 in_sid[40];	/* the one the client sent, or "" */
 };
 
 /* A message answered later: tools/call, resources/read. */
@@ -343,6 +345,26 @@ op_new(struct mcp_req *r, size_t i, const cJSON *id)
 	return op;
 }
 
+/*
+ * knowledge_act's batch id: a request id is never used twice in one MCP
+ * session, so a client that sends the same request again (a retry after
+ * a lost answer) records nothing twice.  "" without a session.
+ */
+static void
+batch_id(const struct mcp_req *r, const cJSON *id, char *out, size_t len)
+{
+	char *key = NULL, *idtext = cJSON_PrintUnformatted(id), hex[65];
+
+	out[0] = '\0';
+	if (r->in_sid[0] != '\0' && idtext != NULL &&
+	    asprintf(&key, "%s\n%s", r->in_sid, idtext) != -1) {
+		kbt_sha256(key, strlen(key), hex);
+		snprintf(out, len, "mcp-%.32s", hex);
+	}
+	free(key);
+	free(idtext);
+}
+
 /* tools/call: NULL when the answer comes later. */
 static cJSON *
 m_tools_call(struct mcp_req *r, size_t i, const cJSON *id,
@@ -356,7 +378,7 @@ m_tools_call(struct mcp_req *r, size_t i, const cJSON *id,
 	struct mcp_op *op;
 	cJSON *empty = NULL, *res, *arr, *t;
 	const char *p;
-	char msg[400];
+	char msg[400], bid[40];
 	int rc;
 
 	if (name == NULL || kgtool_spec(name) == NULL) {
@@ -393,9 +415,10 @@ m_tools_call(struct mcp_req *r, size_t i, const cJSON *id,
 	who.role = r->role;
 	who.subject = r->subject;
 	who.conn_id = r->conn_id;
+	batch_id(r, id, bid, sizeof(bid));
 	if ((op = op_new(r, i, id)) == NULL ||
-	    kgtool_start(r->wk, name, args, NULL, &who, tool_done, op) ==
-	    NULL) {
+	    kgtool_start(r->wk, name, args, bid[0] ? bid : NULL, &who,
+	    tool_done, op) == NULL) {
 		if (op != NULL)
 			op_free(op);
 		cJSON_Delete(empty);
@@ -612,6 +635,11 @@ post(struct conn *c)
 		refuse(c, 400, E_REQUEST, msg);
 		return;
 	}
+	if (hr->body_len == 0) {
+		refuse(c, 400, E_PARSE, "the body is empty: send one JSON-RPC "
+		    "message");
+		return;
+	}
 	if ((body = proto_json(hr->body, hr->body_len,
 	    c->wk->conf->max_json_depth, msg, sizeof(msg))) == NULL) {
 		refuse(c, 400, E_PARSE, msg);
@@ -650,6 +678,8 @@ post(struct conn *c)
 	r->role = (int)c->ic.role;
 	snprintf(r->subject, sizeof(r->subject), "%s", c->ic.subject);
 	snprintf(r->scope, sizeof(r->scope), "%s", c->ic.scope);
+	if (sid != NULL)
+		snprintf(r->in_sid, sizeof(r->in_sid), "%s", sid);
 	r->batch = batch;
 	r->n = n;
 	r->pending = 1;		/* until every message was looked at */

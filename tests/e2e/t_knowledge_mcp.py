@@ -17,7 +17,9 @@
 #     400 -32700, a batch answered under 2025-03-26 and refused under
 #     2025-06-18, an unsupported MCP-Protocol-Version 400, initialize
 #     answering the client's revision or else 2025-06-18, a foreign
-#     browser Origin 403, a body over max-body 413.
+#     browser Origin 403, a body over max-body 413, an empty body 400;
+#     knowledge_act sent twice with one request id in one MCP session
+#     records once (the second answer says duplicate).
 import sys, os, subprocess
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -239,6 +241,29 @@ def s_transport(d):
         check(st == 200 and js["result"]["protocolVersion"] == got and
               hd.get("mcp-session-id", "").startswith("pk-"),
               "initialize %s -> %s %s %s" % (asked, st, hd, js))
+    # A request sent again in the same MCP session (same id) records once.
+    act = {"jsonrpc": "2.0", "id": 42, "method": "tools/call", "params": {
+        "name": "knowledge_act", "arguments": {"projectId": PROJECT,
+                                               "actions": [["record-principle",
+                                                            {"name": "retried",
+                                                             "description": "once"}]]}}}
+    hs = ["Mcp-Session-Id: pk-" + "b" * 32, "MCP-Protocol-Version: 2025-06-18"]
+    got = []
+    for _ in range(2):
+        st, _, js = rpc_json(curl(d, "POST", act, headers=hs))
+        check(st == 200 and js["result"]["isError"] is False,
+              "act -> %s %s" % (st, js))
+        got.append(json.loads(js["result"]["content"][0]["text"]))
+    check(got[0]["batchId"] == got[1]["batchId"] and
+          got[0]["batchId"].startswith("mcp-") and
+          got[1].get("duplicate") is True and "duplicate" not in got[0],
+          "the same request twice: %s" % got)
+    st, js = d.http_json("GET", "/knowledge/%s" % PROJECT)
+    check([p["name"] for p in js["principles"]].count("retried") == 1,
+          "after the retry: %s" % js)
+    st, _, js = rpc_json(curl(d, "POST", ""))
+    check(st == 400 and js["error"]["code"] == -32700, "empty body -> %s %s"
+          % (st, js))
     st, _, b = curl(d, "POST", ping, headers=["Origin: http://evil.example"])
     check(st == 403 and "Origin" in b, "foreign Origin -> %s %s" % (st, b))
     st, _, js = rpc_json(curl(d, "POST", ping, headers=[
