@@ -37,6 +37,7 @@
 #include "parley/sse.h"
 #include "parley/util.h"
 #include "ctl_audit.h"
+#include "ctl_knowledge.h"
 #include "parleyctl.h"
 
 #define CONNECT_MS	5000	/* connect(2) retries while the backlog is full */
@@ -2145,6 +2146,9 @@ static const struct cmd cmds[] = {
 	{ "session resume", "id", cmd_resume },
 	{ "audit", "[--after seq] [--limit number] [--json] id", cmd_audit },
 	{ "chat", "id", cmd_chat },
+	{ "knowledge export", "[--format md | json] [--at seq] [-o file] "
+	    "project", cmd_knowledge_export },
+	{ "knowledge import", "[--json] project file", cmd_knowledge_import },
 	{ "reload", "[--json]", cmd_reload },
 	{ "drain", "[--quiet] [--timeout duration]", cmd_drain },
 	{ "log level", "error | warn | info | debug", cmd_log_level },

@@ -62,6 +62,14 @@ REQUESTS = {
     "POST /api/agents/stream": ("ssebody", {"sessionId": SID,
                                             "message": "hi"}),
     "GET /api/audit?sessionId=ID": ("http", None),
+    # project P's knowledge (parley-knowledge(7)); the table lists the
+    # write first, so that the reads find the project made
+    "POST /knowledge/P/actions": ("http", {"actions": [
+        ["record-principle", {"name": "er", "description": "d"}]]}),
+    "GET /knowledge/P": ("http", None),
+    "GET /knowledge/P/stream": ("ws", None),
+    "POST /knowledge/P/query": ("http", {"query": "(get-principles)"}),
+    "POST /mcp": ("http", {"jsonrpc": "2.0", "id": 1, "method": "ping"}),
     "POST /api/index": ("http", {"path": os.path.dirname(MAN)}),
     "GET /api/index/status": ("http", None),
     "POST /api/search": ("http", {"query": "session"}),

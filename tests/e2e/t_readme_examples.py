@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # The client examples of README.md, read from it each run (so they cannot
 # drift from what users copy): the Python WebSocket client, the Node.js
-# reference client, the Python resume example and the two-agent session,
+# reference client, the Python resume example, the two-agent session and
+# the curl blocks of the knowledge base and the project knowledge graph,
 # each run as written but for the port, against a daemon listening as the default does
 # (`listen PORT`: 127.0.0.1 and ::1).  Node resolves localhost to ::1 first
 # with no fallback, as Node.js 18 does on a stock Debian 12.
@@ -83,6 +84,25 @@ def examples(port, tmp):
     check("port 7419" in out and '"score"' in out and
           '"preview"' in out and '"totalCount":1' in out.replace(" ", ""),
           "kb.sh: the search or the list: %r" % out[-600:])
+
+    # the project knowledge graph in curl: a batch, two queries, the
+    # Markdown export, then the stream (which stays open: read until it
+    # replayed the batch; exec'd, so that stopping the script stops it)
+    kg = blocks("Project knowledge (cross-session)", "sh")
+    proj = "demo-%d" % os.getpid()
+    src = kg[0].replace("/knowledge/demo", "/knowledge/" + proj)
+    check(src.count("curl -s -N") == 1, "kg.sh: no one stream line")
+    out, _ = run_example(["/bin/sh"], src.replace("curl -s -N",
+                         "exec curl -s -N"), port, tmp, "kg.sh", 30,
+                         until=b"event: knowledge_batch")
+    check(re.search(r'"seq":\s*\d+', out) and '"actions":3' in
+          out.replace(" ", ""), "kg.sh: the batch: %r" % out[-600:])
+    check('(principle \\"log-is-the-truth\\"' in out,
+          "kg.sh: the S-expression query: %r" % out[-600:])
+    check('"type":"implements"' in out.replace(" ", ""),
+          "kg.sh: the JSON query: %r" % out[-600:])
+    check(re.search(r"^#+ \S", out, re.M),
+          "kg.sh: the Markdown export: %r" % out[-600:])
 
 
 def test():
