@@ -262,9 +262,11 @@ async def test():
     d = Daemon(extra="agent-reconnect-timeout %ds\n" % TIMEOUT)
     with with_daemon(d):
         await bad_input(d)
-        await required_agents(d)
-        await dropped_for_good(d)
-        await time_limit(d, "ext-time", lambda s: s == FAST_REPLY)
+        # sessions of their own, each checked on its own clock: at once
+        await asyncio.gather(required_agents(d), dropped_for_good(d),
+                             time_limit(d, "ext-time",
+                                        lambda s: s == FAST_REPLY))
+        # alone: it SIGKILLs every worker
         await worker_kill(d)
     # No provider answers: a plain summary.
     d = Daemon(providers='provider down {\n    type openai\n'

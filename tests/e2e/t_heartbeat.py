@@ -48,44 +48,58 @@ async def test():
         await ws.close()
         n = d.last_seq(sid)
 
-        # 1. stream WebSocket client that sends nothing
-        ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
-        got = await collect(ws, 5)
-        check(got and got[0][1].get("type") == "session_state",
-              "stream: first event %s" % (got and short(got[0][1])))
-        check_heartbeats(got, "WS /stream", sid)
-        # the connection is still healthy
-        await ws_send(ws, {"v": 1, "type": "ping", "sessionId": sid})
-        e = await ws_until(ws, lambda e: e.get("type") != "heartbeat", timeout=5)
-        check(e[-1].get("type") == "pong", "ping after heartbeats answered with %s"
-              % short(e[-1]))
-        await ws.close()
+        # The three idle clients at once, each watched for its own
+        # window (they ran one after the other: 13.5 s of waiting).
+        await asyncio.gather(idle_stream(d, sid, n), idle_chat(d, sid),
+                             idle_sse(d, sid, n))
         check(d.last_seq(sid) == n, "heartbeats were logged: lastSeq %d -> %d"
               % (n, d.last_seq(sid)))
 
-        # 2. /chat bound by a first message, then silent
-        ws = await ws_connect(d.url("/chat"))
-        await ws_send(ws, {"v": 1, "type": "ping", "sessionId": sid})
-        got = await collect(ws, 5)
-        check(any(e.get("type") == "pong" for _, e in got), "no pong on /chat: %s"
-              % [short(e) for _, e in got])
-        got = [(t, e) for t, e in got if e.get("type") != "pong"]
-        check_heartbeats(got, "WS /chat", sid)
-        await ws.close()
 
-        # 3. SSE client that just listens
-        p = subprocess.run(["curl", "-sS", "-N", "--max-time", "3.5",
-                            d.url("/sessions/%s/events" % sid, "http")],
-                           capture_output=True, text=True, timeout=15)
-        check(p.returncode in (0, 28), "curl SSE rc %d: %s" % (p.returncode, p.stderr))
-        lines = p.stdout.splitlines()
-        hb = [l for l in lines if l.startswith(":") and "heartbeat" in l]
-        check(len(hb) >= 2, "SSE: %d ': heartbeat' comments in 3.5 s; output: %r"
-              % (len(hb), p.stdout[:600]))
-        check(all(l.strip() == ": heartbeat" for l in hb),
-              "SSE heartbeat comment lines look odd: %r" % hb)
-        ids = [l for l in lines if l.startswith("id:")]
-        check(not ids, "SSE: events with ids on an idle session: %r" % ids)
-        check(d.last_seq(sid) == n, "lastSeq changed while idle")
+async def idle_stream(d, sid, n):
+    """1. stream WebSocket client that sends nothing"""
+    ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
+    got = await collect(ws, 5)
+    check(got and got[0][1].get("type") == "session_state",
+          "stream: first event %s" % (got and short(got[0][1])))
+    check_heartbeats(got, "WS /stream", sid)
+    # the connection is still healthy
+    await ws_send(ws, {"v": 1, "type": "ping", "sessionId": sid})
+    e = await ws_until(ws, lambda e: e.get("type") != "heartbeat", timeout=5)
+    check(e[-1].get("type") == "pong", "ping after heartbeats answered with %s"
+          % short(e[-1]))
+    await ws.close()
+    check(d.last_seq(sid) == n, "heartbeats were logged: lastSeq %d -> %d"
+          % (n, d.last_seq(sid)))
+
+
+async def idle_chat(d, sid):
+    """2. /chat bound by a first message, then silent"""
+    ws = await ws_connect(d.url("/chat"))
+    await ws_send(ws, {"v": 1, "type": "ping", "sessionId": sid})
+    got = await collect(ws, 5)
+    check(any(e.get("type") == "pong" for _, e in got), "no pong on /chat: %s"
+          % [short(e) for _, e in got])
+    got = [(t, e) for t, e in got if e.get("type") != "pong"]
+    check_heartbeats(got, "WS /chat", sid)
+    await ws.close()
+
+
+async def idle_sse(d, sid, n):
+    """3. SSE client that just listens"""
+    p = await asyncio.to_thread(
+        subprocess.run, ["curl", "-sS", "-N", "--max-time", "3.5",
+                         d.url("/sessions/%s/events" % sid, "http")],
+        capture_output=True, text=True, timeout=15)
+    check(p.returncode in (0, 28), "curl SSE rc %d: %s" % (p.returncode, p.stderr))
+    lines = p.stdout.splitlines()
+    hb = [l for l in lines if l.startswith(":") and "heartbeat" in l]
+    check(len(hb) >= 2, "SSE: %d ': heartbeat' comments in 3.5 s; output: %r"
+          % (len(hb), p.stdout[:600]))
+    check(all(l.strip() == ": heartbeat" for l in hb),
+          "SSE heartbeat comment lines look odd: %r" % hb)
+    ids = [l for l in lines if l.startswith("id:")]
+    check(not ids, "SSE: events with ids on an idle session: %r" % ids)
+    check(d.last_seq(sid) == n, "lastSeq changed while idle")
 
 run_test("heartbeat", test)

@@ -151,8 +151,10 @@ async def test():
     d = Daemon(providers=provider_block("slow", REPLY, chunk=2, delay="50ms"),
                default="slow", idle_timeout="1s")
     with with_daemon(d):
+        # alone: it waits for activeSessions to drop to 0
         await eviction_and_reload(d)
-        await running_suspended_resume(d)
-        await two_chats_in_order(d)
+        # two sessions of their own, at once (3 s and 6 s of turns)
+        await asyncio.gather(running_suspended_resume(d),
+                             two_chats_in_order(d))
 
 run_test("lifecycle", test)

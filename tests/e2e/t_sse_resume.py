@@ -2,6 +2,7 @@
 # SSE: the eventsource package follows /events, drops, reconnects with
 # Last-Event-ID; curl replays with Last-Event-ID and ?lastSeq; exactly once.
 import sys, os, subprocess
+from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
@@ -52,16 +53,23 @@ def test():
             st, _, _ = d.http("POST", "/sessions/pre-1/messages",
                               {"v": 1, "type": "chat", "message": "hi"})
             check(st == 202, "POST after GET /events -> %d" % st)
-        _, evs = curl_sse(d, "/sessions/pre-1/events", max_time=6,
-                          meanwhile=post_first)
+        env = dict(os.environ, NODE_PATH=os.path.join(E2E, "node_modules"))
+        # The EventSource-first page (curl for 6 s) and the node client's
+        # drop and resume (session sse-1) share nothing: at once.
+        with ThreadPoolExecutor(2) as ex:
+            pre = ex.submit(curl_sse, d, "/sessions/pre-1/events", max_time=6,
+                            meanwhile=post_first)
+            node = ex.submit(subprocess.run,
+                             ["node", os.path.join(E2E, "js", "sse_resume.js"),
+                              str(d.port), sid], capture_output=True,
+                             timeout=60, env=env)
+            _, evs = pre.result()
+            p = node.result()
         types = [e[2]["type"] for e in evs]
         check(types[:2] == ["session_state", "user_message"] and
               "done" in types, "EventSource opened first saw %s" % types)
         check(evs[0][2]["status"] == "created" and evs[0][2]["lastSeq"] == 0,
               "first session_state %s" % evs[0][2])
-        env = dict(os.environ, NODE_PATH=os.path.join(E2E, "node_modules"))
-        p = subprocess.run(["node", os.path.join(E2E, "js", "sse_resume.js"),
-                            str(d.port), sid], capture_output=True, timeout=60, env=env)
         try:
             res = json.loads(p.stdout.decode().strip().splitlines()[-1])
         except (ValueError, IndexError):
@@ -80,11 +88,17 @@ def test():
         text = "".join(e["content"] for e in seen if e["type"] == "token")
         check(text == LONG, "streamed text differs: %r" % text[:80])
         last = seen[-1]["seq"]
-        # curl with Last-Event-ID and with ?lastSeq replays exactly the rest
-        for how, path, hdrs in (("Last-Event-ID", "/sessions/%s/events" % sid,
-                                 ["Last-Event-ID: 5"]),
-                                ("?lastSeq", "/sessions/%s/events?lastSeq=5" % sid, [])):
-            rc, evs = curl_sse(d, path, hdrs)
+        # curl with Last-Event-ID and with ?lastSeq replays exactly the
+        # rest; without either, live only (the three at once: nothing is
+        # posted meanwhile)
+        with ThreadPoolExecutor(3) as ex:
+            replays = [(how, ex.submit(curl_sse, d, path, hdrs)) for how, path, hdrs in (
+                ("Last-Event-ID", "/sessions/%s/events" % sid, ["Last-Event-ID: 5"]),
+                ("?lastSeq", "/sessions/%s/events?lastSeq=5" % sid, []))]
+            plain = ex.submit(curl_sse, d, "/sessions/%s/events" % sid, [], 2)
+            replays = [(how, f.result()) for how, f in replays]
+            plain = plain.result()
+        for how, (rc, evs) in replays:
             check(rc == 28, "%s: curl ended early (rc %d) on a live stream; got %d events, last %s" % (how, rc, len(evs), [(i, t) for i, t, e in evs][-3:]))
             check(evs and evs[0][1] == "session_state", "%s: first event %s" % (how, evs[:1]))
             rep = [e for i, t, e in evs if i]
@@ -92,7 +106,7 @@ def test():
             check(rep[-1]["seq"] == last, "curl %s: replay ended at %s, lastSeq %d"
                   % (how, rep[-1]["seq"], last))
         # no lastSeq: live only
-        rc, evs = curl_sse(d, "/sessions/%s/events" % sid, [], 2)
+        rc, evs = plain
         check([t for i, t, e in evs] == ["session_state"] and evs[0][2]["lastSeq"] == last,
               "plain follow of an idle session: %s" % [(i, t) for i, t, e in evs])
 
