@@ -12,6 +12,8 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -768,6 +770,19 @@ kg_apply(struct kg *g, const struct kg_act *a, const struct kg_stamp *st,
 static int
 kg_json_hlc(const cJSON *v, uint64_t *out)
 {
+	char		*end;
+	unsigned long long n;
+
+	/* kg_batch_body's own (not yet printed) body holds it raw. */
+	if (cJSON_IsRaw(v) && v->valuestring != NULL) {
+		errno = 0;
+		n = strtoull(v->valuestring, &end, 10);
+		if (errno != 0 || *end != '\0' || end == v->valuestring ||
+		    n < 1 || n >= KG_HLC_LIMIT)
+			return -1;
+		*out = n;
+		return 0;
+	}
 	if (!cJSON_IsNumber(v) || v->valuedouble < 1 ||
 	    v->valuedouble >= (double)KG_HLC_LIMIT ||
 	    v->valuedouble != (double)(uint64_t)v->valuedouble)
@@ -923,12 +938,15 @@ kg_batch_body(const cJSON *actions, const char *batch_id, uint64_t hlc,
     const char *origin, uint64_t time_ms, const char *by)
 {
 	cJSON	*b, *a;
+	char	 digits[24];
 
+	/* In digits: a double would print 1.795686524633001e+15. */
+	snprintf(digits, sizeof(digits), "%" PRIu64, hlc);
 	if ((b = cJSON_CreateObject()) == NULL)
 		return NULL;
 	if (cJSON_AddStringToObject(b, "batchId", batch_id ? batch_id : "") ==
 	    NULL ||
-	    cJSON_AddNumberToObject(b, "hlc", (double)hlc) == NULL ||
+	    cJSON_AddRawToObject(b, "hlc", digits) == NULL ||
 	    cJSON_AddStringToObject(b, "origin", origin ? origin : "") ==
 	    NULL ||
 	    cJSON_AddNumberToObject(b, "time", (double)time_ms) == NULL ||

@@ -524,6 +524,8 @@ struct kg_view {
 	const struct kg	*g;
 	struct kg_ov	*ov;
 	size_t		 n, cap;
+	cJSON		*fill;	/* kg_check_fill: the current action's
+				   fields, to name the kind it resolved */
 };
 
 static struct kg_ov *
@@ -676,15 +678,36 @@ kg_check_one(struct kg_view *v, const struct kg_act *a, int i,
 			    "and type)", a->key);
 			return -1;
 		}
+		if (v->fill != NULL && cJSON_AddStringToObject(v->fill, "kind",
+		    np ? "principle" : "pattern") == NULL)
+			return -1;
 		return 0;
 	default:
 		return 0;
 	}
 }
 
+static int	kg_check_run(const struct kg *, const cJSON *, size_t,
+		    struct kg_err *, int);
+
 int
 kg_check(const struct kg *g, const cJSON *actions, size_t max_entities,
     struct kg_err *err)
+{
+	return kg_check_run(g, actions, max_entities, err, 0);
+}
+
+int
+kg_check_fill(const struct kg *g, cJSON *actions, size_t max_entities,
+    struct kg_err *err)
+{
+	return kg_check_run(g, actions, max_entities, err, 1);
+}
+
+/* kg_check; fill: also names the kind an update-confidence resolved. */
+static int
+kg_check_run(const struct kg *g, const cJSON *actions, size_t max_entities,
+    struct kg_err *err, int fill)
 {
 	struct kg_view	 v;
 	struct kg_act	 a;
@@ -726,6 +749,8 @@ kg_check(const struct kg *g, const cJSON *actions, size_t max_entities,
 		if (kg_act_parse(it, i, &a, err) == -1)
 			goto out;
 		err->msg[0] = '\0';
+		/* Actions are [op, {fields}]: kg_act_parse checked it. */
+		v.fill = fill ? cJSON_GetArrayItem(it, 1) : NULL;
 		if (kg_check_one(&v, &a, i, err) == -1) {
 			if (err->msg[0] == '\0')
 				kg_err_set(err, i, kg_ops[a.op], "", "out of "

@@ -16,6 +16,7 @@
  * staleness checks (kgstale.h) on a timer and after each batch.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,6 +479,7 @@ stale_run(struct sess *s)
 	struct wk *wk = s->wk;
 	cJSON *arr, *b, *copy;
 	uint64_t seq;
+	char digits[24];
 
 	if (s->follower || s->broken || kg->load != L_READY)
 		return;
@@ -486,8 +488,9 @@ stale_run(struct sess *s)
 	while ((b = cJSON_DetachItemFromArray(arr, 0)) != NULL) {
 		cJSON_DeleteItemFromObject(b, "hlc");
 		cJSON_DeleteItemFromObject(b, "origin");
-		cJSON_AddNumberToObject(b, "hlc", (double)kg_clock_next(
+		snprintf(digits, sizeof(digits), "%" PRIu64, kg_clock_next(
 		    &wk->kg_clock, util_now_ms()));
+		cJSON_AddRawToObject(b, "hlc", digits);
 		cJSON_AddStringToObject(b, "origin", wk->node);
 		if ((copy = cJSON_Duplicate(b, 1)) == NULL) {
 			cJSON_Delete(b);
@@ -667,7 +670,7 @@ act_run(struct kgs_op *op)
 	struct sess *s = op->s;
 	struct kgs_state *kg = STATE(s);
 	struct wk *wk = s->wk;
-	const cJSON *actions = cJSON_GetObjectItem(op->msg, "actions");
+	cJSON *actions = cJSON_GetObjectItem(op->msg, "actions");
 	struct sess_result r;
 	struct kg_err err;
 	cJSON *body = NULL, *copy;
@@ -695,7 +698,7 @@ act_run(struct kgs_op *op)
 			return;
 		}
 	} else {
-		if (kg_check(kg->g, actions, wk->conf->knowledge_max_entities,
+		if (kg_check_fill(kg->g, actions, wk->conf->knowledge_max_entities,
 		    &err) == -1) {
 			act_invalid(op, &err);
 			op_end(op);

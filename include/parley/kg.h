@@ -156,6 +156,15 @@ struct kg_err {
  */
 int		 kg_check(const struct kg *g, const cJSON *actions,
 		    size_t max_entities, struct kg_err *err);
+/*
+ * kg_check, and once the batch passes, each update-confidence without a
+ * kind gets the "kind" it resolved to (the one principle or pattern of
+ * that name), so that every process folds it onto the same entity
+ * whatever it holds when the batch arrives.  The writer logs the filled
+ * batch.  On -1 some actions may already be filled: drop the batch.
+ */
+int		 kg_check_fill(const struct kg *g, cJSON *actions,
+		    size_t max_entities, struct kg_err *err);
 /* The next stamp: max(now_ms * KG_HLC_PER_MS, *clock + 1), kept in
  * *clock.  A process keeps one clock and raises it with kg_hlc() of
  * every graph it folds. */

@@ -268,6 +268,53 @@ START_TEST(test_record_read)
 END_TEST
 
 /* The later stamp holds, whatever order the batches were folded in. */
+/* The writer names the kind an update-confidence resolved; no phantom. */
+START_TEST(test_check_fill)
+{
+	struct kg	*g = kg_new("p");
+	struct kg_err	 err;
+	struct kg_val	 v;
+	cJSON		*a;
+	const cJSON	*f;
+
+	fold(g, 1, 1000, "a/1", "[['record-pattern',{'name':'x','type':'t'}]]");
+	a = qj("[['record-principle',{'name':'y'}],['update-confidence',"
+	    "{'name':'x','confidence':0.5}],['update-confidence',{'name':'y',"
+	    "'confidence':0.7}]]");
+	ck_assert_int_eq(kg_check_fill(g, a, 0, &err), 0);
+	f = cJSON_GetArrayItem(cJSON_GetArrayItem(a, 1), 1);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "kind")),
+	    "pattern");
+	f = cJSON_GetArrayItem(cJSON_GetArrayItem(a, 2), 1);
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(f, "kind")),
+	    "principle");
+	/* kg_check leaves the actions as they are */
+	cJSON_Delete(a);
+	a = qj("[['update-confidence',{'name':'x','confidence':0.5}]]");
+	ck_assert_int_eq(kg_check(g, a, 0, &err), 0);
+	ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetArrayItem(
+	    cJSON_GetArrayItem(a, 0), 1), "kind"));
+	ck_assert_int_eq(kg_check_fill(g, a, 0, &err), 0);
+	{
+		cJSON *b = kg_batch_body(a, "b2", 2000, "a/1",
+		    1700000000000ULL, NULL);
+
+		ck_assert_int_eq(kg_fold(g, 2, "knowledge_batch", b), 0);
+		cJSON_Delete(b);
+	}
+	cJSON_Delete(a);
+	/* a principle x recorded later has no confidence of the pattern's */
+	fold(g, 3, 3000, "a/1", "[['record-principle',{'name':'x'}]]");
+	ck_assert_int_eq(kg_field(kg_get(g, KG_PRINCIPLE, "x"), "confidence",
+	    &v), 0);
+	ck_assert_int_eq(v.type, KG_V_NONE);
+	ck_assert_int_eq(kg_field(kg_get(g, KG_PATTERN, "x"), "confidence",
+	    &v), 0);
+	ck_assert(v.type == KG_V_NUM && v.num == 0.5);
+	kg_free(g);
+}
+END_TEST
+
 START_TEST(test_lww_by_hlc)
 {
 	struct kg	*g = kg_new("p");
@@ -1459,6 +1506,7 @@ kg_suite(void)
 	tcase_add_test(tc, test_basics);
 	tcase_add_test(tc, test_record_read);
 	tcase_add_test(tc, test_lww_by_hlc);
+	tcase_add_test(tc, test_check_fill);
 	tcase_add_test(tc, test_origin_tiebreak);
 	tcase_add_test(tc, test_add_wins_sets);
 	tcase_add_test(tc, test_delete_no_resurrect);
