@@ -95,8 +95,12 @@ putnum(struct kgq_run *r, double x)
 	puts_(r, b);
 }
 
+/*
+ * A quoted string: \" \\ \n \t \r, other control bytes as \xHH (sexp)
+ * or \u00HH (json, which leaves DEL as it is).
+ */
 static void
-sexp_str(struct kgq_run *r, const char *s, size_t len)
+put_str(struct kgq_run *r, const char *s, size_t len, int json)
 {
 	size_t	i, run = 0;
 	char	e[8];
@@ -105,7 +109,7 @@ sexp_str(struct kgq_run *r, const char *s, size_t len)
 	for (i = 0; i < len; i++) {
 		unsigned char	c = (unsigned char)s[i];
 
-		if (c >= 0x20 && c != 0x7f && c != '"' && c != '\\')
+		if (c >= 0x20 && (c != 0x7f || json) && c != '"' && c != '\\')
 			continue;
 		kgq_put(r, s + run, i - run);
 		run = i + 1;
@@ -126,52 +130,26 @@ sexp_str(struct kgq_run *r, const char *s, size_t len)
 			kgq_put(r, "\\r", 2);
 			break;
 		default:
-			snprintf(e, sizeof(e), "\\x%02x", c);
-			kgq_put(r, e, 4);
+			snprintf(e, sizeof(e), json ? "\\u%04x" : "\\x%02x", c);
+			kgq_put(r, e, json ? 6 : 4);
 		}
 	}
 	kgq_put(r, s + run, len - run);
 	kgq_put(r, "\"", 1);
+}
+
+static void
+sexp_str(struct kgq_run *r, const char *s, size_t len)
+{
+	put_str(r, s, len, 0);
 }
 
 static void
 json_str(struct kgq_run *r, const char *s, size_t len)
 {
-	size_t	i, run = 0;
-	char	e[8];
-
-	kgq_put(r, "\"", 1);
-	for (i = 0; i < len; i++) {
-		unsigned char	c = (unsigned char)s[i];
-
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		kgq_put(r, s + run, i - run);
-		run = i + 1;
-		switch (c) {
-		case '"':
-			kgq_put(r, "\\\"", 2);
-			break;
-		case '\\':
-			kgq_put(r, "\\\\", 2);
-			break;
-		case '\n':
-			kgq_put(r, "\\n", 2);
-			break;
-		case '\t':
-			kgq_put(r, "\\t", 2);
-			break;
-		case '\r':
-			kgq_put(r, "\\r", 2);
-			break;
-		default:
-			snprintf(e, sizeof(e), "\\u%04x", c);
-			kgq_put(r, e, 6);
-		}
-	}
-	kgq_put(r, s + run, len - run);
-	kgq_put(r, "\"", 1);
+	put_str(r, s, len, 1);
 }
+
 
 /* The field printed right after the key, without its keyword. */
 static const char *

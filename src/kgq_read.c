@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "parley/utf8.h"
+#include "parley/util.h"
 #include "kgq_int.h"
 
 struct rd {
@@ -78,18 +79,6 @@ rd_space(struct rd *d)
 	}
 }
 
-static int
-rd_hex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* A "string": at points at the opening quote. */
 static struct kgq_val *
 rd_string(struct rd *d)
@@ -130,8 +119,8 @@ rd_string(struct rd *d)
 			break;
 		case 'x':
 			if (d->at + 2 >= d->len ||
-			    (h = rd_hex((unsigned char)d->s[d->at + 1])) < 0 ||
-			    (l = rd_hex((unsigned char)d->s[d->at + 2])) < 0 ||
+			    (h = util_hexval((unsigned char)d->s[d->at + 1])) < 0 ||
+			    (l = util_hexval((unsigned char)d->s[d->at + 2])) < 0 ||
 			    (h == 0 && l == 0))
 				rd_fail(d, d->at - 1, "bad escape \\x: write "
 				    "two hex digits, not 00");

@@ -749,18 +749,6 @@ rs_urlerr(char *err, size_t errlen, int sentinel, const char *fmt, ...)
 }
 
 static int
-rs_hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static int
 rs_parse_hostport(const char *p, size_t len, struct rhost *h, int sentinel,
     char *err, size_t errlen)
 {
@@ -781,7 +769,7 @@ rs_parse_hostport(const char *p, size_t len, struct rhost *h, int sentinel,
 			return rs_urlerr(err, errlen, sentinel,
 			    "missing :PORT after the host");
 		for (i = 0; i < hl; i++)
-			if (rs_hexval(host[i]) == -1 && host[i] != ':' &&
+			if (util_hexval(host[i]) == -1 && host[i] != ':' &&
 			    host[i] != '.')
 				return rs_urlerr(err, errlen, sentinel,
 				    "bad IPv6 address");
@@ -864,8 +852,8 @@ rs_parse_url(struct rstore *st, const char *url, int sentinel, char *err,
 		for (i = 0, q = p + 1; q < at; q++) {
 			if (*q == '%') {
 				if (at - q < 3 ||
-				    (hi = rs_hexval(q[1])) == -1 ||
-				    (lo = rs_hexval(q[2])) == -1 ||
+				    (hi = util_hexval(q[1])) == -1 ||
+				    (lo = util_hexval(q[2])) == -1 ||
 				    hi * 16 + lo == 0) {
 					explicit_bzero(pw, plen + 1);
 					free(pw);

@@ -168,3 +168,15 @@ util_fmt_size(uint64_t b, char *buf, size_t len)
 	snprintf(buf, len, "%llu", (unsigned long long)b);
 	return buf;
 }
+
+int
+util_hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -11,6 +11,8 @@ uint64_t	util_mono_us(void);		/* monotonic microseconds */
 double		util_secs_since(uint64_t us);
 /* "2026-02-16T10:05:33.218Z" into out (at least 25 bytes). */
 void		util_iso8601(char out[32], uint64_t ms);
+/* The value of hex digit c (either case), or -1. */
+int		util_hexval(int c);
 /* n random bytes as 2n lowercase hex chars + NUL into out. */
 void		util_randhex(char *out, size_t nbytes);
 /*
