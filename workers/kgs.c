@@ -664,6 +664,20 @@ act_forwarded(struct kgs_op *op)
 	return cJSON_Duplicate(b, 1);
 }
 
+/* 1 when a batch body records a file understanding. */
+static int
+records_files(const cJSON *body)
+{
+	const cJSON *a;
+
+	cJSON_ArrayForEach(a, cJSON_GetObjectItem(body, "actions"))
+		if (cJSON_IsString(cJSON_GetArrayItem(a, 0)) && strcmp(
+		    cJSON_GetArrayItem(a, 0)->valuestring,
+		    "record-file-understanding") == 0)
+			return 1;
+	return 0;
+}
+
 static void
 act_run(struct kgs_op *op)
 {
@@ -677,6 +691,7 @@ act_run(struct kgs_op *op)
 	const char *by;
 	uint64_t now, seq;
 	char *txt;
+	int files;
 
 	memset(&r, 0, sizeof(r));
 	if (sess_id_repeat(s, op->c, op->id, &r)) {
@@ -739,6 +754,7 @@ act_run(struct kgs_op *op)
 		op_end(op);
 		return;
 	}
+	files = records_files(copy);
 	(void)kg_fold(kg->g, seq, "knowledge_batch", copy);
 	cJSON_Delete(copy);
 	clock_raise(wk, kg->g);
@@ -747,7 +763,12 @@ act_run(struct kgs_op *op)
 	r.http = 202;
 	op_answer_durable(op, &r, ANSWER_NEW);
 	op_end(op);
-	after_fold(s);
+	/* Only a recorded understanding can be stale already; the timer
+	 * judges the rest when the index moves. */
+	if (files)
+		after_fold(s);
+	else
+		snap_check(s);
 }
 
 cJSON *
