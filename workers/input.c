@@ -540,7 +540,10 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 	if (r.code != NULL)
 		log_info("session %s: forwarded %s refused: %s", s->id,
 		    in.type, r.msg);
-	else if (in.id != NULL && strcmp(in.type, "chat") != 0)
+	else if (in.id != NULL && !r.pending && strcmp(in.type, "chat") != 0)
+		/* A pending message (a knowledge_act queued while the graph
+		 * loads) records its id itself once logged, at its own seq:
+		 * recording it here would make it a repeat of itself. */
 		sess_id_add(s, in.id, store_last_seq(s->st));
 	proto_in_free(&in);
 }

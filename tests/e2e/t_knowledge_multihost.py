@@ -12,7 +12,10 @@
 #    then the action's index), and evidence is the union of every add;
 #  - the batches of both hosts carry different origins and each host's
 #    hlc stamps only grow.
-import sys, os, threading
+# Then a follower's batch reaches an owner whose graph is still loading
+# (host 0's workers killed, host 1 posts at once): it is logged, and host
+# 1 answers 202 with its seq.
+import sys, os, json, signal, threading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import *
@@ -146,6 +149,37 @@ async def main():
         check(st == 200 and sorted(p["name"] for p in js["result"]) ==
               sorted(NAMES + ["seed"]), "query on host 1 -> %s %s" %
               (st, js))
+        inbox_while_loading(h0, h1)
+
+
+def inbox_while_loading(h0, h1):
+    """Host 0's new workers load a large project (asynchronously, from
+    Redis) while they drain host 1's batch from the inbox: the batch must
+    be appended, not taken for a repeat of itself."""
+    q = "mh-load"
+    big = "x" * 8000
+    for i in range(60):
+        st, js = h0.http_json("POST", "/knowledge/%s/actions" % q, {
+            "actions": [["record-principle", {"name": "p%d_%d" % (i, j),
+                                              "description": big}]
+                        for j in range(50)]})
+        check(st == 202, "batch %d on host 0 -> %s %s" % (i, st, js))
+    st, js = h1.http_json("GET", "/knowledge/%s" % q)
+    check(st == 200 and js["seq"] == 60, "host 1 reads seq %s" %
+          (js or {}).get("seq"))
+    for p in h0.workers_pids():
+        os.kill(p, signal.SIGKILL)
+    st, _, data = h1.http("POST", "/knowledge/%s/actions" % q, {
+        "actions": [["record-principle", {"name": "from-h1",
+                                          "description": "d"}]],
+        "batchId": "h1-batch"}, timeout=40)
+    js = json.loads(data)
+    check(st == 202 and js.get("seq", 0) > 60, "host 1's batch while the "
+          "owner loads -> %s %s" % (st, js))
+    ev = [e for e in h0.log_events("kg:" + q)
+          if e.get("batchId") == "h1-batch"]
+    check(len(ev) == 1 and ev[0]["seq"] == js["seq"], "host 1's batch "
+          "in the log: %s" % [(e["seq"], e["type"]) for e in ev])
 
 
 if __name__ == "__main__":
