@@ -927,9 +927,16 @@ kg_fold(struct kg *g, uint64_t seq, const char *type, const cJSON *body)
 uint64_t
 kg_clock_next(uint64_t *clock, uint64_t now_ms)
 {
-	uint64_t	wall = now_ms * KG_HLC_PER_MS;
+	uint64_t	wall;
 
-	*clock = wall > *clock ? wall : *clock + 1;
+	/* A clock raised to the limit (a bad stamp in a log) must still
+	 * stamp batches every fold takes. */
+	wall = now_ms < (KG_HLC_LIMIT - 1) / KG_HLC_PER_MS ?
+	    now_ms * KG_HLC_PER_MS : KG_HLC_LIMIT - 1;
+	if (*clock >= KG_HLC_LIMIT - 1)
+		*clock = KG_HLC_LIMIT - 1;
+	else
+		*clock = wall > *clock ? wall : *clock + 1;
 	return *clock;
 }
 

@@ -13,7 +13,6 @@
 
 #define KG_FMAX		6	/* non-key fields of the widest kind */
 #define KG_RELTYPE_MAX	64	/* bytes of a relationship type */
-#define KG_HLC_LIMIT	(UINT64_C(1) << 53)	/* exact in a JSON number */
 
 /* How a field's value is checked and merged. */
 enum kg_ftype {

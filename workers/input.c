@@ -509,6 +509,7 @@ input_inbox(void *arg, struct store_sess *st, const char *json,
 	agent = cJSON_GetStringValue(cJSON_GetObjectItem(o, "subject"));
 	snprintf(sub, sizeof(sub), "%s", agent != NULL ? agent : "");
 	from.subject = sub;
+	from.inbox = 1;
 	if (cJSON_IsObject(cJSON_GetObjectItem(o, "presence"))) {
 		/* A follower's count of an agent's streams (life.c). */
 		life_inbox(s, cJSON_GetObjectItem(o, "presence"));

@@ -50,6 +50,8 @@ struct kgs_op {
 	char			 subject[IPC_SUB_MAX + 1];
 	char			*id;	/* the message id: an act's batchId */
 	cJSON			*msg;
+	int			 inbox;	/* from the owner's inbox: may carry
+					   a follower's stamped batch */
 	int			 queued;	/* waits for the load */
 	int			 waiting;	/* follower: posted, waits to
 						   see its batch logged */
@@ -658,7 +660,9 @@ act_forwarded(struct kgs_op *op)
 
 	if (!cJSON_IsObject(b) || bid == NULL || op->id == NULL ||
 	    strcmp(bid, op->id) != 0 || !cJSON_IsNumber(cJSON_GetObjectItem(b,
-	    "hlc")) || !cJSON_IsString(cJSON_GetObjectItem(b, "origin")) ||
+	    "hlc")) || cJSON_GetObjectItem(b, "hlc")->valuedouble < 1 ||
+	    cJSON_GetObjectItem(b, "hlc")->valuedouble >= (double)KG_HLC_LIMIT ||
+	    !cJSON_IsString(cJSON_GetObjectItem(b, "origin")) ||
 	    !cJSON_IsArray(cJSON_GetObjectItem(b, "actions")))
 		return NULL;
 	return cJSON_Duplicate(b, 1);
@@ -703,8 +707,9 @@ act_run(struct kgs_op *op)
 		op_end(op);
 		return;
 	}
-	/* Only the owner's inbox brings a stamped batch (c is NULL). */
-	if (op->c == NULL && !s->follower &&
+	/* Only the owner's inbox brings a stamped batch: a client's
+	 * "batch" member was stripped by kgs_input. */
+	if (op->inbox && !s->follower &&
 	    cJSON_GetObjectItem(op->msg, "batch") != NULL) {
 		if ((body = act_forwarded(op)) == NULL) {
 			log_warnx("session %s: a forwarded knowledge_act %s "
@@ -1054,6 +1059,7 @@ kgs_run(struct sess *s, struct sess_client *c, const struct sess_from *from,
 	    from->agent : "");
 	snprintf(op->subject, sizeof(op->subject), "%s", from->subject !=
 	    NULL ? from->subject : "");
+	op->inbox = from->inbox;
 	op->c = c;
 	if (c != NULL)
 		c->waits++;
@@ -1095,6 +1101,15 @@ kgs_input(struct sess *s, struct sess_client *c, const struct sess_from *from,
 		    "knowledge_act and knowledge_query, not '%.32s'; chat and "
 		    "the rest belong in an ordinary session", s->id,
 		    project_of(s), in->type);
+		return 1;
+	}
+	/* A stamped "batch" comes only from a follower through the
+	 * owner's inbox: a client's would bypass kg_check and its stamp. */
+	if (!from->inbox && cJSON_GetObjectItem(in->root, "batch") != NULL) {
+		sess_result_err(r, "BAD_REQUEST", 400, "%s", "field 'batch' is "
+		    "not for clients: send {\"type\":\"knowledge_act\","
+		    "\"id\":...,\"actions\":[...]} and the server stamps "
+		    "the batch");
 		return 1;
 	}
 	if (strcmp(in->type, "knowledge_act") == 0) {

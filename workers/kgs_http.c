@@ -150,6 +150,7 @@ from_of(struct conn *c, struct sess_from *f)
 	f->role = (int)c->ic.role;
 	f->agent = c->agent;
 	f->subject = c->ic.subject;
+	f->inbox = 0;
 }
 
 /* POST /knowledge/P/actions */

@@ -432,7 +432,7 @@ route_text(struct conn *c, const char *text, size_t len)
 		goto out;
 	}
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
-	    c->agent, c->ic.subject }, &in, &r);
+	    c->agent, c->ic.subject, 0 }, &in, &r);
 	if (!r.pending)
 		route_answer(c, s, in.id, &r);
 out:
@@ -704,7 +704,7 @@ post_message(struct conn *c, const char *sid)
 	c->post_sse = accept != NULL && strstr(accept, "text/event-stream") &&
 	    strcmp(in.type, "chat") == 0;
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
-	    c->agent, c->ic.subject }, &in, &res);
+	    c->agent, c->ic.subject, 0 }, &in, &res);
 	proto_in_free(&in);
 	/* An external agent's chat has no turn here to stream. */
 	if (res.no_turn)
@@ -1004,7 +1004,7 @@ kb_rest(struct conn *c, struct sess *s, const char *rest)
 	}
 	free(txt);
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
-	    c->agent, c->ic.subject }, &in, &res);
+	    c->agent, c->ic.subject, 0 }, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
 		post_reply(c, s, &res);
@@ -1140,7 +1140,7 @@ delete_session(struct conn *c, struct sess *s)
 	/* As it is now: it may be promoted before the owner answers. */
 	c->deleting = s->follower ? 2 : 1;
 	input_apply(s, &c->cl, &(struct sess_from){ IPC_ROLE_ADMIN, "",
-	    c->ic.subject }, &in, &res);
+	    c->ic.subject, 0 }, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
 		post_reply(c, s, &res);

@@ -437,7 +437,7 @@ seed_post(struct conn *c)
 	}
 	c->seed->from = sess_last_seq(s) + 1;
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
-	    c->agent, c->ic.subject }, &in, &res);
+	    c->agent, c->ic.subject, 0 }, &in, &res);
 	proto_in_free(&in);
 	if (!res.pending)
 		seed_reply(c, s, &res);

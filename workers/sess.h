@@ -49,6 +49,9 @@ struct sess_from {
 	int		 role;
 	const char	*agent;
 	const char	*subject;	/* its JWT's sub, or NULL / "" */
+	int		 inbox;		/* 1: the owner's inbox forwarded it
+					   (never inferred from a missing
+					   client: a client may go away) */
 };
 
 /*

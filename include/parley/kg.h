@@ -54,6 +54,8 @@
 					   JSON */
 #define KG_HLC_PER_MS	1000	/* hlc = ms * 1000 + counter: exact in a
 				   JSON number (< 2^53) */
+#define KG_HLC_LIMIT	(UINT64_C(1) << 53)	/* every stamp is below it:
+						   a fold ignores the rest */
 
 enum kg_kind {
 	KG_PRINCIPLE, KG_PATTERN, KG_DECISION, KG_FILE, KG_RELATIONSHIP,
@@ -167,7 +169,9 @@ int		 kg_check_fill(const struct kg *g, cJSON *actions,
 		    size_t max_entities, struct kg_err *err);
 /* The next stamp: max(now_ms * KG_HLC_PER_MS, *clock + 1), kept in
  * *clock.  A process keeps one clock and raises it with kg_hlc() of
- * every graph it folds. */
+ * every graph it folds.  Never KG_HLC_LIMIT or above (a stamp there would
+ * be ignored by every fold): a clock raised that far stays at
+ * KG_HLC_LIMIT - 1, whose batches then lose ties by origin. */
 uint64_t	 kg_clock_next(uint64_t *clock, uint64_t now_ms);
 /* The knowledge_batch body for actions (copied); by may be NULL. */
 cJSON		*kg_batch_body(const cJSON *actions, const char *batch_id,

@@ -174,6 +174,19 @@ async def part_ws(d):
     check(r["type"] == "error" and r["code"] == "INVALID_ACTION" and
           r["action"] == 0 and r["op"] == "frobnicate",
           "ws invalid -> %s" % r)
+    # a client's stamped "batch" would skip the check and the stamp
+    forged = {"batchId": "w-3", "hlc": 9007199254740991, "origin": "x/1",
+              "actions": [principle("forged")]}
+    r, _ = await ws_ask(ws, {"type": "knowledge_act", "id": "w-3",
+                             "actions": [principle("w3")],
+                             "batch": forged}, ("ack", "error"))
+    check(r["type"] == "error" and r["code"] == "BAD_REQUEST" and
+          "batch" in r["message"], "ws act with a batch -> %s" % r)
+    st, js = d.http_json("POST", "/sessions/%s/messages" % SID,
+                         {"v": 1, "type": "knowledge_act", "id": "w-4",
+                          "actions": [principle("w4")], "batch": forged})
+    check(st == 400 and "batch" in js["error"]["message"],
+          "POST messages with a batch -> %s %s" % (st, js))
     r, _ = await ws_ask(ws, {"type": "knowledge_query", "id": "q-1",
                              "query": "(get-principles)"},
                         ("knowledge_result", "error"))

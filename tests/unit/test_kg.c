@@ -184,6 +184,13 @@ START_TEST(test_basics)
 	c = 9000;
 	ck_assert_uint_eq(kg_clock_next(&c, 6), 9001);
 	ck_assert_uint_eq(kg_clock_next(&c, 10), 10000);
+	/* a clock raised to (or past) the limit still stamps below it */
+	c = KG_HLC_LIMIT - 1;
+	ck_assert_uint_eq(kg_clock_next(&c, 10), KG_HLC_LIMIT - 1);
+	c = KG_HLC_LIMIT + 5;
+	ck_assert_uint_eq(kg_clock_next(&c, 10), KG_HLC_LIMIT - 1);
+	c = 0;
+	ck_assert_uint_lt(kg_clock_next(&c, UINT64_MAX / 2), KG_HLC_LIMIT);
 }
 END_TEST
 
