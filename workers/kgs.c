@@ -530,7 +530,6 @@ tick_cb(evutil_socket_t fd, short ev, void *arg)
 	struct sess *s = arg;
 	struct kgs_state *kg = STATE(s);
 	struct kgs_op *op, *next;
-	struct sess_result r;
 	uint64_t gen, now = util_mono_ms();
 
 	(void)fd;
@@ -539,10 +538,13 @@ tick_cb(evutil_socket_t fd, short ev, void *arg)
 		next = TAILQ_NEXT(op, entry);
 		if (!op->waiting || now < op->deadline)
 			continue;
-		/* The owner has it in its inbox: it will be logged. */
-		memset(&r, 0, sizeof(r));
-		r.http = 202;
-		op_answer(op, &r);
+		/* Not seen in the log: the owner may yet log it, or may
+		 * have refused or lost it.  Never claim success; a repeat
+		 * of the same batchId is recorded once. */
+		op_err(op, "OVERLOADED", 503, "batch %.80s was handed to the "
+		    "project's owner but not confirmed in the log within "
+		    "%d s; send the same batchId again: a repeat is recorded "
+		    "once", op->id != NULL ? op->id : "", KGS_WAIT_MS / 1000);
 		op_end(op);
 	}
 	if (s->follower || kg->load != L_READY)
