@@ -1022,6 +1022,44 @@ run_check(enum kgs_kind kind, const struct sess_from *from,
 	return 0;
 }
 
+int
+kgs_check_new(struct wk *wk, const char *sid, const struct sess_from *from,
+    const cJSON *msg, struct sess_result *r)
+{
+	struct kg *g;
+	struct kg_err err;
+	cJSON *a, *x;
+	int rc;
+
+	if (run_check(KGS_ACT, from, msg, r) == -1)
+		return -1;
+	g = kg_new(sid + strlen(KG_SID_PREFIX));
+	a = cJSON_Duplicate(cJSON_GetObjectItem(msg, "actions"), 1);
+	if (g == NULL || a == NULL) {
+		kg_free(g);
+		cJSON_Delete(a);
+		sess_result_err(r, "OVERLOADED", 503, "%s", "out of memory; "
+		    "retry");
+		return -1;
+	}
+	rc = kg_check_fill(g, a, wk->conf->knowledge_max_entities, &err);
+	kg_free(g);
+	cJSON_Delete(a);
+	if (rc == 0)
+		return 0;
+	x = cJSON_CreateObject();
+	cJSON_AddNumberToObject(x, "action", err.action);
+	cJSON_AddStringToObject(x, "op", err.op);
+	cJSON_AddStringToObject(x, "field", err.field);
+	memset(r, 0, sizeof(*r));
+	r->http = 400;
+	if ((r->reply = proto_error(sid, "INVALID_ACTION", err.msg, "warning",
+	    x)) == NULL)
+		sess_result_err(r, "OVERLOADED", 503, "%s", "out of memory; "
+		    "retry");
+	return -1;
+}
+
 void
 kgs_run(struct sess *s, struct sess_client *c, const struct sess_from *from,
     enum kgs_kind kind, int md, const char *id, const cJSON *msg,

@@ -22,6 +22,7 @@ struct sess_result;
 struct proto_in;
 struct conn;
 struct kg;
+struct wk;
 
 #define KGS_SNAP_EVERY	64	/* batches between two snapshots */
 #define KGS_SNAP_DOC	"snapshot"	/* the store document's name */
@@ -72,6 +73,14 @@ enum kgs_kind { KGS_ACT, KGS_QUERY, KGS_EXPORT };
 void		 kgs_run(struct sess *, struct sess_client *,
 		    const struct sess_from *, enum kgs_kind, int md,
 		    const char *id, const cJSON *msg, struct sess_result *);
+/*
+ * Checks an act for project sid that has no log yet, against an empty
+ * graph: 0, or -1 with r filled as kgs_run would answer it (r->reply, when
+ * set, is malloc'd: the caller frees it).  A refused batch creates nothing.
+ */
+int		 kgs_check_new(struct wk *, const char *sid,
+		    const struct sess_from *, const cJSON *msg,
+		    struct sess_result *);
 /* The answer of an export of g (md 0: JSON text; 1: Markdown); malloc'd. */
 char		*kgs_export(const struct kg *g, int md);
 /* A query's answer body for g: {"format","result"} or {"format","error"}. */

@@ -56,6 +56,31 @@ split(const char *path, char *out, size_t outlen, const char **sub)
 	return 0;
 }
 
+static void	from_of(struct conn *, struct sess_from *);
+
+/* 1 when the body is a batch an empty graph takes: it may create sid. */
+static int
+creates(struct conn *c, const char *sid)
+{
+	const struct http_request *r = &c->hp.req;
+	struct sess_result res;
+	struct sess_from from;
+	char msg[256];
+	cJSON *o;
+	int ok;
+
+	if ((o = proto_json(r->body != NULL ? r->body : "", r->body_len,
+	    c->wk->conf->max_json_depth, msg, sizeof(msg))) == NULL)
+		return 0;
+	from_of(c, &from);
+	memset(&res, 0, sizeof(res));
+	ok = cJSON_IsObject(o) && kgs_check_new(c->wk, sid, &from, o,
+	    &res) == 0;
+	free((char *)res.reply);
+	cJSON_Delete(o);
+	return ok;
+}
+
 int
 kgs_http_session(struct conn *c, char *sid, size_t sidlen, int *create)
 {
@@ -67,8 +92,11 @@ kgs_http_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	if (split(r->path, p, sizeof(p), &sub) == -1 || !kg_valid_project(p))
 		return 0;
 	snprintf(sid, sidlen, "%s%s", KG_SID_PREFIX, p);
-	*create = route_creator(c, r) != NULL && ((strcmp(sub, "actions") ==
-	    0 && strcmp(r->method, "POST") == 0) || strcmp(sub, "stream") == 0);
+	/* Only an accepted batch creates a project: reading (the stream
+	 * too) creates nothing, nor does a batch an empty graph refuses. */
+	*create = route_creator(c, r) != NULL && strcmp(sub, "actions") ==
+	    0 && strcmp(r->method, "POST") == 0 && (sess_find(c->wk, sid) !=
+	    NULL || creates(c, sid));
 	return 1;
 }
 
@@ -199,17 +227,23 @@ http_actions(struct conn *c, const char *sid)
 	cJSON_AddItemToObject(m, "actions", cJSON_DetachItemFromObject(b,
 	    "actions"));
 	cJSON_Delete(b);
+	c->kg_kind = 1 + KGS_ACT;
+	from_of(c, &from);
+	memset(&res, 0, sizeof(res));
 	if ((s = session(c, sid, 1, &absent)) == NULL) {
-		if (absent)
+		/* Routing created nothing: the batch would be refused on
+		 * an empty graph (kgs_http_session), or the role may not. */
+		if (absent && route_creator(c, NULL) != NULL &&
+		    kgs_check_new(c->wk, sid, &from, m, &res) == -1) {
+			kgs_http_reply(c, NULL, &res);
+			free((char *)res.reply);
+		} else if (absent)
 			conn_http_error(c, 404, "NOT_FOUND", "the project does "
 			    "not exist and this token's role may not create it "
 			    "(user, agent or admin)");
 		cJSON_Delete(m);
 		return;
 	}
-	c->kg_kind = 1 + KGS_ACT;
-	from_of(c, &from);
-	memset(&res, 0, sizeof(res));
 	kgs_run(s, &c->cl, &from, KGS_ACT, 0, c->kg_batch, m, &res);
 	cJSON_Delete(m);
 	if (!res.pending)

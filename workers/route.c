@@ -464,7 +464,12 @@ session_error(struct conn *c, const char *err, const char *sid)
 	/* Not opened here: the supervisor need not route it here again. */
 	if (sess_find(c->wk, sid) == NULL)
 		wk_released(c->wk, sid);
-	if (strcmp(err, "NOT_FOUND") == 0) {
+	if (strcmp(err, "NOT_FOUND") == 0 && kgs_session(sid)) {
+		snprintf(msg, sizeof(msg), "no project '%s' yet: its first "
+		    "batch (POST /knowledge/%s/actions) creates it", sid + 3,
+		    sid + 3);
+		conn_http_error(c, 404, "NOT_FOUND", msg);
+	} else if (strcmp(err, "NOT_FOUND") == 0) {
 		snprintf(msg, sizeof(msg), "no session '%s' (it never existed "
 		    "or its retention period passed)", sid);
 		conn_http_error(c, 404, "NOT_FOUND", msg);
@@ -1341,8 +1346,10 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		return;
 	}
 	if (strcmp(sub, "stream") == 0) {
-		/* Made only for a role that creates (route_creator). */
-		if ((s = sess_get(c->wk, sid, route_creator(c, NULL), NULL,
+		/* Made only for a role that creates (route_creator); a
+		 * project only by its first batch. */
+		if ((s = sess_get(c->wk, sid, kgs_session(sid) ? NULL :
+		    route_creator(c, NULL), NULL,
 		    NULL, &err)) == NULL) {
 			session_error(c, err, sid);
 			return;

@@ -354,9 +354,65 @@ async def part_kill(d):
           missing[:5])
 
 
+async def part_absent(d):
+    print("-- 0: refusals and reads create no project", flush=True)
+    for i, acts in enumerate(([], [["nope", {}]],
+                              [["add-evidence", {"name": "x",
+                                                 "evidence": "e"}]])):
+        st, js = act(d, acts, project="junk%d" % i)
+        check(st == 400, "a refused first batch -> %s %s" % (st, js))
+        st, _ = d.http_json("GET", "/sessions/kg:junk%d" % i)
+        check(st == 404, "a refused batch created kg:junk%d (%s)" % (i, st))
+    st, js = act(d, [["nope", {}]], project="junk1")
+    check(st == 400 and js["error"]["code"] == "INVALID_ACTION" and
+          js["error"]["op"] == "nope", "INVALID_ACTION on an absent "
+          "project -> %s %s" % (st, js))
+    st, _, body = d.http("GET", "/knowledge/nothere/stream")
+    check(st == 404 and b"/knowledge/nothere/actions" in body and
+          b"chat" not in body, "SSE of an absent project -> %s %s" %
+          (st, body))
+    try:
+        ws = await ws_connect(d.url("/knowledge/nothere/stream"))
+        await ws.close()
+        check(False, "a WebSocket opened on an absent project")
+    except Exception as e:
+        check("404" in str(e), "WS on an absent project -> %s" % e)
+    st, _ = d.http_json("GET", "/sessions/kg:nothere")
+    check(st == 404, "reading the stream created kg:nothere (%s)" % st)
+    st, js = d.http_json("POST", "/knowledge/nothere/query",
+                         {"query": "(get-principles)"})
+    check(st == 200, "query on an absent project -> %s %s" % (st, js))
+    st, _ = d.http_json("GET", "/sessions/kg:nothere")
+    check(st == 404, "a query created kg:nothere (%s)" % st)
+
+
+async def part_at(d):
+    print("-- 9: ?at= bounds; the session_state has no agents", flush=True)
+    cur = export(d)
+    for q in ("18446744073709551615", "18446744073709551616", "-1", "1e3",
+              "", "x", "99999999999999999999999"):
+        st, js = d.http_json("GET", "/knowledge/%s?at=%s" % (P, q))
+        check(st == 400 and "at" in js["error"]["message"],
+              "?at=%s -> %s %s" % (q, st, js))
+    js = export(d, "?at=%d" % (cur["seq"] + 1000))
+    check(js["seq"] == cur["seq"] and names(js) == names(cur),
+          "?at= past the end -> %s, want the current graph" % js["seq"])
+    js = export(d, "?at=1")
+    check(js["seq"] == 1, "?at=1 -> %s" % js["seq"])
+    ws = await ws_open(d, "?lastSeq=%d" % cur["seq"])
+    await ws.close()
+    ws = await ws_connect(d.url("/knowledge/%s/stream" % P))
+    st = await ws_recv(ws)
+    await ws.close()
+    check(st["type"] == "session_state" and st.get("agents") == [] and
+          st.get("status") != "created", "session_state of a project: %s" %
+          st)
+
+
 async def main():
     d = Daemon(token="adm-tok", extra="token %s role observer\n" % OBS)
     with with_daemon(d):
+        await part_absent(d)
         await part_http(d)
         await part_ws(d)
         await part_query(d)
