@@ -918,11 +918,12 @@ export_run(struct kgs_op *op)
 	const cJSON *at = cJSON_GetObjectItem(op->msg, "at");
 	struct store_req *req;
 
-	if (!cJSON_IsNumber(at)) {
+	if (!cJSON_IsString(at)) {
 		export_answer(op, STATE(op->s)->g);
 		return;
 	}
-	op->at_seq = (uint64_t)at->valuedouble;
+	/* Digits only, at most KGS_SEQ_MAX: kgs_http.c checked them. */
+	op->at_seq = strtoull(at->valuestring, NULL, 10);
 	if ((op->at = kg_new(project_of(op->s))) == NULL) {
 		op_err(op, "OVERLOADED", 503, "out of memory; retry");
 		op_end(op);

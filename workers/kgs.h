@@ -29,6 +29,7 @@ struct wk;
 #define KGS_OPS_MAX	256	/* requests waiting in one session */
 #define KGS_WAIT_MS	10000	/* a follower waits this long to see the
 				   batch it posted come back in the log */
+#define KGS_SEQ_MAX	((UINT64_C(1) << 53) - 1)	/* the highest ?at= */
 #define KGS_STALE_MS	1000	/* the owner's staleness timer */
 
 /* 1 when sid is a project's knowledge session ("kg:" and a projectId). */
@@ -66,7 +67,7 @@ enum kgs_kind { KGS_ACT, KGS_QUERY, KGS_EXPORT };
 /*
  * Runs a request on s's graph once it is loaded: an act (msg a
  * knowledge_act), a query (msg a knowledge_query), or an export (msg
- * {"at"?:SEQ}: the answer's reply is kg_export_json of the graph, with
+ * {"at"?:"SEQ"}, digits: the answer's reply is kg_export_json of the graph, with
  * "batches" and "hlc", as JSON text; md 1: kg_export_md's text).  The
  * answer goes to c->done (r->pending set) or into r.
  */

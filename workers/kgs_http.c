@@ -347,10 +347,13 @@ http_export(struct conn *c, const char *sid, const char *project)
 	    sizeof(v)) >= 0) {
 		errno = 0;
 		at = strtoull(v, &end, 10);
-		if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0) {
+		/* A seq is below 2^53 (what a JSON number holds exactly). */
+		if (v[0] < '0' || v[0] > '9' || *end != '\0' || errno != 0 ||
+		    at > KGS_SEQ_MAX) {
 			conn_http_error(c, 400, "BAD_REQUEST", "at must be a "
-			    "seq of the project's log (a whole number): the "
-			    "graph as it was after that event");
+			    "seq of the project's log (a whole number from 0 "
+			    "to 9007199254740991): the graph as it was after "
+			    "that event");
 			return;
 		}
 		have_at = 1;
@@ -375,7 +378,7 @@ http_export(struct conn *c, const char *sid, const char *project)
 	}
 	m = cJSON_CreateObject();
 	if (have_at)
-		cJSON_AddNumberToObject(m, "at", (double)at);
+		cJSON_AddStringToObject(m, "at", v);	/* exact */
 	from_of(c, &from);
 	memset(&res, 0, sizeof(res));
 	kgs_run(s, &c->cl, &from, KGS_EXPORT, c->kg_md, NULL, m, &res);
