@@ -1264,6 +1264,16 @@ part_state(struct sess *s, cJSON *o, int info)
 	char hlc[24];
 	cJSON *k;
 
+	if (!kgs_session(s->id))
+		return;
+	/* No agents and no turns (the base state lists the session's
+	 * default agent, and "created" until a first turn). */
+	cJSON_ReplaceItemInObject(o, "agents", cJSON_CreateArray());
+	if (strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "status")) !=
+	    NULL ? cJSON_GetStringValue(cJSON_GetObjectItem(o, "status")) : "",
+	    "created") == 0)
+		cJSON_ReplaceItemInObject(o, "status",
+		    cJSON_CreateString("idle"));
 	if (!info || kg == NULL || kg->load != L_READY)
 		return;
 	k = cJSON_AddObjectToObject(o, "graph");

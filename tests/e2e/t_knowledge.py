@@ -419,6 +419,7 @@ async def main():
         await part_resume(d)
         await part_snapshot(d)
         await part_kill(d)
+        await part_at(d)
 
     print("-- 8: retention keeps the project", flush=True)
     d = Daemon(retention="2s", idle_timeout="1s")
