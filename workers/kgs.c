@@ -684,6 +684,8 @@ records_files(const cJSON *body)
 	return 0;
 }
 
+static void	waits_settle(struct sess *, const char *, uint64_t);
+
 static void
 act_run(struct kgs_op *op)
 {
@@ -766,6 +768,9 @@ act_run(struct kgs_op *op)
 	cJSON_Delete(copy);
 	clock_raise(wk, kg->g);
 	sess_id_add(s, op->id, seq);
+	/* A follower promoted before it saw its own posted batch come
+	 * back logs it from its inbox: its waiting op is answered here. */
+	waits_settle(s, op->id, seq);
 	r.seq = seq;
 	r.http = 202;
 	op_answer_durable(op, &r, ANSWER_NEW);
@@ -1252,7 +1257,7 @@ part_scan(struct sess *s, uint64_t seq, const char *json, size_t len)
 			catch_up(s);
 	} else if (s->follower && kg->load == L_LOADING)
 		kg->more = 1;
-	if (bid != NULL && s->follower)
+	if (bid != NULL)
 		waits_settle(s, bid, seq);
 	cJSON_Delete(o);
 }

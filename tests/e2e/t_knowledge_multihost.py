@@ -14,8 +14,9 @@
 #    hlc stamps only grow.
 # Then a follower's batch reaches an owner whose graph is still loading
 # (host 0's workers killed, host 1 posts at once): it is logged, and host
-# 1 answers 202 with its seq.
-import sys, os, json, signal, threading
+# 1 answers 202 with its seq.  And a follower that takes the project over
+# while its batch waits answers it with its seq once it logged it.
+import sys, os, json, signal, threading, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import *
@@ -150,6 +151,7 @@ async def main():
               sorted(NAMES + ["seed"]), "query on host 1 -> %s %s" %
               (st, js))
         inbox_while_loading(h0, h1)
+        promoted(h0, h1)
 
 
 def inbox_while_loading(h0, h1):
@@ -180,6 +182,40 @@ def inbox_while_loading(h0, h1):
           if e.get("batchId") == "h1-batch"]
     check(len(ev) == 1 and ev[0]["seq"] == js["seq"], "host 1's batch "
           "in the log: %s" % [(e["seq"], e["type"]) for e in ev])
+
+
+
+def promoted(h0, h1):
+    """Host 0's workers stopped: their leases lapse and host 1 takes kg:Q
+    over while its batch waits to be seen logged; it logs the batch from
+    its own inbox and answers it with its seq (not after a 10 s wait)."""
+    q = "mh-stop"
+    st, js = h0.http_json("POST", "/knowledge/%s/actions" % q, {
+        "actions": [["record-principle", {"name": "first",
+                                          "description": "d"}]]})
+    check(st == 202, "first batch on host 0 -> %s %s" % (st, js))
+    st, js = h1.http_json("GET", "/knowledge/%s" % q)
+    check(st == 200 and js["seq"] == 1, "host 1 reads %s %s" % (st, js))
+    pids = h0.workers_pids()
+    for p in pids:
+        os.kill(p, signal.SIGSTOP)
+    try:
+        t0 = time.time()
+        st, _, data = h1.http("POST", "/knowledge/%s/actions" % q, {
+            "actions": [["record-principle", {"name": "late",
+                                              "description": "d"}]],
+            "batchId": "h1-late"}, timeout=40)
+        took = time.time() - t0
+    finally:
+        for p in pids:
+            os.kill(p, signal.SIGCONT)
+    js = json.loads(data)
+    check(st == 202 and js.get("seq") == 2 and took < 9, "host 1's batch "
+          "across its take-over -> %s %s after %.1f s" % (st, js, took))
+    ev = [e for e in h1.log_events("kg:" + q)
+          if e.get("batchId") == "h1-late"]
+    check(len(ev) == 1 and ev[0]["seq"] == 2, "h1-late logged: %s" %
+          [e["seq"] for e in ev])
 
 
 if __name__ == "__main__":
