@@ -25,6 +25,8 @@ struct kgcall_who {
 	int		 role;		/* IPC_ROLE_* (observer..admin) */
 	const char	*subject;	/* JWT "sub", or NULL */
 	uint64_t	 conn_id;	/* request id for the logs, or 0 */
+	const char	*scope;		/* the sessions the caller's token may
+					   use (ipc scope); NULL or "": any */
 };
 
 /*

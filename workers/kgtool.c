@@ -356,7 +356,7 @@ kgtool_start(struct wk *wk, const char *name, const cJSON *args,
 	const struct kgtool_spec *sp = kgtool_spec(name);
 	const cJSON *f;
 	cJSON *b;
-	char msg[300], *body;
+	char msg[300], *body, sid[sizeof(KG_SID_PREFIX) + KG_PROJECT_MAX];
 
 	if ((kt = calloc(1, sizeof(*kt))) == NULL)
 		return NULL;
@@ -371,6 +371,17 @@ kgtool_start(struct wk *wk, const char *name, const cJSON *args,
 		answer_later(wk, kt, 1, strdup("FORBIDDEN: knowledge_act needs "
 		    "the user, agent or admin role; an observer may only "
 		    "query"));
+		return kt;
+	}
+	snprintf(sid, sizeof(sid), "%s%.*s", KG_SID_PREFIX, KG_PROJECT_MAX,
+	    cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(args,
+	    "projectId")));
+	if (who->scope != NULL && who->scope[0] != '\0' &&
+	    !ipc_scope_allows(who->scope, sid)) {
+		answer_later(wk, kt, 1, strdup("FORBIDDEN: the token that "
+		    "created this session is scoped to other sessions than "
+		    "this project's knowledge (kg:PROJECT); use a project it "
+		    "allows, or a token whose scope names it"));
 		return kt;
 	}
 	b = cJSON_CreateObject();
@@ -430,6 +441,8 @@ kgtool_run(struct sess *s, const char *name, const char *call_id,
 	who.role = IPC_ROLE_AGENT;
 	who.subject = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
 	    "owner"));
+	who.scope = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	    "scope"));
 	who.conn_id = s->turn != NULL ? strtoull(s->turn->req, NULL, 16) : 0;
 	kt = kgtool_start(s->wk, name, a, have_bid ? bid : NULL, &who,
 	    done, arg);

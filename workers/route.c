@@ -63,6 +63,7 @@ route_creator(struct conn *c, const struct http_request *r)
 		return NULL;
 	c->creator.peer = c->ic.peer;
 	c->creator.subject = c->ic.subject;
+	c->creator.scope = c->ic.scope;
 	return &c->creator;
 }
 

@@ -952,6 +952,12 @@ sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
 		    strncmp(s->id, KG_SID_PREFIX, strlen(KG_SID_PREFIX)) != 0)
 			proto_set(s->meta, "owner",
 			    cJSON_CreateString(cr->subject));
+		/* Its agents reach only the projects (kg:P) this scope
+		 * allows: a scoped token's agent no wider than the token. */
+		if (cr->scope != NULL && cr->scope[0] != '\0' &&
+		    strncmp(s->id, KG_SID_PREFIX, strlen(KG_SID_PREFIX)) != 0)
+			proto_set(s->meta, "scope",
+			    cJSON_CreateString(cr->scope));
 		sess_meta_save(s);
 		if (created)
 			*created = 1;

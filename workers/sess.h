@@ -169,6 +169,9 @@ struct sess_result {
 struct sess_creator {
 	const char	*peer;		/* the client's address */
 	const char	*subject;	/* the token's subject, "" for static */
+	const char	*scope;		/* the token's sessions ("" or NULL:
+					   any), kept in meta "scope" for
+					   its agents' knowledge tools */
 };
 
 /*

@@ -243,6 +243,41 @@ async def s_off(f):
               "offered with knowledge-tools off: %s" % list(tools))
 
 
+async def s_scoped(f):
+    """A session made by a token scoped to it: its agent's tools reach
+    no project that scope does not name (kg:P), nor create one."""
+    extra, prov = conf(f.port, "token sc-tok role user session kga-s\n"
+                       "token sc2-tok role user session k*\n")
+    d = Daemon(extra=extra, providers=prov, default="oa", token="adm-tok")
+    with with_daemon(d):
+        for tok, sid, proj, ok in (("sc-tok", "kga-s", "other", False),
+                                   ("sc2-tok", "kga-t", "mine", True)):
+            d.token = tok
+            create(d, sid)
+            f.reset()
+            f.script([{"kind": "tool_calls", "calls": [
+                          call("call_s", "knowledge_act",
+                               {"projectId": proj,
+                                "actions": ACTIONS[:1]})]},
+                      {"kind": "text", "text": "Done."}])
+            ev = await chat_turn(d, sid, "Record it.")
+            one_done(ev, "scoped turn")
+            rs = {e["toolCallId"]: e for e in of_type(ev, "tool_result")}
+            e = (rs.get("call_s") or {}).get("error") or {}
+            if ok:
+                check(not e, "a scope that names kg:%s refused: %s" %
+                      (proj, rs.get("call_s")))
+            else:
+                check("FORBIDDEN" in e.get("message", "") and
+                      "scoped" in e.get("message", ""),
+                      "a scoped token's agent wrote kg:%s: %s" %
+                      (proj, rs.get("call_s")))
+            d.token = "adm-tok"
+            st, _ = d.http_json("GET", "/sessions/kg:%s" % proj)
+            check(st == (200 if ok else 404), "kg:%s after the tool: %s" %
+                  (proj, st))
+
+
 async def test():
     f = FakeLLM().start()
     try:
@@ -254,6 +289,7 @@ async def test():
             await s_invalid(d, f)
             await s_approval(d, f)
         await s_off(f)
+        await s_scoped(f)
     finally:
         f.stop()
         f.cleanup()

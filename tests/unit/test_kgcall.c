@@ -238,7 +238,7 @@ loop_until(struct answer *a, int ms)
 	}
 }
 
-static const struct kgcall_who who = { IPC_ROLE_AGENT, "alice", 0x1234 };
+static const struct kgcall_who who = { IPC_ROLE_AGENT, "alice", 0x1234, NULL };
 
 START_TEST(t_call_answered)
 {

@@ -243,7 +243,7 @@ static struct answer
 run(const char *name, const char *args, int role, int status,
     const char *body)
 {
-	struct kgcall_who who = { role, "", 0 };
+	struct kgcall_who who = { role, "", 0, NULL };
 	struct answer a;
 	cJSON *j = cJSON_Parse(args);
 	int before = ncalls;
@@ -314,7 +314,7 @@ END_TEST
 
 START_TEST(t_cancel)
 {
-	struct kgcall_who who = { IPC_ROLE_USER, "", 0 };
+	struct kgcall_who who = { IPC_ROLE_USER, "", 0, NULL };
 	struct answer a;
 	struct kgtool_call *kt;
 	cJSON *j = cJSON_Parse("{\"query\":\"x\"}");
