@@ -38,6 +38,8 @@ struct kgcall {
 	kgcall_fn		 done;
 	void			*arg;
 	int			 failed;
+	size_t			 need;	/* bytes to wait for before parsing
+					   again (kgcall_resp.need) */
 	char			 err[256];
 };
 
@@ -93,7 +95,9 @@ call_try(struct kgcall *c, int eof)
 		    "4 MiB: ask for less");
 		return;
 	}
-	if (!eof && len == 0)
+	/* Parsed again only once what it waits for is there: a large
+	 * answer is copied once, not once per read. */
+	if (!eof && (len == 0 || len < c->need))
 		return;
 	/* A copy with room for the NUL after the body. */
 	if ((buf = malloc(len + 1)) == NULL) {
@@ -104,6 +108,7 @@ call_try(struct kgcall *c, int eof)
 	buf[len] = '\0';
 	rc = kgcall_parse(buf, len, eof, &r, why, sizeof(why));
 	if (rc == 0) {
+		c->need = r.need;
 		free(buf);
 		return;
 	}
@@ -382,10 +387,13 @@ kgcall_parse(const char *buf, size_t len, int eof, struct kgcall_resp *r,
 		if (eof)
 			return parse_fail(err, errlen, "the answer ended before "
 			    "its Content-Length");
+		r->need = (size_t)(p - buf) + cl;
 		return 0;
 	}
-	if (!eof)
+	if (!eof) {
+		r->need = SIZE_MAX;
 		return 0;
+	}
 	if (have > KGCALL_ANSWER_MAX)
 		return parse_fail(err, errlen, "the answer's body is over 4 MiB");
 	r->body_len = have;

@@ -58,6 +58,9 @@ struct kgcall_resp {
 	char		 ctype[128];	/* Content-Type, or "" */
 	const char	*body;		/* into the parsed buffer */
 	size_t		 body_len;
+	size_t		 need;		/* on 0: the bytes of buf it needs
+					   before it can say more (0: unknown,
+					   SIZE_MAX: until eof) */
 };
 /*
  * Parses an HTTP/1.x answer in buf (len bytes; eof: nothing more will

@@ -55,8 +55,13 @@ START_TEST(t_parse_partial)
 	char err[160];
 
 	ck_assert_int_eq(parse("HTTP/1.1 200 OK\r\nContent-Le", 0, &r, err), 0);
+	ck_assert_uint_eq(r.need, 0);
 	ck_assert_int_eq(parse("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
 	    "12345", 0, &r, err), 0);
+	/* What it waits for: the head (39 bytes) and the 10 of the body. */
+	ck_assert_uint_eq(r.need, 39 + 10);
+	ck_assert_int_eq(parse("HTTP/1.1 200 OK\r\n\r\nabc", 0, &r, err), 0);
+	ck_assert_uint_eq(r.need, SIZE_MAX);
 	/* The peer closed before the Content-Length was in. */
 	ck_assert_int_eq(parse("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n"
 	    "12345", 1, &r, err), -1);
