@@ -380,7 +380,7 @@ send_as(int role, const char *json)
 	free(full);
 	memset(&r, 0, sizeof(r));
 	waits = cl.waits;
-	kb_input(&fs.s, &cl, &(struct sess_from){ role, "", "" }, &in, &r);
+	kb_input(&fs.s, &cl, &(struct sess_from){ role, "", "", 0 }, &in, &r);
 	proto_in_free(&in);
 	if (r.pending)
 		return "";

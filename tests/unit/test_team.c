@@ -90,7 +90,7 @@ static int
 msg_in(const char *json, int role, struct sess_result *r)
 {
 	struct proto_in in;
-	struct sess_from from = { role, "", NULL };
+	struct sess_from from = { role, "", NULL, 0 };
 	int rc;
 
 	memset(&in, 0, sizeof(in));
