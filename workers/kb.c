@@ -252,19 +252,13 @@ static void
 op_reply(struct kb_op *op, const char *type, cJSON *body)
 {
 	struct sess_result r;
-	char *txt;
 
-	memset(&r, 0, sizeof(r));
-	r.http = 200;
-	if (op->id != NULL)
-		cJSON_AddStringToObject(body, "id", op->id);
-	if ((txt = proto_reply(type, op->s->id, body)) == NULL) {
+	if (sess_reply(op->s, type, op->id, body, 200, &r) == -1) {
 		op_err(op, "INTERNAL", 500, "out of memory; retry");
 		return;
 	}
-	r.reply = txt;
 	op_answer(op, &r);
-	free(txt);
+	free((char *)r.reply);
 }
 
 static void

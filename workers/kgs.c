@@ -156,19 +156,13 @@ static void
 op_reply(struct kgs_op *op, const char *type, cJSON *body, int http)
 {
 	struct sess_result r;
-	char *txt;
 
-	memset(&r, 0, sizeof(r));
-	r.http = http;
-	if (op->id != NULL)
-		cJSON_AddStringToObject(body, "id", op->id);
-	if ((txt = proto_reply(type, op->s->id, body)) == NULL) {
+	if (sess_reply(op->s, type, op->id, body, http, &r) == -1) {
 		op_err(op, "OVERLOADED", 503, "out of memory; retry");
 		return;
 	}
-	r.reply = txt;
 	op_answer(op, &r);
-	free(txt);
+	free((char *)r.reply);
 }
 
 /* An answer that waits for seq to be durable (sess.c holds c then). */

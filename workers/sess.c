@@ -1253,6 +1253,18 @@ sess_answer_durable(struct sess *s, struct sess_client *c, const char *id,
 		r->pending = 1;
 }
 
+int
+sess_reply(struct sess *s, const char *type, const char *id, cJSON *body,
+    int http, struct sess_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->http = http;
+	if (id != NULL)
+		cJSON_AddStringToObject(body, "id", id);
+	/* proto_reply consumes body, also when it fails. */
+	return (r->reply = proto_reply(type, s->id, body)) == NULL ? -1 : 0;
+}
+
 void
 sess_client_gone(struct wk *wk, struct sess_client *c)
 {

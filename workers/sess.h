@@ -273,6 +273,14 @@ int		 sess_ack_wait(struct sess *, struct sess_client *c,
 void		 sess_answer_durable(struct sess *, struct sess_client *c,
 		    const char *id, uint64_t seq, enum sess_answer,
 		    struct sess_result *r);
+/*
+ * A requester-only answer (kb.c, kgs.c): the message type with body
+ * (consumed) and the message's id (may be NULL), into r (zeroed first)
+ * as r->reply with status http.  0, the caller frees r->reply once it
+ * has answered; -1 out of memory.
+ */
+int		 sess_reply(struct sess *, const char *type, const char *id,
+		    cJSON *body, int http, struct sess_result *r);
 /* Frees a wait taken off its list, cancelling a post under way. */
 void		 sess_wait_free(struct sess_wait *);
 

@@ -312,6 +312,18 @@ sess_log_room(struct sess *s, size_t need, struct sess_result *r)
 	return 1;
 }
 
+/* As sess.c's: the answer the requester reads is the point of the tests. */
+int
+sess_reply(struct sess *s, const char *type, const char *id, cJSON *body,
+    int http, struct sess_result *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->http = http;
+	if (id != NULL)
+		cJSON_AddStringToObject(body, "id", id);
+	return (r->reply = proto_reply(type, s->id, body)) == NULL ? -1 : 0;
+}
+
 void
 sess_answer_durable(struct sess *s, struct sess_client *c, const char *id,
     uint64_t seq, enum sess_answer a, struct sess_result *r)
