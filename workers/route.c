@@ -432,6 +432,12 @@ route_text(struct conn *c, const char *text, size_t len)
 		    "/sessions/{id}/stream", in.id);
 		goto out;
 	}
+	/* The message goes again to the new owner, once c reconnects. */
+	if (sess_drain_now(s)) {
+		conn_close(c, WS_CLOSE_GOING_AWAY, "session moved; "
+		    "reconnect with your lastSeq");
+		goto out;
+	}
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
 	    c->agent, c->ic.subject, 0 }, &in, &r);
 	if (!r.pending)
@@ -1161,8 +1167,11 @@ static int
 route_leaving(struct conn *c, const char *sid, const unsigned char *raw,
     size_t rawlen)
 {
-	if ((!c->wk->draining && !c->wk->terminating) ||
-	    sess_find(c->wk, sid) != NULL)
+	struct sess *s;
+
+	if (!c->wk->draining && !c->wk->terminating)
+		return 0;
+	if ((s = sess_find(c->wk, sid)) != NULL && !sess_drain_now(s))
 		return 0;
 	if (raw != NULL && c->wk->draining) {
 		int fd = dup(bufferevent_getfd(c->bev));

@@ -1093,6 +1093,25 @@ sess_release(struct sess *s)
 	wk_maybe_exit(wk);
 }
 
+/*
+ * A draining worker hands a session over between turns, from a timer
+ * (idle_cb); a request that reaches the session before the timer runs
+ * would start a turn here instead and keep the old worker for as long as
+ * its clients keep talking.  So input for an idle session of a draining
+ * worker moves it first: its streams close with 1001 and the request goes
+ * to the new owner (a WebSocket message unacknowledged: the client sends
+ * it again there).  1 when s was released (and freed).
+ */
+int
+sess_drain_now(struct sess *s)
+{
+	if (!s->wk->draining || s->released || s->loading || sess_busy(s))
+		return 0;
+	log_debug("drain: session %s released for a request", s->id);
+	sess_release(s);
+	return 1;
+}
+
 void
 sess_release_all(struct wk *wk, int store_closed)
 {

@@ -240,6 +240,7 @@ int		 sess_log_read(struct sess *, uint64_t after, size_t limit,
 		    void *arg);
 /* Drops a session from memory; its state stays in the store. */
 void		 sess_release(struct sess *);
+int		 sess_drain_now(struct sess *);
 /*
  * At exit, before and after store_close: lets every session go; those
  * still loading are freed once the store is closed (store_closed 1).
