@@ -68,6 +68,12 @@ static const struct guard_route {
 	{ "POST",	"/knowledge/*/query",	R_SESSION,	0 },
 	{ NULL,		"/knowledge/*/stream",	R_SESSION,	0 },
 	{ NULL,		"/api/agents/stream",	R_SESSION,	0 },
+	/* The AI SDK's and AG-UI's (aisdk.c, agui.c): a run is a chat, so
+	 * the worker refuses an observer's post as it does a chat. */
+	{ NULL,		"/api/chat",		R_SESSION,	0 },
+	{ NULL,		"/api/chat/*/stream",	R_SESSION,	0 },
+	{ NULL,		"/api/agui",		R_SESSION,	0 },
+	{ NULL,		"/api/agui/*/stream",	R_SESSION,	0 },
 	{ NULL,		"/api/audit",		R_SESSION,	0 },
 	{ NULL,		"/api/index",		R_ADMIN,	G_SERVER },
 	{ NULL,		"/api/index/status",	R_ADMIN,	G_SERVER },

@@ -384,21 +384,49 @@ knowledge_session(struct pending *p, const char *path, char *sid,
 }
 
 /*
- * POST /api/agents/stream: into sid, the body's sessionId when the body
- * is a JSON object with a valid one; else "".
+ * POST /api/agents/stream, /api/chat, /api/agui: into sid, the body's
+ * field (sessionId, id, threadId) when the body is a JSON object with a
+ * valid one; else "".
  */
 static void
-agents_stream_sid(const struct http_request *req, char *sid, size_t sidlen)
+body_sid(const struct http_request *req, const char *field, char *sid,
+    size_t sidlen)
 {
 	cJSON *b = NULL, *f;
 
 	sid[0] = '\0';
 	if (strcmp(req->method, "POST") == 0 && req->body_len > 0 &&
 	    (b = cJSON_ParseWithLength(req->body, req->body_len)) != NULL &&
-	    (f = cJSON_GetObjectItemCaseSensitive(b, "sessionId")) != NULL &&
+	    (f = cJSON_GetObjectItemCaseSensitive(b, field)) != NULL &&
 	    cJSON_IsString(f) && store_valid_id(f->valuestring))
 		snprintf(sid, sidlen, "%s", f->valuestring);
 	cJSON_Delete(b);
+}
+
+/*
+ * GET /api/chat/{id}/stream, GET /api/agui/{id}/stream: into sid, the id
+ * when path is one of them and it is valid; else "".
+ */
+static void
+resume_sid(const char *path, char *sid, size_t sidlen)
+{
+	const char *p;
+	size_t n;
+
+	sid[0] = '\0';
+	if (strncmp(path, "/api/chat/", 10) == 0)
+		p = path + 10;
+	else if (strncmp(path, "/api/agui/", 10) == 0)
+		p = path + 10;
+	else
+		return;
+	n = strcspn(p, "/");
+	if (n == 0 || n >= sidlen || strcmp(p + n, "/stream") != 0)
+		return;
+	memcpy(sid, p, n);
+	sid[n] = '\0';
+	if (!store_valid_id(sid))
+		sid[0] = '\0';
 }
 
 /*
@@ -554,7 +582,23 @@ pending_dispatch(struct pending *p)
 		/* The seed-compatible turn stream: routed by its body's
 		 * sessionId; one it cannot route by goes to any worker,
 		 * which answers the client's mistake as the stream's error. */
-		agents_stream_sid(req, sid, sizeof(sid));
+		body_sid(req, "sessionId", sid, sizeof(sid));
+		w = sid[0] != '\0' ? pool_route(sup, sid, !sup->draining) :
+		    pool_least_loaded(sup);
+	} else if (strcmp(path, "/api/chat") == 0 ||
+	    strcmp(path, "/api/agui") == 0 ||
+	    strncmp(path, "/api/chat/", 10) == 0 ||
+	    strncmp(path, "/api/agui/", 10) == 0) {
+		/* The AI SDK's and AG-UI's endpoints (aisdk.c, agui.c): the
+		 * session is the body's chat id or thread id, or the resume
+		 * path's; as above, one without goes to any worker, which
+		 * answers what is wrong with the request. */
+		if (strcmp(path, "/api/chat") == 0)
+			body_sid(req, "id", sid, sizeof(sid));
+		else if (strcmp(path, "/api/agui") == 0)
+			body_sid(req, "threadId", sid, sizeof(sid));
+		else
+			resume_sid(path, sid, sizeof(sid));
 		w = sid[0] != '\0' ? pool_route(sup, sid, !sup->draining) :
 		    pool_least_loaded(sup);
 	} else if (strcmp(path, "/api/index") == 0 ||

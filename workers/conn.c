@@ -31,7 +31,7 @@
 #include "conn.h"
 #include "deliver.h"
 #include "input.h"
-#include "seed.h"
+#include "adapt.h"
 #include "life.h"
 #include "sess.h"
 #include "wk.h"
@@ -482,14 +482,17 @@ write_evt(struct conn *c, struct evt *e, int live)
 	const char *data;
 	size_t len, off = 0;
 
-	if (c->seed != NULL) {
-		char *chunks = seed_chunks(c, e, &len);
+	if (c->adapt != NULL) {
+		int end = 0;
+		char *chunks = c->adapt->chunks(c, e, &len, &end);
 
-		/* Translated: the seed API's framing, not the event's. */
+		/* Translated: another protocol's framing (adapt.h). */
 		if (chunks != NULL)
 			evbuffer_add(out_of(c), chunks, len);
 		free(chunks);
 		evt_written(c, e);
+		if (end)
+			conn_close(c, WS_CLOSE_NORMAL, NULL);
 		return;
 	}
 	if (c->kind == CONN_WS)
@@ -819,11 +822,17 @@ conn_ws_upgrade(struct conn *c)
 void
 conn_sse_start(struct conn *c)
 {
+	conn_sse_start_ext(c, NULL);
+}
+
+void
+conn_sse_start_ext(struct conn *c, const char *extra)
+{
 	/* sse_head's lines and the request id (sse_head takes no more). */
 	evbuffer_add_printf(out_of(c), "HTTP/1.1 200 OK\r\n"
 	    "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
 	    "Connection: keep-alive\r\nX-Accel-Buffering: no\r\n"
-	    "X-Request-Id: %s\r\n\r\n", c->reqid);
+	    "X-Request-Id: %s\r\n%s\r\n", c->reqid, extra ? extra : "");
 	c->status = 200;
 	c->kind = CONN_SSE;
 	c->wk->metrics.connections_total[MT_SSE]++;
@@ -1062,7 +1071,8 @@ conn_free(struct conn *c)
 		free(c->page);
 	}
 	free(c->park);
-	seed_free(c->seed);
+	if (c->adapt != NULL)
+		c->adapt->free(c->adapt_st);
 	if (c->gathering)
 		TAILQ_REMOVE(&wk->gather, c, gentry);
 	if (c->pend != NULL)

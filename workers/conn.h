@@ -16,6 +16,7 @@
 #include "sess.h"
 
 struct wk;
+struct adapt_ops;
 struct bufferevent;
 struct event;
 
@@ -101,7 +102,8 @@ struct conn {
 	struct sess_creator	 creator;	/* route_creator's answer */
 	uint64_t		 sent;		/* logged events written */
 	uint64_t		 opened_ms;	/* monotonic */
-	struct seed		*seed;		/* /api/agents/stream (seed.c) */
+	const struct adapt_ops	*adapt;		/* another protocol (adapt.h) */
+	void			*adapt_st;	/* its state */
 };
 
 void	conn_new(struct wk *, int fd, const struct ipc_conn *,
@@ -148,6 +150,8 @@ void	conn_http_error(struct conn *, int status, const char *code,
 int	conn_ws_upgrade(struct conn *);
 /* Answers with an event stream. */
 void	conn_sse_start(struct conn *);
+/* The same with extra header lines (CRLF-terminated, or NULL). */
+void	conn_sse_start_ext(struct conn *, const char *extra);
 /* The first message came, or the hold timed out: go live. */
 void	conn_hold_end(struct conn *);
 /* Handles the WebSocket frames read so far (after a wait). */

@@ -30,6 +30,9 @@
 #include "kgs.h"
 #include "life.h"
 #include "route.h"
+#include "adapt.h"
+#include "agui.h"
+#include "aisdk.h"
 #include "seed.h"
 #include "sess.h"
 #include "thought.h"
@@ -731,8 +734,8 @@ post_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 {
 	cJSON *o;
 
-	if (c->seed != NULL) {
-		seed_reply(c, s, res);
+	if (c->adapt != NULL) {
+		c->adapt->reply(c, s, res);
 		return;
 	}
 	if (c->kg_kind != 0) {
@@ -1048,6 +1051,14 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		*create = *create && route_creator(c, r) != NULL;
 		return 1;
 	}
+	/* The AI SDK's and AG-UI's endpoints (aisdk.c, agui.c). */
+	if (aisdk_path(c) || agui_path(c)) {
+		if ((aisdk_path(c) ? aisdk_session(c, sid, sidlen, create) :
+		    agui_session(c, sid, sidlen, create)) == 0)
+			return 0;
+		*create = *create && route_creator(c, r) != NULL;
+		return 1;
+	}
 	if (strcmp(path, "/sessions") == 0 && strcmp(r->method, "POST") == 0) {
 		cJSON *body;
 		const char *code;
@@ -1301,6 +1312,18 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		    c->ic.session, raw, rawlen))
 			return;
 		seed_post(c);
+		return;
+	}
+	/* The AI SDK's UI message stream and AG-UI (aisdk.c, agui.c): the
+	 * supervisor routed them by the body's or the path's session. */
+	if (aisdk_path(c) || agui_path(c)) {
+		if (c->ic.session[0] != '\0' && route_leaving(c,
+		    c->ic.session, raw, rawlen))
+			return;
+		if (aisdk_path(c))
+			aisdk_http(c);
+		else
+			agui_http(c);
 		return;
 	}
 	/* A project's knowledge (kgs_http.c); its stream is kg:P's. */

@@ -33,6 +33,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "conn.h"
+#include "adapt.h"
 #include "deliver.h"
 #include "evt.h"
 #include "input.h"
@@ -43,11 +44,25 @@
 
 #define SEED_ARGS_MAX	64	/* tool calls whose input is remembered */
 
+#define SEED(c)	((struct seed *)(c)->adapt_st)
+
 #define SEED_FIND_MS	30000	/* a follower waits this long for its
 				   message to come back logged */
 
+static char	*seed_chunks(struct conn *, const struct evt *, size_t *,
+		    int *);
+static void	 seed_free(void *);
+
+const struct adapt_ops seed_adapt = {
+	.name = "seed",
+	.chunks = seed_chunks,
+	.reply = seed_reply,
+	.free = seed_free,
+};
+
 /* What a stream remembers between events. */
 struct seed {
+	struct adapt_cursor cur;	/* first: adapt.h's; no ids */
 	char	 id[80];	/* the chat's client id */
 	uint64_t from;		/* the log's end before the chat */
 	cJSON	*args;		/* toolCallId: the args of its tool_start */
@@ -57,29 +72,16 @@ struct seed {
 
 /* Appends one chunk, data: {"type":type,"data":data,"timestamp":ms}. */
 static void
-chunk_add(char **out, size_t *len, const char *type, cJSON *data)
+chunk_add(struct seed *sd, char **out, size_t *len, const char *type,
+    cJSON *data)
 {
 	cJSON *o = cJSON_CreateObject();
-	char *j, *grown;
-	size_t n;
 
 	cJSON_AddStringToObject(o, "type", type);
 	cJSON_AddItemToObject(o, "data", data);
 	cJSON_AddNumberToObject(o, "timestamp", (double)util_now_ms());
-	j = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (j == NULL)
-		return;
-	n = strlen(j);
-	if ((grown = realloc(*out, *len + n + 9)) != NULL) {
-		/* Printed unformatted, the JSON is one line. */
-		memcpy(grown + *len, "data: ", 6);
-		memcpy(grown + *len + 6, j, n);
-		memcpy(grown + *len + 6 + n, "\n\n", 3);
-		*out = grown;
-		*len += n + 8;
-	}
-	free(j);
+	/* No ids: nothing to resume by, so nothing is left out. */
+	adapt_sse(&sd->cur, out, len, 0, o);
 }
 
 /* A metadata chunk's data: {"status":status}. */
@@ -126,7 +128,7 @@ tool_start(struct seed *sd, const cJSON *e, char **out, size_t *len)
 	copy_field(m, e, "tool", "toolId");
 	copy_field(m, e, "toolCallId", "toolCallId");
 	copy_field(m, e, "agentId", "agentId");
-	chunk_add(out, len, "metadata", m);
+	chunk_add(sd, out, len, "metadata", m);
 	/* tool_result does not repeat the input: kept until it comes. */
 	if (id != NULL && sd->nargs < SEED_ARGS_MAX &&
 	    cJSON_GetObjectItemCaseSensitive(sd->args, id) == NULL) {
@@ -155,7 +157,7 @@ tool_result(struct seed *sd, const cJSON *e, char **out, size_t *len)
 	cJSON_AddStringToObject(t, "status", cJSON_GetObjectItem(e, "error") ?
 	    "error" : "success");
 	copy_field(t, e, "duration", "executionTime");
-	chunk_add(out, len, "tool_call", t);
+	chunk_add(sd, out, len, "tool_call", t);
 }
 
 /*
@@ -170,7 +172,7 @@ turn_found(struct conn *c, const cJSON *e)
 	if (c->turn_msgid[0] != '\0')
 		return (uint64_t)proto_count(e, "seq") ==
 		    strtoull(c->turn_msgid + 2, NULL, 10);
-	if (id == NULL || strcmp(id, c->seed->id) != 0)
+	if (id == NULL || strcmp(id, SEED(c)->id) != 0)
 		return 0;
 	snprintf(c->turn_msgid, sizeof(c->turn_msgid), "m-%llu",
 	    (unsigned long long)proto_count(e, "seq"));
@@ -194,21 +196,22 @@ turn_of(const struct conn *c, const cJSON *e)
 	    id[n] == '-' || id[n] == '.');
 }
 
-char *
-seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
+static char *
+seed_chunks(struct conn *c, const struct evt *ev, size_t *len, int *end)
 {
-	struct seed *sd = c->seed;
+	struct seed *sd = SEED(c);
 	const char *type = ev->type;
 	cJSON *e, *m;
 	char *out = NULL;
 
 	*len = 0;
+	*end = 0;	/* evt_written ends it, by c->turn_msgid */
 	if ((e = cJSON_ParseWithLength(ev->json, ev->len)) == NULL)
 		return NULL;
 	if (strcmp(type, "session_complete") == 0) {
 		m = status_obj("complete");
 		copy_field(m, e, "reason", "reason");
-		chunk_add(&out, len, "metadata", m);
+		chunk_add(sd, &out, len, "metadata", m);
 		goto out;
 	}
 	/* The turn's own events (an earlier turn may still be running). */
@@ -220,10 +223,10 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 			copy_field(m, e, "sessionId", "sessionId");
 			copy_field(m, e, "seq", "seq");
 			cJSON_AddStringToObject(m, "messageId", c->turn_msgid);
-			chunk_add(&out, len, "metadata", m);
+			chunk_add(sd, &out, len, "metadata", m);
 		}
 	} else if (strcmp(type, "token") == 0)
-		chunk_add(&out, len, "content", cJSON_CreateString(
+		chunk_add(sd, &out, len, "content", cJSON_CreateString(
 		    cJSON_GetStringValue(cJSON_GetObjectItem(e, "content")) ?:
 		    ""));
 	else if (strcmp(type, "tool_start") == 0)
@@ -236,7 +239,7 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 		copy_field(m, e, "toolCallId", "toolCallId");
 		copy_field(m, e, "risk", "risk");
 		copy_field(m, e, "summary", "summary");
-		chunk_add(&out, len, "metadata", m);
+		chunk_add(sd, &out, len, "metadata", m);
 	} else if (strcmp(type, "done") == 0) {
 		m = status_obj("done");
 		copy_field(m, e, "sessionId", "sessionId");
@@ -248,16 +251,16 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 		    cJSON_GetObjectItem(e, "usage")));
 		copy_field(m, e, "turns", "turns");
 		copy_field(m, e, "cancelled", "cancelled");
-		chunk_add(&out, len, "metadata", m);
+		chunk_add(sd, &out, len, "metadata", m);
 		/* A team's answer goes on with its next speaker. */
 		if (!cJSON_IsTrue(cJSON_GetObjectItem(e, "teamRound")) &&
 		    !sd->complete) {
-			chunk_add(&out, len, "metadata", status_obj(
+			chunk_add(sd, &out, len, "metadata", status_obj(
 			    "complete"));
 			sd->complete = 1;
 		}
 	} else if (strcmp(type, "team_done") == 0 && !sd->complete) {
-		chunk_add(&out, len, "metadata", status_obj("complete"));
+		chunk_add(sd, &out, len, "metadata", status_obj("complete"));
 		sd->complete = 1;
 	} else if (strcmp(type, "error") == 0) {
 		m = cJSON_CreateObject();
@@ -266,18 +269,20 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len)
 		copy_field(m, e, "severity", "severity");
 		if (cJSON_IsTrue(cJSON_GetObjectItem(e, "retrying"))) {
 			proto_set(m, "status", cJSON_CreateString("retrying"));
-			chunk_add(&out, len, "metadata", m);
+			chunk_add(sd, &out, len, "metadata", m);
 		} else
-			chunk_add(&out, len, "error", m);
+			chunk_add(sd, &out, len, "error", m);
 	}
 out:
 	cJSON_Delete(e);
 	return out;
 }
 
-void
-seed_free(struct seed *sd)
+static void
+seed_free(void *arg)
 {
+	struct seed *sd = arg;
+
 	if (sd == NULL)
 		return;
 	cJSON_Delete(sd->args);
@@ -292,6 +297,7 @@ seed_free(struct seed *sd)
 static void
 seed_error(struct conn *c, const char *code, const char *msg, int http)
 {
+	struct seed one = { { 0, 0, 0, 0, 0 }, "", 0, NULL, 0, 0 };
 	cJSON *d = cJSON_CreateObject();
 	char *out = NULL;
 	size_t len = 0;
@@ -299,7 +305,7 @@ seed_error(struct conn *c, const char *code, const char *msg, int http)
 	cJSON_AddStringToObject(d, "message", msg);
 	cJSON_AddStringToObject(d, "code", code);
 	cJSON_AddNumberToObject(d, "httpStatus", http);
-	chunk_add(&out, &len, "error", d);
+	chunk_add(&one, &out, &len, "error", d);
 	conn_sse_start(c);
 	if (out != NULL)
 		conn_send_raw(c, out, len);
@@ -384,8 +390,10 @@ seed_post(struct conn *c)
 		seed_error(c, "BAD_REQUEST", msg, 400);
 		return;
 	}
-	if ((c->seed = calloc(1, sizeof(*c->seed))) == NULL ||
-	    (c->seed->args = cJSON_CreateObject()) == NULL) {
+	if ((c->adapt_st = calloc(1, sizeof(struct seed))) != NULL)
+		c->adapt = &seed_adapt;
+	if (c->adapt_st == NULL ||
+	    (SEED(c)->args = cJSON_CreateObject()) == NULL) {
 		cJSON_Delete(o);
 		seed_error(c, "OVERLOADED", "out of memory; retry", 503);
 		return;
@@ -393,14 +401,14 @@ seed_post(struct conn *c)
 	/* The chat a client of the protocol would send, with an id that
 	 * finds its user_message (an "id" the client gives makes a retry
 	 * of the POST replay, not repeat, the turn). */
-	if (proto_str(o, "id", 0, sizeof(c->seed->id) - 1, &id, msg,
+	if (proto_str(o, "id", 0, sizeof(SEED(c)->id) - 1, &id, msg,
 	    sizeof(msg)) == -1) {
 		cJSON_Delete(o);
 		seed_error(c, "BAD_REQUEST", msg, 400);
 		return;
 	}
 	if (id != NULL)
-		snprintf(c->seed->id, sizeof(c->seed->id), "%s", id);
+		snprintf(SEED(c)->id, sizeof(SEED(c)->id), "%s", id);
 	else {
 		char hex[33];
 
@@ -408,11 +416,11 @@ seed_post(struct conn *c)
 		 * and random: the log shows it to every reader, so it must
 		 * not carry the request id. */
 		util_randhex(hex, 16);
-		snprintf(c->seed->id, sizeof(c->seed->id), "seed-%s", hex);
+		snprintf(SEED(c)->id, sizeof(SEED(c)->id), "seed-%s", hex);
 	}
 	m = proto_head("chat", sid);
 	cJSON_AddStringToObject(m, "message", message);
-	cJSON_AddStringToObject(m, "id", c->seed->id);
+	cJSON_AddStringToObject(m, "id", SEED(c)->id);
 	cJSON_Delete(o);
 	txt = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
@@ -435,7 +443,7 @@ seed_post(struct conn *c)
 		    strcmp(err, "OVERLOADED") == 0 ? 503 : 500);
 		return;
 	}
-	c->seed->from = sess_last_seq(s) + 1;
+	SEED(c)->from = sess_last_seq(s) + 1;
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
 	    c->agent, c->ic.subject, 0 }, &in, &res);
 	proto_in_free(&in);
@@ -462,7 +470,7 @@ seed_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 
 		/* A follower handed it to the owner, which logs it soon:
 		 * found by its id among what is logged after the chat. */
-		c->sub.next_seq = c->seed->from;
+		c->sub.next_seq = SEED(c)->from;
 		util_tv(&tv, SEED_FIND_MS);
 		evtimer_add(c->tmo_ev, &tv);
 	}

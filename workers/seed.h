@@ -13,7 +13,7 @@ struct conn;
 struct evt;
 struct sess;
 struct sess_result;
-struct seed;
+struct adapt_ops;
 
 /* The session the request's body names, to load first (create: a turn
  * will run); 0 when it names none usable (seed_post answers then). */
@@ -22,12 +22,7 @@ int	seed_session(struct conn *, char *sid, size_t sidlen, int *create);
 void	seed_post(struct conn *);
 /* The session's answer to the turn's chat (route.c's post_reply). */
 void	seed_reply(struct conn *, struct sess *, const struct sess_result *);
-/*
- * The chunks one logged event of the stream becomes, malloc'd (*len
- * bytes), or NULL when it becomes none.  The stream ends after the
- * turn's done or error (conn.c closes it).
- */
-char	*seed_chunks(struct conn *, const struct evt *, size_t *len);
-void	seed_free(struct seed *);
+/* Its chunks, by c->adapt (adapt.h). */
+extern const struct adapt_ops seed_adapt;
 
 #endif
