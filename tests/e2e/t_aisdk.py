@@ -15,10 +15,13 @@
 #     message text is /log's, nothing twice; a raw client cut after some
 #     chunks resumes with Last-Event-ID and gets exactly the rest;
 #  d. 204 from GET .../stream for an idle chat and an unknown one;
-#  e. bad bodies are 400 and create no session; an observer gets 403.
+#  e. bad bodies are 400 and create no session; an observer gets 403;
+#  f. two hosts on one Redis: a POST to the host that only follows the
+#     session streams the turn its owner runs, found by the message's id.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
+from cluster import Cluster, TOKEN
 
 ADMIN, USER, OBS = "adm-secret", "usr-secret", "obs-secret"
 SUM = "everything__get-sum"
@@ -370,6 +373,30 @@ def part_e(d):
     check(st == 405, "e: GET /api/chat -> %s" % st)
 
 
+async def part_f():
+    with Cluster(2, lease="2s", netns=False, workers=1) as c:
+        h0, h1 = c.hosts
+        sid = "ai-mh"
+        st, js = h0.http_json("POST", "/sessions", {"sessionId": sid})
+        check(st == 201, "f: POST /sessions on host 0 -> %s %s" % (st, js))
+        ws = await ws_connect(h0.url("/sessions/%s/stream" % sid))
+        await ws_recv(ws)
+        head, raw = sse_post(h1, {"id": sid, "messages": [
+            user_msg("far1", "from afar")]}, token=TOKEN)
+        ch = blocks(raw)
+        check(head.startswith("HTTP/1.1 200") and ch, "f: %r %s" %
+              (head[:40], ch))
+        check_ids(ch, "f")
+        mid, evs = turn_of(h0, sid, "far1")
+        text = "".join(json.loads(x)["delta"] for _, x in ch
+                       if '"text-delta"' in x)
+        check(json.loads(ch[0][1]) == {"type": "start", "messageId": mid}
+              and types(ch)[-1] == "[DONE]" and text == log_text(evs) and
+              text, "f: chunks %s" % types(ch))
+        check("turn m-" not in h1.log_text(), "f: the follower ran it")
+        await ws.close()
+
+
 def store_id_ok(s):
     return 0 < len(s) <= 128 and all(c.isalnum() or c in "._:-" for c in s)
 
@@ -396,6 +423,8 @@ async def main():
                     await r
     finally:
         srv.stop()
+    print("-- part_f", flush=True)
+    await part_f()
 
 
 run_test("aisdk", main)
