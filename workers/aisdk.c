@@ -256,6 +256,14 @@ req_parse(const cJSON *o, size_t max, struct aisdk_req *r, char *msg,
 			    AISDK_MSGID_MAX);
 			return -1;
 		}
+		/* The SDK's edit: the log cannot take a turn back. */
+		if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o,
+		    "messageId"))) {
+			snprintf(msg, msglen, "replacing a sent message "
+			    "(messageId) is not supported: the log keeps every "
+			    "turn; send a new message");
+			return -1;
+		}
 		if ((r->text = user_text(parts, max, msg, msglen)) == NULL)
 			return -1;
 		return 0;
@@ -573,6 +581,13 @@ aisdk_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 		st->tr.cur.skip_seq = st->from;
 		st->tr.cur.skip_k = (unsigned)-1;
 		stream(c, s, st->tr.input_seq);
+		return;
+	}
+	if (res->no_turn) {
+		/* Logged for an external agent: no turn here to stream. */
+		conn_http_error(c, 409, "CONFLICT", "the message was logged "
+		    "for the session's external agent; no turn of this server "
+		    "answers it");
 		return;
 	}
 	if (res->seq > 0) {

@@ -348,6 +348,8 @@ def part_e(d):
             user_msg("bad id!", "x")]}),
         ("regenerate", {"id": "e-7", "messages": [good],
                         "trigger": "regenerate-message"}),
+        ("an edit", {"id": "e-8", "messages": [good], "messageId": "e1",
+                     "trigger": "submit-message"}),
         ("bad chat id", {"id": "bad id!", "messages": [good]}),
         ("no chat id", {"messages": [good]}),
     ]
