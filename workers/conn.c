@@ -576,6 +576,12 @@ conn_send_gap(struct conn *c, uint64_t first, uint64_t last)
 	log_rinfo(c->reqid, c->sess->id, "RESUME_GAP: the client asked for "
 	    "seq %llu, the log starts at %llu", (unsigned long long)last + 1,
 	    (unsigned long long)first);
+	/* Another protocol's parser would choke on Parley's event; its
+	 * translation starts where the log does (adapt.h). */
+	if (c->adapt != NULL) {
+		cJSON_Delete(x);
+		return;
+	}
 	cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
 	cJSON_AddNumberToObject(x, "lastSeq", (double)last);
 	j = proto_error(c->sess->id, "RESUME_GAP", "events after your lastSeq "
