@@ -1,42 +1,70 @@
 /*
- * PROVISIONAL: the routing is in place; the translation is written next
- * (issue 20).
+ * AG-UI over the session log (adapt.h): POST /api/agui takes a
+ * RunAgentInput and answers with the run's events as Server-Sent Events;
+ * GET /api/agui/{threadId}/stream replays and continues the current run.
+ * The threadId is the Parley session, the history lives in Parley: a run
+ * is the last user message of `messages` (a chat whose id is "agui:" and
+ * the runId, so a retried POST replays the run), or the answers that let
+ * a waiting turn go on (resume[] for approvals, tool messages for the
+ * client's own tools).  One Parley turn may span several AG-UI runs: a
+ * run ends where the turn waits (RUN_FINISHED with an interrupt outcome
+ * for approvals, with pendingToolCallIds for client tool calls) and the
+ * next run continues it.
+ *
+ *	user_message (the run's)	RUN_STARTED, STATE_SNAPSHOT
+ *	token				[STEP_STARTED] TEXT_MESSAGE_START,
+ *					TEXT_MESSAGE_CONTENT (messageId m-SEQ)
+ *	thought				REASONING_START, _MESSAGE_START,
+ *					_MESSAGE_CONTENT, _MESSAGE_END, _END
+ *	tool_start, tool_approve_request, mcp_call (first of a call)
+ *					TOOL_CALL_START, _ARGS (the args'
+ *					JSON text), _END
+ *	tool_result			TOOL_CALL_RESULT
+ *	agent_state waiting_approval	RUN_FINISHED outcome interrupt
+ *	mcp_call			RUN_FINISHED pendingToolCallIds
+ *	done				RUN_FINISHED (usage; cancelled)
+ *	error (not retrying)		RUN_ERROR
+ *
+ * Every event's timestamp is the logged event's ts and every SSE block
+ * has the id "SEQ:K" (an extension: AG-UI has no resumable transport), so
+ * the translation is a pure function of the log from the turn's
+ * user_message and a client resumes exactly with Last-Event-ID.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
+#include <event2/event.h>
 
+#include "parley/config.h"
+#include "parley/http.h"
+#include "parley/ipc.h"
+#include "parley/proto.h"
 #include "parley/store.h"
+#include "parley/util.h"
 #include "adapt.h"
 #include "conn.h"
+#include "deliver.h"
+#include "evt.h"
+#include "input.h"
 #include "route.h"
+#include "sess.h"
+#include "turn.h"
+#include "wk.h"
 #include "agui.h"
+#include "agui_int.h"
 
-static char *
-agui_chunks(struct conn *c, const struct evt *e, size_t *len, int *end)
-{
-	(void)c;
-	(void)e;
-	*len = 0;
-	*end = 1;
-	return NULL;
-}
+#define AGUI(c)		((struct agui *)(c)->adapt_st)
+#define AGUI_FIND_MS	30000	/* a follower waits this long for its
+				   chat to come back logged */
 
-static void
-agui_reply(struct conn *c, struct sess *s, const struct sess_result *r)
-{
-	(void)s;
-	(void)r;
-	conn_http_error(c, 501, "INTERNAL", "not yet");
-}
-
-static void
-agui_free(void *st)
-{
-	free(st);
-}
+static char	*agui_chunks(struct conn *, const struct evt *, size_t *,
+		    int *);
+static void	 agui_reply(struct conn *, struct sess *,
+		    const struct sess_result *);
 
 const struct adapt_ops agui_adapt = {
 	.name = "agui",
@@ -45,24 +73,346 @@ const struct adapt_ops agui_adapt = {
 	.free = agui_free,
 };
 
+static char *
+agui_chunks(struct conn *c, const struct evt *ev, size_t *len, int *end)
+{
+	struct agui *st = AGUI(c);
+	char *out = NULL;
+	int was = st->found;
+	cJSON *e;
+
+	*len = 0;
+	*end = 0;
+	if ((e = cJSON_ParseWithLength(ev->json, ev->len)) == NULL)
+		return NULL;
+	st->holding = st->hold_until != 0 && ev->seq <= st->hold_until;
+	agui_translate(st, ev->type, e, ev->seq, &out, len);
+	cJSON_Delete(e);
+	if (!was && st->found)
+		evtimer_del(c->tmo_ev);
+	if (st->hold_until != 0 && ev->seq >= st->hold_until) {
+		/* The hold ends: what it kept goes out first. */
+		st->hold_until = 0;
+		st->holding = 0;
+		if (st->held != NULL) {
+			char *both = malloc(st->heldlen + *len + 1);
+
+			if (both != NULL) {
+				memcpy(both, st->held, st->heldlen);
+				if (out != NULL)
+					memcpy(both + st->heldlen, out, *len);
+				free(out);
+				out = both;
+				*len += st->heldlen;
+			}
+			free(st->held);
+			st->held = NULL;
+			st->heldlen = 0;
+		}
+		if (st->held_end)
+			st->end = 1;
+	}
+	*end = st->end;
+	return out;
+}
+
+static const char *
+str_of(const cJSON *e, const char *k)
+{
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, k));
+}
+
+/* An HTTP error before the stream started. */
+static void
+agui_error(struct conn *c, int http, const char *code, const char *msg)
+{
+	conn_http_error(c, http, code, msg);
+}
+
+/*
+ * The running turn of s: its messageId and user_message seq; 0, or -1
+ * when s has none (also one waiting for answers is running).
+ */
+static int
+running_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
+{
+	const cJSON *t;
+
+	if (s->turn != NULL) {
+		snprintf(msgid, len, "%s", s->turn->msgid);
+		*seq = s->turn->input_seq;
+		return 0;
+	}
+	t = cJSON_GetObjectItem(s->meta, "turn");
+	if (!cJSON_IsObject(t) || str_of(t, "messageId") == NULL)
+		return -1;
+	snprintf(msgid, len, "%s", str_of(t, "messageId"));
+	*seq = (uint64_t)proto_count(t, "inputSeq");
+	return *seq > 0 ? 0 : -1;
+}
+
+/* Applies the request's next Parley message; its answer is agui_reply. */
+static void
+apply_next(struct conn *c)
+{
+	struct agui *st = AGUI(c);
+	const char *code, *err;
+	struct sess_result res;
+	struct proto_in in;
+	struct sess *s;
+	cJSON *m = cJSON_GetArrayItem(st->inputs, st->next);
+	char msg[256], *txt;
+
+	st->next++;
+	txt = cJSON_PrintUnformatted(m);
+	if (txt == NULL || proto_parse(txt, strlen(txt),
+	    c->wk->conf->max_json_depth, &in, &code, msg, sizeof(msg)) == -1) {
+		free(txt);
+		agui_error(c, txt == NULL ? 500 : 400, txt == NULL ?
+		    "INTERNAL" : code, txt == NULL ? "out of memory" : msg);
+		return;
+	}
+	free(txt);
+	/* Only a run that chats may make the thread's session. */
+	if ((s = sess_get(c->wk, c->ic.session, st->kind == AGUI_CHAT ?
+	    route_creator(c, NULL) : NULL, NULL, NULL, &err)) == NULL) {
+		proto_in_free(&in);
+		if (sess_find(c->wk, c->ic.session) == NULL)
+			wk_released(c->wk, c->ic.session);
+		if (strcmp(err, "NOT_FOUND") == 0)
+			agui_error(c, 404, err, "no thread (Parley session) "
+			    "with this threadId: start it with a run whose "
+			    "last message is a user message");
+		else
+			agui_error(c, strcmp(err, "OVERLOADED") == 0 ? 503 :
+			    500, err, "the session could not be opened; retry");
+		return;
+	}
+	if (st->from == 0)
+		st->from = sess_last_seq(s) + 1;
+	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
+	    c->agent, c->ic.subject, 0 }, &in, &res);
+	proto_in_free(&in);
+	if (!res.pending)
+		agui_reply(c, s, &res);
+}
+
+static void
+agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
+{
+	struct agui *st = AGUI(c);
+	uint64_t seq;
+
+	if (res->code != NULL) {
+		agui_error(c, res->http, res->code, res->msg);
+		return;
+	}
+	if (st->next < cJSON_GetArraySize(st->inputs)) {
+		apply_next(c);
+		return;
+	}
+	if (st->kind == AGUI_CHAT) {
+		if (res->seq > 0) {
+			snprintf(st->msgid, sizeof(st->msgid), "m-%llu",
+			    (unsigned long long)res->seq);
+			adapt_stream(c, s, &agui_adapt, st, NULL, res->seq);
+		} else {
+			struct timeval tv;
+
+			/* A follower handed it to the owner, which logs it
+			 * soon: found by its id after the log's old end. */
+			util_tv(&tv, AGUI_FIND_MS);
+			evtimer_add(c->tmo_ev, &tv);
+			adapt_stream(c, s, &agui_adapt, st, NULL, st->from);
+		}
+		return;
+	}
+	/* Answers: the turn they let go on, from its start, the runs the
+	 * client answered left out (struct agui). */
+	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
+		agui_error(c, 409, "CONFLICT", "the thread has no run waiting "
+		    "for these answers (its turn has finished); read the "
+		    "thread's messages from GET /sessions/ID/log");
+		return;
+	}
+	st->hold_until = sess_last_seq(s);
+	st->hold_answered = 1;
+	adapt_stream(c, s, &agui_adapt, st, NULL, seq);
+}
+
+/* The request body as an object, or NULL with msg saying why. */
+static cJSON *
+body_of(struct conn *c, char *msg, size_t msglen)
+{
+	const struct http_request *r = &c->hp.req;
+	cJSON *o;
+
+	if ((o = proto_json(r->body ? r->body : "", r->body_len,
+	    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
+		return NULL;
+	if (!cJSON_IsObject(o)) {
+		cJSON_Delete(o);
+		snprintf(msg, msglen, "body must be a JSON object, AG-UI's "
+		    "RunAgentInput {\"threadId\",\"runId\",\"messages\":[...]}");
+		return NULL;
+	}
+	return o;
+}
+
 int
 agui_path(const struct conn *c)
 {
 	const char *p = c->hp.req.path;
 
-	return strcmp(p, "/api/agui") == 0 || strncmp(p, "/api/agui/", 9 + 1) == 0;
+	return strcmp(p, "/api/agui") == 0 || strncmp(p, "/api/agui/", 10) == 0;
 }
 
 int
 agui_session(struct conn *c, char *sid, size_t sidlen, int *create)
 {
+	struct agui_req rq;
+	char msg[256];
+	cJSON *o;
+
 	*create = 0;
+	if (strcmp(c->hp.req.method, "POST") == 0 &&
+	    strcmp(c->hp.req.path, "/api/agui") == 0 &&
+	    (o = body_of(c, msg, sizeof(msg))) != NULL) {
+		/* Only a valid run that chats makes the session. */
+		if (agui_parse(o, c->ic.session, c->wk->conf->max_message, &rq,
+		    msg, sizeof(msg)) == 0) {
+			*create = rq.kind == AGUI_CHAT;
+			cJSON_Delete(rq.inputs);
+		}
+		cJSON_Delete(o);
+	}
 	snprintf(sid, sidlen, "%s", c->ic.session);
 	return store_valid_id(sid);
+}
+
+static void
+agui_post(struct conn *c)
+{
+	struct agui_req rq;
+	struct agui *st;
+	char msg[300];
+	cJSON *o;
+
+	if ((o = body_of(c, msg, sizeof(msg))) == NULL) {
+		agui_error(c, 400, "BAD_REQUEST", msg);
+		return;
+	}
+	if (agui_parse(o, NULL, c->wk->conf->max_message, &rq, msg,
+	    sizeof(msg)) == -1) {
+		cJSON_Delete(o);
+		agui_error(c, 400, "BAD_REQUEST", msg);
+		return;
+	}
+	cJSON_Delete(o);
+	if (strcmp(rq.thread, c->ic.session) != 0) {
+		cJSON_Delete(rq.inputs);
+		agui_error(c, 500, "INTERNAL", "the request reached a worker "
+		    "for another thread; retry");
+		return;
+	}
+	if (c->ic.role == IPC_ROLE_OBSERVER) {
+		cJSON_Delete(rq.inputs);
+		agui_error(c, 403, "FORBIDDEN", "an observer only reads: run "
+		    "the agent with a user's token, or follow the thread with "
+		    "GET /api/agui/THREAD/stream");
+		return;
+	}
+	if ((st = agui_new()) == NULL) {
+		cJSON_Delete(rq.inputs);
+		agui_error(c, 503, "OVERLOADED", "out of memory; retry");
+		return;
+	}
+	snprintf(st->thread, sizeof(st->thread), "%s", rq.thread);
+	snprintf(st->runid, sizeof(st->runid), "%s", rq.run);
+	snprintf(st->chatid, sizeof(st->chatid), "%s%s", AGUI_CHAT_PREFIX,
+	    rq.run);
+	st->kind = rq.kind;
+	st->inputs = rq.inputs;
+	cJSON_Delete(st->answered);
+	st->answered = rq.answered;
+	st->approval_ms = c->wk->conf->approval_timeout_ms;
+	/* Set before input_apply: a follower's answer comes to reply. */
+	c->adapt = &agui_adapt;
+	c->adapt_st = st;
+	apply_next(c);
+}
+
+/* GET /api/agui/{threadId}/stream: the current run, replayed and live. */
+static void
+agui_get(struct conn *c)
+{
+	struct agui *st;
+	struct sess *s;
+	const char *err;
+	char last[64], run[PROTO_ID_MAX + 1];
+	uint64_t seq;
+	int have;
+
+	if ((s = sess_get(c->wk, c->ic.session, NULL, NULL, NULL, &err)) ==
+	    NULL) {
+		if (sess_find(c->wk, c->ic.session) == NULL)
+			wk_released(c->wk, c->ic.session);
+		agui_error(c, strcmp(err, "NOT_FOUND") == 0 ? 404 : 503, err,
+		    "no such thread");
+		return;
+	}
+	if ((st = agui_new()) == NULL) {
+		agui_error(c, 503, "OVERLOADED", "out of memory; retry");
+		return;
+	}
+	have = adapt_last_id(c, last, sizeof(last)) == 0;
+	if (have && adapt_cursor_parse(&st->cur, last) == -1) {
+		agui_free(st);
+		agui_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
+		    "?lastEventId=) must be an id of this stream, SEQ:K");
+		return;
+	}
+	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
+		agui_free(st);
+		conn_respond(c, 204, NULL, 0, NULL);
+		return;
+	}
+	snprintf(st->thread, sizeof(st->thread), "%s", s->id);
+	if (c->hp.req.query != NULL && http_query_param(c->hp.req.query,
+	    "runId", run, sizeof(run)) == 0)
+		snprintf(st->runid, sizeof(st->runid), "%s", run);
+	st->kind = AGUI_CHAT;
+	st->approval_ms = c->wk->conf->approval_timeout_ms;
+	/* Without an id: the last run from its start. */
+	if (!have)
+		st->hold_until = sess_last_seq(s);
+	adapt_stream(c, s, &agui_adapt, st, NULL, seq);
 }
 
 void
 agui_http(struct conn *c)
 {
-	conn_http_error(c, 501, "INTERNAL", "not yet");
+	const char *p = c->hp.req.path, *m = c->hp.req.method;
+	size_t n = strlen(p);
+
+	if (strcmp(p, "/api/agui") == 0) {
+		if (strcmp(m, "POST") != 0) {
+			agui_error(c, 405, "BAD_REQUEST", "use POST /api/agui "
+			    "with a RunAgentInput");
+			return;
+		}
+		agui_post(c);
+		return;
+	}
+	if (n > 17 && strcmp(p + n - 7, "/stream") == 0) {
+		if (strcmp(m, "GET") != 0) {
+			agui_error(c, 405, "BAD_REQUEST", "use GET "
+			    "/api/agui/THREAD/stream");
+			return;
+		}
+		agui_get(c);
+		return;
+	}
+	agui_error(c, 404, "NOT_FOUND", "no such endpoint: POST /api/agui, "
+	    "GET /api/agui/THREAD/stream");
 }

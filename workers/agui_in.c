@@ -1,0 +1,342 @@
+/*
+ * AG-UI's RunAgentInput as Parley client messages (agui_int.h): the last
+ * user message a chat, resume[] entries tool_approve, trailing tool
+ * messages mcp_result, the client's tools an mcp_tools registration of
+ * the server "agui".  Checked whole before anything is applied, so a bad
+ * body changes nothing.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "parley/proto.h"
+#include "parley/store.h"
+#include "agui_int.h"
+
+static int
+bad(char *msg, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, len, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Whether array a holds the string s. */
+static int
+has_id(const cJSON *a, const char *s)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, a)
+		if (cJSON_IsString(e) && strcmp(e->valuestring, s) == 0)
+			return 1;
+	return 0;
+}
+
+static const char *
+str_of(const cJSON *e, const char *k)
+{
+	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, k));
+}
+
+/*
+ * A message's content as text: the string, or its text parts joined;
+ * malloc'd, NULL when it is neither.
+ */
+static char *
+content_text(const cJSON *c)
+{
+	const cJSON *p;
+	size_t n = 0;
+	char *t;
+
+	if (cJSON_IsString(c))
+		return strdup(c->valuestring);
+	if (!cJSON_IsArray(c))
+		return NULL;
+	cJSON_ArrayForEach(p, c)
+		if (str_of(p, "type") != NULL && strcmp(str_of(p, "type"),
+		    "text") == 0 && str_of(p, "text") != NULL)
+			n += strlen(str_of(p, "text"));
+	if ((t = malloc(n + 1)) == NULL)
+		return NULL;
+	t[0] = '\0';
+	cJSON_ArrayForEach(p, c)
+		if (str_of(p, "type") != NULL && strcmp(str_of(p, "type"),
+		    "text") == 0 && str_of(p, "text") != NULL)
+			strcat(t, str_of(p, "text"));
+	return t;
+}
+
+/* Whether a client tool name is one Parley takes (parley-protocol(7)). */
+static int
+tool_name_ok(const char *n)
+{
+	size_t i, len = strlen(n);
+
+	if (len == 0 || len + sizeof(AGUI_SERVER) + 1 > 64)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' &&
+		    n[i] <= 'Z') || (n[i] >= '0' && n[i] <= '9') ||
+		    n[i] == '_' || n[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* The mcp_tools registration of the client's tools, or -1. */
+static int
+tools_of(const cJSON *tools, const char *sid, cJSON *inputs, char *msg,
+    size_t len)
+{
+	const cJSON *t, *p, *md;
+	cJSON *m, *list, *o;
+	const char *name;
+	int i = 0;
+
+	if (tools == NULL || cJSON_IsNull(tools))
+		return 0;
+	if (!cJSON_IsArray(tools))
+		return bad(msg, len, "field 'tools' must be an array of "
+		    "{name, description, parameters}");
+	if (cJSON_GetArraySize(tools) == 0)
+		return 0;
+	if (cJSON_GetArraySize(tools) > AGUI_TOOLS_MAX)
+		return bad(msg, len, "field 'tools': at most %d tools",
+		    AGUI_TOOLS_MAX);
+	list = cJSON_CreateArray();
+	cJSON_ArrayForEach(t, tools) {
+		if ((name = str_of(t, "name")) == NULL || !tool_name_ok(name)) {
+			cJSON_Delete(list);
+			return bad(msg, len, "tools[%d].name must be 1-58 "
+			    "letters, digits, '_' or '-' (Parley offers it to "
+			    "the model as " AGUI_SERVER "__NAME)", i);
+		}
+		p = cJSON_GetObjectItemCaseSensitive(t, "parameters");
+		if (p != NULL && !cJSON_IsObject(p) && !cJSON_IsNull(p)) {
+			cJSON_Delete(list);
+			return bad(msg, len, "tools[%d].parameters must be a "
+			    "JSON Schema object", i);
+		}
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "server", AGUI_SERVER);
+		cJSON_AddStringToObject(o, "name", name);
+		if (str_of(t, "description") != NULL)
+			cJSON_AddStringToObject(o, "description", str_of(t,
+			    "description"));
+		if (cJSON_IsObject(p))
+			cJSON_AddItemToObject(o, "inputSchema",
+			    cJSON_Duplicate(p, 1));
+		/* An extension: MCP annotations (readOnlyHint...) in the
+		 * tool's metadata decide its risk as for any MCP tool. */
+		md = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(t,
+		    "metadata"), "annotations");
+		if (cJSON_IsObject(md))
+			cJSON_AddItemToObject(o, "annotations",
+			    cJSON_Duplicate(md, 1));
+		cJSON_AddItemToArray(list, o);
+		i++;
+	}
+	m = proto_head("mcp_tools", sid);
+	cJSON_AddItemToObject(m, "tools", list);
+	cJSON_AddItemToObject(m, "servers", cJSON_CreateStringArray(
+	    (const char *[]){ AGUI_SERVER }, 1));
+	cJSON_AddItemToArray(inputs, m);
+	return 0;
+}
+
+/* tool_approve for each resume entry, or -1. */
+static int
+resume_of(const cJSON *resume, const char *sid, struct agui_req *rq,
+    char *msg, size_t len)
+{
+	const cJSON *r, *p, *ok;
+	const char *id, *status;
+	cJSON *m;
+	int i = 0;
+
+	cJSON_ArrayForEach(r, resume) {
+		if ((id = str_of(r, "interruptId")) == NULL || id[0] == '\0' ||
+		    strlen(id) > PROTO_ID_MAX)
+			return bad(msg, len, "resume[%d].interruptId must be "
+			    "the id of an interrupt of the run that ended (its "
+			    "toolCallId)", i);
+		status = str_of(r, "status");
+		p = cJSON_GetObjectItemCaseSensitive(r, "payload");
+		ok = cJSON_GetObjectItemCaseSensitive(p, "approved");
+		if (status == NULL || (strcmp(status, "resolved") != 0 &&
+		    strcmp(status, "cancelled") != 0))
+			return bad(msg, len, "resume[%d].status must be "
+			    "\"resolved\" or \"cancelled\"", i);
+		if (strcmp(status, "resolved") == 0 && !cJSON_IsBool(ok))
+			return bad(msg, len, "resume[%d].payload must be "
+			    "{\"approved\": true|false} (the interrupt's "
+			    "responseSchema)", i);
+		if (has_id(rq->answered, id))
+			return bad(msg, len, "resume[%d]: interrupt '%.64s' is "
+			    "answered twice", i, id);
+		m = proto_head("tool_approve", sid);
+		cJSON_AddStringToObject(m, "toolCallId", id);
+		cJSON_AddStringToObject(m, "decision", strcmp(status,
+		    "resolved") == 0 && cJSON_IsTrue(ok) ? "approve" :
+		    "reject");
+		cJSON_AddItemToArray(rq->inputs, m);
+		cJSON_AddItemToArray(rq->answered, cJSON_CreateString(id));
+		i++;
+	}
+	return 0;
+}
+
+/* mcp_result for each tool message at the end of messages, or -1. */
+static int
+answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
+    char *msg, size_t len)
+{
+	int n = cJSON_GetArraySize(msgs), first = n, i;
+	const cJSON *t;
+	const char *id, *role;
+	char *text;
+	cJSON *m;
+
+	while (first > 0 && (role = str_of(cJSON_GetArrayItem(msgs,
+	    first - 1), "role")) != NULL && strcmp(role, "tool") == 0)
+		first--;
+	if (n - first > AGUI_ANSWERS_MAX)
+		return bad(msg, len, "at most %d tool messages answer a run",
+		    AGUI_ANSWERS_MAX);
+	for (i = first; i < n; i++) {
+		t = cJSON_GetArrayItem(msgs, i);
+		if ((id = str_of(t, "toolCallId")) == NULL || id[0] == '\0' ||
+		    strlen(id) > PROTO_ID_MAX)
+			return bad(msg, len, "messages[%d].toolCallId must name "
+			    "the pending tool call it answers", i);
+		if (has_id(rq->answered, id))
+			continue;
+		if ((text = content_text(cJSON_GetObjectItemCaseSensitive(t,
+		    "content"))) == NULL)
+			return bad(msg, len, "messages[%d].content must be a "
+			    "string or an array of parts", i);
+		m = proto_head("mcp_result", sid);
+		cJSON_AddStringToObject(m, "toolCallId", id);
+		if (str_of(t, "error") != NULL)
+			cJSON_AddStringToObject(m, "error", str_of(t, "error"));
+		else
+			cJSON_AddStringToObject(m, "result", text);
+		free(text);
+		cJSON_AddItemToArray(rq->inputs, m);
+		cJSON_AddItemToArray(rq->answered, cJSON_CreateString(id));
+	}
+	return 0;
+}
+
+/* The last user message as a chat with the run's id, or -1. */
+static int
+chat_of(const cJSON *last, int i, const char *sid, size_t max_message,
+    struct agui_req *rq, char *msg, size_t len)
+{
+	char *text, id[PROTO_ID_MAX + sizeof(AGUI_CHAT_PREFIX)];
+	cJSON *m;
+
+	if ((text = content_text(cJSON_GetObjectItemCaseSensitive(last,
+	    "content"))) == NULL || text[0] == '\0') {
+		free(text);
+		return bad(msg, len, "messages[%d].content (the user message "
+		    "this run answers) must be a non-empty string or text "
+		    "parts", i);
+	}
+	if (strlen(text) > max_message) {
+		free(text);
+		return bad(msg, len, "messages[%d].content: at most %zu bytes",
+		    i, max_message);
+	}
+	snprintf(id, sizeof(id), "%s%s", AGUI_CHAT_PREFIX, rq->run);
+	m = proto_head("chat", sid);
+	cJSON_AddStringToObject(m, "message", text);
+	cJSON_AddStringToObject(m, "id", id);
+	free(text);
+	cJSON_AddItemToArray(rq->inputs, m);
+	return 0;
+}
+
+int
+agui_parse(const cJSON *o, const char *unused, size_t max_message,
+    struct agui_req *rq, char *msg, size_t len)
+{
+	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
+	const cJSON *resume = cJSON_GetObjectItemCaseSensitive(o, "resume");
+	const cJSON *last, *m;
+	const char *thread = str_of(o, "threadId"), *run = str_of(o, "runId");
+	const char *role;
+	int n, i = 0, rc = -1;
+
+	(void)unused;
+	memset(rq, 0, sizeof(*rq));
+	if (thread == NULL || !store_valid_id(thread))
+		return bad(msg, len, "field 'threadId' (the Parley session) "
+		    "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
+	if (run == NULL || run[0] == '\0' || strlen(run) > PROTO_ID_MAX -
+	    (sizeof(AGUI_CHAT_PREFIX) - 1))
+		return bad(msg, len, "field 'runId' must be a string of 1-%zu "
+		    "bytes", (size_t)PROTO_ID_MAX - (sizeof(AGUI_CHAT_PREFIX) -
+		    1));
+	if (!cJSON_IsArray(msgs))
+		return bad(msg, len, "field 'messages' must be an array of "
+		    "AG-UI messages (the last one a user message, or tool "
+		    "messages answering the run's pending tool calls)");
+	cJSON_ArrayForEach(m, msgs) {
+		if (!cJSON_IsObject(m) || str_of(m, "role") == NULL)
+			return bad(msg, len, "messages[%d] must be an object "
+			    "with a 'role'", i);
+		i++;
+	}
+	if (resume != NULL && !cJSON_IsNull(resume) && (!cJSON_IsArray(resume)
+	    || cJSON_GetArraySize(resume) > AGUI_ANSWERS_MAX))
+		return bad(msg, len, "field 'resume' must be an array of at "
+		    "most %d {interruptId, status, payload}", AGUI_ANSWERS_MAX);
+	snprintf(rq->thread, sizeof(rq->thread), "%s", thread);
+	snprintf(rq->run, sizeof(rq->run), "%s", run);
+	rq->inputs = cJSON_CreateArray();
+	rq->answered = cJSON_CreateArray();
+	n = cJSON_GetArraySize(msgs);
+	last = n > 0 ? cJSON_GetArrayItem(msgs, n - 1) : NULL;
+	role = last != NULL ? str_of(last, "role") : "";
+	if (cJSON_GetArraySize(resume) > 0) {
+		rq->kind = AGUI_ANSWER;
+		if (resume_of(resume, thread, rq, msg, len) == -1 ||
+		    (strcmp(role, "tool") == 0 && answers_of(msgs, thread, rq,
+		    msg, len) == -1))
+			goto out;
+	} else if (strcmp(role, "tool") == 0) {
+		rq->kind = AGUI_ANSWER;
+		if (answers_of(msgs, thread, rq, msg, len) == -1)
+			goto out;
+	} else if (strcmp(role, "user") == 0) {
+		rq->kind = AGUI_CHAT;
+		/* The tools first: the turn the chat starts offers them. */
+		if (tools_of(cJSON_GetObjectItemCaseSensitive(o, "tools"),
+		    thread, rq->inputs, msg, len) == -1 ||
+		    chat_of(last, n - 1, thread, max_message, rq, msg,
+		    len) == -1)
+			goto out;
+	} else {
+		bad(msg, len, "nothing to run: the last message must be a user "
+		    "message (a new run), or tool messages answering the "
+		    "pending tool calls, or 'resume' must answer the "
+		    "interrupts of the run that ended");
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc == -1) {
+		cJSON_Delete(rq->inputs);
+		cJSON_Delete(rq->answered);
+		rq->inputs = rq->answered = NULL;
+	}
+	return rc;
+}
