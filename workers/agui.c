@@ -204,7 +204,19 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	uint64_t seq;
 
 	if (res->code != NULL) {
-		agui_error(c, res->http, res->code, res->msg);
+		const cJSON *in = cJSON_GetArrayItem(st->inputs, st->next - 1);
+		const char *id = str_of(in, "toolCallId");
+		char msg[512];
+
+		/* Which answer it was, in AG-UI's terms. */
+		if (id != NULL) {
+			snprintf(msg, sizeof(msg), "%s '%.128s': %s",
+			    strcmp(str_of(in, "type"), "tool_approve") == 0 ?
+			    "resume: interrupt" : "tool message for toolCallId",
+			    id, res->msg);
+			agui_error(c, res->http, res->code, msg);
+		} else
+			agui_error(c, res->http, res->code, res->msg);
 		return;
 	}
 	if (st->next < cJSON_GetArraySize(st->inputs)) {

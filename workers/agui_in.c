@@ -193,6 +193,17 @@ resume_of(const cJSON *resume, const char *sid, struct agui_req *rq,
 	return 0;
 }
 
+/* Whether tool message t is one Parley's TOOL_CALL_RESULT made. */
+static int
+own_result(const cJSON *t, const char *call)
+{
+	const char *id = str_of(t, "id");
+	size_t n = sizeof(AGUI_RESULT_PREFIX) - 1;
+
+	return id != NULL && strncmp(id, AGUI_RESULT_PREFIX, n) == 0 &&
+	    strcmp(id + n, call) == 0;
+}
+
 /* mcp_result for each tool message at the end of messages, or -1. */
 static int
 answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
@@ -216,7 +227,8 @@ answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
 		    strlen(id) > PROTO_ID_MAX)
 			return bad(msg, len, "messages[%d].toolCallId must name "
 			    "the pending tool call it answers", i);
-		if (has_id(rq->answered, id))
+		/* Parley's own results (TOOL_CALL_RESULT) answer nothing. */
+		if (has_id(rq->answered, id) || own_result(t, id))
 			continue;
 		if ((text = content_text(cJSON_GetObjectItemCaseSensitive(t,
 		    "content"))) == NULL)
@@ -316,6 +328,12 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 		rq->kind = AGUI_ANSWER;
 		if (answers_of(msgs, thread, rq, msg, len) == -1)
 			goto out;
+		if (cJSON_GetArraySize(rq->inputs) == 0) {
+			bad(msg, len, "nothing to run: the tool messages at the "
+			    "end are results Parley sent; add a user message, "
+			    "or a tool message answering a pending tool call");
+			goto out;
+		}
 	} else if (strcmp(role, "user") == 0) {
 		rq->kind = AGUI_CHAT;
 		/* The tools first: the turn the chat starts offers them. */

@@ -15,6 +15,8 @@
 
 #define AGUI_SERVER	 "agui"		/* client tools' Parley server */
 #define AGUI_CHAT_PREFIX "agui:"	/* chat id: this and the runId */
+#define AGUI_RESULT_PREFIX "parley-result-" /* TOOL_CALL_RESULT's messageId:
+					   this and the toolCallId */
 #define AGUI_CALLS_MAX	 256		/* tool calls a stream remembers */
 #define AGUI_ANSWERS_MAX 64		/* resume entries, tool messages */
 #define AGUI_TOOLS_MAX	 64		/* as parley-protocol(7) allows */

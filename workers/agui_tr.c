@@ -548,9 +548,10 @@ agui_translate(struct agui *st, const char *type, const cJSON *e,
 		step_open(&em, (unsigned)proto_count(e, "step"));
 		call_open(&em, e);
 		o = cJSON_CreateObject();
-		t = malloc(strlen(id) + 8);
+		t = malloc(strlen(id) + sizeof(AGUI_RESULT_PREFIX));
 		if (t != NULL) {
-			snprintf(t, strlen(id) + 8, "result-%s", id);
+			snprintf(t, strlen(id) + sizeof(AGUI_RESULT_PREFIX),
+			    "%s%s", AGUI_RESULT_PREFIX, id);
 			cJSON_AddStringToObject(o, "messageId", t);
 			free(t);
 		}
