@@ -40,7 +40,7 @@ has_id(const cJSON *a, const char *s)
 }
 
 static const char *
-str_of(const cJSON *e, const char *k)
+jstr(const cJSON *e, const char *k)
 {
 	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, k));
 }
@@ -61,16 +61,16 @@ content_text(const cJSON *c)
 	if (!cJSON_IsArray(c))
 		return NULL;
 	cJSON_ArrayForEach(p, c)
-		if (str_of(p, "type") != NULL && strcmp(str_of(p, "type"),
-		    "text") == 0 && str_of(p, "text") != NULL)
-			n += strlen(str_of(p, "text"));
+		if (jstr(p, "type") != NULL && strcmp(jstr(p, "type"),
+		    "text") == 0 && jstr(p, "text") != NULL)
+			n += strlen(jstr(p, "text"));
 	if ((t = malloc(n + 1)) == NULL)
 		return NULL;
 	t[0] = '\0';
 	cJSON_ArrayForEach(p, c)
-		if (str_of(p, "type") != NULL && strcmp(str_of(p, "type"),
-		    "text") == 0 && str_of(p, "text") != NULL)
-			strcat(t, str_of(p, "text"));
+		if (jstr(p, "type") != NULL && strcmp(jstr(p, "type"),
+		    "text") == 0 && jstr(p, "text") != NULL)
+			strcat(t, jstr(p, "text"));
 	return t;
 }
 
@@ -112,7 +112,7 @@ tools_of(const cJSON *tools, const char *sid, cJSON *inputs, char *msg,
 		    AGUI_TOOLS_MAX);
 	list = cJSON_CreateArray();
 	cJSON_ArrayForEach(t, tools) {
-		if ((name = str_of(t, "name")) == NULL || !tool_name_ok(name)) {
+		if ((name = jstr(t, "name")) == NULL || !tool_name_ok(name)) {
 			cJSON_Delete(list);
 			return bad(msg, len, "tools[%d].name must be 1-58 "
 			    "letters, digits, '_' or '-' (Parley offers it to "
@@ -127,8 +127,8 @@ tools_of(const cJSON *tools, const char *sid, cJSON *inputs, char *msg,
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "server", AGUI_SERVER);
 		cJSON_AddStringToObject(o, "name", name);
-		if (str_of(t, "description") != NULL)
-			cJSON_AddStringToObject(o, "description", str_of(t,
+		if (jstr(t, "description") != NULL)
+			cJSON_AddStringToObject(o, "description", jstr(t,
 			    "description"));
 		if (cJSON_IsObject(p))
 			cJSON_AddItemToObject(o, "inputSchema",
@@ -162,12 +162,12 @@ resume_of(const cJSON *resume, const char *sid, struct agui_req *rq,
 	int i = 0;
 
 	cJSON_ArrayForEach(r, resume) {
-		if ((id = str_of(r, "interruptId")) == NULL || id[0] == '\0' ||
+		if ((id = jstr(r, "interruptId")) == NULL || id[0] == '\0' ||
 		    strlen(id) > PROTO_ID_MAX)
 			return bad(msg, len, "resume[%d].interruptId must be "
 			    "the id of an interrupt of the run that ended (its "
 			    "toolCallId)", i);
-		status = str_of(r, "status");
+		status = jstr(r, "status");
 		p = cJSON_GetObjectItemCaseSensitive(r, "payload");
 		ok = cJSON_GetObjectItemCaseSensitive(p, "approved");
 		if (status == NULL || (strcmp(status, "resolved") != 0 &&
@@ -197,7 +197,7 @@ resume_of(const cJSON *resume, const char *sid, struct agui_req *rq,
 static int
 own_result(const cJSON *t, const char *call)
 {
-	const char *id = str_of(t, "id");
+	const char *id = jstr(t, "id");
 	size_t n = sizeof(AGUI_RESULT_PREFIX) - 1;
 
 	return id != NULL && strncmp(id, AGUI_RESULT_PREFIX, n) == 0 &&
@@ -215,7 +215,7 @@ answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
 	char *text;
 	cJSON *m;
 
-	while (first > 0 && (role = str_of(cJSON_GetArrayItem(msgs,
+	while (first > 0 && (role = jstr(cJSON_GetArrayItem(msgs,
 	    first - 1), "role")) != NULL && strcmp(role, "tool") == 0)
 		first--;
 	if (n - first > AGUI_ANSWERS_MAX)
@@ -223,7 +223,7 @@ answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
 		    AGUI_ANSWERS_MAX);
 	for (i = first; i < n; i++) {
 		t = cJSON_GetArrayItem(msgs, i);
-		if ((id = str_of(t, "toolCallId")) == NULL || id[0] == '\0' ||
+		if ((id = jstr(t, "toolCallId")) == NULL || id[0] == '\0' ||
 		    strlen(id) > PROTO_ID_MAX)
 			return bad(msg, len, "messages[%d].toolCallId must name "
 			    "the pending tool call it answers", i);
@@ -236,8 +236,8 @@ answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
 			    "string or an array of parts", i);
 		m = proto_head("mcp_result", sid);
 		cJSON_AddStringToObject(m, "toolCallId", id);
-		if (str_of(t, "error") != NULL)
-			cJSON_AddStringToObject(m, "error", str_of(t, "error"));
+		if (jstr(t, "error") != NULL)
+			cJSON_AddStringToObject(m, "error", jstr(t, "error"));
 		else
 			cJSON_AddStringToObject(m, "result", text);
 		free(text);
@@ -283,7 +283,7 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
 	const cJSON *resume = cJSON_GetObjectItemCaseSensitive(o, "resume");
 	const cJSON *last, *m;
-	const char *thread = str_of(o, "threadId"), *run = str_of(o, "runId");
+	const char *thread = jstr(o, "threadId"), *run = jstr(o, "runId");
 	const char *role;
 	int n, i = 0, rc = -1;
 
@@ -302,7 +302,7 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 		    "AG-UI messages (the last one a user message, or tool "
 		    "messages answering the run's pending tool calls)");
 	cJSON_ArrayForEach(m, msgs) {
-		if (!cJSON_IsObject(m) || str_of(m, "role") == NULL)
+		if (!cJSON_IsObject(m) || jstr(m, "role") == NULL)
 			return bad(msg, len, "messages[%d] must be an object "
 			    "with a 'role'", i);
 		i++;
@@ -317,7 +317,7 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 	rq->answered = cJSON_CreateArray();
 	n = cJSON_GetArraySize(msgs);
 	last = n > 0 ? cJSON_GetArrayItem(msgs, n - 1) : NULL;
-	role = last != NULL ? str_of(last, "role") : "";
+	role = last != NULL ? jstr(last, "role") : "";
 	if (cJSON_GetArraySize(resume) > 0) {
 		rq->kind = AGUI_ANSWER;
 		if (resume_of(resume, thread, rq, msg, len) == -1 ||

@@ -425,8 +425,6 @@ thought_of(const struct agui *st, const cJSON *e)
 	const char *id = str_of(e, "thoughtId");
 	size_t n = strlen(st->msgid);
 
-	if (adapt_turn_of(st->msgid, e))
-		return 1;
 	return id != NULL && strncmp(id, "th_", 3) == 0 &&
 	    strncmp(id + 3, st->msgid, n) == 0 && (id[3 + n] == '-' ||
 	    id[3 + n] == '.');
@@ -464,8 +462,13 @@ agui_translate(struct agui *st, const char *type, const cJSON *e,
 		return;
 	}
 	if (strcmp(type, "thought") == 0) {
-		if (!thought_of(st, e) || (id = str_of(e, "thoughtId")) == NULL)
+		/* The block is {thought: {thoughtId, content, ...}}. */
+		const cJSON *th = cJSON_GetObjectItemCaseSensitive(e, "thought");
+
+		if (!thought_of(st, th) || (id = str_of(th, "thoughtId")) ==
+		    NULL)
 			return;
+		e = th;
 		run_open(&em, "running");
 		step_open(&em, 0);
 		text_close(&em);
