@@ -294,7 +294,7 @@ agui_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		if (agui_parse(o, c->ic.session, c->wk->conf->max_message, &rq,
 		    msg, sizeof(msg)) == 0) {
 			*create = rq.kind == AGUI_CHAT;
-			cJSON_Delete(rq.inputs);
+			agui_req_free(&rq);
 		}
 		cJSON_Delete(o);
 	}
@@ -322,20 +322,20 @@ agui_post(struct conn *c)
 	}
 	cJSON_Delete(o);
 	if (strcmp(rq.thread, c->ic.session) != 0) {
-		cJSON_Delete(rq.inputs);
+		agui_req_free(&rq);
 		agui_error(c, 500, "INTERNAL", "the request reached a worker "
 		    "for another thread; retry");
 		return;
 	}
 	if (c->ic.role == IPC_ROLE_OBSERVER) {
-		cJSON_Delete(rq.inputs);
+		agui_req_free(&rq);
 		agui_error(c, 403, "FORBIDDEN", "an observer only reads: run "
 		    "the agent with a user's token, or follow the thread with "
 		    "GET /api/agui/THREAD/stream");
 		return;
 	}
 	if ((st = agui_new()) == NULL) {
-		cJSON_Delete(rq.inputs);
+		agui_req_free(&rq);
 		agui_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}

@@ -276,6 +276,14 @@ chat_of(const cJSON *last, int i, const char *sid, size_t max_message,
 	return 0;
 }
 
+void
+agui_req_free(struct agui_req *rq)
+{
+	cJSON_Delete(rq->inputs);
+	cJSON_Delete(rq->answered);
+	rq->inputs = rq->answered = NULL;
+}
+
 int
 agui_parse(const cJSON *o, const char *unused, size_t max_message,
     struct agui_req *rq, char *msg, size_t len)
@@ -351,10 +359,7 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 	}
 	rc = 0;
 out:
-	if (rc == -1) {
-		cJSON_Delete(rq->inputs);
-		cJSON_Delete(rq->answered);
-		rq->inputs = rq->answered = NULL;
-	}
+	if (rc == -1)
+		agui_req_free(rq);
 	return rc;
 }

@@ -98,6 +98,8 @@ void		 agui_translate(struct agui *, const char *type,
  * for (rq->inputs, rq->answered: the caller's); 0, or -1 with msg saying
  * what is wrong and what to send.
  */
+/* Frees what agui_parse made. */
+void		 agui_req_free(struct agui_req *);
 int		 agui_parse(const cJSON *body, const char *unused,
 		    size_t max_message, struct agui_req *, char *msg,
 		    size_t msglen);

@@ -65,6 +65,7 @@ agui_free(void *arg)
 	cJSON_Delete(st->appr);
 	cJSON_Delete(st->pend);
 	cJSON_Delete(st->answered);
+	cJSON_Delete(st->inputs);
 	free(st->held);
 	free(st);
 }
