@@ -85,33 +85,10 @@ agui_chunks(struct conn *c, const struct evt *ev, size_t *len, int *end)
 	*end = 0;
 	if ((e = cJSON_ParseWithLength(ev->json, ev->len)) == NULL)
 		return NULL;
-	st->holding = st->hold_until != 0 && ev->seq <= st->hold_until;
 	agui_translate(st, ev->type, e, ev->seq, &out, len);
 	cJSON_Delete(e);
 	if (!was && st->found)
 		evtimer_del(c->tmo_ev);
-	if (st->hold_until != 0 && ev->seq >= st->hold_until) {
-		/* The hold ends: what it kept goes out first. */
-		st->hold_until = 0;
-		st->holding = 0;
-		if (st->held != NULL) {
-			char *both = malloc(st->heldlen + *len + 1);
-
-			if (both != NULL) {
-				memcpy(both, st->held, st->heldlen);
-				if (out != NULL)
-					memcpy(both + st->heldlen, out, *len);
-				free(out);
-				out = both;
-				*len += st->heldlen;
-			}
-			free(st->held);
-			st->held = NULL;
-			st->heldlen = 0;
-		}
-		if (st->held_end)
-			st->end = 1;
-	}
 	*end = st->end;
 	return out;
 }
@@ -347,6 +324,8 @@ agui_post(struct conn *c)
 	st->inputs = rq.inputs;
 	cJSON_Delete(st->answered);
 	st->answered = rq.answered;
+	cJSON_Delete(st->replied);
+	st->replied = rq.replied;
 	st->approval_ms = c->wk->conf->approval_timeout_ms;
 	/* Set before input_apply: a follower's answer comes to reply. */
 	c->adapt = &agui_adapt;

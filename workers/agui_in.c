@@ -228,7 +228,7 @@ answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
 			return bad(msg, len, "messages[%d].toolCallId must name "
 			    "the pending tool call it answers", i);
 		/* Parley's own results (TOOL_CALL_RESULT) answer nothing. */
-		if (has_id(rq->answered, id) || own_result(t, id))
+		if (has_id(rq->replied, id) || own_result(t, id))
 			continue;
 		if ((text = content_text(cJSON_GetObjectItemCaseSensitive(t,
 		    "content"))) == NULL)
@@ -242,7 +242,7 @@ answers_of(const cJSON *msgs, const char *sid, struct agui_req *rq,
 			cJSON_AddStringToObject(m, "result", text);
 		free(text);
 		cJSON_AddItemToArray(rq->inputs, m);
-		cJSON_AddItemToArray(rq->answered, cJSON_CreateString(id));
+		cJSON_AddItemToArray(rq->replied, cJSON_CreateString(id));
 	}
 	return 0;
 }
@@ -281,7 +281,8 @@ agui_req_free(struct agui_req *rq)
 {
 	cJSON_Delete(rq->inputs);
 	cJSON_Delete(rq->answered);
-	rq->inputs = rq->answered = NULL;
+	cJSON_Delete(rq->replied);
+	rq->inputs = rq->answered = rq->replied = NULL;
 }
 
 int
@@ -323,6 +324,7 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 	snprintf(rq->run, sizeof(rq->run), "%s", run);
 	rq->inputs = cJSON_CreateArray();
 	rq->answered = cJSON_CreateArray();
+	rq->replied = cJSON_CreateArray();
 	n = cJSON_GetArraySize(msgs);
 	last = n > 0 ? cJSON_GetArrayItem(msgs, n - 1) : NULL;
 	role = last != NULL ? jstr(last, "role") : "";

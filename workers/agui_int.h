@@ -32,7 +32,8 @@ struct agui_req {
 	char		 run[PROTO_ID_MAX + 1];
 	enum agui_kind	 kind;
 	cJSON		*inputs;	/* Parley client messages, in order */
-	cJSON		*answered;	/* the toolCallIds it answers */
+	cJSON		*answered;	/* the interrupts resume answers */
+	cJSON		*replied;	/* the client calls it answers */
 };
 
 /*
@@ -42,7 +43,9 @@ struct agui_req {
  * when the request came) the chunks are kept in held: a GET without an
  * id keeps only the last run (held is emptied at each RUN_STARTED); a
  * POST of answers (hold_answered) leaves out the runs that ended naming
- * one of its answered ids, which the client has.  At hold_until what is
+ * one of its answers (an interrupt it resumes, a client call it answers:
+ * one call may be both, asked about, then run by the client), which the
+ * client has.  At hold_until what is
  * held goes out, then the stream is live.
  */
 struct agui {
@@ -61,7 +64,8 @@ struct agui {
 	uint64_t	 hold_until;
 	int		 hold_answered;
 	int		 holding;	/* this event is held */
-	cJSON		*answered;
+	cJSON		*answered;	/* as struct agui_req's */
+	cJSON		*replied;
 	char		*held;
 	size_t		 heldlen;
 	int		 held_end;	/* held ends with a run's end */
@@ -89,7 +93,9 @@ void		 agui_free(void *);
 uint64_t	 agui_ts_ms(const char *);
 /*
  * Appends to *out (*len bytes) the SSE blocks that logged event e (of
- * type and seq) becomes.
+ * type and seq) becomes, given every event of the session in order from
+ * the turn's user_message (or, for a chat found by its id, from before
+ * it); st->end is set once the stream is to end.
  */
 void		 agui_translate(struct agui *, const char *type,
 		    const cJSON *e, uint64_t seq, char **out, size_t *len);

@@ -47,7 +47,8 @@ agui_new(void)
 	if ((st->started = cJSON_CreateObject()) == NULL ||
 	    (st->appr = cJSON_CreateArray()) == NULL ||
 	    (st->pend = cJSON_CreateArray()) == NULL ||
-	    (st->answered = cJSON_CreateArray()) == NULL) {
+	    (st->answered = cJSON_CreateArray()) == NULL ||
+	    (st->replied = cJSON_CreateArray()) == NULL) {
 		agui_free(st);
 		return NULL;
 	}
@@ -65,6 +66,7 @@ agui_free(void *arg)
 	cJSON_Delete(st->appr);
 	cJSON_Delete(st->pend);
 	cJSON_Delete(st->answered);
+	cJSON_Delete(st->replied);
 	cJSON_Delete(st->inputs);
 	free(st->held);
 	free(st);
@@ -311,21 +313,25 @@ result_text(const cJSON *v)
 	return cJSON_PrintUnformatted(v);
 }
 
-/* Whether the ids named by the run that ends now include an answer. */
+/* Whether the ids the run that ends now waits for include an answer. */
 static int
-names_answered(const struct agui *st, const cJSON *ids)
+names_answered(const cJSON *ids, const cJSON *answers)
 {
 	const cJSON *e;
 
 	cJSON_ArrayForEach(e, ids)
-		if (cJSON_IsString(e) && has_str(st->answered, e->valuestring))
+		if (cJSON_IsString(e) && has_str(answers, e->valuestring))
 			return 1;
 	return 0;
 }
 
-/* Ends the run: RUN_FINISHED with outcome o (consumed) and usage u. */
+/*
+ * Ends the run: RUN_FINISHED with outcome (consumed) and usage; ids, what
+ * it waits for, of the kind answers holds (NULL: none).
+ */
 static void
-run_finish(struct emit *em, cJSON *outcome, cJSON *usage, const cJSON *ids)
+run_finish(struct emit *em, cJSON *outcome, cJSON *usage, const cJSON *ids,
+    const cJSON *answers)
 {
 	struct agui *st = em->st;
 	cJSON *o;
@@ -339,7 +345,7 @@ run_finish(struct emit *em, cJSON *outcome, cJSON *usage, const cJSON *ids)
 		cJSON_AddItemToObject(o, "outcome", outcome);
 	if (usage != NULL)
 		cJSON_AddItemToObject(o, "usage", usage);
-	st->names_answered = ids != NULL && names_answered(st, ids);
+	st->names_answered = ids != NULL && names_answered(ids, answers);
 	st->run_open = 0;
 	emit(em, "RUN_FINISHED", o);
 	st->names_answered = 0;
@@ -380,7 +386,7 @@ interrupt(struct emit *em)
 		cJSON_AddItemToArray(ids, cJSON_CreateString(id));
 	}
 	cJSON_AddItemToObject(out, "interrupts", list);
-	run_finish(em, out, NULL, ids);
+	run_finish(em, out, NULL, ids, st->answered);
 	cJSON_Delete(ids);
 }
 
@@ -431,9 +437,10 @@ thought_of(const struct agui *st, const cJSON *e)
 	    id[3 + n] == '.');
 }
 
-void
-agui_translate(struct agui *st, const char *type, const cJSON *e,
-    uint64_t seq, char **out, size_t *len)
+/* The chunks of one event, to the output or the hold (emit). */
+static void
+translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
+    char **out, size_t *len)
 {
 	struct emit em = { st, seq, agui_ts_ms(str_of(e, "ts")), out, len };
 	const char *id;
@@ -531,7 +538,7 @@ agui_translate(struct agui *st, const char *type, const cJSON *e,
 			cJSON_AddStringToObject(o, "type", "success");
 			cJSON_AddItemToObject(o, "pendingToolCallIds",
 			    cJSON_Duplicate(st->pend, 1));
-			run_finish(&em, o, NULL, st->pend);
+			run_finish(&em, o, NULL, st->pend, st->replied);
 		}
 	} else if (strcmp(type, "audit_entry") == 0 && id != NULL) {
 		int i = 0;
@@ -580,7 +587,7 @@ agui_translate(struct agui *st, const char *type, const cJSON *e,
 		    "success");
 		st->ended = 1;
 		run_finish(&em, o, usage_of(cJSON_GetObjectItem(e, "usage")),
-		    NULL);
+		    NULL, NULL);
 	} else if (strcmp(type, "error") == 0) {
 		/* The provider starts over: the text restarts (m-SEQ.N). */
 		if (cJSON_IsTrue(cJSON_GetObjectItem(e, "retrying"))) {
@@ -596,4 +603,33 @@ agui_translate(struct agui *st, const char *type, const cJSON *e,
 		st->run_open = 0;
 		emit(&em, "RUN_ERROR", o);
 	}
+}
+
+void
+agui_translate(struct agui *st, const char *type, const cJSON *e,
+    uint64_t seq, char **out, size_t *len)
+{
+	char *both;
+
+	st->holding = st->hold_until != 0 && seq <= st->hold_until;
+	translate(st, type, e, seq, out, len);
+	if (st->hold_until == 0 || seq < st->hold_until)
+		return;
+	/* The hold ends: what it kept goes out first. */
+	st->hold_until = 0;
+	st->holding = 0;
+	if (st->held != NULL && (both = malloc(st->heldlen + *len + 1)) !=
+	    NULL) {
+		memcpy(both, st->held, st->heldlen);
+		if (*out != NULL)
+			memcpy(both + st->heldlen, *out, *len);
+		free(*out);
+		*out = both;
+		*len += st->heldlen;
+	}
+	free(st->held);
+	st->held = NULL;
+	st->heldlen = 0;
+	if (st->held_end)
+		st->end = 1;
 }

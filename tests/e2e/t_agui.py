@@ -14,7 +14,9 @@
 #  c. a client tool: tools become the session's "agui" client tools, the
 #     run ends with pendingToolCallIds, the client sees its own tool
 #     name; the next run's tool message is the call's answer and the
-#     turn goes on to its reply;
+#     turn goes on to its reply; read-only by its metadata.annotations it
+#     is low risk; without, high: an interrupt, resumed, then the same
+#     round trip;
 #  d. the event order: verifyEvents passes the run as it came and fails
 #     it with TEXT_MESSAGE_START left out; an HttpAgent against a fixture
 #     server that sends a wrong order fails;
@@ -153,18 +155,29 @@ def agui_ms(iso):
                + 0.5)
 
 
-def part_c(d):
-    out = node(d, USER, "ag-c", "client")
+def part_c(d, step="client", sid="ag-c"):
+    out = node(d, USER, sid, step)
+    if step == "client_approve":
+        ev0 = out["asked"]["events"]
+        check_run(ev0, "asked run", "interrupt")
+        check(out["asked"]["pendingInterrupts"][0]["toolCallId"] ==
+              "call_1", "interrupt %s" % out["asked"]["pendingInterrupts"])
+        check([e["toolCallName"] for e in ev0
+               if e["type"] == "TOOL_CALL_START"] == ["lookup"],
+              "asked %s" % types(ev0))
     ev1 = out["run1"]["events"]
     check_run(ev1, "client tool run")
     pend = ev1[-1]["outcome"].get("pendingToolCallIds")
     check(pend == ["call_1"], "pendingToolCallIds %s" % pend)
     start = [e for e in ev1 if e["type"] == "TOOL_CALL_START"]
-    check(len(start) == 1 and start[0]["toolCallName"] == "lookup",
-          "the client's own tool name %s" % start)
+    if step == "client_approve":
+        check(start == [], "the call starts again: %s" % types(ev1))
+    else:
+        check(len(start) == 1 and start[0]["toolCallName"] == "lookup",
+              "the client's own tool name %s" % start)
     check(out["calls"][0]["function"]["arguments"] == '{"q":"parley"}',
           "args %s" % out["calls"])
-    logged = d.log_events("ag-c")
+    logged = d.log_events(sid)
     ct = [e for e in logged if e["type"] == "client_tools"]
     check(ct and ct[0]["tools"][0]["server"] == "agui" and
           ct[0]["tools"][0]["name"] == "lookup", "client_tools %s" % ct)
@@ -176,8 +189,11 @@ def part_c(d):
     tr = [e for e in logged if e["type"] == "tool_result"]
     check(len(tr) == 1 and tr[0]["result"].startswith("RESULT-42"),
           "tool_result %s" % tr)
-    check("RESULT-42" in out["text"] and out["text"] == log_text(d, "ag-c"),
+    check("RESULT-42" in out["text"] and out["text"] == log_text(d, sid),
           "text %r" % out["text"])
+    risk = [e["risk"] for e in logged if e["type"] == "tool_start"]
+    check(risk == (["high"] if step == "client_approve" else ["low"]),
+          "risk %s" % risk)
 
 
 def part_d(d):
@@ -284,9 +300,10 @@ def main():
         part_e(d)
     tool = script_tool([{"name": "agui__lookup",
                          "arguments": {"q": "parley"}}], "Found:")
-    with with_daemon(daemon("tool-policy agui__* low\n", tool)) as d:
+    with with_daemon(daemon("", tool)) as d:
         print("-- part_c", flush=True)
         part_c(d)
+        part_c(d, "client_approve", "ag-c2")
     srv = Everything()
     try:
         mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"

@@ -51,23 +51,8 @@ play(struct agui *st, const char **evs, size_t *len)
 		size_t n = 0;
 
 		ck_assert_ptr_nonnull(e);
-		st->holding = st->hold_until != 0 &&
-		    (uint64_t)proto_count(e, "seq") <= st->hold_until;
 		agui_translate(st, cJSON_GetStringValue(cJSON_GetObjectItem(e,
 		    "type")), e, (uint64_t)proto_count(e, "seq"), &one, &n);
-		if (st->hold_until != 0 && (uint64_t)proto_count(e, "seq") >=
-		    st->hold_until) {
-			/* As agui_chunks: the hold ends, what it kept goes. */
-			out = realloc(out, *len + st->heldlen + 1);
-			if (st->heldlen > 0)
-				memcpy(out + *len, st->held, st->heldlen);
-			*len += st->heldlen;
-			free(st->held);
-			st->held = NULL;
-			st->heldlen = 0;
-			st->hold_until = 0;
-			st->holding = 0;
-		}
 		if (n > 0) {
 			out = realloc(out, *len + n + 1);
 			memcpy(out + *len, one, n);
@@ -428,6 +413,59 @@ START_TEST(test_client_call)
 }
 END_TEST
 
+/*
+ * A client tool asked about first: its approval is answered, and the
+ * client's call that follows (the same toolCallId) is the new run.
+ */
+START_TEST(test_approved_client_call)
+{
+	static const char *evs[] = {
+		"{\"type\":\"user_message\",\"seq\":1,\"ts\":\"" TS "\","
+		    "\"id\":\"agui:r1\",\"message\":\"x\"}",
+		"{\"type\":\"tool_approve_request\",\"seq\":2,\"ts\":\"" TS
+		    "\",\"messageId\":\"m-1\",\"step\":1,\"toolCallId\":"
+		    "\"call_1\",\"tool\":\"agui__lookup\",\"args\":{}}",
+		"{\"type\":\"agent_state\",\"seq\":3,\"ts\":\"" TS "\","
+		    "\"status\":\"waiting_approval\"}",
+		"{\"type\":\"audit_entry\",\"seq\":4,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"toolCallId\":\"call_1\","
+		    "\"decision\":\"approved\"}",
+		"{\"type\":\"tool_start\",\"seq\":5,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"step\":1,\"toolCallId\":"
+		    "\"call_1\",\"tool\":\"agui__lookup\",\"args\":{}}",
+		"{\"type\":\"mcp_call\",\"seq\":6,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"step\":1,\"toolCallId\":"
+		    "\"call_1\",\"server\":\"agui\",\"tool\":\"lookup\","
+		    "\"args\":{}}",
+		NULL
+	};
+	struct agui *st = fresh(NULL);
+	size_t len;
+	char *t;
+	cJSON *bl;
+
+	/* The resume's POST: the call was asked of the client before the
+	 * stream began (the log's end is 6). */
+	snprintf(st->msgid, sizeof(st->msgid), "m-1");
+	snprintf(st->runid, sizeof(st->runid), "r2");
+	st->hold_until = 6;
+	st->hold_answered = 1;
+	cJSON_AddItemToArray(st->answered, cJSON_CreateString("call_1"));
+	t = play(st, evs, &len);
+	bl = blocks(t);
+	ck_assert_str_eq(types(bl), "RUN_STARTED STATE_SNAPSHOT STEP_STARTED "
+	    "STEP_FINISHED RUN_FINISHED");
+	ck_assert_str_eq(field(bl, 0, "runId"), "r2");
+	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(
+	    cJSON_GetObjectItem(cJSON_GetObjectItem(ev(bl, 4), "outcome"),
+	    "pendingToolCallIds"), 0)), "call_1");
+	ck_assert_int_eq(st->end, 1);
+	cJSON_Delete(bl);
+	free(t);
+	agui_free(st);
+}
+END_TEST
+
 START_TEST(test_reasoning_error)
 {
 	static const char *evs[] = {
@@ -526,8 +564,7 @@ START_TEST(test_parse_chat)
 	ck_assert_str_eq(in_str(&rq, 1, "message"), "hello");
 	ck_assert_str_eq(in_str(&rq, 1, "id"), "agui:r1");
 	ck_assert_str_eq(in_str(&rq, 1, "sessionId"), "t1");
-	cJSON_Delete(rq.inputs);
-	cJSON_Delete(rq.answered);
+	agui_req_free(&rq);
 }
 END_TEST
 
@@ -554,8 +591,8 @@ START_TEST(test_parse_answers)
 	ck_assert_str_eq(in_str(&rq, 1, "decision"), "reject");
 	ck_assert_str_eq(in_str(&rq, 2, "decision"), "reject");
 	ck_assert_int_eq(cJSON_GetArraySize(rq.answered), 3);
-	cJSON_Delete(rq.inputs);
-	cJSON_Delete(rq.answered);
+	ck_assert_int_eq(cJSON_GetArraySize(rq.replied), 0);
+	agui_req_free(&rq);
 	/* Tool messages answer client calls. */
 	ck_assert_int_eq(parse("{\"threadId\":\"t1\",\"runId\":\"r2\","
 	    "\"messages\":[{\"id\":\"u\",\"role\":\"user\",\"content\":\"x\"},"
@@ -569,8 +606,9 @@ START_TEST(test_parse_answers)
 	ck_assert_str_eq(in_str(&rq, 0, "type"), "mcp_result");
 	ck_assert_str_eq(in_str(&rq, 0, "result"), "R");
 	ck_assert_str_eq(in_str(&rq, 1, "error"), "failed");
-	cJSON_Delete(rq.inputs);
-	cJSON_Delete(rq.answered);
+	ck_assert_int_eq(cJSON_GetArraySize(rq.replied), 2);
+	ck_assert_int_eq(cJSON_GetArraySize(rq.answered), 0);
+	agui_req_free(&rq);
 }
 END_TEST
 
@@ -645,6 +683,7 @@ main(void)
 	tcase_add_test(tc, test_hold_answered);
 	tcase_add_test(tc, test_hold_last_run);
 	tcase_add_test(tc, test_client_call);
+	tcase_add_test(tc, test_approved_client_call);
 	tcase_add_test(tc, test_reasoning_error);
 	tcase_add_test(tc, test_parse_chat);
 	tcase_add_test(tc, test_parse_answers);

@@ -11,8 +11,11 @@
 //             (runAgent must fail)
 //   approve:  a run that ends with an approval interrupt, then a run
 //             whose resume approves it
-//   client:   a client tool: a run that ends with pendingToolCallIds,
-//             then a run whose tool message answers it
+//   client:   a client tool (read-only by its metadata.annotations): a
+//             run that ends with pendingToolCallIds, then a run whose
+//             tool message answers it
+//   client_approve: the same tool without annotations: first an
+//             approval interrupt, resumed, then the same round trip
 //   resume:   a run read with fetch and cut after a few text deltas,
 //             then the eventsource package on GET .../stream with
 //             Last-Event-ID and, at once, without one (the run from its
@@ -219,12 +222,25 @@ async function main() {
 		}
 		out.text = text(r2.messages);
 		out.messages = r2.messages;
-	} else if (step === "client") {
+	} else if (step === "client" || step === "client_approve") {
+		// Read-only by its MCP annotations: low risk, not asked about;
+		// without them a client tool is high risk: an interrupt first.
 		const tools = [{ name: "lookup", description: "Looks a word up",
 		    parameters: { type: "object", properties: {
 		    q: { type: "string" } } } }];
+		if (step === "client")
+			tools[0].metadata = { annotations: { readOnlyHint: true } };
 		const a = agent([user("u1", "look it up")]);
-		const r1 = await run(a, { runId: "run-client-1", tools });
+		let r1 = await run(a, { runId: "run-client-1", tools });
+		if (step === "client_approve") {
+			out.asked = { events: r1.events,
+			    pendingInterrupts: r1.pendingInterrupts };
+			const resume = r1.pendingInterrupts.map((i) => ({
+			    interruptId: i.id, status: "resolved",
+			    payload: { approved: true } }));
+			r1 = await run(a, { runId: "run-client-1b", tools,
+			    resume });
+		}
 		out.run1 = { events: r1.events };
 		const calls = r1.messages.flatMap((m) => m.toolCalls || []);
 		out.calls = calls;
