@@ -30,11 +30,9 @@
  * the translation is a pure function of the log from the turn's
  * user_message and a client resumes exactly with Last-Event-ID.
  */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cjson/cJSON.h>
 #include <event2/event.h>
@@ -47,7 +45,6 @@
 #include "parley/util.h"
 #include "adapt.h"
 #include "conn.h"
-#include "deliver.h"
 #include "evt.h"
 #include "input.h"
 #include "route.h"
@@ -268,7 +265,7 @@ agui_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	    strcmp(c->hp.req.path, "/api/agui") == 0 &&
 	    (o = body_of(c, msg, sizeof(msg))) != NULL) {
 		/* Only a valid run that chats makes the session. */
-		if (agui_parse(o, c->ic.session, c->wk->conf->max_message, &rq,
+		if (agui_parse(o, c->wk->conf->max_message, &rq,
 		    msg, sizeof(msg)) == 0) {
 			*create = rq.kind == AGUI_CHAT;
 			agui_req_free(&rq);
@@ -291,7 +288,7 @@ agui_post(struct conn *c)
 		agui_error(c, 400, "BAD_REQUEST", msg);
 		return;
 	}
-	if (agui_parse(o, NULL, c->wk->conf->max_message, &rq, msg,
+	if (agui_parse(o, c->wk->conf->max_message, &rq, msg,
 	    sizeof(msg)) == -1) {
 		cJSON_Delete(o);
 		agui_error(c, 400, "BAD_REQUEST", msg);

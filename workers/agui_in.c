@@ -286,8 +286,8 @@ agui_req_free(struct agui_req *rq)
 }
 
 int
-agui_parse(const cJSON *o, const char *unused, size_t max_message,
-    struct agui_req *rq, char *msg, size_t len)
+agui_parse(const cJSON *o, size_t max_message, struct agui_req *rq,
+    char *msg, size_t len)
 {
 	const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
 	const cJSON *resume = cJSON_GetObjectItemCaseSensitive(o, "resume");
@@ -296,7 +296,6 @@ agui_parse(const cJSON *o, const char *unused, size_t max_message,
 	const char *role;
 	int n, i = 0, rc = -1;
 
-	(void)unused;
 	memset(rq, 0, sizeof(*rq));
 	if (thread == NULL || !store_valid_id(thread))
 		return bad(msg, len, "field 'threadId' (the Parley session) "

@@ -106,8 +106,7 @@ void		 agui_translate(struct agui *, const char *type,
  */
 /* Frees what agui_parse made. */
 void		 agui_req_free(struct agui_req *);
-int		 agui_parse(const cJSON *body, const char *unused,
-		    size_t max_message, struct agui_req *, char *msg,
-		    size_t msglen);
+int		 agui_parse(const cJSON *body, size_t max_message,
+		    struct agui_req *, char *msg, size_t msglen);
 
 #endif

@@ -521,7 +521,7 @@ parse(const char *body, struct agui_req *rq, char *msg, size_t len)
 	int rc;
 
 	ck_assert_ptr_nonnull(o);
-	rc = agui_parse(o, NULL, 1000, rq, msg, len);
+	rc = agui_parse(o, 1000, rq, msg, len);
 	cJSON_Delete(o);
 	return rc;
 }
@@ -662,7 +662,7 @@ START_TEST(test_parse_bad)
 		cJSON *o = cJSON_Parse("{\"threadId\":\"t\",\"runId\":\"r\","
 		    "\"messages\":[{\"role\":\"user\",\"content\":\"abcdef\"}]}");
 
-		ck_assert_int_eq(agui_parse(o, NULL, 5, &rq, msg, sizeof(msg)),
+		ck_assert_int_eq(agui_parse(o, 5, &rq, msg, sizeof(msg)),
 		    -1);
 		ck_assert_ptr_nonnull(strstr(msg, "at most 5 bytes"));
 		cJSON_Delete(o);
