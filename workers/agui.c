@@ -22,7 +22,7 @@
  *	tool_result			TOOL_CALL_RESULT
  *	agent_state waiting_approval	RUN_FINISHED outcome interrupt
  *	mcp_call			RUN_FINISHED pendingToolCallIds
- *	done				RUN_FINISHED (usage; cancelled)
+ *	done, team_done (a team's)	RUN_FINISHED (usage; cancelled)
  *	error (not retrying)		RUN_ERROR
  *
  * Every event's timestamp is the logged event's ts and every SSE block

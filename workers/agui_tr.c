@@ -588,6 +588,13 @@ translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
 		st->ended = 1;
 		run_finish(&em, o, usage_of(cJSON_GetObjectItem(e, "usage")),
 		    NULL, NULL);
+	} else if (strcmp(type, "team_done") == 0) {
+		/* A team's round ends here, after its speakers' dones. */
+		run_open(&em, "running");
+		o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "type", "success");
+		st->ended = 1;
+		run_finish(&em, o, NULL, NULL, NULL);
 	} else if (strcmp(type, "error") == 0) {
 		/* The provider starts over: the text restarts (m-SEQ.N). */
 		if (cJSON_IsTrue(cJSON_GetObjectItem(e, "retrying"))) {

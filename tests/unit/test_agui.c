@@ -466,6 +466,41 @@ START_TEST(test_approved_client_call)
 }
 END_TEST
 
+/* A team's round: each speaker's text, one run to team_done. */
+START_TEST(test_team)
+{
+	static const char *evs[] = {
+		"{\"type\":\"user_message\",\"seq\":1,\"ts\":\"" TS "\","
+		    "\"id\":\"agui:r1\",\"message\":\"x\"}",
+		"{\"type\":\"token\",\"seq\":2,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"content\":\"a\"}",
+		"{\"type\":\"done\",\"seq\":3,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"teamRound\":true}",
+		"{\"type\":\"token\",\"seq\":4,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1-1\",\"content\":\"b\"}",
+		"{\"type\":\"done\",\"seq\":5,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1-1\",\"teamRound\":true}",
+		"{\"type\":\"team_done\",\"seq\":6,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"reason\":\"done\"}",
+		NULL
+	};
+	struct agui *st = fresh("agui:r1");
+	size_t len;
+	char *t = play(st, evs, &len);
+	cJSON *bl = blocks(t);
+
+	ck_assert_str_eq(types(bl), "RUN_STARTED STATE_SNAPSHOT STEP_STARTED "
+	    "TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END "
+	    "TEXT_MESSAGE_START TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END "
+	    "STEP_FINISHED RUN_FINISHED");
+	ck_assert_str_eq(field(bl, 6, "messageId"), "m-1-1");
+	ck_assert_int_eq(st->end, 1);
+	cJSON_Delete(bl);
+	free(t);
+	agui_free(st);
+}
+END_TEST
+
 START_TEST(test_reasoning_error)
 {
 	static const char *evs[] = {
@@ -684,6 +719,7 @@ main(void)
 	tcase_add_test(tc, test_hold_last_run);
 	tcase_add_test(tc, test_client_call);
 	tcase_add_test(tc, test_approved_client_call);
+	tcase_add_test(tc, test_team);
 	tcase_add_test(tc, test_reasoning_error);
 	tcase_add_test(tc, test_parse_chat);
 	tcase_add_test(tc, test_parse_answers);
