@@ -44,6 +44,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 #include "adapt.h"
+#include "approve.h"
 #include "conn.h"
 #include "evt.h"
 #include "input.h"
@@ -112,17 +113,43 @@ running_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
 {
 	const cJSON *t;
 
-	if (s->turn != NULL) {
-		snprintf(msgid, len, "%s", s->turn->msgid);
+	if (s->turn != NULL)
 		*seq = s->turn->input_seq;
-		return 0;
+	else {
+		t = cJSON_GetObjectItem(s->meta, "turn");
+		if (!cJSON_IsObject(t))
+			return -1;
+		*seq = (uint64_t)proto_count(t, "inputSeq");
 	}
-	t = cJSON_GetObjectItem(s->meta, "turn");
-	if (!cJSON_IsObject(t) || str_of(t, "messageId") == NULL)
+	if (*seq == 0)
 		return -1;
-	snprintf(msgid, len, "%s", str_of(t, "messageId"));
-	*seq = (uint64_t)proto_count(t, "inputSeq");
-	return *seq > 0 ? 0 : -1;
+	/* The turn's own id: a team's next speaker's is m-SEQ-HOP. */
+	snprintf(msgid, len, "m-%llu", (unsigned long long)*seq);
+	return 0;
+}
+
+/*
+ * The turn that the request's answers are for, from the requests they
+ * answer (meta's waiting list, which a host that only follows the
+ * session keeps from the log too); 0, or -1 when none waits.
+ */
+static int
+answered_turn(struct sess *s, const struct agui *st, uint64_t *seq)
+{
+	const cJSON *a, *w;
+	const char *mid;
+	int k;
+
+	for (k = 0; k < 2; k++)
+		cJSON_ArrayForEach(a, (k == 0 ? st->answered : st->replied)) {
+			w = approve_entry(s, a->valuestring, k == 0 ?
+			    APPROVE_APPROVALS : APPROVE_CALLS);
+			if ((mid = str_of(w, "messageId")) != NULL &&
+			    strncmp(mid, "m-", 2) == 0 &&
+			    (*seq = strtoull(mid + 2, NULL, 10)) > 0)
+				return 0;
+		}
+	return -1;
 }
 
 /* Applies the request's next Parley message; its answer is agui_reply. */
@@ -162,8 +189,14 @@ apply_next(struct conn *c)
 			    500, err, "the session could not be opened; retry");
 		return;
 	}
-	if (st->from == 0)
+	if (st->from == 0) {
 		st->from = sess_last_seq(s) + 1;
+		/* Before they are applied: then nothing waits for them. */
+		if (st->kind == AGUI_ANSWER && answered_turn(s, st,
+		    &st->turn_seq) == 0)
+			snprintf(st->msgid, sizeof(st->msgid), "m-%llu",
+			    (unsigned long long)st->turn_seq);
+	}
 	input_apply(s, &c->cl, &(struct sess_from){ (int)c->ic.role,
 	    c->agent, c->ic.subject, 0 }, &in, &res);
 	proto_in_free(&in);
@@ -215,7 +248,8 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	}
 	/* Answers: the turn they let go on, from its start, the runs the
 	 * client answered left out (struct agui). */
-	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
+	if ((seq = st->turn_seq) == 0 && running_turn(s, st->msgid,
+	    sizeof(st->msgid), &seq) == -1) {
 		agui_error(c, 409, "CONFLICT", "the thread has no run waiting "
 		    "for these answers (its turn has finished); read the "
 		    "thread's messages from GET /sessions/ID/log");

@@ -59,6 +59,7 @@ struct agui {
 	cJSON		*inputs;	/* what the POST applies */
 	int		 next;		/* the next of them */
 	uint64_t	 from;		/* a follower's log end before it */
+	uint64_t	 turn_seq;	/* the turn answers are for, or 0 */
 	uint64_t	 approval_ms;	/* approval-timeout */
 	/* the hold */
 	uint64_t	 hold_until;

@@ -26,10 +26,15 @@
 #     /log); without an id it gets the run from RUN_STARTED; after the
 #     turn, 204;
 #  f. bad input is refused with 400 saying what to fix and creates no
-#     session; an observer's run is refused with 403.
+#     session; an observer's run is refused with 403;
+#  g. two hosts on one Redis: runs POSTed to the host that only follows
+#     the session (the chat found by its id once the owner logs it; the
+#     tool message that continues the turn) stream the turn its owner
+#     runs.
 import sys, os, subprocess
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
+from cluster import Cluster, TOKEN
 
 ADMIN, USER, OBS = "adm-secret", "usr-secret", "obs-secret"
 E2E = os.path.dirname(os.path.abspath(__file__))
@@ -155,8 +160,8 @@ def agui_ms(iso):
                + 0.5)
 
 
-def part_c(d, step="client", sid="ag-c"):
-    out = node(d, USER, sid, step)
+def part_c(d, step="client", sid="ag-c", token=USER):
+    out = node(d, token, sid, step)
     if step == "client_approve":
         ev0 = out["asked"]["events"]
         check_run(ev0, "asked run", "interrupt")
@@ -283,6 +288,23 @@ def part_f(d):
           % (st, data[:300]))
 
 
+async def part_g(tool):
+    with Cluster(2, lease="2s", netns=False, workers=1, default="p",
+                 providers=provider_block("p", tool, chunk=16)) as c:
+        h0, h1 = c.hosts
+        sid = "ag-mh"
+        st, js = h0.http_json("POST", "/sessions", {"sessionId": sid})
+        check(st == 201, "g: POST /sessions on host 0 -> %s %s" % (st, js))
+        # A stream on host 0 keeps the session there.
+        ws = await ws_connect(h0.url("/sessions/%s/stream" % sid))
+        await ws_recv(ws)
+        check(h1.host == "127.0.0.1", "g: host 1 on %s" % h1.host)
+        part_c(h1, "client", sid, TOKEN)
+        check("turn m-" not in h1.log_text(), "g: the follower ran it")
+        check("turn m-" in h0.log_text(), "g: the owner did not run it")
+        await ws.close()
+
+
 def daemon(extra, reply, delay="2ms", chunk=16):
     tokens = "token %s role user\ntoken %s role observer\n" % (USER, OBS)
     return Daemon(extra=extra + tokens, default="p", token=ADMIN,
@@ -304,6 +326,8 @@ def main():
         print("-- part_c", flush=True)
         part_c(d)
         part_c(d, "client_approve", "ag-c2")
+    print("-- part_g", flush=True)
+    asyncio.run(part_g(tool))
     srv = Everything()
     try:
         mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"
