@@ -129,6 +129,29 @@ running_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
 }
 
 /*
+ * A turn that waits for an answer, by meta's waiting list (a host that
+ * only follows the session knows no running turn, but keeps that list
+ * from the log); 0, or -1 when nothing waits.
+ */
+static int
+waiting_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
+{
+	const cJSON *w;
+	const char *mid;
+
+	cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting"))
+		/* An approval (no kind) or a client's call: a turn's. */
+		if ((str_of(w, "kind") == NULL || strcmp(str_of(w, "kind"),
+		    "call") == 0) && (mid = str_of(w, "messageId")) != NULL &&
+		    strncmp(mid, "m-", 2) == 0 &&
+		    (*seq = strtoull(mid + 2, NULL, 10)) > 0) {
+			snprintf(msgid, len, "m-%llu", (unsigned long long)*seq);
+			return 0;
+		}
+	return -1;
+}
+
+/*
  * The turn that the request's answers are for, from the requests they
  * answer (meta's waiting list, which a host that only follows the
  * session keeps from the log too); 0, or -1 when none waits.
@@ -394,7 +417,8 @@ agui_get(struct conn *c)
 		    "?lastEventId=) must be an id of this stream, SEQ:K");
 		return;
 	}
-	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
+	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1 &&
+	    waiting_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
 		agui_free(st);
 		conn_respond(c, 204, NULL, 0, NULL);
 		return;
