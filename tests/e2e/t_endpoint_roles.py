@@ -61,6 +61,17 @@ REQUESTS = {
     "GET /sessions/ID/control": ("ws", None),
     "POST /api/agents/stream": ("ssebody", {"sessionId": SID,
                                             "message": "hi"}),
+    # the AI SDK's and AG-UI's (aisdk.c, agui.c): the head says enough;
+    # a resume with no turn running is 204
+    "POST /api/chat": ("sse", {"id": SID, "trigger": "submit-message",
+                               "messages": [{"id": "er-u1", "role": "user",
+                                             "parts": [{"type": "text",
+                                                        "text": "hi"}]}]}),
+    "GET /api/chat/ID/stream": ("sse", None),
+    "POST /api/agui": ("sse", {"threadId": SID, "runId": "er-r1",
+                               "messages": [{"id": "er-m1", "role": "user",
+                                             "content": "hi"}]}),
+    "GET /api/agui/ID/stream": ("sse", None),
     "GET /api/audit?sessionId=ID": ("http", None),
     # project P's knowledge (parley-knowledge(7)); the table lists the
     # write first, so that the reads find the project made
@@ -225,7 +236,7 @@ async def roles():
                 what = "%s as %s -> %d %s" % (ep, col, st, text[-300:])
                 if cell.startswith("yes"):
                     check(not refused(st, text) and st in
-                          (101, 200, 201, 202, 409), "allowed: " + what)
+                          (101, 200, 201, 202, 204, 409), "allowed: " + what)
                 else:
                     want = 401 if col == "none" else 403
                     check(st == want or (st == 200 and kind == "ssebody" and
