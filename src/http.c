@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -988,4 +989,20 @@ http_respond_error_h(struct evbuffer *out, int status, const char *code,
 		    extra_headers);
 		cJSON_free(s);
 	}
+}
+
+int
+http_query_u64(const struct http_request *r, const char *name, uint64_t *out)
+{
+	char v[32], *end;
+	int rc;
+
+	if (r->query == NULL ||
+	    (rc = http_query_param(r->query, name, v, sizeof(v))) == -1)
+		return 0;
+	if (rc != 0 || v[0] < '0' || v[0] > '9')
+		return -1;
+	errno = 0;
+	*out = strtoull(v, &end, 10);
+	return *end == '\0' && errno == 0 ? 1 : -1;
 }

@@ -28,6 +28,7 @@
 #include "kb.h"
 #include "kgmcp.h"
 #include "kgs.h"
+#include "logpage.h"
 #include "life.h"
 #include "route.h"
 #include "adapt.h"
@@ -449,23 +450,6 @@ out:
 	proto_in_free(&in);
 }
 
-/* 1 with *out set, 0 when name is absent, -1 when it is not a number. */
-static int
-query_u64(const struct http_request *r, const char *name, uint64_t *out)
-{
-	char v[32], *end;
-	int rc;
-
-	if (r->query == NULL ||
-	    (rc = http_query_param(r->query, name, v, sizeof(v))) == -1)
-		return 0;
-	if (rc != 0 || v[0] < '0' || v[0] > '9')
-		return -1;
-	errno = 0;
-	*out = strtoull(v, &end, 10);
-	return *end == '\0' && errno == 0 ? 1 : -1;
-}
-
 static void
 session_error(struct conn *c, const char *err, const char *sid)
 {
@@ -493,136 +477,6 @@ session_error(struct conn *c, const char *err, const char *sid)
 	else
 		conn_http_error(c, 500, "INTERNAL", "the session could not be "
 		    "opened; see the server log");
-}
-
-#define PAGE_BYTES	(4u * 1024 * 1024)	/* a page stops past this */
-#define AUDIT_SCAN	10000		/* events one audit page reads */
-#define AUDIT_SCAN_BYTES (16u * 1024 * 1024)	/* and their bytes */
-
-static int
-page_cb(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
-{
-	struct conn *c = arg;
-	struct conn_page *p = c->page;
-
-	if (p->audit) {
-		/* The trail is a few events among many: the read is bounded
-		 * by what it reads, the page by what it keeps. */
-		if (!auditlog_type(json, len)) {
-			p->next = seq;
-			p->scanned += len;
-			return p->scanned >= AUDIT_SCAN_BYTES;
-		}
-		if (p->n == p->want) {
-			p->more = 1;
-			return 1;
-		}
-		p->next = seq;
-		p->scanned += len;
-	}
-	if (p->n++ > 0)
-		evbuffer_add(p->out, ",", 1);
-	evbuffer_add(p->out, json, len);
-	/* Large events make a short page; the client pages on with after. */
-	return evbuffer_get_length(p->out) >= PAGE_BYTES ||
-	    (p->audit && p->scanned >= AUDIT_SCAN_BYTES);
-}
-
-static void
-page_done(void *arg, ssize_t n)
-{
-	struct conn *c = arg;
-	struct conn_page *p = c->page;
-	size_t len;
-	char *body;
-
-	deliver_read_end(&c->sub);
-	c->page = NULL;
-	if (n < 0) {
-		c->wk->metrics.store_errors++;
-		conn_http_error(c, 500, "INTERNAL",
-		    "the log could not be read");
-	} else {
-		/* More only past what this read got to: a read that got
-		 * nothing would be asked again forever. */
-		if (p->audit)
-			evbuffer_add_printf(p->out, "],\"next\":%llu,"
-			    "\"more\":%s}", (unsigned long long)p->next,
-			    p->more || (n > 0 && p->next < p->end) ? "true" :
-			    "false");
-		else
-			evbuffer_add(p->out, "]", 1);
-		len = evbuffer_get_length(p->out);
-		body = (char *)evbuffer_pullup(p->out, -1);
-		conn_respond(c, 200, body, len, NULL);
-		c->closing = c->close_sent = 1;
-	}
-	evbuffer_free(p->out);
-	free(p);
-	if (c->sub.ranging)
-		c->sub.ranging = 2;	/* answered inside the call */
-	else
-		conn_settle(c);
-}
-
-/*
- * A page of the log for c, from its ?after=N (default 0) and ?limit=L
- * (1 to 1000, default 100); NULL once answered with an error.
- */
-static struct conn_page *
-page_new(struct conn *c, uint64_t *after, uint64_t *limit)
-{
-	const struct http_request *r = &c->hp.req;
-	struct conn_page *p;
-
-	*after = 0;
-	*limit = 100;
-	if (query_u64(r, "after", after) == -1 ||
-	    query_u64(r, "limit", limit) == -1 || *limit == 0 ||
-	    *limit > 1000) {
-		conn_http_error(c, 400, "BAD_REQUEST",
-		    "after must be a seq (a whole "
-		    "number) and limit a whole number from 1 to 1000");
-		return NULL;
-	}
-	if ((p = calloc(1, sizeof(*p))) == NULL ||
-	    (p->out = evbuffer_new()) == NULL) {
-		free(p);
-		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
-		return NULL;
-	}
-	return p;
-}
-
-/*
- * GET /sessions/ID/log: a JSON array of the events after seq N, at most L.
- * audit, GET /api/audit?sessionId=ID: of those, only the audit_entry and
- * autonomy_changed events, with where to go on (the supervisor checked
- * the role and the scope).
- */
-static void
-get_page(struct conn *c, struct sess *s, int audit)
-{
-	struct conn_page *p;
-	uint64_t after, limit;
-
-	if ((p = page_new(c, &after, &limit)) == NULL)
-		return;
-	if (audit) {
-		p->audit = 1;
-		p->want = (int)limit;
-		p->next = after;
-		p->end = deliver_last(&s->feed);
-		limit = AUDIT_SCAN;
-		/* A session id needs no escaping (store_valid_id). */
-		evbuffer_add_printf(p->out, "{\"sessionId\":\"%s\","
-		    "\"entries\":[", s->id);
-	} else
-		evbuffer_add(p->out, "[", 1);
-	c->page = p;
-	/* page_done may answer inside the call: the caller settles. */
-	deliver_read(&c->sub, &s->feed, after, (size_t)limit, page_cb,
-	    page_done, c);
 }
 
 /*
@@ -1296,7 +1150,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		    &err)) == NULL)
 			session_error(c, err, c->ic.session);
 		else
-			get_page(c, s, 1);
+			logpage_get(c, s, 1);
 		return;
 	}
 	/* The host's directory index: no session (index.c). */
@@ -1372,7 +1226,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			    "use GET or DELETE");
 		return;
 	}
-	if (query_u64(r, "lastSeq", &last) == -1) {
+	if (http_query_u64(r, "lastSeq", &last) == -1) {
 		conn_http_error(c, 400, "BAD_REQUEST",
 		    "lastSeq must be a whole "
 		    "number: the highest seq the client has seen");
@@ -1398,7 +1252,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			conn_close(c, WS_CLOSE_POLICY, "agentId taken");
 			return;
 		}
-		have_last = query_u64(r, "lastSeq", &last) == 1;
+		have_last = http_query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
 		if (!have_last) {
 			struct timeval tv;
@@ -1421,10 +1275,10 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			session_error(c, err, sid);
 			return;
 		}
-		have_last = query_u64(r, "lastSeq", &last) == 1;
+		have_last = http_query_u64(r, "lastSeq", &last) == 1;
 		/* A project's stream also takes ?after= (its log's GET). */
 		if (!have_last && kgs_session(sid))
-			have_last = query_u64(r, "after", &last) == 1;
+			have_last = http_query_u64(r, "after", &last) == 1;
 		if (http_header(r, "Last-Event-ID") != NULL) {
 			char *end;
 
@@ -1449,7 +1303,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL)
 			session_error(c, err, sid);
 		else
-			get_page(c, s, 0);
+			logpage_get(c, s, 0);
 		return;
 	}
 	if (strcmp(sub, "thoughts") == 0) {
@@ -1475,7 +1329,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		if (conn_ws_upgrade(c) == -1)
 			return;
 		c->control = 1;
-		have_last = query_u64(r, "lastSeq", &last) == 1;
+		have_last = http_query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
 		return;
 	}
@@ -1491,7 +1345,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		c->sub.role = IPC_ROLE_OBSERVER;
 		c->sub.dash = 1;
 		c->agent[0] = '\0';	/* no agent's presence, no author's view */
-		have_last = query_u64(r, "lastSeq", &last) == 1;
+		have_last = http_query_u64(r, "lastSeq", &last) == 1;
 		stream_open(c, s, have_last, last);
 		if (!have_last)
 			stream_hold(c);

@@ -7,6 +7,7 @@
 #define PARLEY_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct evbuffer;
 
@@ -122,6 +123,10 @@ int	http_has_token(const char *value, const char *token);
  * -1 absent, -2 too long for out or malformed (bad %xx, %00); out is ""
  * unless 0 is returned.
  */
+/* Query parameter name as a whole number: 1 with *out set, 0 when it is
+ * absent, -1 when it is not one. */
+int	http_query_u64(const struct http_request *, const char *name,
+	    uint64_t *out);
 int	http_query_param(const char *query, const char *name, char *out,
 	    size_t outlen);
 
