@@ -135,6 +135,28 @@ id_ok(const char *s, size_t max)
 	    "efghijklmnopqrstuvwxyz0123456789._:-") == n;
 }
 
+/*
+ * 0 when sid may name a chat: a session id (store_valid_id) and not a
+ * project's knowledge session ("kg:NAME", which takes no chat); -1 with
+ * msg saying what to send instead.
+ */
+static int
+chat_id_ok(const char *sid, char *msg, size_t msglen)
+{
+	if (sid == NULL || !store_valid_id(sid)) {
+		snprintf(msg, msglen, "the chat id (Parley's session) must be "
+		    "1-128 characters of A-Z a-z 0-9 . _ : - (not starting "
+		    "with '.')");
+		return -1;
+	}
+	if (strncmp(sid, "kg:", 3) == 0) {
+		snprintf(msg, msglen, "a chat id cannot be a project's knowledge "
+		    "session (kg:NAME): use another id");
+		return -1;
+	}
+	return 0;
+}
+
 /* A user message's text parts joined by newlines, bounded by max. */
 static char *
 user_text(const cJSON *parts, size_t max, char *msg, size_t msglen)
@@ -211,10 +233,11 @@ req_parse(const cJSON *o, size_t max, struct aisdk_req *r, char *msg,
 	}
 	r->chat = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
 	    "id"));
-	if (r->chat == NULL || !store_valid_id(r->chat)) {
-		snprintf(msg, msglen, "field 'id' (the chat id, Parley's "
-		    "session) must be 1-128 characters of A-Z a-z 0-9 . _ : - "
-		    "(not starting with '.')");
+	if (chat_id_ok(r->chat, msg, msglen) == -1) {
+		if (r->chat == NULL || !store_valid_id(r->chat))
+			snprintf(msg, msglen, "field 'id' (the chat id, Parley's "
+			    "session) must be 1-128 characters of A-Z a-z 0-9 . "
+			    "_ : - (not starting with '.')");
 		return -1;
 	}
 	trig = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
@@ -320,6 +343,9 @@ aisdk_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	cJSON *o;
 
 	*create = 0;
+	/* Nothing is loaded for an id that names no chat: aisdk_http says. */
+	if (chat_id_ok(c->ic.session, msg, sizeof(msg)) == -1)
+		return 0;
 	if (strcmp(c->hp.req.method, "POST") == 0 &&
 	    strcmp(c->hp.req.path, "/api/chat") == 0) {
 		/* Only a valid question may make the session. */
@@ -332,7 +358,7 @@ aisdk_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		cJSON_Delete(o);
 	}
 	snprintf(sid, sidlen, "%s", c->ic.session);
-	return store_valid_id(sid);
+	return 1;
 }
 
 /* sess_get's error as the HTTP answer (route.c's session_error). */
@@ -416,22 +442,64 @@ approve_next(struct conn *c, struct sess *s)
 }
 
 /*
- * The turn the approvals continue: the assistant message's id when it is
- * Parley's ("m-SEQ", from start), else the session's turn; "" if none.
+ * Checks every answer of the POST before any is applied, so a bad one
+ * changes nothing: each names a call that waits for its approval (meta's
+ * waiting list, which a host that only follows the session keeps too) or
+ * one answered already (a repeat, which changes nothing), and those that
+ * wait are of one turn.  The turn is taken from them; the client's
+ * message id only cross-checks it, or names the turn when every answer
+ * is a repeat (its stream then ends at the turn's end, or at once when
+ * that seq is no turn's user_message: aisdk_tr.c).  0 with st->msgid
+ * set, or -1 with the HTTP error answered.
  */
-static void
-approval_turn(struct sess *s, const char *msg_id, char *out, size_t len)
+static int
+approvals_check(struct conn *c, struct sess *s, const char *msg_id)
 {
-	const char *m;
+	struct aisdk *st = AISDK(c);
+	const cJSON *a, *w;
+	const char *id;
+	uint64_t seq = 0, n, client = aisdk_tr_input_seq(msg_id);
+	char msg[400];
 
-	out[0] = '\0';
-	if (aisdk_tr_input_seq(msg_id) > 0)
-		snprintf(out, len, "%s", msg_id);
-	else if (s->turn != NULL)
-		snprintf(out, len, "%s", s->turn->msgid);
-	else if ((m = cJSON_GetStringValue(cJSON_GetObjectItem(
-	    cJSON_GetObjectItem(s->meta, "turn"), "messageId"))) != NULL)
-		snprintf(out, len, "%s", m);
+	cJSON_ArrayForEach(a, st->approvals) {
+		id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(a,
+		    "toolCallId"));
+		if ((w = approve_entry(s, id, APPROVE_APPROVALS)) == NULL) {
+			if (approve_was_answered(s, id))
+				continue;
+			snprintf(msg, sizeof(msg), "no approval is pending for "
+			    "toolCallId '%.100s' in this chat: answer only the "
+			    "tool-approval-request chunks of its waiting turn "
+			    "(nothing was applied)", id);
+			conn_http_error(c, 404, "NOT_FOUND", msg);
+			return -1;
+		}
+		n = aisdk_tr_input_seq(cJSON_GetStringValue(
+		    cJSON_GetObjectItemCaseSensitive(w, "messageId")));
+		if (n == 0 || (seq != 0 && n != seq) || (client != 0 &&
+		    n != client)) {
+			snprintf(msg, sizeof(msg), "the approval of toolCallId "
+			    "'%.100s' belongs to another turn than %s: answer "
+			    "one turn's approvals per request, in that turn's "
+			    "assistant message (nothing was applied)", id,
+			    seq != 0 || client == 0 ? "the others" :
+			    "the message's id says");
+			conn_http_error(c, 409, "CONFLICT", msg);
+			return -1;
+		}
+		seq = n;
+	}
+	if (seq == 0 && client != 0 && client <= sess_last_seq(s))
+		seq = client;
+	if (seq == 0) {
+		conn_http_error(c, 409, "CONFLICT", "no turn of this chat waits "
+		    "for these approvals: they were answered, and the last "
+		    "message's id names no turn of the chat");
+		return -1;
+	}
+	snprintf(st->msgid, sizeof(st->msgid), "m-%llu",
+	    (unsigned long long)seq);
+	return 0;
 }
 
 /* Each answered approval of the last message as a tool_approve body. */
@@ -516,14 +584,12 @@ post_chat(struct conn *c)
 	c->adapt_st = st;
 	st->from = sess_last_seq(s);
 	if (r.approval) {
-		approval_turn(s, r.msg_id, st->msgid, sizeof(st->msgid));
 		st->approvals = approvals_of(r.last);
-		cJSON_Delete(o);
-		if (st->msgid[0] == '\0') {
-			conn_http_error(c, 409, "CONFLICT", "no turn of this "
-			    "chat waits for an approval");
+		if (approvals_check(c, s, r.msg_id) == -1) {
+			cJSON_Delete(o);
 			return;
 		}
+		cJSON_Delete(o);
 		st->approving = 1;
 		approve_next(c, s);
 		return;
@@ -544,12 +610,20 @@ post_chat(struct conn *c)
 		aisdk_reply(c, s, &res);
 }
 
-/* Starts the stream of st's turn from seq from. */
+/*
+ * Starts the stream of st's turn from seq from.  Until the turn's first
+ * event is read (aisdk_chunks), it waits at most AISDK_FIND_MS: a chat a
+ * follower handed on is logged by the owner soon, and a turn read from
+ * its seq starts at once.
+ */
 static void
 stream(struct conn *c, struct sess *s, uint64_t from)
 {
 	struct aisdk *st = AISDK(c);
+	struct timeval tv;
 
+	util_tv(&tv, AISDK_FIND_MS);
+	evtimer_add(c->tmo_ev, &tv);
 	st->tr.waits = aisdk_waits;
 	st->tr.arg = c;
 	adapt_stream(c, s, &aisdk_adapt, st, AISDK_HDR, from);
@@ -559,7 +633,6 @@ static void
 aisdk_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 {
 	struct aisdk *st = AISDK(c);
-	struct timeval tv;
 
 	if (res->code != NULL) {
 		conn_http_error(c, res->http ? res->http : 500, res->code,
@@ -600,8 +673,6 @@ aisdk_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	}
 	/* A follower handed it to the owner, which logs it soon: found by
 	 * its id among what is logged after the POST. */
-	util_tv(&tv, AISDK_FIND_MS);
-	evtimer_add(c->tmo_ev, &tv);
 	stream(c, s, st->from + 1);
 }
 
@@ -657,15 +728,21 @@ aisdk_http(struct conn *c)
 {
 	const struct http_request *r = &c->hp.req;
 	const char *p = r->path + 10;
+	char msg[256];
 	size_t n;
 
+	/* Routed by an id that names no chat (aisdk_session loaded none). */
+	if (c->ic.session[0] != '\0' && chat_id_ok(c->ic.session, msg,
+	    sizeof(msg)) == -1) {
+		conn_http_error(c, 400, "BAD_REQUEST", msg);
+		return;
+	}
 	if (strcmp(r->path, "/api/chat") == 0) {
 		if (strcmp(r->method, "POST") != 0)
 			conn_http_error(c, 405, "BAD_REQUEST", "use POST "
 			    "/api/chat with the AI SDK's body {\"id\","
 			    "\"messages\",...}");
 		else if (c->ic.session[0] == '\0') {
-			char msg[256];
 			struct aisdk_req q;
 			cJSON *o = body_of(c, msg, sizeof(msg));
 

@@ -14,13 +14,26 @@
  *	agent_state waiting_approval	finish-step, finish "tool-calls", [DONE]
  *					(the stream ends if the call still waits)
  *	done				finish-step, finish, [DONE]
- *	error (not retrying)		error {errorText}, [DONE]
+ *	error, severity "fatal"		error {errorText}, [DONE]
+ *	error, "recoverable"		held: the turn's next agent_state "idle"
+ *					makes it error {errorText}, [DONE] (the
+ *					turn failed); an event of the turn
+ *					(a re-run, m-SEQ.N, after its worker
+ *					stopped) drops it and the stream goes on
+ *	error, retrying			the open text ends; the re-run's is new
+ *	a call past AISDK_TR_CALLS	error {errorText}, [DONE] (not remembered,
+ *					its chunks would repeat)
+ *	no user_message at m-SEQ's seq	error {errorText}, [DONE] (no such turn)
  *
  * A step ends (finish-step) and the next begins (start-step) when the
  * model speaks again after tools ran, or a tool event names a new step.
  * Nothing depends on the clock or on what was sent before: only on the
- * events from the turn's start.
+ * events from the turn's start.  The one exception is whether the wait
+ * ends the stream (agent_state waiting_approval): the chunks are the
+ * log's, but a reading made once the call was answered goes on through
+ * the wait instead of ending there (t->waits, the session's live state).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +70,10 @@ aisdk_tr_input_seq(const char *msgid)
 	if (msgid == NULL || strncmp(msgid, "m-", 2) != 0 ||
 	    msgid[2] < '1' || msgid[2] > '9')
 		return 0;
+	errno = 0;
 	v = strtoull(msgid + 2, &end, 10);
-	if (*end != '\0' && *end != '.' && *end != '-')
+	if (errno == ERANGE || v > AISDK_TR_SEQ_MAX ||
+	    (*end != '\0' && *end != '.' && *end != '-'))
 		return 0;
 	return (uint64_t)v;
 }
@@ -122,7 +137,7 @@ call_state(struct aisdk_tr *t, const char *id)
 	return str(t->calls, id);
 }
 
-/* Remembers call id's state; past AISDK_TR_CALLS new calls are not. */
+/* Remembers call id's state (ev_tool checks the bound before a new one). */
 static void
 call_set(struct aisdk_tr *t, const char *id, const char *state)
 {
@@ -132,8 +147,6 @@ call_set(struct aisdk_tr *t, const char *id, const char *state)
 		cJSON_SetValuestring(v, state);
 		return;
 	}
-	if (t->ncalls >= AISDK_TR_CALLS)
-		return;
 	cJSON_AddStringToObject(t->calls, id, state);
 	t->ncalls++;
 }
@@ -222,6 +235,12 @@ ev_tool(struct aisdk_tr *t, struct out *o, const char *type,
 	if (id == NULL)
 		return;
 	st = call_state(t, id);
+	/* A call not remembered would have its chunks sent again. */
+	if (st == NULL && strcmp(type, "audit_entry") != 0 &&
+	    t->ncalls >= AISDK_TR_CALLS) {
+		t->overflow = 1;
+		return;
+	}
 	if (strcmp(type, "tool_start") == 0) {
 		/* An approved call starts: its input was sent with the ask. */
 		if (st != NULL)
@@ -256,7 +275,7 @@ ev_tool(struct aisdk_tr *t, struct out *o, const char *type,
 		    strcmp(st, CALL_OUT) == 0))
 			return;
 		if (st == NULL) {
-			/* Its input was not seen (a call past the bound). */
+			/* Its input was not seen (no tool_start logged). */
 			tool_step(t, o, 0);
 			tool_input(t, o, e, id);
 		}
@@ -362,6 +381,16 @@ finish(struct aisdk_tr *t, struct out *o, const char *reason,
 	adapt_sse_text(&t->cur, &o->buf, &o->len, o->seq, "[DONE]");
 }
 
+/* An error event's text for the error chunk: "CODE: message". */
+static void
+error_text(const cJSON *e, char *buf, size_t len)
+{
+	const char *code = str(e, "code"), *m = str(e, "message");
+
+	snprintf(buf, len, "%s: %s", code ? code : "ERROR",
+	    m ? m : "the turn failed");
+}
+
 /* 1 when the chunks of o's event so far went out (were not left out). */
 static int
 sent(const struct aisdk_tr *t, const struct out *o)
@@ -401,14 +430,29 @@ aisdk_tr_event(struct aisdk_tr *t, uint64_t seq, const char *type,
     const cJSON *e, size_t *len, int *end)
 {
 	struct out o = { NULL, 0, seq };
+	char errtext[AISDK_TR_ERR];
 	const cJSON *th;
 	const char *s;
-	cJSON *c;
 
 	*len = 0;
 	*end = 0;
 	if (t->finished || e == NULL)
 		return NULL;
+	/*
+	 * A turn read from its seq whose first event is not its
+	 * user_message (a message id that names no turn, or a log that now
+	 * starts later): there is nothing to stream, and waiting would never
+	 * end.
+	 */
+	if (!t->started && t->msgid[0] != '\0' && seq >= t->input_seq &&
+	    (seq != t->input_seq || strcmp(type, "user_message") != 0)) {
+		snprintf(errtext, sizeof(errtext), "NOT_FOUND: the chat's log "
+		    "holds no turn %s (its first event is gone, or it is no "
+		    "turn's id)", t->msgid);
+		finish(t, &o, NULL, errtext);
+		t->finished = *end = 1;
+		goto out;
+	}
 	if (strcmp(type, "user_message") == 0) {
 		if (t->started)
 			return NULL;
@@ -434,8 +478,15 @@ aisdk_tr_event(struct aisdk_tr *t, uint64_t seq, const char *type,
 	}
 	/* The wait has no messageId: the turn's, while it asks. */
 	if (strcmp(type, "agent_state") == 0) {
-		if ((s = str(e, "status")) == NULL ||
-		    strcmp(s, "waiting_approval") != 0 || !asking(t))
+		s = str(e, "status");
+		/* A held error with the agent idle after it: the turn failed. */
+		if (s != NULL && strcmp(s, "idle") == 0 && t->failed[0] != '\0') {
+			finish(t, &o, NULL, t->failed);
+			t->finished = *end = 1;
+			goto out;
+		}
+		if (s == NULL || strcmp(s, "waiting_approval") != 0 ||
+		    !asking(t))
 			return NULL;
 		finish(t, &o, "tool-calls", NULL);
 		/* Another reading, once the call was answered, goes on. */
@@ -444,12 +495,17 @@ aisdk_tr_event(struct aisdk_tr *t, uint64_t seq, const char *type,
 	}
 	if (strcmp(type, "thought") == 0) {
 		if (cJSON_IsObject(th = cJSON_GetObjectItemCaseSensitive(e,
-		    "thought")) && thought_of(t, th))
+		    "thought")) && thought_of(t, th)) {
+			t->failed[0] = '\0';
 			ev_thought(t, &o, th);
+		}
 		goto out;
 	}
 	if (!adapt_turn_of(t->msgid, e))
 		return NULL;
+	/* The turn goes on after a held error: it was re-run, not failed. */
+	if (strcmp(type, "error") != 0)
+		t->failed[0] = '\0';
 	if (strcmp(type, "token") == 0)
 		ev_token(t, &o, e);
 	else if (strcmp(type, "tool_start") == 0 ||
@@ -478,16 +534,28 @@ aisdk_tr_event(struct aisdk_tr *t, uint64_t seq, const char *type,
 			reason_end(t, &o);
 			goto out;
 		}
-		s = str(e, "message");
-		c = cJSON_GetObjectItemCaseSensitive(e, "code");
-		{
-			char msg[512];
-
-			snprintf(msg, sizeof(msg), "%s: %s",
-			    cJSON_IsString(c) ? c->valuestring : "ERROR",
-			    s ? s : "the turn failed");
-			finish(t, &o, NULL, msg);
+		error_text(e, errtext, sizeof(errtext));
+		/*
+		 * Recoverable: a failed turn (then the agent is idle) or its
+		 * worker stopped and the turn runs again (its events follow);
+		 * which one, the next events say.
+		 */
+		if ((s = str(e, "severity")) != NULL &&
+		    strcmp(s, "recoverable") == 0) {
+			text_end(t, &o);
+			reason_end(t, &o);
+			snprintf(t->failed, sizeof(t->failed), "%s", errtext);
+			goto out;
 		}
+		finish(t, &o, NULL, errtext);
+		t->finished = *end = 1;
+	}
+	if (t->overflow) {
+		snprintf(errtext, sizeof(errtext), "TOO_MANY_CALLS: the turn made "
+		    "more than %d tool calls, more than this stream follows; "
+		    "the session's log (GET /sessions/{id}/log) has the rest",
+		    AISDK_TR_CALLS);
+		finish(t, &o, NULL, errtext);
 		t->finished = *end = 1;
 	}
 out:

@@ -16,6 +16,8 @@
 
 #define AISDK_TR_CALLS	256	/* tool calls of a turn remembered */
 #define AISDK_TR_ID	160	/* bytes of a chat id, with NUL */
+#define AISDK_TR_ERR	512	/* bytes of an error chunk's text */
+#define AISDK_TR_SEQ_MAX 9007199254740992ULL	/* 2^53: a seq in JSON */
 
 struct aisdk_tr {
 	struct adapt_cursor cur;	/* first: adapt.h's */
@@ -32,6 +34,8 @@ struct aisdk_tr {
 	char	 reason[48];	/* the open reasoning part's id, or "" */
 	cJSON	*calls;		/* toolCallId: "in", "ask", "no", "out" */
 	int	 ncalls;
+	int	 overflow;	/* a call past AISDK_TR_CALLS: the stream ends */
+	char	 failed[AISDK_TR_ERR];	/* a held recoverable error, or "" */
 	/* 1 while call id still waits for an answer (NULL: it does) */
 	int	(*waits)(void *, const char *id);
 	void	*arg;
@@ -50,7 +54,10 @@ void	aisdk_tr_clear(struct aisdk_tr *);
  */
 char	*aisdk_tr_event(struct aisdk_tr *, uint64_t seq, const char *type,
 	    const cJSON *e, size_t *len, int *end);
-/* The seq of the user_message of msgid ("m-SEQ[.N][-HOP]"), or 0. */
+/*
+ * The seq of the user_message of msgid ("m-SEQ[.N][-HOP]"), or 0 when it
+ * is not one (or SEQ is past 2^53).
+ */
 uint64_t aisdk_tr_input_seq(const char *msgid);
 
 #endif
