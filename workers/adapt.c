@@ -131,17 +131,28 @@ int
 adapt_current_turn(const struct sess *s, char *msgid, size_t len,
     uint64_t *input_seq)
 {
+	const cJSON *t, *n;
 	const char *m;
+	uint64_t seq;
 
-	if (s->turn != NULL)
+	/* Its seq from the turn, not its id: a re-run's is m-SEQ.N and a
+	 * team's next speaker's m-SEQ-HOP. */
+	if (s->turn != NULL) {
 		m = s->turn->msgid;
-	else
-		m = cJSON_GetStringValue(cJSON_GetObjectItem(
-		    cJSON_GetObjectItem(s->meta, "turn"), "messageId"));
-	if (m == NULL || adapt_msgid_seq(m) == 0 || strlen(m) >= len)
+		seq = s->turn->input_seq;
+	} else {
+		t = cJSON_GetObjectItem(s->meta, "turn");
+		m = cJSON_GetStringValue(cJSON_GetObjectItem(t, "messageId"));
+		n = cJSON_GetObjectItem(t, "inputSeq");
+		seq = cJSON_IsNumber(n) && n->valuedouble >= 1 &&
+		    n->valuedouble <= (double)(UINT64_C(1) << 53) ?
+		    (uint64_t)n->valuedouble : 0;
+	}
+	if (m == NULL || seq == 0 || seq > (UINT64_C(1) << 53) ||
+	    strlen(m) >= len)
 		return 0;
 	snprintf(msgid, len, "%s", m);
-	*input_seq = adapt_msgid_seq(m);
+	*input_seq = seq;
 	return 1;
 }
 
