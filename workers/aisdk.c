@@ -135,28 +135,6 @@ id_ok(const char *s, size_t max)
 	    "efghijklmnopqrstuvwxyz0123456789._:-") == n;
 }
 
-/*
- * 0 when sid may name a chat: a session id (store_valid_id) and not a
- * project's knowledge session ("kg:NAME", which takes no chat); -1 with
- * msg saying what to send instead.
- */
-static int
-chat_id_ok(const char *sid, char *msg, size_t msglen)
-{
-	if (sid == NULL || !store_valid_id(sid)) {
-		snprintf(msg, msglen, "the chat id (Parley's session) must be "
-		    "1-128 characters of A-Z a-z 0-9 . _ : - (not starting "
-		    "with '.')");
-		return -1;
-	}
-	if (strncmp(sid, "kg:", 3) == 0) {
-		snprintf(msg, msglen, "a chat id cannot be a project's knowledge "
-		    "session (kg:NAME): use another id");
-		return -1;
-	}
-	return 0;
-}
-
 /* A user message's text parts joined by newlines, bounded by max. */
 static char *
 user_text(const cJSON *parts, size_t max, char *msg, size_t msglen)
@@ -233,7 +211,7 @@ req_parse(const cJSON *o, size_t max, struct aisdk_req *r, char *msg,
 	}
 	r->chat = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o,
 	    "id"));
-	if (chat_id_ok(r->chat, msg, msglen) == -1) {
+	if (r->chat == NULL || adapt_session_id(r->chat, msg, msglen) == -1) {
 		if (r->chat == NULL || !store_valid_id(r->chat))
 			snprintf(msg, msglen, "field 'id' (the chat id, Parley's "
 			    "session) must be 1-128 characters of A-Z a-z 0-9 . "
@@ -325,16 +303,6 @@ req_parse(const cJSON *o, size_t max, struct aisdk_req *r, char *msg,
 	return -1;
 }
 
-/* The body as JSON, or NULL with msg. */
-static cJSON *
-body_of(struct conn *c, char *msg, size_t msglen)
-{
-	const struct http_request *r = &c->hp.req;
-
-	return proto_json(r->body ? r->body : "", r->body_len,
-	    c->wk->conf->max_json_depth, msg, msglen);
-}
-
 int
 aisdk_session(struct conn *c, char *sid, size_t sidlen, int *create)
 {
@@ -344,12 +312,12 @@ aisdk_session(struct conn *c, char *sid, size_t sidlen, int *create)
 
 	*create = 0;
 	/* Nothing is loaded for an id that names no chat: aisdk_http says. */
-	if (chat_id_ok(c->ic.session, msg, sizeof(msg)) == -1)
+	if (adapt_session_id(c->ic.session, msg, sizeof(msg)) == -1)
 		return 0;
 	if (strcmp(c->hp.req.method, "POST") == 0 &&
 	    strcmp(c->hp.req.path, "/api/chat") == 0) {
 		/* Only a valid question may make the session. */
-		if ((o = body_of(c, msg, sizeof(msg))) != NULL &&
+		if ((o = adapt_body(c, msg, sizeof(msg))) != NULL &&
 		    req_parse(o, c->wk->conf->max_message, &r, msg,
 		    sizeof(msg)) == 0) {
 			*create = !r.approval;
@@ -359,31 +327,6 @@ aisdk_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	}
 	snprintf(sid, sidlen, "%s", c->ic.session);
 	return 1;
-}
-
-/* sess_get's error as the HTTP answer (route.c's session_error). */
-static void
-open_error(struct conn *c, const char *err, const char *sid)
-{
-	char msg[200];
-
-	if (sess_find(c->wk, sid) == NULL)
-		wk_released(c->wk, sid);
-	if (strcmp(err, "NOT_FOUND") == 0) {
-		snprintf(msg, sizeof(msg), "no session '%s': a user message "
-		    "posted to /api/chat creates it", sid);
-		conn_http_error(c, 404, "NOT_FOUND", msg);
-	} else if (strcmp(err, "OVERLOADED") == 0)
-		conn_http_error(c, 503, "OVERLOADED", "this worker holds its "
-		    "maximum number of sessions; retry later");
-	else if (strcmp(err, "RATE_LIMITED") == 0)
-		conn_http_error(c, 429, err, "too many sessions for this "
-		    "client; retry later");
-	else if (strcmp(err, "FORBIDDEN") == 0)
-		conn_http_error(c, 403, err, "this session is not yours");
-	else
-		conn_http_error(c, 500, "INTERNAL", "the session could not be "
-		    "opened; see the server log");
 }
 
 /* Applies client message m (consumed) to s; res filled. */
@@ -541,7 +484,7 @@ post_chat(struct conn *c)
 	char msg[256], cid[AISDK_TR_ID];
 	cJSON *o, *m;
 
-	if ((o = body_of(c, msg, sizeof(msg))) == NULL) {
+	if ((o = adapt_body(c, msg, sizeof(msg))) == NULL) {
 		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
 	}
@@ -570,7 +513,7 @@ post_chat(struct conn *c)
 	    route_creator(c, NULL), NULL, NULL, &err)) == NULL) {
 		free(r.text);
 		cJSON_Delete(o);
-		open_error(c, err, c->ic.session);
+		adapt_open_error(c, err);
 		return;
 	}
 	if ((st = calloc(1, sizeof(*st))) == NULL) {
@@ -682,14 +625,15 @@ resume(struct conn *c)
 {
 	struct aisdk *st;
 	struct sess *s;
-	const char *err, *m = NULL;
-	char last[48];
+	const char *err;
+	char last[48], m[48];
+	uint64_t seq;
 	int have;
 
 	if ((s = sess_get(c->wk, c->ic.session, NULL, NULL, NULL, &err)) ==
 	    NULL) {
 		if (strcmp(err, "NOT_FOUND") != 0) {
-			open_error(c, err, c->ic.session);
+			adapt_open_error(c, err);
 			return;
 		}
 		/* A chat not begun has no stream to resume. */
@@ -697,23 +641,21 @@ resume(struct conn *c)
 		conn_respond_as(c, 204, NULL, NULL, 0);
 		return;
 	}
-	if (s->turn != NULL)
-		m = s->turn->msgid;
-	else
-		m = cJSON_GetStringValue(cJSON_GetObjectItem(
-		    cJSON_GetObjectItem(s->meta, "turn"), "messageId"));
-	if (m == NULL || aisdk_tr_input_seq(m) == 0) {
+	if (!adapt_current_turn(s, m, sizeof(m), &seq)) {
 		conn_respond_as(c, 204, NULL, NULL, 0);
 		return;
 	}
+	/* The turn itself, from its user_message (m may be a re-run's). */
+	snprintf(m, sizeof(m), "m-%llu", (unsigned long long)seq);
 	if ((st = calloc(1, sizeof(*st))) == NULL ||
 	    aisdk_tr_init(&st->tr, NULL, m) == -1) {
 		aisdk_free(st);
 		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
-	have = adapt_last_id(c, last, sizeof(last)) == 0;
-	if (have && adapt_cursor_parse(&st->tr.cur, last) == -1) {
+	have = adapt_last_id(c, last, sizeof(last));
+	if (have == -2 || (have == 0 && adapt_cursor_parse(&st->tr.cur,
+	    last) == -1)) {
 		aisdk_free(st);
 		conn_http_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
 		    "?lastEventId=) must be an id of this stream, \"SEQ:K\"");
@@ -732,7 +674,7 @@ aisdk_http(struct conn *c)
 	size_t n;
 
 	/* Routed by an id that names no chat (aisdk_session loaded none). */
-	if (c->ic.session[0] != '\0' && chat_id_ok(c->ic.session, msg,
+	if (c->ic.session[0] != '\0' && adapt_session_id(c->ic.session, msg,
 	    sizeof(msg)) == -1) {
 		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
@@ -744,7 +686,7 @@ aisdk_http(struct conn *c)
 			    "\"messages\",...}");
 		else if (c->ic.session[0] == '\0') {
 			struct aisdk_req q;
-			cJSON *o = body_of(c, msg, sizeof(msg));
+			cJSON *o = adapt_body(c, msg, sizeof(msg));
 
 			/* Routed nowhere: the body says why. */
 			if (o != NULL && req_parse(o, c->wk->conf->max_message,

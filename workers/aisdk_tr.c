@@ -33,7 +33,6 @@
  * log's, but a reading made once the call was answered goes on through
  * the wait instead of ending there (t->waits, the session's live state).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,18 +63,19 @@ str(const cJSON *e, const char *key)
 uint64_t
 aisdk_tr_input_seq(const char *msgid)
 {
-	unsigned long long v;
-	char *end;
+	char seq[32];
+	size_t n;
 
-	if (msgid == NULL || strncmp(msgid, "m-", 2) != 0 ||
-	    msgid[2] < '1' || msgid[2] > '9')
+	if (msgid == NULL || strncmp(msgid, "m-", 2) != 0)
 		return 0;
-	errno = 0;
-	v = strtoull(msgid + 2, &end, 10);
-	if (errno == ERANGE || v > AISDK_TR_SEQ_MAX ||
-	    (*end != '\0' && *end != '.' && *end != '-'))
+	/* "m-SEQ" before a re-run's ".N" or a hop's "-HOP". */
+	n = 2 + strcspn(msgid + 2, ".-");
+	if (n >= sizeof(seq) || msgid[2] == '0' ||
+	    (msgid[n] != '\0' && msgid[n + 1] == '\0'))
 		return 0;
-	return (uint64_t)v;
+	memcpy(seq, msgid, n);
+	seq[n] = '\0';
+	return adapt_msgid_seq(seq);
 }
 
 int
@@ -308,18 +308,6 @@ ev_tool(struct aisdk_tr *t, struct out *o, const char *type,
 	}
 }
 
-/* A thought of the turn: its id is "th_" + a messageId of it + "-...". */
-static int
-thought_of(const struct aisdk_tr *t, const cJSON *th)
-{
-	const char *id = str(th, "thoughtId");
-	size_t n = strlen(t->msgid);
-
-	return id != NULL && strncmp(id, "th_", 3) == 0 &&
-	    strncmp(id + 3, t->msgid, n) == 0 && (id[3 + n] == '-' ||
-	    id[3 + n] == '.');
-}
-
 static void
 ev_thought(struct aisdk_tr *t, struct out *o, const cJSON *th)
 {
@@ -495,7 +483,7 @@ aisdk_tr_event(struct aisdk_tr *t, uint64_t seq, const char *type,
 	}
 	if (strcmp(type, "thought") == 0) {
 		if (cJSON_IsObject(th = cJSON_GetObjectItemCaseSensitive(e,
-		    "thought")) && thought_of(t, th)) {
+		    "thought")) && adapt_thought_of(t->msgid, th)) {
 			t->failed[0] = '\0';
 			ev_thought(t, &o, th);
 		}

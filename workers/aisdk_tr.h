@@ -17,7 +17,6 @@
 #define AISDK_TR_CALLS	256	/* tool calls of a turn remembered */
 #define AISDK_TR_ID	160	/* bytes of a chat id, with NUL */
 #define AISDK_TR_ERR	512	/* bytes of an error chunk's text */
-#define AISDK_TR_SEQ_MAX 9007199254740992ULL	/* 2^53: a seq in JSON */
 
 struct aisdk_tr {
 	struct adapt_cursor cur;	/* first: adapt.h's */

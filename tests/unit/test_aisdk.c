@@ -332,6 +332,12 @@ START_TEST(test_ids)
 	ck_assert_uint_eq(aisdk_tr_input_seq("m-12x"), 0);
 	ck_assert_uint_eq(aisdk_tr_input_seq("abc"), 0);
 	ck_assert_uint_eq(aisdk_tr_input_seq(NULL), 0);
+	/* Past 2^53 or past uint64_t: no seq (was UINT64_MAX). */
+	ck_assert_uint_eq(aisdk_tr_input_seq("m-99999999999999999999"), 0);
+	ck_assert_uint_eq(aisdk_tr_input_seq("m-9007199254740993.1"), 0);
+	ck_assert_uint_eq(aisdk_tr_input_seq("m-9007199254740992"),
+	    UINT64_C(9007199254740992));
+	ck_assert_uint_eq(aisdk_tr_input_seq("m-7."), 0);
 	ck_assert_int_eq(aisdk_tr_init(&t, NULL, "u-1"), -1);
 	aisdk_tr_clear(&t);
 	/* Before its user_message, nothing of the turn is shown. */
@@ -348,6 +354,136 @@ START_TEST(test_ids)
 }
 END_TEST
 
+/* A worker stopped mid-reply: the turn runs again (m-2.1) and finishes. */
+START_TEST(test_recover)
+{
+	struct aisdk_tr t;
+	int end;
+	char *s;
+
+	ck_assert_int_eq(aisdk_tr_init(&t, NULL, "m-2"), 0);
+	free(one(&t, 2, "user_message", "{\"id\":\"x\"}", &end));
+	free(one(&t, 3, "token", "{\"messageId\":\"m-2\",\"content\":\"par\"}",
+	    &end));
+	s = one(&t, 4, "error", "{\"messageId\":\"m-2\",\"code\":\"INTERNAL\","
+	    "\"severity\":\"recoverable\",\"message\":\"the worker stopped\"}",
+	    &end);
+	ck_assert_int_eq(end, 0);
+	ck_assert_ptr_null(strstr(s, "\"error\""));
+	ck_assert_ptr_nonnull(strstr(s, "text-end"));
+	free(s);
+	free(one(&t, 5, "agent_state", "{\"status\":\"thinking\"}", &end));
+	ck_assert_int_eq(end, 0);
+	s = one(&t, 6, "token", "{\"messageId\":\"m-2.1\",\"content\":"
+	    "\"partial and whole\"}", &end);
+	ck_assert_ptr_nonnull(strstr(s, "\"text-start\",\"id\":\"txt-6\""));
+	free(s);
+	s = one(&t, 7, "done", "{\"messageId\":\"m-2.1\"}", &end);
+	ck_assert_int_eq(end, 1);
+	ck_assert_ptr_nonnull(strstr(s, "\"finishReason\":\"stop\""));
+	ck_assert_ptr_null(strstr(s, "\"error\""));
+	free(s);
+	/* The idle after it is another turn's business. */
+	ck_assert_ptr_null(one(&t, 8, "agent_state", "{\"status\":\"idle\"}",
+	    &end));
+	aisdk_tr_clear(&t);
+
+	/* The same error with the agent idle next: the turn failed. */
+	ck_assert_int_eq(aisdk_tr_init(&t, NULL, "m-2"), 0);
+	free(one(&t, 2, "user_message", "{\"id\":\"x\"}", &end));
+	s = one(&t, 3, "error", "{\"messageId\":\"m-2\",\"code\":\"LLM_ERROR\","
+	    "\"severity\":\"recoverable\",\"message\":\"down\"}", &end);
+	ck_assert_int_eq(end, 0);
+	free(s);
+	s = one(&t, 4, "agent_state", "{\"status\":\"idle\"}", &end);
+	ck_assert_int_eq(end, 1);
+	ck_assert_ptr_nonnull(strstr(s, "{\"type\":\"error\",\"errorText\":"
+	    "\"LLM_ERROR: down\"}\n\nid: 4:2\ndata: [DONE]\n\n"));
+	free(s);
+	aisdk_tr_clear(&t);
+}
+END_TEST
+
+/* A cursor past every chunk still ends the stream where the turn ends. */
+START_TEST(test_past_end)
+{
+	static const char *ends[][2] = {
+		{ "done", "{\"messageId\":\"m-2\"}" },
+		{ "team_done", "{\"messageId\":\"m-2\"}" },
+		{ "error", "{\"messageId\":\"m-2\",\"severity\":\"fatal\"}" },
+		{ "session_complete", "{}" },
+	};
+	struct aisdk_tr t;
+	size_t i;
+	int end;
+	char *s;
+
+	for (i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+		ck_assert_int_eq(aisdk_tr_init(&t, NULL, "m-2"), 0);
+		ck_assert_int_eq(adapt_cursor_parse(&t.cur,
+		    "18446744073709551615:1"), 0);
+		ck_assert_ptr_null(one(&t, 2, "user_message", "{\"id\":\"x\"}",
+		    &end));
+		ck_assert_ptr_null(one(&t, 3, "token", "{\"messageId\":\"m-2\","
+		    "\"content\":\"a\"}", &end));
+		s = one(&t, 4, ends[i][0], ends[i][1], &end);
+		ck_assert_msg(end == 1, "%s did not end", ends[i][0]);
+		ck_assert_ptr_null(s);
+		aisdk_tr_clear(&t);
+	}
+}
+END_TEST
+
+/* Past AISDK_TR_CALLS calls: an error ends it, no chunk twice. */
+START_TEST(test_calls_bound)
+{
+	struct aisdk_tr t;
+	char json[160], *s;
+	int i, end = 0;
+
+	ck_assert_int_eq(aisdk_tr_init(&t, NULL, "m-2"), 0);
+	free(one(&t, 2, "user_message", "{\"id\":\"x\"}", &end));
+	for (i = 0; i < AISDK_TR_CALLS; i++) {
+		snprintf(json, sizeof(json), "{\"messageId\":\"m-2\",\"step\":1,"
+		    "\"toolCallId\":\"c%d\",\"tool\":\"t\"}", i);
+		free(one(&t, 3 + (uint64_t)i, "tool_start", json, &end));
+		ck_assert_int_eq(end, 0);
+	}
+	snprintf(json, sizeof(json), "{\"messageId\":\"m-2\",\"step\":1,"
+	    "\"toolCallId\":\"c%d\",\"tool\":\"t\"}", i);
+	s = one(&t, 3 + (uint64_t)i, "tool_start", json, &end);
+	ck_assert_int_eq(end, 1);
+	ck_assert_ptr_nonnull(strstr(s, "TOO_MANY_CALLS"));
+	ck_assert_ptr_null(strstr(s, "tool-input-start"));
+	ck_assert_ptr_nonnull(strstr(s, "data: [DONE]"));
+	free(s);
+	aisdk_tr_clear(&t);
+}
+END_TEST
+
+/* A seq that is no turn's user_message: an error at once, not a wait. */
+START_TEST(test_no_turn)
+{
+	struct aisdk_tr t;
+	int end;
+	char *s;
+
+	ck_assert_int_eq(aisdk_tr_init(&t, NULL, "m-3"), 0);
+	s = one(&t, 3, "token", "{\"messageId\":\"m-1\",\"content\":\"a\"}",
+	    &end);
+	ck_assert_int_eq(end, 1);
+	ck_assert_ptr_nonnull(strstr(s, "NOT_FOUND"));
+	free(s);
+	aisdk_tr_clear(&t);
+	/* Its user_message is gone (the log starts later). */
+	ck_assert_int_eq(aisdk_tr_init(&t, NULL, "m-3"), 0);
+	s = one(&t, 9, "user_message", "{\"id\":\"x\"}", &end);
+	ck_assert_int_eq(end, 1);
+	free(s);
+	aisdk_tr_clear(&t);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -359,6 +495,10 @@ main(void)
 	tcase_add_test(tc, test_resume_exact);
 	tcase_add_test(tc, test_reject_error);
 	tcase_add_test(tc, test_ids);
+	tcase_add_test(tc, test_recover);
+	tcase_add_test(tc, test_past_end);
+	tcase_add_test(tc, test_calls_bound);
+	tcase_add_test(tc, test_no_turn);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
