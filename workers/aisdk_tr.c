@@ -437,6 +437,10 @@ aisdk_tr_event(struct aisdk_tr *t, uint64_t seq, const char *type,
 		snprintf(errtext, sizeof(errtext), "NOT_FOUND: the chat's log "
 		    "holds no turn %s (its first event is gone, or it is no "
 		    "turn's id)", t->msgid);
+		/* Said even to a client whose cursor is past it: it has
+		 * nothing of a turn that is not there. */
+		t->cur.skip_seq = 0;
+		t->cur.skip_k = 0;
 		finish(t, &o, NULL, errtext);
 		t->finished = *end = 1;
 		goto out;

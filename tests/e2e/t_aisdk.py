@@ -17,7 +17,14 @@
 #  d. 204 from GET .../stream for an idle chat and an unknown one;
 #  e. bad bodies are 400 and create no session; an observer gets 403;
 #  f. two hosts on one Redis: a POST to the host that only follows the
-#     session streams the turn its owner runs, found by the message's id.
+#     session streams the turn its owner runs, found by the message's id;
+#  g. approval POSTs checked whole before anything is applied: an unknown
+#     call among them is 404 and none is applied, an assistant id of
+#     another turn is 409, a repeat naming a seq that is no turn ends at
+#     once; a Last-Event-ID past the turn's end ends with the turn, one
+#     too long is 400;
+#  h. the owner worker SIGKILLed mid-reply: the SDK's resume gets the
+#     partial text, then the re-run's whole text, and no error.
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
@@ -352,6 +359,12 @@ def part_e(d):
         ("an edit", {"id": "e-8", "messages": [good], "messageId": "e1",
                      "trigger": "submit-message"}),
         ("bad chat id", {"id": "bad id!", "messages": [good]}),
+        ("a project's kg id", {"id": "kg:e-kg", "messages": [good]}),
+        ("a kg id answering", {"id": "kg:e-kg2", "messages": [
+            {"id": "m-1", "role": "assistant", "parts": [{
+                "type": "dynamic-tool", "toolName": "x", "toolCallId": "c",
+                "state": "approval-responded", "input": {},
+                "approval": {"id": "c", "approved": True}}]}]}),
         ("no chat id", {"messages": [good]}),
     ]
     for what, body in bad:
@@ -374,6 +387,132 @@ def part_e(d):
     check(st == 404, "e: the observer's post made a session (%s)" % st)
     st, _, _ = d.http("GET", "/api/chat")
     check(st == 405, "e: GET /api/chat -> %s" % st)
+    st, _, data = d.http("GET", "/api/chat/kg:e-kg3/stream")
+    check(st == 400 and b"knowledge" in data, "e: GET kg: stream -> %s %r"
+          % (st, data))
+    st, _, _ = d.http("GET", "/sessions/kg:e-kg3")
+    check(st == 404, "e: GET .../stream made kg:e-kg3 (%s)" % st)
+
+
+def answer(sid, mid, ids, approved=True):
+    return {"id": sid, "trigger": "submit-message", "messages": [{
+        "id": mid, "role": "assistant", "parts": [{
+            "type": "dynamic-tool", "toolName": ECHO, "toolCallId": i,
+            "state": "approval-responded", "input": {},
+            "approval": {"id": i, "approved": approved}} for i in ids]}]}
+
+
+def post_json(d, body):
+    st, _, data = d.http("POST", "/api/chat", body, headers={
+        "Authorization": "Bearer " + USER,
+        "Content-Type": "application/json"})
+    return st, data
+
+
+def part_g(d):
+    sid = "g-ap"
+    create(d, sid, "tooly")
+    head, raw = sse_post(d, {"id": sid, "messages": [user_msg("g1", "echo")],
+                             "trigger": "submit-message"})
+    ch = blocks(raw)
+    mid = json.loads(ch[0][1])["messageId"]
+    asks = [json.loads(x)["approvalId"] for _, x in ch
+            if '"tool-approval-request"' in x]
+    check(len(asks) == 1 and types(ch)[-1] == "[DONE]", "g: %s" % types(ch))
+    cid, last = asks[0], d.last_seq(sid)
+
+    def audits():
+        return [e for e in d.log_events(sid) if e.get("type") ==
+                "audit_entry" and e.get("toolCallId") == cid and
+                e.get("decision") != "auto"]
+    # an unknown call among the answers: none is applied
+    st, data = post_json(d, answer(sid, mid, [cid, "call_zz"]))
+    check(st == 404 and b"call_zz" in data and d.last_seq(sid) == last and
+          not audits(), "g: mixed -> %s %r, seq %d -> %d" %
+          (st, data, last, d.last_seq(sid)))
+    # the answer in a message that names another turn (or none)
+    for forged in ("m-999999", "m-%d" % (int(mid[2:]) + 1)):
+        st, data = post_json(d, answer(sid, forged, [cid]))
+        check(st == 409 and d.last_seq(sid) == last and not audits(),
+              "g: %s -> %s %r" % (forged, st, data))
+    # the real one: the rest of the turn
+    head, raw = sse_post(d, answer(sid, mid, [cid]))
+    ch = blocks(raw)
+    check(head.startswith("HTTP/1.1 200") and
+          '"tool-output-available"' in "".join(x for _, x in ch) and
+          types(ch)[-1] == "[DONE]" and
+          [a["decision"] for a in audits()] == ["approved"],
+          "g: approved %r %s" % (head[:20], types(ch)))
+    last = d.last_seq(sid)
+    # a repeat: its message id must name a turn of the chat
+    st, data = post_json(d, answer(sid, "m-999999", [cid]))
+    check(st == 409 and d.last_seq(sid) == last, "g: repeat m-999999 -> "
+          "%s %r" % (st, data))
+    t0 = time.time()
+    head, raw = sse_post(d, answer(sid, "m-%d" % (int(mid[2:]) + 1), [cid]))
+    ch = blocks(raw)
+    check(head.startswith("HTTP/1.1 200") and time.time() - t0 < 5 and
+          types(ch) == ["error", "[DONE]"] and d.last_seq(sid) == last,
+          "g: repeat naming no turn: %r %s in %.1f s" %
+          (head[:20], ch, time.time() - t0))
+
+    # a cursor past the turn's end ends with the turn, no chunk
+    create(d, "g-past", "slow")
+    body = {"id": "g-past", "messages": [user_msg("gp1", "tell me")],
+            "trigger": "submit-message"}
+    sse_post(d, body, cut_after=2)
+    st, _, data = d.http("GET", "/api/chat/g-past/stream",
+                         headers={"Last-Event-ID": "0" * 60 + "3:2"})
+    check(st == 400 and b"Last-Event-ID" in data,
+          "g: a too long Last-Event-ID -> %s %r" % (st, data))
+    t0 = time.time()
+    head, rest = sse_raw(d, "GET", "/api/chat/g-past/stream", None, USER,
+                         headers={"Last-Event-ID": "18446744073709551615:1"})
+    check(head.startswith("HTTP/1.1 200") and blocks(rest) == [] and
+          any(e.get("type") == "done" for e in d.log_events("g-past")),
+          "g: past the end: %r %s after %.1f s" % (head[:20], rest,
+                                                 time.time() - t0))
+
+
+LONG = "".join("chunk%03d " % i for i in range(300))
+
+
+async def part_h(d):
+    sid = "h-crash"
+    create(d, sid, "long")
+    ws = await ws_connect(d.url("/sessions/%s/stream" % sid))
+    await ws_recv(ws)
+    pids = d.workers_pids()
+    owner = owner_of(pids, ws.transport.get_extra_info("sockname")[1])
+    check(owner is not None, "h: no owner among %s" % pids)
+    sse_post(d, {"id": sid, "messages": [user_msg("h1", "go")],
+                 "trigger": "submit-message"}, cut_after=5)
+    os.kill(owner, signal.SIGKILL)
+    try:
+        await ws.close()
+    except Exception:
+        pass
+    # the SDK resumes (GET .../stream) once the replacement worker is up
+    deadline, out = time.time() + 40, None
+    while time.time() < deadline:
+        try:
+            out = node("reconnect", d, sid, "-")
+            if out.get("message"):
+                break
+        except Fail:
+            pass
+        time.sleep(0.3)
+    check(out and out.get("message"), "h: no resume: %s" % out)
+    texts = [p["text"] for p in out["message"]["parts"]
+             if p["type"] == "text"]
+    errs = [b for b in out["chunks"] if '"type":"error"' in b]
+    evs = d.log_events(sid)
+    check(any(e.get("type") == "error" and e.get("severity") ==
+              "recoverable" for e in evs), "h: no recoverable error logged")
+    check(not errs and texts and texts[-1] == LONG and
+          types(blocks(out["chunks"]))[-2:] == ["finish", "[DONE]"],
+          "h: parts %s, errors %s, last chunks %s" %
+          ([t[:30] for t in texts], errs, types(blocks(out["chunks"]))[-3:]))
 
 
 async def part_f():
@@ -412,6 +551,7 @@ async def main():
         tokens = "token %s role user\ntoken %s role observer\n" % (USER, OBS)
         prov = (provider_block("thinky", think(REPLY), chunk=8) +
                 provider_block("slow", REPLY, chunk=3, delay="40ms") +
+                provider_block("long", LONG, chunk=9, delay="10ms") +
                 provider_block("tooly", tool([
                     {"name": SUM, "arguments": {"a": 2, "b": 3}},
                     {"name": ECHO, "arguments": {
@@ -419,7 +559,8 @@ async def main():
         d = Daemon(extra=mcp + tokens, default="thinky", token=ADMIN,
                    providers=prov)
         with with_daemon(d):
-            for p in (part_a, part_b, part_c, part_d, part_e):
+            for p in (part_a, part_b, part_c, part_d, part_e, part_g,
+                      part_h):
                 print("--", p.__name__, flush=True)
                 r = p(d)
                 if asyncio.iscoroutine(r):
