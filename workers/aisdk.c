@@ -9,9 +9,10 @@
  *				replays the turn instead of running it
  *				twice); the answer is that turn's stream
  *	an assistant message	its tool parts in state approval-responded
- *				are tool_approve answers (approve, reject);
- *				the answer is the rest of the turn they
- *				continue, after what the log held before
+ *				are tool_approve answers (approve, reject),
+ *				all checked before any is applied; the
+ *				answer is the rest of the turn that asked
+ *				them, after what the log held before
  *
  * GET .../stream replays the running (or waiting) turn from its start
  * and goes on live; with Last-Event-ID "SEQ:K" it leaves out what the
