@@ -8,7 +8,9 @@
  * and auth, bounds, audit and metrics are the session's own.
  *
  * Exact resume: a translation is a pure function of the log read from the
- * turn's first event, so reading it again gives the same chunks.  Each
+ * turn's first event, so reading it again gives the same chunks (whether
+ * a stream closes at a wait, with the same chunks, is the one exception:
+ * it closes only while the call still waits).  Each
  * chunk's SSE id is "SEQ:K", the K-th chunk (from 1) made from the event
  * of that seq; a client that comes back with Last-Event-ID "SEQ:K" is
  * given the same translation from the turn's start with every chunk up
