@@ -1,6 +1,7 @@
 /*
- * What the protocol adapters share (adapt.h): the SSE framing with
- * resumable chunk ids, the turn filter, and the stream set-up.
+ * What the protocol adapters' translations share (adapt.h): the SSE
+ * framing with resumable chunk ids, the turn and thought filters, ids.
+ * The connection side is adapt_http.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,11 +10,11 @@
 
 #include <cjson/cJSON.h>
 
-#include "parley/http.h"
+#include "parley/kg.h"
+#include "parley/store.h"
 #include "adapt.h"
-#include "conn.h"
-#include "deliver.h"
 #include "sess.h"
+#include "turn.h"
 
 /* Appends "id: ...\ndata: text\n\n"; the chunk counted, maybe left out. */
 static void
@@ -35,8 +36,12 @@ block_add(struct adapt_cursor *cur, char **out, size_t *len, uint64_t seq,
 		idn = (size_t)snprintf(id, sizeof(id), "id: %llu:%u\n",
 		    (unsigned long long)seq, cur->k);
 	n = strlen(text);
-	if ((grown = realloc(*out, *len + idn + n + 9)) == NULL)
+	if ((grown = realloc(*out, *len + idn + n + 9)) == NULL) {
+		/* Counted, not sent: the connection goes (conn.c) and the
+		 * client resumes before it. */
+		cur->failed = 1;
 		return;
+	}
 	memcpy(grown + *len, id, idn);
 	memcpy(grown + *len + idn, "data: ", 6);
 	/* Printed unformatted, the JSON is one line. */
@@ -55,6 +60,8 @@ adapt_sse(struct adapt_cursor *cur, char **out, size_t *len, uint64_t seq,
 	cJSON_Delete(data);
 	if (j != NULL)
 		block_add(cur, out, len, seq, j);
+	else
+		cur->failed = 1;
 	free(j);
 }
 
@@ -104,33 +111,64 @@ adapt_turn_of(const char *msgid, const cJSON *e)
 	    (id[n] == '\0' || id[n] == '-' || id[n] == '.');
 }
 
-void
-adapt_stream(struct conn *c, struct sess *s, const struct adapt_ops *ops,
-    void *state, const char *extra, uint64_t from)
+uint64_t
+adapt_msgid_seq(const char *msgid)
 {
-	c->adapt = ops;
-	c->adapt_st = state;
-	conn_sse_start_ext(c, extra);
-	conn_attach(c, s);
-	c->sub.next_seq = from > 0 ? from : 1;
-	c->sub.live = 0;
-	deliver_pump(&c->sub);
+	uint64_t v = 0;
+	const char *p;
+
+	if (msgid == NULL || strncmp(msgid, "m-", 2) != 0 || msgid[2] == '\0')
+		return 0;
+	for (p = msgid + 2; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9' || v > (UINT64_C(1) << 53) / 10)
+			return 0;
+		v = v * 10 + (uint64_t)(*p - '0');
+	}
+	return v <= (UINT64_C(1) << 53) ? v : 0;
 }
 
 int
-adapt_last_id(const struct conn *c, char *buf, size_t len)
+adapt_current_turn(const struct sess *s, char *msgid, size_t len,
+    uint64_t *input_seq)
 {
-	const struct http_request *r = &c->hp.req;
-	const char *h = http_header(r, "Last-Event-ID");
+	const char *m;
 
-	if (h != NULL) {
-		if (strlen(h) >= len)
-			return -1;
-		snprintf(buf, len, "%s", h);
+	if (s->turn != NULL)
+		m = s->turn->msgid;
+	else
+		m = cJSON_GetStringValue(cJSON_GetObjectItem(
+		    cJSON_GetObjectItem(s->meta, "turn"), "messageId"));
+	if (m == NULL || adapt_msgid_seq(m) == 0 || strlen(m) >= len)
 		return 0;
+	snprintf(msgid, len, "%s", m);
+	*input_seq = adapt_msgid_seq(m);
+	return 1;
+}
+
+int
+adapt_thought_of(const char *msgid, const cJSON *th)
+{
+	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(th,
+	    "thoughtId"));
+	size_t n = strlen(msgid);
+
+	return n > 0 && id != NULL && strncmp(id, "th_", 3) == 0 &&
+	    strncmp(id + 3, msgid, n) == 0 && (id[3 + n] == '-' ||
+	    id[3 + n] == '.');
+}
+
+int
+adapt_session_id(const char *sid, char *msg, size_t msglen)
+{
+	if (!store_valid_id(sid)) {
+		snprintf(msg, msglen, "the chat or thread id must be 1-128 "
+		    "characters of A-Z a-z 0-9 . _ : -");
+		return -1;
 	}
-	if (r->query != NULL && http_query_param(r->query, "lastEventId",
-	    buf, len) == 0)
-		return 0;
-	return -1;
+	if (strncmp(sid, KG_SID_PREFIX, strlen(KG_SID_PREFIX)) == 0) {
+		snprintf(msg, msglen, "'%.64s' names a project's knowledge "
+		    "(kg:), not a chat; choose another id", sid);
+		return -1;
+	}
+	return 0;
 }

@@ -48,7 +48,8 @@ struct adapt_ops {
 
 /*
  * Numbering and leaving out chunks for exact resume; the first member of
- * every adapter's state, which adapt_sse takes.
+ * every adapter's state (conn.c reads failed through c->adapt_st), which
+ * adapt_sse takes.
  */
 struct adapt_cursor {
 	uint64_t	 seq;		/* the event being translated */
@@ -56,6 +57,8 @@ struct adapt_cursor {
 	uint64_t	 skip_seq;	/* leave out through chunk skip_k */
 	unsigned	 skip_k;	/* of event skip_seq */
 	int		 ids;		/* 0: no id lines (the seed's clients) */
+	int		 failed;	/* a chunk was lost (no memory): the
+					   client must go and resume */
 };
 
 /*
@@ -87,7 +90,31 @@ void	adapt_stream(struct conn *, struct sess *, const struct adapt_ops *,
 	    void *state, const char *extra, uint64_t from);
 /*
  * The request's Last-Event-ID header, else its ?lastEventId=, into buf;
- * 0, or -1 when it has neither.
+ * 0, -1 when it has neither, -2 when it has one that does not fit (answer
+ * 400: replaying the whole turn would repeat what the client has).
  */
 int	adapt_last_id(const struct conn *, char *buf, size_t len);
+/* SEQ of a turn's messageId "m-SEQ" (digits, 1 to 2^53), else 0. */
+uint64_t adapt_msgid_seq(const char *msgid);
+/*
+ * Whether s has a turn running or waiting (s->turn on the owner, else the
+ * meta's "turn"): 1 with its messageId in msgid and its input seq, else 0.
+ */
+int	adapt_current_turn(const struct sess *, char *msgid, size_t len,
+	    uint64_t *input_seq);
+/*
+ * The HTTP answer to sess_get's error code for c's session (NOT_FOUND
+ * 404, RATE_LIMITED 429, FORBIDDEN 403, OVERLOADED 503, else 500); a
+ * session this worker did not open is released to the supervisor.
+ */
+void	adapt_open_error(struct conn *, const char *err);
+/* The request body as a JSON object (proto_json's bounds), or NULL, msg. */
+cJSON	*adapt_body(struct conn *, char *msg, size_t msglen);
+/* Whether a thought ("th_" + the turn's messageId + "-...") is the turn's. */
+int	adapt_thought_of(const char *msgid, const cJSON *thought);
+/*
+ * 0 when sid may name a chat or a thread: a valid session id that is not
+ * a project's ("kg:"); else -1 with msg saying what is wrong.
+ */
+int	adapt_session_id(const char *sid, char *msg, size_t msglen);
 #endif

@@ -486,6 +486,16 @@ write_evt(struct conn *c, struct evt *e, int live)
 		int end = 0;
 		char *chunks = c->adapt->chunks(c, e, &len, &end);
 
+		if (((struct adapt_cursor *)c->adapt_st)->failed) {
+			struct timeval tv = { 0, 0 };
+
+			/* A chunk was lost (no memory): the client goes
+			 * now and resumes from the last one it has. */
+			free(chunks);
+			conn_cut(c);
+			evtimer_add(c->tmo_ev, &tv);
+			return;
+		}
 		/* Translated: another protocol's framing (adapt.h). */
 		if (chunks != NULL)
 			evbuffer_add(out_of(c), chunks, len);
@@ -576,10 +586,15 @@ conn_send_gap(struct conn *c, uint64_t first, uint64_t last)
 	log_rinfo(c->reqid, c->sess->id, "RESUME_GAP: the client asked for "
 	    "seq %llu, the log starts at %llu", (unsigned long long)last + 1,
 	    (unsigned long long)first);
-	/* Another protocol's parser would choke on Parley's event; its
-	 * translation starts where the log does (adapt.h). */
+	/* Another protocol's translation starts at its turn's first event
+	 * (adapt.h): without it, it cannot go on, and its parser would
+	 * choke on Parley's event.  The stream is cut, as on a lost chunk. */
 	if (c->adapt != NULL) {
+		struct timeval tv = { 0, 0 };
+
 		cJSON_Delete(x);
+		conn_cut(c);
+		evtimer_add(c->tmo_ev, &tv);
 		return;
 	}
 	cJSON_AddNumberToObject(x, "oldestSeq", (double)first);

@@ -180,22 +180,6 @@ turn_found(struct conn *c, const cJSON *e)
 	return 1;
 }
 
-/*
- * Whether an event's messageId is the stream's turn: m-SEQ itself, a
- * re-run of it (m-SEQ.N) or a team's next speaker (m-SEQ-HOP).
- */
-static int
-turn_of(const struct conn *c, const cJSON *e)
-{
-	const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(e,
-	    "messageId"));
-	size_t n = strlen(c->turn_msgid);
-
-	return c->turn_msgid[0] != '\0' && id != NULL &&
-	    strncmp(id, c->turn_msgid, n) == 0 && (id[n] == '\0' ||
-	    id[n] == '-' || id[n] == '.');
-}
-
 static char *
 seed_chunks(struct conn *c, const struct evt *ev, size_t *len, int *end)
 {
@@ -215,7 +199,7 @@ seed_chunks(struct conn *c, const struct evt *ev, size_t *len, int *end)
 		goto out;
 	}
 	/* The turn's own events (an earlier turn may still be running). */
-	if (strcmp(type, "user_message") != 0 && !turn_of(c, e))
+	if (strcmp(type, "user_message") != 0 && !adapt_turn_of(c->turn_msgid, e))
 		goto out;
 	if (strcmp(type, "user_message") == 0) {
 		if (turn_found(c, e)) {
@@ -297,10 +281,12 @@ seed_free(void *arg)
 static void
 seed_error(struct conn *c, const char *code, const char *msg, int http)
 {
-	struct seed one = { { 0, 0, 0, 0, 0 }, "", 0, NULL, 0, 0 };
+	struct seed one;
 	cJSON *d = cJSON_CreateObject();
 	char *out = NULL;
 	size_t len = 0;
+
+	memset(&one, 0, sizeof(one));
 
 	cJSON_AddStringToObject(d, "message", msg);
 	cJSON_AddStringToObject(d, "code", code);

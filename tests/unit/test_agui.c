@@ -13,27 +13,6 @@
 #include "../../workers/agui_in.c"
 #include "check_main.h"
 
-/* adapt.c's stream set-up is not used here. */
-void
-conn_sse_start_ext(struct conn *c, const char *extra)
-{
-	(void)c;
-	(void)extra;
-}
-
-void
-conn_attach(struct conn *c, struct sess *s)
-{
-	(void)c;
-	(void)s;
-}
-
-void
-deliver_pump(struct deliver_sub *sub)
-{
-	(void)sub;
-}
-
 #define TS	"2026-11-26T12:00:00.250Z"
 #define TS_MS	1795694400250ULL
 

@@ -3,8 +3,7 @@
  * (workers/aisdk_tr.c): logged events in, chunks out, with their SSE ids,
  * the turn filter, steps, approvals (asked, approved, rejected, the stream
  * ending only while a call still waits), errors, and exact resume: the
- * same events read again with a cursor give exactly the rest.  The stream
- * set-up of adapt.c is stubbed.
+ * same events read again with a cursor give exactly the rest.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -13,26 +12,6 @@
 #include "../../workers/adapt.c"
 #include "../../workers/aisdk_tr.c"
 #include "check_main.h"
-
-void
-conn_sse_start_ext(struct conn *c, const char *extra)
-{
-	(void)c;
-	(void)extra;
-}
-
-void
-conn_attach(struct conn *c, struct sess *s)
-{
-	(void)c;
-	(void)s;
-}
-
-void
-deliver_pump(struct deliver_sub *d)
-{
-	(void)d;
-}
 
 /* A turn: user_message 5 (id "ui-u1"), a thought, text, two tools (one
  * asked), the wait, the approval, the rest, done. */
