@@ -38,10 +38,8 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
-#include "parley/http.h"
 #include "parley/ipc.h"
 #include "parley/proto.h"
-#include "parley/store.h"
 #include "parley/util.h"
 #include "adapt.h"
 #include "approve.h"
@@ -50,7 +48,6 @@
 #include "input.h"
 #include "route.h"
 #include "sess.h"
-#include "turn.h"
 #include "wk.h"
 #include "agui.h"
 #include "agui_int.h"
@@ -99,70 +96,23 @@ str_of(const cJSON *e, const char *k)
 
 /*
  * The seq of a turn's messageId: m-SEQ, its re-run m-SEQ.N or a team's
- * next speaker m-SEQ-HOP; 0 when it is not one (or SEQ is past 2^53).
+ * next speaker m-SEQ-HOP (adapt_msgid_seq's checks on m-SEQ); else 0.
  */
 static uint64_t
 turn_seq_of(const char *mid)
 {
-	uint64_t seq = 0;
-	const char *p;
+	char base[48];
+	size_t n;
 
 	if (mid == NULL || strncmp(mid, "m-", 2) != 0)
 		return 0;
-	for (p = mid + 2; *p >= '0' && *p <= '9'; p++) {
-		seq = seq * 10 + (uint64_t)(*p - '0');
-		if (seq > (1ULL << 53))
-			return 0;
-	}
-	if (p == mid + 2 || (*p != '\0' && *p != '.' && *p != '-'))
+	n = 2 + strspn(mid + 2, "0123456789");
+	if (n >= sizeof(base) || (mid[n] != '\0' && mid[n] != '.' &&
+	    mid[n] != '-'))
 		return 0;
-	return seq;
-}
-
-/* The HTTP error for sess_get's failure err (before any stream). */
-static void
-open_error(struct conn *c, const char *err)
-{
-	if (strcmp(err, "NOT_FOUND") == 0)
-		conn_http_error(c, 404, err, "no thread (Parley session) with "
-		    "this threadId: start it with a run whose last message is "
-		    "a user message");
-	else if (strcmp(err, "RATE_LIMITED") == 0)
-		conn_http_error(c, 429, err, "too many sessions opened; retry "
-		    "later");
-	else if (strcmp(err, "FORBIDDEN") == 0)
-		conn_http_error(c, 403, err, "this token may not use this "
-		    "thread");
-	else if (strcmp(err, "OVERLOADED") == 0)
-		conn_http_error(c, 503, err, "the session could not be opened "
-		    "now; retry");
-	else
-		conn_http_error(c, 500, "INTERNAL", "the session could not be "
-		    "opened; retry");
-}
-
-/*
- * The running turn of s: its messageId and user_message seq; 0, or -1
- * when s has none (also one waiting for answers is running).
- */
-static int
-running_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
-{
-	const cJSON *t;
-
-	if (s->turn != NULL)
-		*seq = s->turn->input_seq;
-	else {
-		t = cJSON_GetObjectItem(s->meta, "turn");
-		if (!cJSON_IsObject(t))
-			return -1;
-		*seq = (uint64_t)proto_count(t, "inputSeq");
-	}
-	if (*seq == 0)
-		return -1;
-	/* The turn's own id: a team's next speaker's is m-SEQ-HOP. */
-	snprintf(msgid, len, "m-%llu", (unsigned long long)*seq);
-	return 0;
+	memcpy(base, mid, n);
+	base[n] = '\0';
+	return adapt_msgid_seq(base);
 }
 
 /*
@@ -265,9 +215,7 @@ apply_next(struct conn *c)
 	if ((s = sess_get(c->wk, c->ic.session, st->kind == AGUI_CHAT ?
 	    route_creator(c, NULL) : NULL, NULL, NULL, &err)) == NULL) {
 		proto_in_free(&in);
-		if (sess_find(c->wk, c->ic.session) == NULL)
-			wk_released(c->wk, c->ic.session);
-		open_error(c, err);
+		adapt_open_error(c, err);
 		return;
 	}
 	if (st->from == 0) {
@@ -332,8 +280,8 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	}
 	/* Answers: the turn they let go on, from its start, the runs the
 	 * client answered left out (struct agui). */
-	if ((seq = st->turn_seq) == 0 && running_turn(s, st->msgid,
-	    sizeof(st->msgid), &seq) == -1) {
+	if ((seq = st->turn_seq) == 0 && !adapt_current_turn(s, st->msgid,
+	    sizeof(st->msgid), &seq)) {
 		conn_http_error(c, 409, "CONFLICT", "the thread has no run waiting "
 		    "for these answers (its turn has finished); read the "
 		    "thread's messages from GET /sessions/ID/log");
@@ -342,25 +290,6 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	st->hold_until = sess_last_seq(s);
 	st->hold_answered = 1;
 	adapt_stream(c, s, &agui_adapt, st, NULL, seq);
-}
-
-/* The request body as an object, or NULL with msg saying why. */
-static cJSON *
-body_of(struct conn *c, char *msg, size_t msglen)
-{
-	const struct http_request *r = &c->hp.req;
-	cJSON *o;
-
-	if ((o = proto_json(r->body ? r->body : "", r->body_len,
-	    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
-		return NULL;
-	if (!cJSON_IsObject(o)) {
-		cJSON_Delete(o);
-		snprintf(msg, msglen, "body must be a JSON object, AG-UI's "
-		    "RunAgentInput {\"threadId\",\"runId\",\"messages\":[...]}");
-		return NULL;
-	}
-	return o;
 }
 
 /*
@@ -398,9 +327,12 @@ agui_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	cJSON *o;
 
 	*create = 0;
+	/* Not a thread (also a project's kg: id): agui_http says why. */
+	if (adapt_session_id(c->ic.session, msg, sizeof(msg)) == -1)
+		return 0;
 	if (strcmp(c->hp.req.method, "POST") == 0 &&
 	    strcmp(c->hp.req.path, "/api/agui") == 0 &&
-	    (o = body_of(c, msg, sizeof(msg))) != NULL) {
+	    (o = adapt_body(c, msg, sizeof(msg))) != NULL) {
 		/* Only a valid run that chats makes the session. */
 		if (agui_parse(o, c->wk->conf->max_message, &rq,
 		    msg, sizeof(msg)) == 0) {
@@ -411,7 +343,7 @@ agui_session(struct conn *c, char *sid, size_t sidlen, int *create)
 		cJSON_Delete(o);
 	}
 	snprintf(sid, sidlen, "%s", c->ic.session);
-	return store_valid_id(sid);
+	return 1;
 }
 
 static void
@@ -422,7 +354,7 @@ agui_post(struct conn *c)
 	char msg[300];
 	cJSON *o;
 
-	if ((o = body_of(c, msg, sizeof(msg))) == NULL) {
+	if ((o = adapt_body(c, msg, sizeof(msg))) == NULL) {
 		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
 	}
@@ -482,35 +414,40 @@ agui_get(struct conn *c)
 	struct agui *st;
 	struct sess *s;
 	const char *err;
-	char last[64];
+	char last[64], msg[200], why[256];
 	uint64_t seq;
 	int have;
 
-	if (c->ic.session[0] == '\0') {
-		conn_http_error(c, 400, "BAD_REQUEST", "the threadId in "
-		    "/api/agui/THREAD/stream must be 1-128 characters of A-Z "
-		    "a-z 0-9 . _ : -");
+	if (adapt_session_id(c->ic.session, msg, sizeof(msg)) == -1) {
+		snprintf(why, sizeof(why), "the threadId in "
+		    "/api/agui/THREAD/stream: %s", msg);
+		conn_http_error(c, 400, "BAD_REQUEST", why);
 		return;
 	}
 	if ((s = sess_get(c->wk, c->ic.session, NULL, NULL, NULL, &err)) ==
 	    NULL) {
-		if (sess_find(c->wk, c->ic.session) == NULL)
-			wk_released(c->wk, c->ic.session);
-		open_error(c, err);
+		adapt_open_error(c, err);
 		return;
 	}
 	if ((st = agui_new()) == NULL) {
 		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
-	have = adapt_last_id(c, last, sizeof(last)) == 0;
+	if ((have = adapt_last_id(c, last, sizeof(last))) == -2) {
+		agui_free(st);
+		conn_http_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
+		    "?lastEventId=) is too long for an id of this stream, "
+		    "SEQ:K");
+		return;
+	}
+	have = have == 0;
 	if (have && adapt_cursor_parse(&st->cur, last) == -1) {
 		agui_free(st);
 		conn_http_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
 		    "?lastEventId=) must be an id of this stream, SEQ:K");
 		return;
 	}
-	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1 &&
+	if (!adapt_current_turn(s, st->msgid, sizeof(st->msgid), &seq) &&
 	    waiting_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
 		agui_free(st);
 		conn_respond(c, 204, NULL, 0, NULL);

@@ -14,7 +14,6 @@
 #include <cjson/cJSON.h>
 
 #include "parley/proto.h"
-#include "parley/store.h"
 #include "agui_int.h"
 
 static int
@@ -345,15 +344,15 @@ agui_parse(const cJSON *o, size_t max_message, struct agui_req *rq,
 	const cJSON *last, *m;
 	const char *thread = jstr(o, "threadId"), *run = jstr(o, "runId");
 	const char *role;
+	char idmsg[200];
 	int n, i = 0, rc = -1;
 
 	memset(rq, 0, sizeof(*rq));
-	if (thread == NULL || !store_valid_id(thread))
+	if (thread == NULL)
 		return bad(msg, len, "field 'threadId' (the Parley session) "
 		    "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
-	if (strncmp(thread, "kg:", 3) == 0)
-		return bad(msg, len, "field 'threadId': a thread cannot be a "
-		    "project's knowledge session (kg:NAME); use another id");
+	if (adapt_session_id(thread, idmsg, sizeof(idmsg)) == -1)
+		return bad(msg, len, "field 'threadId': %s", idmsg);
 	if (run == NULL || run[0] == '\0' || strlen(run) > PROTO_ID_MAX -
 	    (sizeof(AGUI_CHAT_PREFIX) - 1))
 		return bad(msg, len, "field 'runId' must be a string of 1-%zu "

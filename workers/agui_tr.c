@@ -450,18 +450,6 @@ turn_found(struct agui *st, const cJSON *e, uint64_t seq)
 	return 1;
 }
 
-/* Whether a thought (thoughtId th_m-SEQ-...) is the turn's. */
-static int
-thought_of(const struct agui *st, const cJSON *e)
-{
-	const char *id = str_of(e, "thoughtId");
-	size_t n = strlen(st->msgid);
-
-	return id != NULL && strncmp(id, "th_", 3) == 0 &&
-	    strncmp(id + 3, st->msgid, n) == 0 && (id[3 + n] == '-' ||
-	    id[3 + n] == '.');
-}
-
 /* The chunks of one event, to the output or the hold (emit). */
 static void
 translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
@@ -498,7 +486,7 @@ translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
 		/* The block is {thought: {thoughtId, content, ...}}. */
 		const cJSON *th = cJSON_GetObjectItemCaseSensitive(e, "thought");
 
-		if (!thought_of(st, th) || (id = str_of(th, "thoughtId")) ==
+		if (!adapt_thought_of(st->msgid, th) || (id = str_of(th, "thoughtId")) ==
 		    NULL)
 			return;
 		e = th;

@@ -23,9 +23,10 @@
 #  e. a client cut mid-reply comes back with the eventsource package and
 #     Last-Event-ID on GET .../stream: with the first part, exactly the
 #     run's blocks (same ids SEQ:K, no duplicate, no gap, same text as
-#     /log); without an id it gets the run from RUN_STARTED; after the
-#     turn, 204; a client that has the whole turn comes back while it
-#     runs and its stream ends with the turn;
+#     /log); without an id it gets the run from RUN_STARTED (an id too
+#     long to read is a 400, not that); after the turn, 204; a client
+#     that has the whole turn comes back while it runs and its stream
+#     ends with the turn;
 #  f. bad input is refused with 400 saying what to fix and creates no
 #     session (also what only the session checked: repeated tools, a
 #     long description, a kg: thread); a bad thread in GET's path is a
@@ -261,6 +262,10 @@ def part_e(d):
     check(st == 204, "no run: %d %r" % (st, body))
     st, _, body = d.http("GET", "/api/agui/ag-e/stream?lastEventId=x")
     check(st == 400 and b"SEQ:K" in body, "bad id: %d %r" % (st, body))
+    # One too long to read is a 400 too, not the whole turn again.
+    st, _, body = d.http("GET", "/api/agui/ag-e/stream", headers={
+        "Last-Event-ID": "0" * 70 + "3:2"})
+    check(st == 400 and b"too long" in body, "long id: %d %r" % (st, body))
     # A client that has the whole turn (an id past its last chunk) comes
     # back while it runs: its stream ends with the turn.
     post = threading.Thread(target=d.http, args=(
