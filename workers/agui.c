@@ -142,17 +142,17 @@ waiting_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
  * (meta's waiting list, which a host that only follows the session keeps
  * from the log too): each names a request that waits now, of its kind (an
  * approval for a resume entry, a client's call for a tool message), or
- * one answered already (a repeat, which changes nothing); and those that
- * wait are all of one turn, whose user_message seq goes to st->turn_seq
- * (0 when every answer is a repeat).  0, or -1 with the HTTP error sent,
- * nothing applied.
+ * one answered already (a repeat, which changes nothing); none is past
+ * its timeout; and those that wait are all of one turn, whose
+ * user_message seq goes to st->turn_seq (0 when every answer is a
+ * repeat).  0, or -1 with the HTTP error sent, nothing applied.
  */
 static int
 answers_check(struct conn *c, struct sess *s, struct agui *st)
 {
 	const cJSON *a, *w;
-	uint64_t seq;
-	char msg[400];
+	uint64_t seq, limit;
+	char msg[400], at[32];
 	int k;
 
 	st->turn_seq = 0;
@@ -171,6 +171,20 @@ answers_check(struct conn *c, struct sess *s, struct agui *st)
 				    "ended with", k == 0 ? "resume: interrupt" :
 				    "tool message for toolCallId",
 				    a->valuestring);
+				conn_http_error(c, 404, "NOT_FOUND", msg);
+				return -1;
+			}
+			/* Past its timeout, not yet closed (its session was
+			 * out of memory): input_apply would refuse it. */
+			limit = k == 0 ? c->wk->conf->approval_timeout_ms :
+			    c->wk->conf->client_tool_timeout_ms;
+			if (limit > 0 && (uint64_t)proto_count(w, "ts") + limit <=
+			    util_now_ms()) {
+				util_iso8601(at, (uint64_t)proto_count(w, "ts") +
+				    limit);
+				snprintf(msg, sizeof(msg), "'%.128s' expired at "
+				    "%s (its timeout); nothing was "
+				    "applied", a->valuestring, at);
 				conn_http_error(c, 404, "NOT_FOUND", msg);
 				return -1;
 			}
