@@ -131,7 +131,8 @@ waiting_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
 		if ((str_of(w, "kind") == NULL || strcmp(str_of(w, "kind"),
 		    "call") == 0) && (mid = str_of(w, "messageId")) != NULL &&
 		    (*seq = turn_seq_of(mid)) > 0) {
-			snprintf(msgid, len, "m-%llu", (unsigned long long)*seq);
+			snprintf(msgid, len, "m-%llu",
+			    (unsigned long long)*seq);
 			return 0;
 		}
 	return -1;
@@ -164,13 +165,13 @@ answers_check(struct conn *c, struct sess *s, struct agui *st)
 			    a->valuestring))
 				continue;
 			if (w == NULL) {
-				snprintf(msg, sizeof(msg), "%s '%.128s': nothing "
-				    "of this thread waits for it (unknown, timed "
-				    "out, or of the other kind); nothing was "
-				    "applied: answer only what the last run "
-				    "ended with", k == 0 ? "resume: interrupt" :
-				    "tool message for toolCallId",
-				    a->valuestring);
+				snprintf(msg, sizeof(msg), "%s '%.128s': "
+				    "nothing of this thread waits for it "
+				    "(unknown, timed out, or of the other "
+				    "kind); nothing was applied: answer only "
+				    "what the last run ended with", k == 0 ?
+				    "resume: interrupt" : "tool message for "
+				    "toolCallId", a->valuestring);
 				conn_http_error(c, 404, "NOT_FOUND", msg);
 				return -1;
 			}
@@ -178,12 +179,12 @@ answers_check(struct conn *c, struct sess *s, struct agui *st)
 			 * out of memory): input_apply would refuse it. */
 			limit = k == 0 ? c->wk->conf->approval_timeout_ms :
 			    c->wk->conf->client_tool_timeout_ms;
-			if (limit > 0 && (uint64_t)proto_count(w, "ts") + limit <=
-			    util_now_ms()) {
-				util_iso8601(at, (uint64_t)proto_count(w, "ts") +
-				    limit);
-				snprintf(msg, sizeof(msg), "'%.128s' expired at "
-				    "%s (its timeout); nothing was "
+			if (limit > 0 && (uint64_t)proto_count(w, "ts") +
+			    limit <= util_now_ms()) {
+				util_iso8601(at, (uint64_t)proto_count(w,
+				    "ts") + limit);
+				snprintf(msg, sizeof(msg), "'%.128s' expired "
+				    "at %s (its timeout); nothing was "
 				    "applied", a->valuestring, at);
 				conn_http_error(c, 404, "NOT_FOUND", msg);
 				return -1;
@@ -191,9 +192,10 @@ answers_check(struct conn *c, struct sess *s, struct agui *st)
 			seq = turn_seq_of(str_of(w, "messageId"));
 			if (seq == 0 || (st->turn_seq != 0 &&
 			    seq != st->turn_seq)) {
-				snprintf(msg, sizeof(msg), "'%.128s' is not of "
-				    "the run the other answers are for; nothing "
-				    "was applied: answer one run per request",
+				snprintf(msg, sizeof(msg), "'%.128s' is not "
+				    "of the run the other answers are for; "
+				    "nothing was applied: answer one run per "
+				    "request",
 				    a->valuestring);
 				conn_http_error(c, 409, "CONFLICT", msg);
 				return -1;
@@ -296,9 +298,9 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	 * client answered left out (struct agui). */
 	if ((seq = st->turn_seq) == 0 && !adapt_current_turn(s, st->msgid,
 	    sizeof(st->msgid), &seq)) {
-		conn_http_error(c, 409, "CONFLICT", "the thread has no run waiting "
-		    "for these answers (its turn has finished); read the "
-		    "thread's messages from GET /sessions/ID/log");
+		conn_http_error(c, 409, "CONFLICT", "the thread has no run "
+		    "waiting for these answers (its turn has finished); read "
+		    "the thread's messages from GET /sessions/ID/log");
 		return;
 	}
 	st->hold_until = sess_last_seq(s);
@@ -383,21 +385,21 @@ agui_post(struct conn *c)
 		agui_req_free(&rq);
 		conn_http_error(c, 400, "BAD_REQUEST", "field 'tools': this "
 		    "host's configuration has an mcp-server named '"
-		    AGUI_SERVER "', the name Parley gives AG-UI clients' tools; "
-		    "send no tools, or ask the operator to rename it");
+		    AGUI_SERVER "', the name Parley gives AG-UI clients' "
+		    "tools; send no tools, or ask the operator to rename it");
 		return;
 	}
 	if (strcmp(rq.thread, c->ic.session) != 0) {
 		agui_req_free(&rq);
-		conn_http_error(c, 500, "INTERNAL", "the request reached a worker "
-		    "for another thread; retry");
+		conn_http_error(c, 500, "INTERNAL", "the request reached a "
+		    "worker for another thread; retry");
 		return;
 	}
 	if (c->ic.role == IPC_ROLE_OBSERVER) {
 		agui_req_free(&rq);
-		conn_http_error(c, 403, "FORBIDDEN", "an observer only reads: run "
-		    "the agent with a user's token, or follow the thread with "
-		    "GET /api/agui/THREAD/stream");
+		conn_http_error(c, 403, "FORBIDDEN", "an observer only reads: "
+		    "run the agent with a user's token, or follow the thread "
+		    "with GET /api/agui/THREAD/stream");
 		return;
 	}
 	if ((st = agui_new()) == NULL) {
@@ -484,8 +486,8 @@ agui_http(struct conn *c)
 
 	if (strcmp(p, "/api/agui") == 0) {
 		if (strcmp(m, "POST") != 0) {
-			conn_http_error(c, 405, "BAD_REQUEST", "use POST /api/agui "
-			    "with a RunAgentInput");
+			conn_http_error(c, 405, "BAD_REQUEST", "use POST "
+			    "/api/agui with a RunAgentInput");
 			return;
 		}
 		agui_post(c);
@@ -500,6 +502,6 @@ agui_http(struct conn *c)
 		agui_get(c);
 		return;
 	}
-	conn_http_error(c, 404, "NOT_FOUND", "no such endpoint: POST /api/agui, "
-	    "GET /api/agui/THREAD/stream");
+	conn_http_error(c, 404, "NOT_FOUND", "no such endpoint: POST "
+	    "/api/agui, GET /api/agui/THREAD/stream");
 }

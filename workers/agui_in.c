@@ -115,11 +115,11 @@ tool_ok(const cJSON *t, int i, const cJSON *list, char *msg, size_t len)
 			    name);
 	if (d != NULL && !cJSON_IsNull(d) && (!cJSON_IsString(d) ||
 	    strlen(d->valuestring) > AGUI_TOOL_DESC_MAX))
-		return bad(msg, len, "tools[%d].description must be a string of "
-		    "at most %d bytes", i, AGUI_TOOL_DESC_MAX);
+		return bad(msg, len, "tools[%d].description must be a string "
+		    "of at most %d bytes", i, AGUI_TOOL_DESC_MAX);
 	if (p != NULL && !cJSON_IsObject(p) && !cJSON_IsNull(p))
-		return bad(msg, len, "tools[%d].parameters must be a JSON Schema "
-		    "object", i);
+		return bad(msg, len, "tools[%d].parameters must be a JSON "
+		    "Schema object", i);
 	if (cJSON_IsObject(p)) {
 		if ((txt = cJSON_PrintUnformatted(p)) == NULL)
 			return bad(msg, len, "out of memory; retry");
@@ -132,8 +132,8 @@ tool_ok(const cJSON *t, int i, const cJSON *list, char *msg, size_t len)
 	md = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(t,
 	    "metadata"), "annotations");
 	if (md != NULL && !cJSON_IsObject(md))
-		return bad(msg, len, "tools[%d].metadata.annotations must be an "
-		    "object of MCP hints (readOnlyHint, ...)", i);
+		return bad(msg, len, "tools[%d].metadata.annotations must be "
+		    "an object of MCP hints (readOnlyHint, ...)", i);
 	cJSON_ArrayForEach(h, md)
 		if (!cJSON_IsBool(h) && !cJSON_IsString(h))
 			return bad(msg, len, "tools[%d].metadata.annotations."

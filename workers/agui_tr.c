@@ -486,8 +486,8 @@ translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
 		/* The block is {thought: {thoughtId, content, ...}}. */
 		const cJSON *th = cJSON_GetObjectItemCaseSensitive(e, "thought");
 
-		if (!adapt_thought_of(st->msgid, th) || (id = str_of(th, "thoughtId")) ==
-		    NULL)
+		if (!adapt_thought_of(st->msgid, th) ||
+		    (id = str_of(th, "thoughtId")) == NULL)
 			return;
 		e = th;
 		run_open(&em, "running");
