@@ -35,7 +35,8 @@
 #     the session (the chat found by its id once the owner logs it; the
 #     tool message that continues the turn) stream the turn its owner
 #     runs;
-#  h. a POST that answers a waiting approval and something that waits
+#  h. tools when the host has an mcp-server named "agui" are a 400 that
+#     creates nothing; a POST that answers a waiting approval and something that waits
 #     for nothing (an interrupt, a tool call) is refused whole (404) and
 #     applies nothing; the good answer alone continues the run, whose
 #     runId is the first run's and the answer's seq.
@@ -350,6 +351,14 @@ def sse_events(data):
 
 def part_h(d):
     """A POST whose answers are not all good applies none of them."""
+    st, _, data = d.http("POST", "/api/agui", {
+        "threadId": "ag-h-srv", "runId": "s1", "messages": [
+            {"id": "u", "role": "user", "content": "go"}],
+        "tools": [{"name": "lookup"}]})
+    check(st == 400 and b"mcp-server named 'agui'" in data,
+          "h: tools under a configured server -> %d %r" % (st, data[:300]))
+    st, js = d.http_json("GET", "/sessions/ag-h-srv")
+    check(st == 404, "h: the clash created the session: %d %s" % (st, js))
     sid, user = "ag-h", [{"id": "u", "role": "user", "content": "go"}]
     st, _, data = d.http("POST", "/api/agui", {
         "threadId": sid, "runId": "h1", "messages": user}, timeout=30)
@@ -427,9 +436,11 @@ def main():
     asyncio.run(part_g(tool))
     srv = Everything()
     try:
+        # An mcp-server named "agui" too: AG-UI clients' tools clash.
         mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"
+               "mcp-server agui {\n    url %s\n    timeout 10s\n}\n"
                "tool-policy %s high\napproval-timeout 1h\n"
-               % (srv.url(), ECHO))
+               % (srv.url(), srv.url(), ECHO))
         calls = [{"name": "everything__get-sum", "arguments": {"a": 2,
                                                                "b": 3}},
                  {"name": ECHO, "arguments": {"message": "approved-echo"}}]
