@@ -38,10 +38,8 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
-#include "parley/http.h"
 #include "parley/ipc.h"
 #include "parley/proto.h"
-#include "parley/store.h"
 #include "parley/util.h"
 #include "adapt.h"
 #include "approve.h"
@@ -50,7 +48,6 @@
 #include "input.h"
 #include "route.h"
 #include "sess.h"
-#include "turn.h"
 #include "wk.h"
 #include "agui.h"
 #include "agui_int.h"
@@ -97,35 +94,25 @@ str_of(const cJSON *e, const char *k)
 	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, k));
 }
 
-/* An HTTP error before the stream started. */
-static void
-agui_error(struct conn *c, int http, const char *code, const char *msg)
-{
-	conn_http_error(c, http, code, msg);
-}
-
 /*
- * The running turn of s: its messageId and user_message seq; 0, or -1
- * when s has none (also one waiting for answers is running).
+ * The seq of a turn's messageId: m-SEQ, its re-run m-SEQ.N or a team's
+ * next speaker m-SEQ-HOP (adapt_msgid_seq's checks on m-SEQ); else 0.
  */
-static int
-running_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
+static uint64_t
+turn_seq_of(const char *mid)
 {
-	const cJSON *t;
+	char base[48];
+	size_t n;
 
-	if (s->turn != NULL)
-		*seq = s->turn->input_seq;
-	else {
-		t = cJSON_GetObjectItem(s->meta, "turn");
-		if (!cJSON_IsObject(t))
-			return -1;
-		*seq = (uint64_t)proto_count(t, "inputSeq");
-	}
-	if (*seq == 0)
-		return -1;
-	/* The turn's own id: a team's next speaker's is m-SEQ-HOP. */
-	snprintf(msgid, len, "m-%llu", (unsigned long long)*seq);
-	return 0;
+	if (mid == NULL || strncmp(mid, "m-", 2) != 0)
+		return 0;
+	n = 2 + strspn(mid + 2, "0123456789");
+	if (n >= sizeof(base) || (mid[n] != '\0' && mid[n] != '.' &&
+	    mid[n] != '-'))
+		return 0;
+	memcpy(base, mid, n);
+	base[n] = '\0';
+	return adapt_msgid_seq(base);
 }
 
 /*
@@ -143,36 +130,79 @@ waiting_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
 		/* An approval (no kind) or a client's call: a turn's. */
 		if ((str_of(w, "kind") == NULL || strcmp(str_of(w, "kind"),
 		    "call") == 0) && (mid = str_of(w, "messageId")) != NULL &&
-		    strncmp(mid, "m-", 2) == 0 &&
-		    (*seq = strtoull(mid + 2, NULL, 10)) > 0) {
-			snprintf(msgid, len, "m-%llu", (unsigned long long)*seq);
+		    (*seq = turn_seq_of(mid)) > 0) {
+			snprintf(msgid, len, "m-%llu",
+			    (unsigned long long)*seq);
 			return 0;
 		}
 	return -1;
 }
 
 /*
- * The turn that the request's answers are for, from the requests they
- * answer (meta's waiting list, which a host that only follows the
- * session keeps from the log too); 0, or -1 when none waits.
+ * Checks every answer of the request against s before any is applied
+ * (meta's waiting list, which a host that only follows the session keeps
+ * from the log too): each names a request that waits now, of its kind (an
+ * approval for a resume entry, a client's call for a tool message), or
+ * one answered already (a repeat, which changes nothing); none is past
+ * its timeout; and those that wait are all of one turn, whose
+ * user_message seq goes to st->turn_seq (0 when every answer is a
+ * repeat).  0, or -1 with the HTTP error sent, nothing applied.
  */
 static int
-answered_turn(struct sess *s, const struct agui *st, uint64_t *seq)
+answers_check(struct conn *c, struct sess *s, struct agui *st)
 {
 	const cJSON *a, *w;
-	const char *mid;
+	uint64_t seq, limit;
+	char msg[400], at[32];
 	int k;
 
+	st->turn_seq = 0;
 	for (k = 0; k < 2; k++)
 		cJSON_ArrayForEach(a, (k == 0 ? st->answered : st->replied)) {
 			w = approve_entry(s, a->valuestring, k == 0 ?
 			    APPROVE_APPROVALS : APPROVE_CALLS);
-			if ((mid = str_of(w, "messageId")) != NULL &&
-			    strncmp(mid, "m-", 2) == 0 &&
-			    (*seq = strtoull(mid + 2, NULL, 10)) > 0)
-				return 0;
+			if (w == NULL && approve_was_answered(s,
+			    a->valuestring))
+				continue;
+			if (w == NULL) {
+				snprintf(msg, sizeof(msg), "%s '%.128s': "
+				    "nothing of this thread waits for it "
+				    "(unknown, timed out, or of the other "
+				    "kind); nothing was applied: answer only "
+				    "what the last run ended with", k == 0 ?
+				    "resume: interrupt" : "tool message for "
+				    "toolCallId", a->valuestring);
+				conn_http_error(c, 404, "NOT_FOUND", msg);
+				return -1;
+			}
+			/* Past its timeout, not yet closed (its session was
+			 * out of memory): input_apply would refuse it. */
+			limit = k == 0 ? c->wk->conf->approval_timeout_ms :
+			    c->wk->conf->client_tool_timeout_ms;
+			if (limit > 0 && (uint64_t)proto_count(w, "ts") +
+			    limit <= util_now_ms()) {
+				util_iso8601(at, (uint64_t)proto_count(w,
+				    "ts") + limit);
+				snprintf(msg, sizeof(msg), "'%.128s' expired "
+				    "at %s (its timeout); nothing was "
+				    "applied", a->valuestring, at);
+				conn_http_error(c, 404, "NOT_FOUND", msg);
+				return -1;
+			}
+			seq = turn_seq_of(str_of(w, "messageId"));
+			if (seq == 0 || (st->turn_seq != 0 &&
+			    seq != st->turn_seq)) {
+				snprintf(msg, sizeof(msg), "'%.128s' is not "
+				    "of the run the other answers are for; "
+				    "nothing was applied: answer one run per "
+				    "request",
+				    a->valuestring);
+				conn_http_error(c, 409, "CONFLICT", msg);
+				return -1;
+			}
+			st->turn_seq = seq;
 		}
-	return -1;
+	return 0;
 }
 
 /* Applies the request's next Parley message; its answer is agui_reply. */
@@ -192,7 +222,7 @@ apply_next(struct conn *c)
 	if (txt == NULL || proto_parse(txt, strlen(txt),
 	    c->wk->conf->max_json_depth, &in, &code, msg, sizeof(msg)) == -1) {
 		free(txt);
-		agui_error(c, txt == NULL ? 500 : 400, txt == NULL ?
+		conn_http_error(c, txt == NULL ? 500 : 400, txt == NULL ?
 		    "INTERNAL" : code, txt == NULL ? "out of memory" : msg);
 		return;
 	}
@@ -201,22 +231,17 @@ apply_next(struct conn *c)
 	if ((s = sess_get(c->wk, c->ic.session, st->kind == AGUI_CHAT ?
 	    route_creator(c, NULL) : NULL, NULL, NULL, &err)) == NULL) {
 		proto_in_free(&in);
-		if (sess_find(c->wk, c->ic.session) == NULL)
-			wk_released(c->wk, c->ic.session);
-		if (strcmp(err, "NOT_FOUND") == 0)
-			agui_error(c, 404, err, "no thread (Parley session) "
-			    "with this threadId: start it with a run whose "
-			    "last message is a user message");
-		else
-			agui_error(c, strcmp(err, "OVERLOADED") == 0 ? 503 :
-			    500, err, "the session could not be opened; retry");
+		adapt_open_error(c, err);
 		return;
 	}
 	if (st->from == 0) {
 		st->from = sess_last_seq(s) + 1;
-		/* Before they are applied: then nothing waits for them. */
-		if (st->kind == AGUI_ANSWER && answered_turn(s, st,
-		    &st->turn_seq) == 0)
+		/* All of them, before any is applied: then they still wait. */
+		if (st->kind == AGUI_ANSWER && answers_check(c, s, st) == -1) {
+			proto_in_free(&in);
+			return;
+		}
+		if (st->turn_seq != 0)
 			snprintf(st->msgid, sizeof(st->msgid), "m-%llu",
 			    (unsigned long long)st->turn_seq);
 	}
@@ -244,9 +269,9 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 			    strcmp(str_of(in, "type"), "tool_approve") == 0 ?
 			    "resume: interrupt" : "tool message for toolCallId",
 			    id, res->msg);
-			agui_error(c, res->http, res->code, msg);
+			conn_http_error(c, res->http, res->code, msg);
 		} else
-			agui_error(c, res->http, res->code, res->msg);
+			conn_http_error(c, res->http, res->code, res->msg);
 		return;
 	}
 	if (st->next < cJSON_GetArraySize(st->inputs)) {
@@ -271,11 +296,11 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	}
 	/* Answers: the turn they let go on, from its start, the runs the
 	 * client answered left out (struct agui). */
-	if ((seq = st->turn_seq) == 0 && running_turn(s, st->msgid,
-	    sizeof(st->msgid), &seq) == -1) {
-		agui_error(c, 409, "CONFLICT", "the thread has no run waiting "
-		    "for these answers (its turn has finished); read the "
-		    "thread's messages from GET /sessions/ID/log");
+	if ((seq = st->turn_seq) == 0 && !adapt_current_turn(s, st->msgid,
+	    sizeof(st->msgid), &seq)) {
+		conn_http_error(c, 409, "CONFLICT", "the thread has no run "
+		    "waiting for these answers (its turn has finished); read "
+		    "the thread's messages from GET /sessions/ID/log");
 		return;
 	}
 	st->hold_until = sess_last_seq(s);
@@ -283,23 +308,23 @@ agui_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	adapt_stream(c, s, &agui_adapt, st, NULL, seq);
 }
 
-/* The request body as an object, or NULL with msg saying why. */
-static cJSON *
-body_of(struct conn *c, char *msg, size_t msglen)
+/*
+ * Whether rq registers client tools under a server name this host's
+ * configuration already gives an mcp-server (the session would refuse
+ * them, after the session was made).
+ */
+static int
+server_taken(const struct conn *c, const struct agui_req *rq)
 {
-	const struct http_request *r = &c->hp.req;
-	cJSON *o;
+	const struct cfg_mcp_server *m;
+	const char *t = str_of(cJSON_GetArrayItem(rq->inputs, 0), "type");
 
-	if ((o = proto_json(r->body ? r->body : "", r->body_len,
-	    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
-		return NULL;
-	if (!cJSON_IsObject(o)) {
-		cJSON_Delete(o);
-		snprintf(msg, msglen, "body must be a JSON object, AG-UI's "
-		    "RunAgentInput {\"threadId\",\"runId\",\"messages\":[...]}");
-		return NULL;
-	}
-	return o;
+	if (t == NULL || strcmp(t, "mcp_tools") != 0)
+		return 0;
+	TAILQ_FOREACH(m, &c->wk->conf->mcp_servers, entry)
+		if (strcmp(m->name, AGUI_SERVER) == 0)
+			return 1;
+	return 0;
 }
 
 int
@@ -318,19 +343,23 @@ agui_session(struct conn *c, char *sid, size_t sidlen, int *create)
 	cJSON *o;
 
 	*create = 0;
+	/* Not a thread (also a project's kg: id): agui_http says why. */
+	if (adapt_session_id(c->ic.session, msg, sizeof(msg)) == -1)
+		return 0;
 	if (strcmp(c->hp.req.method, "POST") == 0 &&
 	    strcmp(c->hp.req.path, "/api/agui") == 0 &&
-	    (o = body_of(c, msg, sizeof(msg))) != NULL) {
+	    (o = adapt_body(c, msg, sizeof(msg))) != NULL) {
 		/* Only a valid run that chats makes the session. */
 		if (agui_parse(o, c->wk->conf->max_message, &rq,
 		    msg, sizeof(msg)) == 0) {
-			*create = rq.kind == AGUI_CHAT;
+			*create = rq.kind == AGUI_CHAT && !server_taken(c,
+			    &rq);
 			agui_req_free(&rq);
 		}
 		cJSON_Delete(o);
 	}
 	snprintf(sid, sidlen, "%s", c->ic.session);
-	return store_valid_id(sid);
+	return 1;
 }
 
 static void
@@ -341,37 +370,44 @@ agui_post(struct conn *c)
 	char msg[300];
 	cJSON *o;
 
-	if ((o = body_of(c, msg, sizeof(msg))) == NULL) {
-		agui_error(c, 400, "BAD_REQUEST", msg);
+	if ((o = adapt_body(c, msg, sizeof(msg))) == NULL) {
+		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
 	}
 	if (agui_parse(o, c->wk->conf->max_message, &rq, msg,
 	    sizeof(msg)) == -1) {
 		cJSON_Delete(o);
-		agui_error(c, 400, "BAD_REQUEST", msg);
+		conn_http_error(c, 400, "BAD_REQUEST", msg);
 		return;
 	}
 	cJSON_Delete(o);
+	if (server_taken(c, &rq)) {
+		agui_req_free(&rq);
+		conn_http_error(c, 400, "BAD_REQUEST", "field 'tools': this "
+		    "host's configuration has an mcp-server named '"
+		    AGUI_SERVER "', the name Parley gives AG-UI clients' "
+		    "tools; send no tools, or ask the operator to rename it");
+		return;
+	}
 	if (strcmp(rq.thread, c->ic.session) != 0) {
 		agui_req_free(&rq);
-		agui_error(c, 500, "INTERNAL", "the request reached a worker "
-		    "for another thread; retry");
+		conn_http_error(c, 500, "INTERNAL", "the request reached a "
+		    "worker for another thread; retry");
 		return;
 	}
 	if (c->ic.role == IPC_ROLE_OBSERVER) {
 		agui_req_free(&rq);
-		agui_error(c, 403, "FORBIDDEN", "an observer only reads: run "
-		    "the agent with a user's token, or follow the thread with "
-		    "GET /api/agui/THREAD/stream");
+		conn_http_error(c, 403, "FORBIDDEN", "an observer only reads: "
+		    "run the agent with a user's token, or follow the thread "
+		    "with GET /api/agui/THREAD/stream");
 		return;
 	}
 	if ((st = agui_new()) == NULL) {
 		agui_req_free(&rq);
-		agui_error(c, 503, "OVERLOADED", "out of memory; retry");
+		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
 	snprintf(st->thread, sizeof(st->thread), "%s", rq.thread);
-	snprintf(st->runid, sizeof(st->runid), "%s", rq.run);
 	snprintf(st->chatid, sizeof(st->chatid), "%s%s", AGUI_CHAT_PREFIX,
 	    rq.run);
 	st->kind = rq.kind;
@@ -394,39 +430,46 @@ agui_get(struct conn *c)
 	struct agui *st;
 	struct sess *s;
 	const char *err;
-	char last[64], run[PROTO_ID_MAX + 1];
+	char last[64], msg[200], why[256];
 	uint64_t seq;
 	int have;
 
+	if (adapt_session_id(c->ic.session, msg, sizeof(msg)) == -1) {
+		snprintf(why, sizeof(why), "the threadId in "
+		    "/api/agui/THREAD/stream: %s", msg);
+		conn_http_error(c, 400, "BAD_REQUEST", why);
+		return;
+	}
 	if ((s = sess_get(c->wk, c->ic.session, NULL, NULL, NULL, &err)) ==
 	    NULL) {
-		if (sess_find(c->wk, c->ic.session) == NULL)
-			wk_released(c->wk, c->ic.session);
-		agui_error(c, strcmp(err, "NOT_FOUND") == 0 ? 404 : 503, err,
-		    "no such thread");
+		adapt_open_error(c, err);
 		return;
 	}
 	if ((st = agui_new()) == NULL) {
-		agui_error(c, 503, "OVERLOADED", "out of memory; retry");
+		conn_http_error(c, 503, "OVERLOADED", "out of memory; retry");
 		return;
 	}
-	have = adapt_last_id(c, last, sizeof(last)) == 0;
+	if ((have = adapt_last_id(c, last, sizeof(last))) == -2) {
+		agui_free(st);
+		conn_http_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
+		    "?lastEventId=) is too long for an id of this stream, "
+		    "SEQ:K");
+		return;
+	}
+	have = have == 0;
 	if (have && adapt_cursor_parse(&st->cur, last) == -1) {
 		agui_free(st);
-		agui_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
+		conn_http_error(c, 400, "BAD_REQUEST", "Last-Event-ID (or "
 		    "?lastEventId=) must be an id of this stream, SEQ:K");
 		return;
 	}
-	if (running_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1 &&
+	if (!adapt_current_turn(s, st->msgid, sizeof(st->msgid), &seq) &&
 	    waiting_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
 		agui_free(st);
 		conn_respond(c, 204, NULL, 0, NULL);
 		return;
 	}
 	snprintf(st->thread, sizeof(st->thread), "%s", s->id);
-	if (c->hp.req.query != NULL && http_query_param(c->hp.req.query,
-	    "runId", run, sizeof(run)) == 0)
-		snprintf(st->runid, sizeof(st->runid), "%s", run);
 	st->kind = AGUI_CHAT;
 	st->approval_ms = c->wk->conf->approval_timeout_ms;
 	/* Without an id: the last run from its start. */
@@ -443,8 +486,8 @@ agui_http(struct conn *c)
 
 	if (strcmp(p, "/api/agui") == 0) {
 		if (strcmp(m, "POST") != 0) {
-			agui_error(c, 405, "BAD_REQUEST", "use POST /api/agui "
-			    "with a RunAgentInput");
+			conn_http_error(c, 405, "BAD_REQUEST", "use POST "
+			    "/api/agui with a RunAgentInput");
 			return;
 		}
 		agui_post(c);
@@ -452,13 +495,13 @@ agui_http(struct conn *c)
 	}
 	if (n > 17 && strcmp(p + n - 7, "/stream") == 0) {
 		if (strcmp(m, "GET") != 0) {
-			agui_error(c, 405, "BAD_REQUEST", "use GET "
+			conn_http_error(c, 405, "BAD_REQUEST", "use GET "
 			    "/api/agui/THREAD/stream");
 			return;
 		}
 		agui_get(c);
 		return;
 	}
-	agui_error(c, 404, "NOT_FOUND", "no such endpoint: POST /api/agui, "
-	    "GET /api/agui/THREAD/stream");
+	conn_http_error(c, 404, "NOT_FOUND", "no such endpoint: POST "
+	    "/api/agui, GET /api/agui/THREAD/stream");
 }

@@ -2,8 +2,9 @@
  * AG-UI's RunAgentInput as Parley client messages (agui_int.h): the last
  * user message a chat, resume[] entries tool_approve, trailing tool
  * messages mcp_result, the client's tools an mcp_tools registration of
- * the server "agui".  Checked whole before anything is applied, so a bad
- * body changes nothing.
+ * the server "agui".  The body is checked whole here, before a session is
+ * opened (agui.c checks the answers against the session before applying
+ * any), so a bad body changes nothing.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include <cjson/cJSON.h>
 
 #include "parley/proto.h"
-#include "parley/store.h"
 #include "agui_int.h"
 
 static int
@@ -90,7 +90,63 @@ tool_name_ok(const char *n)
 	return 1;
 }
 
-/* The mcp_tools registration of the client's tools, or -1. */
+/*
+ * Tool i as the session will check it (ctool.c's bounds), before anything
+ * is opened: 0, or -1 with msg saying what is wrong.
+ */
+static int
+tool_ok(const cJSON *t, int i, const cJSON *list, char *msg, size_t len)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(t, "description");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "parameters");
+	const cJSON *md, *h, *o;
+	const char *name = jstr(t, "name");
+	char *txt;
+	size_t n;
+
+	if (!cJSON_IsObject(t) || name == NULL || !tool_name_ok(name))
+		return bad(msg, len, "tools[%d].name must be 1-58 letters, "
+		    "digits, '_' or '-' (Parley offers it to the model as "
+		    AGUI_SERVER "__NAME)", i);
+	cJSON_ArrayForEach(o, list)
+		if (strcmp(jstr(o, "name"), name) == 0)
+			return bad(msg, len, "tools[%d]: name '%s' repeats an "
+			    "earlier tool's; give each tool its own name", i,
+			    name);
+	if (d != NULL && !cJSON_IsNull(d) && (!cJSON_IsString(d) ||
+	    strlen(d->valuestring) > AGUI_TOOL_DESC_MAX))
+		return bad(msg, len, "tools[%d].description must be a string "
+		    "of at most %d bytes", i, AGUI_TOOL_DESC_MAX);
+	if (p != NULL && !cJSON_IsObject(p) && !cJSON_IsNull(p))
+		return bad(msg, len, "tools[%d].parameters must be a JSON "
+		    "Schema object", i);
+	if (cJSON_IsObject(p)) {
+		if ((txt = cJSON_PrintUnformatted(p)) == NULL)
+			return bad(msg, len, "out of memory; retry");
+		n = strlen(txt);
+		free(txt);
+		if (n > AGUI_TOOL_SCHEMA_MAX)
+			return bad(msg, len, "tools[%d].parameters is longer "
+			    "than %d bytes as JSON", i, AGUI_TOOL_SCHEMA_MAX);
+	}
+	md = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(t,
+	    "metadata"), "annotations");
+	if (md != NULL && !cJSON_IsObject(md))
+		return bad(msg, len, "tools[%d].metadata.annotations must be "
+		    "an object of MCP hints (readOnlyHint, ...)", i);
+	cJSON_ArrayForEach(h, md)
+		if (!cJSON_IsBool(h) && !cJSON_IsString(h))
+			return bad(msg, len, "tools[%d].metadata.annotations."
+			    "%.40s must be a boolean (a title a string)", i,
+			    h->string ? h->string : "?");
+	return 0;
+}
+
+/*
+ * The mcp_tools registration of the client's tools, or -1.  Every tool is
+ * checked here as the session would (tool_ok), so a bad one is refused
+ * before a session is opened or made.
+ */
 static int
 tools_of(const cJSON *tools, const char *sid, cJSON *inputs, char *msg,
     size_t len)
@@ -112,18 +168,12 @@ tools_of(const cJSON *tools, const char *sid, cJSON *inputs, char *msg,
 		    AGUI_TOOLS_MAX);
 	list = cJSON_CreateArray();
 	cJSON_ArrayForEach(t, tools) {
-		if ((name = jstr(t, "name")) == NULL || !tool_name_ok(name)) {
+		if (tool_ok(t, i, list, msg, len) == -1) {
 			cJSON_Delete(list);
-			return bad(msg, len, "tools[%d].name must be 1-58 "
-			    "letters, digits, '_' or '-' (Parley offers it to "
-			    "the model as " AGUI_SERVER "__NAME)", i);
+			return -1;
 		}
+		name = jstr(t, "name");
 		p = cJSON_GetObjectItemCaseSensitive(t, "parameters");
-		if (p != NULL && !cJSON_IsObject(p) && !cJSON_IsNull(p)) {
-			cJSON_Delete(list);
-			return bad(msg, len, "tools[%d].parameters must be a "
-			    "JSON Schema object", i);
-		}
 		o = cJSON_CreateObject();
 		cJSON_AddStringToObject(o, "server", AGUI_SERVER);
 		cJSON_AddStringToObject(o, "name", name);
@@ -294,12 +344,15 @@ agui_parse(const cJSON *o, size_t max_message, struct agui_req *rq,
 	const cJSON *last, *m;
 	const char *thread = jstr(o, "threadId"), *run = jstr(o, "runId");
 	const char *role;
+	char idmsg[200];
 	int n, i = 0, rc = -1;
 
 	memset(rq, 0, sizeof(*rq));
-	if (thread == NULL || !store_valid_id(thread))
+	if (thread == NULL)
 		return bad(msg, len, "field 'threadId' (the Parley session) "
 		    "must be 1-128 characters of A-Z a-z 0-9 . _ : -");
+	if (adapt_session_id(thread, idmsg, sizeof(idmsg)) == -1)
+		return bad(msg, len, "field 'threadId': %s", idmsg);
 	if (run == NULL || run[0] == '\0' || strlen(run) > PROTO_ID_MAX -
 	    (sizeof(AGUI_CHAT_PREFIX) - 1))
 		return bad(msg, len, "field 'runId' must be a string of 1-%zu "

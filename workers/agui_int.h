@@ -17,9 +17,11 @@
 #define AGUI_CHAT_PREFIX "agui:"	/* chat id: this and the runId */
 #define AGUI_RESULT_PREFIX "parley-result-" /* TOOL_CALL_RESULT's messageId:
 					   this and the toolCallId */
-#define AGUI_CALLS_MAX	 256		/* tool calls a stream remembers */
+#define AGUI_CALLS_MAX	 256		/* tool calls a stream follows */
 #define AGUI_ANSWERS_MAX 64		/* resume entries, tool messages */
 #define AGUI_TOOLS_MAX	 64		/* as parley-protocol(7) allows */
+#define AGUI_TOOL_DESC_MAX 4096		/* ctool.c's bounds */
+#define AGUI_TOOL_SCHEMA_MAX (16 * 1024)
 
 enum agui_kind {
 	AGUI_CHAT = 1,		/* a user message: a new turn */
@@ -51,7 +53,8 @@ struct agui_req {
 struct agui {
 	struct adapt_cursor cur;	/* first: adapt.h's */
 	char		 thread[129];
-	char		 runid[PROTO_ID_MAX + 1];	/* RUN_STARTED's */
+	char		 runid[PROTO_ID_MAX + 1];	/* the chat's runId */
+	char		 runcur[PROTO_ID_MAX + 24];	/* the open run's */
 	char		 chatid[PROTO_ID_MAX + sizeof(AGUI_CHAT_PREFIX)];
 					/* to find the chat */
 	char		 msgid[48];	/* the turn, m-SEQ; "" until found */
@@ -100,13 +103,13 @@ uint64_t	 agui_ts_ms(const char *);
  */
 void		 agui_translate(struct agui *, const char *type,
 		    const cJSON *e, uint64_t seq, char **out, size_t *len);
+/* Frees what agui_parse made. */
+void		 agui_req_free(struct agui_req *);
 /*
  * Checks a RunAgentInput body and makes the Parley messages it stands
  * for (rq->inputs, rq->answered: the caller's); 0, or -1 with msg saying
  * what is wrong and what to send.
  */
-/* Frees what agui_parse made. */
-void		 agui_req_free(struct agui_req *);
 int		 agui_parse(const cJSON *body, size_t max_message,
 		    struct agui_req *, char *msg, size_t msglen);
 

@@ -160,7 +160,10 @@ emit(struct emit *em, const char *type, cJSON *o)
 	/* Left out by the cursor: the client has it (and its end). */
 	dropped = em->seq < st->cur.skip_seq || (em->seq == st->cur.skip_seq &&
 	    st->cur.k <= st->cur.skip_k);
-	if (fin && !dropped)
+	/* The turn's own end ends the stream even when the client has it
+	 * (a resume from past it); a run's end where the turn waits ends it
+	 * only when sent. */
+	if (fin && (!dropped || st->ended))
 		st->end = 1;
 }
 
@@ -179,23 +182,34 @@ str_of(const cJSON *e, const char *k)
 	return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, k));
 }
 
-/* Opens the run when it is not open: RUN_STARTED, STATE_SNAPSHOT. */
+/*
+ * Opens the run when it is not open: RUN_STARTED, STATE_SNAPSHOT.  Its
+ * runId is a function of the log: the first run's is the runId its chat
+ * id carries ("agui:RUNID", else the turn's messageId), a run that goes
+ * on after answers is that, '.', and the seq of the event it starts at
+ * (no logged event keeps the answering POST's own runId).
+ */
 static void
 run_open(struct emit *em, const char *status)
 {
 	struct agui *st = em->st;
+	const char *base = st->runid[0] ? st->runid : st->msgid;
 	cJSON *o, *snap;
 
 	if (st->run_open)
 		return;
 	st->run_open = 1;
 	st->runs++;
+	if (st->runs == 1)
+		snprintf(st->runcur, sizeof(st->runcur), "%s", base);
+	else
+		snprintf(st->runcur, sizeof(st->runcur), "%s.%llu", base,
+		    (unsigned long long)em->seq);
 	cJSON_Delete(st->pend);
 	st->pend = cJSON_CreateArray();
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "threadId", st->thread);
-	cJSON_AddStringToObject(o, "runId", st->runid[0] ? st->runid :
-	    st->msgid);
+	cJSON_AddStringToObject(o, "runId", st->runcur);
 	emit(em, "RUN_STARTED", o);
 	/* Parley's own view of the run, not the client's input state. */
 	snap = cJSON_CreateObject();
@@ -273,13 +287,25 @@ call_open(struct emit *em, const cJSON *e)
 	struct agui *st = em->st;
 	const char *id = str_of(e, "toolCallId"), *tool = str_of(e, "tool");
 	const char *server = str_of(e, "server");
-	char *args;
+	char *args, why[160];
 	cJSON *o;
 
 	if (id == NULL || cJSON_GetObjectItemCaseSensitive(st->started, id))
 		return;
-	if (cJSON_GetArraySize(st->started) < AGUI_CALLS_MAX)
-		cJSON_AddTrueToObject(st->started, id);
+	if (cJSON_GetArraySize(st->started) >= AGUI_CALLS_MAX) {
+		/* Not remembered, it would start again on its next event. */
+		st->ended = 1;
+		st->run_open = 0;
+		step_close(em);
+		snprintf(why, sizeof(why), "the turn made more than %d tool "
+		    "calls, more than an AG-UI stream follows; read the rest "
+		    "from GET /sessions/ID/log", AGUI_CALLS_MAX);
+		o = obj_str("message", why);
+		cJSON_AddStringToObject(o, "code", "TOO_MANY_CALLS");
+		emit(em, "RUN_ERROR", o);
+		return;
+	}
+	cJSON_AddTrueToObject(st->started, id);
 	text_close(em);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "toolCallId", id);
@@ -339,8 +365,7 @@ run_finish(struct emit *em, cJSON *outcome, cJSON *usage, const cJSON *ids,
 	step_close(em);
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "threadId", st->thread);
-	cJSON_AddStringToObject(o, "runId", st->runid[0] ? st->runid :
-	    st->msgid);
+	cJSON_AddStringToObject(o, "runId", st->runcur);
 	if (outcome != NULL)
 		cJSON_AddItemToObject(o, "outcome", outcome);
 	if (usage != NULL)
@@ -425,18 +450,6 @@ turn_found(struct agui *st, const cJSON *e, uint64_t seq)
 	return 1;
 }
 
-/* Whether a thought (thoughtId th_m-SEQ-...) is the turn's. */
-static int
-thought_of(const struct agui *st, const cJSON *e)
-{
-	const char *id = str_of(e, "thoughtId");
-	size_t n = strlen(st->msgid);
-
-	return id != NULL && strncmp(id, "th_", 3) == 0 &&
-	    strncmp(id + 3, st->msgid, n) == 0 && (id[3 + n] == '-' ||
-	    id[3 + n] == '.');
-}
-
 /* The chunks of one event, to the output or the hold (emit). */
 static void
 translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
@@ -473,8 +486,8 @@ translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
 		/* The block is {thought: {thoughtId, content, ...}}. */
 		const cJSON *th = cJSON_GetObjectItemCaseSensitive(e, "thought");
 
-		if (!thought_of(st, th) || (id = str_of(th, "thoughtId")) ==
-		    NULL)
+		if (!adapt_thought_of(st->msgid, th) ||
+		    (id = str_of(th, "thoughtId")) == NULL)
 			return;
 		e = th;
 		run_open(&em, "running");
@@ -519,7 +532,7 @@ translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
 		run_open(&em, "running");
 		step_open(&em, (unsigned)proto_count(e, "step"));
 		call_open(&em, e);
-		if (id == NULL)
+		if (id == NULL || st->ended)
 			return;
 		if (strcmp(type, "tool_approve_request") == 0 &&
 		    cJSON_GetArraySize(st->appr) < AGUI_CALLS_MAX) {
@@ -558,6 +571,8 @@ translate(struct agui *st, const char *type, const cJSON *e, uint64_t seq,
 		run_open(&em, "running");
 		step_open(&em, (unsigned)proto_count(e, "step"));
 		call_open(&em, e);
+		if (st->ended)
+			return;
 		o = cJSON_CreateObject();
 		t = malloc(strlen(id) + sizeof(AGUI_RESULT_PREFIX));
 		if (t != NULL) {

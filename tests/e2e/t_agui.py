@@ -23,15 +23,24 @@
 #  e. a client cut mid-reply comes back with the eventsource package and
 #     Last-Event-ID on GET .../stream: with the first part, exactly the
 #     run's blocks (same ids SEQ:K, no duplicate, no gap, same text as
-#     /log); without an id it gets the run from RUN_STARTED; after the
-#     turn, 204;
+#     /log); without an id it gets the run from RUN_STARTED (an id too
+#     long to read is a 400, not that); after the turn, 204; a client
+#     that has the whole turn comes back while it runs and its stream
+#     ends with the turn;
 #  f. bad input is refused with 400 saying what to fix and creates no
-#     session; an observer's run is refused with 403;
+#     session (also what only the session checked: repeated tools, a
+#     long description, a kg: thread); a bad thread in GET's path is a
+#     400; an observer's run is refused with 403;
 #  g. two hosts on one Redis: runs POSTed to the host that only follows
 #     the session (the chat found by its id once the owner logs it; the
 #     tool message that continues the turn) stream the turn its owner
-#     runs.
-import sys, os, subprocess
+#     runs;
+#  h. tools when the host has an mcp-server named "agui" are a 400 that
+#     creates nothing; a POST that answers a waiting approval and something that waits
+#     for nothing (an interrupt, a tool call) is refused whole (404) and
+#     applies nothing; the good answer alone continues the run, whose
+#     runId is the first run's and the answer's seq.
+import sys, os, subprocess, threading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import Cluster, TOKEN
@@ -137,7 +146,12 @@ def part_b(d):
           "tool calls %s" % starts)
     ev2 = out["run2"]["events"]
     check_run(ev2, "resumed run")
-    check(ev2[0]["runId"] == "run-approve-2", "run 2 %s" % ev2[0])
+    # The continued run's id is the log's: the chat's runId and the seq
+    # of the answer it starts at (the client's "run-approve-2" is not).
+    ans = [e for e in d.log_events("ag-b") if e["type"] == "audit_entry"
+           and e.get("decision") == "approved"]
+    check(ev2[0]["runId"] == ev2[-1]["runId"] == "run-approve-1.%d"
+          % ans[0]["seq"], "run 2 %s, answer %s" % (ev2[0], ans))
     res = [e for e in ev2 if e["type"] == "TOOL_CALL_RESULT"]
     check(any("approved-echo" in e["content"] for e in res),
           "echo's result %s" % res)
@@ -249,6 +263,30 @@ def part_e(d):
     check(st == 204, "no run: %d %r" % (st, body))
     st, _, body = d.http("GET", "/api/agui/ag-e/stream?lastEventId=x")
     check(st == 400 and b"SEQ:K" in body, "bad id: %d %r" % (st, body))
+    # One too long to read is a 400 too, not the whole turn again.
+    st, _, body = d.http("GET", "/api/agui/ag-e/stream", headers={
+        "Last-Event-ID": "0" * 70 + "3:2"})
+    check(st == 400 and b"too long" in body, "long id: %d %r" % (st, body))
+    # A client that has the whole turn (an id past its last chunk) comes
+    # back while it runs: its stream ends with the turn.
+    post = threading.Thread(target=d.http, args=(
+        "POST", "/api/agui", {"threadId": "ag-e2", "runId": "r1",
+                              "messages": [{"id": "u", "role": "user",
+                                            "content": "hi"}]}),
+        kwargs={"timeout": 30})
+    post.start()
+    deadline = time.time() + 10
+    while True:
+        t0 = time.time()
+        st, _, body = d.http("GET", "/api/agui/ag-e2/stream", headers={
+            "Last-Event-ID": "18446744073709551615:1"}, timeout=20)
+        if st == 200 or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    took = time.time() - t0
+    post.join()
+    check(st == 200 and b"data:" not in body and took < 15,
+          "past the end: %d after %.1fs %r" % (st, took, body[:200]))
 
 
 def part_f(d):
@@ -275,6 +313,24 @@ def part_f(d):
               "%s -> %d %r" % (what, st, data[:300]))
     st, js = d.http_json("GET", "/sessions/ag-f")
     check(st == 404, "a bad body created the session: %d %s" % (st, js))
+    # What the session would refuse is refused before it is made.
+    for what, sid, extra, word in [
+            ("repeated tool", "ag-f-dup", {"tools": [
+                {"name": "a", "parameters": {"type": "object"}},
+                {"name": "a"}]}, "repeats"),
+            ("long description", "ag-f-big", {"tools": [
+                {"name": "a", "description": "x" * 100000}]},
+             "description"),
+            ("knowledge session", "kg:agf", {}, "knowledge")]:
+        body = dict(good, threadId=sid, **extra)
+        st, _, data = d.http("POST", "/api/agui", body)
+        check(st == 400 and word in data.decode(), "%s -> %d %r"
+              % (what, st, data[:300]))
+        st, js = d.http_json("GET", "/sessions/" + sid)
+        check(st == 404, "%s created the session: %d %s" % (what, st, js))
+    st, _, data = d.http("GET", "/api/agui/.x/stream")
+    check(st == 400 and b"threadId" in data, "bad thread -> %d %r"
+          % (st, data[:300]))
     out = node(d, OBS, "ag-f", "observer")
     check(out["result"].startswith("error: 403"), "observer: %s"
           % out["result"])
@@ -286,6 +342,56 @@ def part_f(d):
     st, _, data = d.http("POST", "/api/agui", body)
     check(st == 404 and b"call_9" in data, "unknown interrupt -> %d %r"
           % (st, data[:300]))
+
+
+def sse_events(data):
+    return [json.loads(line[6:]) for line in data.decode().split("\n")
+            if line.startswith("data: ")]
+
+
+def part_h(d):
+    """A POST whose answers are not all good applies none of them."""
+    st, _, data = d.http("POST", "/api/agui", {
+        "threadId": "ag-h-srv", "runId": "s1", "messages": [
+            {"id": "u", "role": "user", "content": "go"}],
+        "tools": [{"name": "lookup"}]})
+    check(st == 400 and b"mcp-server named 'agui'" in data,
+          "h: tools under a configured server -> %d %r" % (st, data[:300]))
+    st, js = d.http_json("GET", "/sessions/ag-h-srv")
+    check(st == 404, "h: the clash created the session: %d %s" % (st, js))
+    sid, user = "ag-h", [{"id": "u", "role": "user", "content": "go"}]
+    st, _, data = d.http("POST", "/api/agui", {
+        "threadId": sid, "runId": "h1", "messages": user}, timeout=30)
+    ev = sse_events(data)
+    check(st == 200 and ev[-1]["type"] == "RUN_FINISHED" and
+          ev[-1]["outcome"]["type"] == "interrupt", "h: %d %s" % (st,
+                                                                 types(ev)))
+    call = ev[-1]["outcome"]["interrupts"][0]["id"]
+    ok = {"interruptId": call, "status": "resolved",
+          "payload": {"approved": True}}
+    for what, body, word in [
+            ("unknown interrupt", {"resume": [ok, dict(
+                ok, interruptId="call_zz")]}, b"call_zz"),
+            ("unknown tool call", {"resume": [ok], "messages": user + [
+                {"id": "t", "role": "tool", "toolCallId": "call_yy",
+                 "content": "x"}]}, b"call_yy")]:
+        req = {"threadId": sid, "runId": "h2", "messages": user}
+        req.update(body)
+        st, _, data = d.http("POST", "/api/agui", req, timeout=30)
+        check(st == 404 and word in data and b"nothing was applied" in
+              data, "h: %s -> %d %r" % (what, st, data[:300]))
+        check(not [e for e in d.log_events(sid) if e["type"] ==
+                   "audit_entry" and e.get("toolCallId") == call],
+              "h: %s applied the good answer" % what)
+    st, _, data = d.http("POST", "/api/agui", {
+        "threadId": sid, "runId": "h3", "messages": user, "resume": [ok]},
+        timeout=30)
+    ev = sse_events(data)
+    ans = [e for e in d.log_events(sid) if e["type"] == "audit_entry" and
+           e.get("toolCallId") == call]
+    check(st == 200 and len(ans) == 1 and ev[-1]["type"] == "RUN_FINISHED"
+          and ev[0]["runId"] == "h1.%d" % ans[0]["seq"],
+          "h: the good answer alone -> %d %s %s" % (st, ev[:1], ans))
 
 
 async def part_g(tool):
@@ -330,9 +436,11 @@ def main():
     asyncio.run(part_g(tool))
     srv = Everything()
     try:
+        # An mcp-server named "agui" too: AG-UI clients' tools clash.
         mcp = ("mcp-server everything {\n    url %s\n    timeout 10s\n}\n"
+               "mcp-server agui {\n    url %s\n    timeout 10s\n}\n"
                "tool-policy %s high\napproval-timeout 1h\n"
-               % (srv.url(), ECHO))
+               % (srv.url(), srv.url(), ECHO))
         calls = [{"name": "everything__get-sum", "arguments": {"a": 2,
                                                                "b": 3}},
                  {"name": ECHO, "arguments": {"message": "approved-echo"}}]
@@ -340,6 +448,8 @@ def main():
             wait_tools(d)
             print("-- part_b", flush=True)
             part_b(d)
+            print("-- part_h", flush=True)
+            part_h(d)
     finally:
         srv.stop()
 

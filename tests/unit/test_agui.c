@@ -199,13 +199,124 @@ START_TEST(test_cursor)
 		at = strstr(all, id);
 		at = strstr(at, "\n\n") + 2;
 		ck_assert_str_eq(rest, at);
-		/* Only a RUN_FINISHED it sends ends the stream. */
-		ck_assert_int_eq(again->end, i < n - 1);
+		/* The turn's end ends the stream, also when the client
+		 * has its RUN_FINISHED (a resume from past it). */
+		ck_assert_int_eq(again->end, 1);
 		free(rest);
 		agui_free(again);
 	}
 	cJSON_Delete(bl);
 	free(all);
+	agui_free(st);
+}
+END_TEST
+
+/*
+ * A resume from past the turn's last chunk (nothing left to send) ends
+ * at the turn's end: done, a failing error, team_done; a resume past a
+ * run that waits for an answer does not.
+ */
+START_TEST(test_past_end)
+{
+	static const char *failed[] = {
+		"{\"type\":\"user_message\",\"seq\":1,\"ts\":\"" TS "\","
+		    "\"id\":\"agui:r1\",\"message\":\"x\"}",
+		"{\"type\":\"error\",\"seq\":2,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"code\":\"LLM_ERROR\","
+		    "\"message\":\"down\"}",
+		NULL
+	}, *team[] = {
+		"{\"type\":\"user_message\",\"seq\":1,\"ts\":\"" TS "\","
+		    "\"id\":\"agui:r1\",\"message\":\"x\"}",
+		"{\"type\":\"done\",\"seq\":2,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\",\"teamRound\":true}",
+		"{\"type\":\"team_done\",\"seq\":3,\"ts\":\"" TS "\","
+		    "\"messageId\":\"m-1\"}",
+		NULL
+	}, *waits[] = {
+		"{\"type\":\"user_message\",\"seq\":1,\"ts\":\"" TS "\","
+		    "\"id\":\"agui:r1\",\"message\":\"x\"}",
+		"{\"type\":\"tool_approve_request\",\"seq\":2,\"ts\":\"" TS
+		    "\",\"messageId\":\"m-1\",\"step\":1,\"toolCallId\":"
+		    "\"call_1\",\"tool\":\"srv__echo\",\"args\":{}}",
+		"{\"type\":\"agent_state\",\"seq\":3,\"ts\":\"" TS "\","
+		    "\"status\":\"waiting_approval\"}",
+		NULL
+	};
+	static const struct {
+		const char	**evs;
+		const char	 *msgid, *last;
+		int		  end;
+	} c[] = {
+		{ reply, "m-2", "18446744073709551615:1", 1 },
+		{ reply, "m-2", "7:99", 1 },
+		{ failed, "m-1", "2:99", 1 },
+		{ team, "m-1", "99", 1 },
+		{ waits, "m-1", "3:99", 0 },
+	};
+	struct agui *st;
+	size_t i, len;
+	char *t;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		st = fresh(NULL);
+		snprintf(st->msgid, sizeof(st->msgid), "%s", c[i].msgid);
+		ck_assert_int_eq(adapt_cursor_parse(&st->cur, c[i].last), 0);
+		t = play(st, c[i].evs, &len);
+		ck_assert_uint_eq(len, 0);
+		ck_assert_msg(st->end == c[i].end, "case %zu: end %d", i,
+		    st->end);
+		free(t);
+		agui_free(st);
+	}
+}
+END_TEST
+
+/*
+ * Past AGUI_CALLS_MAX calls in a turn the stream ends with RUN_ERROR
+ * instead of starting a call it no longer remembers again.
+ */
+START_TEST(test_calls_max)
+{
+	struct agui *st = fresh("agui:r1");
+	const char **evs;
+	char *t, *p;
+	size_t len, n = 0;
+	int i, starts = 0;
+	cJSON *bl;
+
+	evs = calloc(AGUI_CALLS_MAX * 2 + 8, sizeof(*evs));
+	ck_assert_ptr_nonnull(evs);
+	evs[n++] = "{\"type\":\"user_message\",\"seq\":1,\"ts\":\"" TS
+	    "\",\"id\":\"agui:r1\",\"message\":\"x\"}";
+	for (i = 0; i <= AGUI_CALLS_MAX; i++) {
+		ck_assert_int_ne(asprintf(&p, "{\"type\":\"tool_start\","
+		    "\"seq\":%d,\"messageId\":\"m-1\",\"step\":1,"
+		    "\"toolCallId\":\"c%d\",\"tool\":\"s__t\",\"args\":{}}",
+		    i * 2 + 2, i), -1);
+		evs[n++] = p;
+		ck_assert_int_ne(asprintf(&p, "{\"type\":\"tool_result\","
+		    "\"seq\":%d,\"messageId\":\"m-1\",\"step\":1,"
+		    "\"toolCallId\":\"c%d\",\"result\":\"r\"}", i * 2 + 3,
+		    i), -1);
+		evs[n++] = p;
+	}
+	t = play(st, evs, &len);
+	bl = blocks(t);
+	for (i = 0; i < cJSON_GetArraySize(bl); i++)
+		if (strcmp(field(bl, i, "type"), "TOOL_CALL_START") == 0)
+			starts++;
+	ck_assert_int_eq(starts, AGUI_CALLS_MAX);
+	ck_assert_str_eq(field(bl, cJSON_GetArraySize(bl) - 1, "type"),
+	    "RUN_ERROR");
+	ck_assert_str_eq(field(bl, cJSON_GetArraySize(bl) - 1, "code"),
+	    "TOO_MANY_CALLS");
+	ck_assert_int_eq(st->end, 1);
+	for (i = 1; i < (int)n; i++)
+		free((char *)evs[i]);
+	free(evs);
+	cJSON_Delete(bl);
+	free(t);
 	agui_free(st);
 }
 END_TEST
@@ -286,6 +397,12 @@ START_TEST(test_interrupt)
 	    "approved"));
 	/* A JSON result is its text. */
 	ck_assert_str_eq(field(bl, 15, "content"), "{\"content\":1}");
+	/* Run ids from the log: the chat's, then it and the seq the next
+	 * run starts at (the answer's audit_entry). */
+	ck_assert_str_eq(field(bl, 0, "runId"), "r1");
+	ck_assert_str_eq(field(bl, 11, "runId"), "r1");
+	ck_assert_str_eq(field(bl, 12, "runId"), "r1.7");
+	ck_assert_str_eq(field(bl, 22, "runId"), "r1.7");
 	ck_assert_str_eq(field(bl, 17, "stepName"), "step 2");
 	cJSON_Delete(bl);
 	free(t);
@@ -302,7 +419,6 @@ START_TEST(test_hold_answered)
 	cJSON *bl;
 
 	snprintf(st->msgid, sizeof(st->msgid), "m-1");
-	snprintf(st->runid, sizeof(st->runid), "r2");
 	st->hold_until = 7;	/* the log's end: the answer is logged */
 	st->hold_answered = 1;
 	cJSON_AddItemToArray(st->answered, cJSON_CreateString("call_2"));
@@ -311,7 +427,9 @@ START_TEST(test_hold_answered)
 	ck_assert_str_eq(types(bl), "RUN_STARTED STATE_SNAPSHOT STEP_STARTED "
 	    "TOOL_CALL_RESULT STEP_FINISHED STEP_STARTED TEXT_MESSAGE_START "
 	    "TEXT_MESSAGE_CONTENT TEXT_MESSAGE_END STEP_FINISHED RUN_FINISHED");
-	ck_assert_str_eq(field(bl, 0, "runId"), "r2");
+	/* The log's: the chat's runId and the seq the run starts at. */
+	ck_assert_str_eq(field(bl, 0, "runId"), "r1.7");
+	ck_assert_str_eq(field(bl, 10, "runId"), "r1.7");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
 	    cJSON_GetArrayItem(bl, 0), "id")), "7:1");
 	cJSON_Delete(bl);
@@ -335,8 +453,8 @@ START_TEST(test_hold_last_run)
 	ck_assert_str_eq(field(bl, 0, "type"), "RUN_STARTED");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
 	    cJSON_GetArrayItem(bl, 0), "id")), "7:1");
-	/* The run found from its chat id: its runId. */
-	ck_assert_str_eq(field(bl, 0, "runId"), "r1");
+	/* The run after the answer: the chat's runId and its seq. */
+	ck_assert_str_eq(field(bl, 0, "runId"), "r1.7");
 	ck_assert_int_eq(st->end, 1);
 	cJSON_Delete(bl);
 	free(t);
@@ -426,7 +544,6 @@ START_TEST(test_approved_client_call)
 	/* The resume's POST: the call was asked of the client before the
 	 * stream began (the log's end is 6). */
 	snprintf(st->msgid, sizeof(st->msgid), "m-1");
-	snprintf(st->runid, sizeof(st->runid), "r2");
 	st->hold_until = 6;
 	st->hold_answered = 1;
 	cJSON_AddItemToArray(st->answered, cJSON_CreateString("call_1"));
@@ -434,7 +551,7 @@ START_TEST(test_approved_client_call)
 	bl = blocks(t);
 	ck_assert_str_eq(types(bl), "RUN_STARTED STATE_SNAPSHOT STEP_STARTED "
 	    "STEP_FINISHED RUN_FINISHED");
-	ck_assert_str_eq(field(bl, 0, "runId"), "r2");
+	ck_assert_str_eq(field(bl, 0, "runId"), "r1.4");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetArrayItem(
 	    cJSON_GetObjectItem(cJSON_GetObjectItem(ev(bl, 4), "outcome"),
 	    "pendingToolCallIds"), 0)), "call_1");
@@ -659,6 +776,24 @@ START_TEST(test_parse_bad)
 		    "\"cancelled\"}]}", "twice" },
 		{ "{\"threadId\":\"t\",\"runId\":\"r\",\"messages\":[{\"role\":"
 		    "\"tool\",\"content\":\"x\"}]}", "toolCallId" },
+		/* What the session would refuse, refused before it is
+		 * opened or made. */
+		{ "{\"threadId\":\"kg:p\",\"runId\":\"r\",\"messages\":[{"
+		    "\"role\":\"user\",\"content\":\"x\"}]}", "knowledge" },
+		{ "{\"threadId\":\"t\",\"runId\":\"r\",\"messages\":[{\"role\":"
+		    "\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"a\"},"
+		    "{\"name\":\"b\"},{\"name\":\"a\"}]}", "tools[2]: name 'a' "
+		    "repeats" },
+		{ "{\"threadId\":\"t\",\"runId\":\"r\",\"messages\":[{\"role\":"
+		    "\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"a\","
+		    "\"description\":7}]}", "tools[0].description" },
+		{ "{\"threadId\":\"t\",\"runId\":\"r\",\"messages\":[{\"role\":"
+		    "\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"a\","
+		    "\"metadata\":{\"annotations\":[]}}]}", "annotations" },
+		{ "{\"threadId\":\"t\",\"runId\":\"r\",\"messages\":[{\"role\":"
+		    "\"user\",\"content\":\"x\"}],\"tools\":[{\"name\":\"a\","
+		    "\"metadata\":{\"annotations\":{\"readOnlyHint\":1}}}]}",
+		    "readOnlyHint" },
 	};
 	struct agui_req rq;
 	char msg[300];
@@ -681,6 +816,35 @@ START_TEST(test_parse_bad)
 		ck_assert_ptr_nonnull(strstr(msg, "at most 5 bytes"));
 		cJSON_Delete(o);
 	}
+	/* A description and parameters past ctool.c's bounds. */
+	{
+		char *big = malloc(AGUI_TOOL_SCHEMA_MAX + 100), *body;
+		cJSON *o;
+
+		ck_assert_ptr_nonnull(big);
+		memset(big, 'x', AGUI_TOOL_SCHEMA_MAX + 99);
+		big[AGUI_TOOL_DESC_MAX + 1] = '\0';
+		ck_assert_int_ne(asprintf(&body, "{\"threadId\":\"t\","
+		    "\"runId\":\"r\",\"messages\":[{\"role\":\"user\","
+		    "\"content\":\"x\"}],\"tools\":[{\"name\":\"a\","
+		    "\"description\":\"%s\"}]}", big), -1);
+		ck_assert_int_eq(parse(body, &rq, msg, sizeof(msg)), -1);
+		ck_assert_ptr_nonnull(strstr(msg, "description"));
+		free(body);
+		big[AGUI_TOOL_DESC_MAX + 1] = 'x';
+		big[AGUI_TOOL_SCHEMA_MAX + 99] = '\0';
+		o = cJSON_Parse("{\"threadId\":\"t\",\"runId\":\"r\","
+		    "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+		    "\"tools\":[{\"name\":\"a\",\"parameters\":{}}]}");
+		cJSON_AddStringToObject(cJSON_GetObjectItem(cJSON_GetArrayItem(
+		    cJSON_GetObjectItem(o, "tools"), 0), "parameters"),
+		    "description", big);
+		ck_assert_int_eq(agui_parse(o, 1000, &rq, msg, sizeof(msg)),
+		    -1);
+		ck_assert_ptr_nonnull(strstr(msg, "parameters is longer"));
+		cJSON_Delete(o);
+		free(big);
+	}
 }
 END_TEST
 
@@ -693,6 +857,8 @@ main(void)
 	tcase_add_test(tc, test_ts);
 	tcase_add_test(tc, test_reply);
 	tcase_add_test(tc, test_cursor);
+	tcase_add_test(tc, test_past_end);
+	tcase_add_test(tc, test_calls_max);
 	tcase_add_test(tc, test_interrupt);
 	tcase_add_test(tc, test_hold_answered);
 	tcase_add_test(tc, test_hold_last_run);
