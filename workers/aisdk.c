@@ -627,7 +627,7 @@ resume(struct conn *c)
 	struct aisdk *st;
 	struct sess *s;
 	const char *err;
-	char last[48], m[48];
+	char last[64], m[48];
 	uint64_t seq;
 	int have;
 

@@ -299,25 +299,15 @@ seed_error(struct conn *c, const char *code, const char *msg, int http)
 	conn_close(c, WS_CLOSE_NORMAL, NULL);
 }
 
-/*
- * The body, when it passes proto_json and is an object; else NULL with
- * msg saying why.
- */
+/* The body as an object (adapt.h), else NULL with msg saying what to send. */
 static cJSON *
 body_of(struct conn *c, char *msg, size_t msglen)
 {
-	const struct http_request *r = &c->hp.req;
-	cJSON *o;
+	cJSON *o = adapt_body(c, msg, msglen);
 
-	if ((o = proto_json(r->body ? r->body : "", r->body_len,
-	    c->wk->conf->max_json_depth, msg, msglen)) == NULL)
-		return NULL;
-	if (!cJSON_IsObject(o)) {
-		cJSON_Delete(o);
+	if (o == NULL && strstr(msg, "JSON object") != NULL)
 		snprintf(msg, msglen, "body must be a JSON object "
 		    "{\"sessionId\":\"ID\",\"message\":\"TEXT\"}");
-		return NULL;
-	}
 	return o;
 }
 

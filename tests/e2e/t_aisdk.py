@@ -462,7 +462,7 @@ def part_g(d):
             "trigger": "submit-message"}
     sse_post(d, body, cut_after=2)
     st, _, data = d.http("GET", "/api/chat/g-past/stream",
-                         headers={"Last-Event-ID": "0" * 60 + "3:2"})
+                         headers={"Last-Event-ID": "0" * 70 + "3:2"})
     check(st == 400 and b"Last-Event-ID" in data,
           "g: a too long Last-Event-ID -> %s %r" % (st, data))
     t0 = time.time()
