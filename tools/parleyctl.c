@@ -37,68 +37,18 @@
 #include "parley/sse.h"
 #include "parley/util.h"
 #include "ctl_audit.h"
+#include "ctl_chat.h"
+#include "ctl_log.h"
+#include "ctl_ops.h"
+#include "ctl_follow.h"
 #include "ctl_knowledge.h"
 #include "parleyctl.h"
 
 #define CONNECT_MS	5000	/* connect(2) retries while the backlog is full */
 #define ANSWER_MS	30000	/* a whole answer, head and body */
-#define DOWN_MS		30000	/* follow and chat: out of reach this long */
-#define EOF_WAIT_MS	120000	/* chat: the last turn after stdin's EOF */
-#define DRAIN_GRACE_MS	15000	/* drain: past the daemon's own timeout */
 #define MAX_HEAD	65536
 #define MAX_ANSWER	(64u << 20)
-#define MAX_EVENT	(16u << 20)	/* one SSE event */
-#define LOG_PAGE	500
 
-enum { HC_OK, HC_CONNECT, HC_IO };
-
-/* An event stream that survives restarts of the daemon. */
-struct follow {
-	const char	*sid;
-	uint64_t	 last;		/* highest seq handed on */
-	struct hc	 h;		/* h.fd is -1 while there is no stream */
-	struct sse_parser *parser;
-	uint64_t	 down_since;	/* 0 while the daemon answers */
-	uint64_t	 retry_at;
-	unsigned	 backoff;
-	/* seq is 0 for events that are not logged. */
-	void		(*on_event)(void *, cJSON *, const char *data,
-			    size_t len, uint64_t seq);
-	void		*arg;
-};
-
-struct line {
-	char		*text;
-	TAILQ_ENTRY(line) entry;
-};
-TAILQ_HEAD(lineq, line);
-
-struct approval {
-	char		*call;		/* toolCallId */
-	char		*tool;
-	TAILQ_ENTRY(approval) entry;
-};
-
-struct chat {
-	const char	*sid;
-	struct follow	 f;
-	int		 tty;
-	int		 want_stream;	/* the session exists */
-	int		 col;		/* output is mid-line */
-	struct turn {
-		uint64_t seq;		/* of the message (user_message); 0
-					   until seen, when a follower host
-					   forwarded it (202, no seq) */
-		unsigned n;		/* its id is ctl-IDBASE-n */
-		int	 started;	/* an event of its turn was seen */
-	}		*turns;		/* messages sent whose turn runs */
-	size_t		 nturns;
-	size_t		 capturns;
-	unsigned	 nsent;
-	unsigned	 refused;	/* messages the daemon refused */
-	char		 idbase[17];
-	TAILQ_HEAD(, approval) approvals;
-};
 
 struct cmd {
 	const char	*name;
@@ -108,21 +58,21 @@ struct cmd {
 
 static const char	*sockpath;
 int			 jflag;
-static char		 hc_err[512];
-static volatile sig_atomic_t interrupted;
+char			 hc_err[512];
+volatile sig_atomic_t	 interrupted;
 
 static int	usage(void);
 
 /* --- small helpers --- */
 
-static void
+void
 buf_add(struct buf *b, const void *data, size_t n)
 {
 	if (util_append(&b->p, &b->len, &b->cap, data, n) == -1)
 		errx(EXIT_ERR, "out of memory");
 }
 
-static void
+void
 buf_drop(struct buf *b, size_t n)
 {
 	if (n >= b->len) {
@@ -135,14 +85,14 @@ buf_drop(struct buf *b, size_t n)
 		b->p[b->len] = '\0';
 }
 
-static void
+void
 buf_free(struct buf *b)
 {
 	free(b->p);
 	memset(b, 0, sizeof(*b));
 }
 
-static char *
+char *
 xstrdup(const char *s)
 {
 	char *p;
@@ -159,7 +109,7 @@ on_sigint(int sig)
 }
 
 /* SIGINT ends a stream cleanly: poll(2) returns EINTR and the loop exits 0. */
-static void
+void
 catch_sigint(void)
 {
 	struct sigaction sa;
@@ -216,7 +166,7 @@ xprintf(const char *fmt, ...)
 }
 
 /* "2d3h", "3h12m", "4m5s", "42s". */
-static const char *
+const char *
 fmt_dur(double secs)
 {
 	static char out[32];
@@ -242,7 +192,7 @@ fmt_dur(double secs)
  * DURATION as parleyd.conf(5) writes it: a whole number with ms, s, m or
  * h, seconds when bare.  -1 when malformed.
  */
-static long long
+long long
 parse_dur(const char *s)
 {
 	unsigned long long n, mul;
@@ -329,7 +279,7 @@ jnum(const cJSON *o, const char *k)
 	return fmt_num(jget(o, k));
 }
 
-static double
+double
 jdbl(const cJSON *o, const char *k)
 {
 	const cJSON *v = jget(o, k);
@@ -337,7 +287,7 @@ jdbl(const cJSON *o, const char *k)
 	return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
-static uint64_t
+uint64_t
 jseq(const cJSON *o)
 {
 	const cJSON *v = jget(o, "seq");
@@ -561,7 +511,7 @@ bad:
 }
 
 /* One read: 1 progress, 0 the body is complete, -1 error or timeout. */
-static int
+int
 hc_read(struct hc *h, uint64_t deadline)
 {
 	char tmp[65536];
@@ -654,7 +604,7 @@ hc_parse_head(struct hc *h, size_t headlen)
  * the daemon cannot be reached, HC_IO when it did not answer properly;
  * hc_err says why.  The body is left for hc_body() or hc_read().
  */
-static int
+int
 hc_open(struct hc *h, const char *method, const char *path,
     const char *body, const char *accept)
 {
@@ -742,7 +692,7 @@ io:
 }
 
 /* Reads the rest of the body; NUL-terminated in h->body. */
-static int
+int
 hc_body(struct hc *h)
 {
 	uint64_t deadline = util_mono_ms() + ANSWER_MS;
@@ -795,7 +745,7 @@ answer_json(struct hc *h)
  * Says what went wrong from an error answer ({"error":{"code","message"}})
  * and returns the exit status for it.
  */
-static int
+int
 answer_error(struct hc *h, const char *what, const char *hint)
 {
 	cJSON *o = answer_json(h), *e;
@@ -818,7 +768,7 @@ answer_error(struct hc *h, const char *what, const char *hint)
 }
 
 /* Prints the answer as the daemon sent it (--json). */
-static void
+void
 print_raw(struct hc *h)
 {
 	fwrite(h->body.p, 1, h->body.len, stdout);
@@ -867,7 +817,7 @@ opts_json(int argc, char **argv, const char *cmd)
 }
 
 /* --json and exactly nargs arguments; returns optind, or -1 after usage. */
-static int
+int
 cmd_args(int argc, char **argv, const char *cmd, int nargs)
 {
 	int i;
@@ -1086,7 +1036,7 @@ print_value(const cJSON *v, int depth)
 	}
 }
 
-static char *
+char *
 session_path(const char *sid, const char *sub)
 {
 	char *enc = path_enc(sid), *p;
@@ -1187,7 +1137,7 @@ cmd_kill(int argc, char **argv)
  * POSTs one client event; 0 or the exit status of the error.  *handed is
  * set when the host only handed it to the session's owner (202, no seq).
  */
-static int
+int
 post_event(const char *sid, cJSON *ev, int *handed)
 {
 	struct hc h;
@@ -1217,7 +1167,7 @@ post_event(const char *sid, cJSON *ev, int *handed)
 	return rc;
 }
 
-static cJSON *
+cJSON *
 client_event(const char *type, const char *sid)
 {
 	cJSON *o;
@@ -1265,869 +1215,6 @@ cmd_resume(int argc, char **argv)
 {
 	return pause_resume(argc, argv, "session resume", "resume_session",
 	    "resumed");
-}
-
-/* --- following a session's events --- */
-
-static int
-follow_cb(void *arg, const char *type, const char *data, size_t len)
-{
-	struct follow *f = arg;
-	cJSON *ev;
-	uint64_t seq;
-
-	if ((ev = cJSON_ParseWithLength(data, len)) == NULL)
-		return 0;	/* not an event of ours: skip it */
-	seq = jseq(ev);
-	if (seq != 0) {
-		/* A replay after a reconnect starts after f->last; never
-		 * hand on an event twice. */
-		if (seq <= f->last) {
-			cJSON_Delete(ev);
-			return 0;
-		}
-		f->last = seq;
-	}
-	f->on_event(f->arg, ev, data, len, seq);
-	cJSON_Delete(ev);
-	return 0;
-}
-
-static void
-follow_lost(struct follow *f)
-{
-	uint64_t now = util_mono_ms();
-
-	hc_close(&f->h);
-	sse_parser_free(f->parser);
-	f->parser = NULL;
-	if (f->down_since == 0) {
-		f->down_since = now;
-		f->backoff = 0;
-	}
-	f->backoff = f->backoff == 0 ? 100 : f->backoff * 2;
-	if (f->backoff > 2000)
-		f->backoff = 2000;
-	f->retry_at = now + f->backoff;
-}
-
-/* Gives up, exit 69, once the daemon has been out of reach for DOWN_MS. */
-static void
-follow_check_down(struct follow *f)
-{
-	if (f->down_since != 0 && util_mono_ms() - f->down_since > DOWN_MS)
-		errx(EXIT_UNAVAIL, "%s; gave up after %d s; check that "
-		    "parleyd runs", hc_err[0] ? hc_err : "parleyd is out of "
-		    "reach", DOWN_MS / 1000);
-}
-
-/* Opens the stream after f->last.  Exits on an answer that is final. */
-static void
-follow_open(struct follow *f)
-{
-	char *path, *sub;
-	int r, rc;
-
-	sub = xprintf("/events?lastSeq=%" PRIu64, f->last);
-	path = session_path(f->sid, sub);
-	free(sub);
-	hc_err[0] = '\0';
-	r = hc_open(&f->h, "GET", path, NULL, "text/event-stream");
-	free(path);
-	if (r == HC_OK && f->h.status == 200) {
-		if ((f->parser = sse_parser_new(MAX_EVENT, follow_cb, f)) ==
-		    NULL)
-			errx(EXIT_ERR, "out of memory");
-		f->down_since = 0;
-		f->backoff = 0;
-		return;
-	}
-	if (r == HC_OK && f->h.status / 100 == 4) {
-		if (hc_body(&f->h) == -1)
-			errx(EXIT_UNAVAIL, "session %s: %s", f->sid, hc_err);
-		rc = session_missing(&f->h, f->sid);
-		hc_close(&f->h);
-		exit(rc);
-	}
-	/* Not reachable, or busy (5xx) while it starts or restarts. */
-	if (r == HC_OK)
-		snprintf(hc_err, sizeof(hc_err), "session %s: parleyd "
-		    "answered %d", f->sid, f->h.status);
-	follow_lost(f);
-	follow_check_down(f);
-}
-
-/* Reads what the stream has; called when its socket is readable. */
-static void
-follow_read(struct follow *f)
-{
-	int r;
-
-	r = hc_read(&f->h, util_mono_ms() + 1);
-	if (f->h.body.len > 0) {
-		if (sse_parser_feed(f->parser, f->h.body.p, f->h.body.len) ==
-		    -1) {
-			errx(EXIT_ERR, "session %s: an event larger than %u "
-			    "MiB; read it with GET /sessions/%s/log", f->sid,
-			    MAX_EVENT >> 20, f->sid);
-		}
-		buf_drop(&f->h.body, f->h.body.len);
-	}
-	if (r <= 0 && !interrupted) {
-		if (hc_err[0] == '\0')
-			snprintf(hc_err, sizeof(hc_err), "the event stream "
-			    "ended");
-		follow_lost(f);
-	}
-}
-
-/* The poll(2) timeout until the next reconnect, given a bound in ms. */
-static int
-follow_timeout(struct follow *f, int bound)
-{
-	uint64_t now = util_mono_ms();
-
-	if (f->h.fd != -1 || f->retry_at <= now)
-		return f->h.fd != -1 ? bound : 0;
-	if (f->retry_at - now < (uint64_t)bound)
-		return (int)(f->retry_at - now);
-	return bound;
-}
-
-static void
-follow_init(struct follow *f, const char *sid, uint64_t last)
-{
-	memset(f, 0, sizeof(*f));
-	f->sid = sid;
-	f->last = last;
-	f->h.fd = -1;
-}
-
-static void
-follow_free(struct follow *f)
-{
-	hc_close(&f->h);
-	sse_parser_free(f->parser);
-	f->parser = NULL;
-}
-
-/* --- session log --- */
-
-static void
-log_event(void *arg, cJSON *ev, const char *data, size_t len, uint64_t seq)
-{
-	const char *code;
-
-	if (seq != 0) {
-		fwrite(data, 1, len, stdout);
-		putchar('\n');
-		flush_stdout();
-		return;
-	}
-	code = cJSON_GetStringValue(jget(ev, "code"));
-	if (code != NULL && strcmp(jstr(ev, "type"), "error") == 0)
-		warnx("%s: %s", code, jstr(ev, "message"));
-}
-
-/*
- * Prints each element of a JSON array on its own line as the daemon sent
- * it, byte for byte; returns how many, and the last seq in *last.
- */
-static int
-print_page(const char *s, size_t len, uint64_t *last, int *n)
-{
-	const char *p = s, *end = s + len, *start;
-	int depth, instr, esc;
-	cJSON *ev;
-	uint64_t seq;
-
-	*n = 0;
-	while (p < end && isspace((unsigned char)*p))
-		p++;
-	if (p == end || *p++ != '[')
-		return -1;
-	for (;;) {
-		while (p < end && (isspace((unsigned char)*p) || *p == ','))
-			p++;
-		if (p == end)
-			return -1;
-		if (*p == ']')
-			return 0;
-		start = p;
-		depth = instr = esc = 0;
-		for (; p < end; p++) {
-			if (instr) {
-				if (esc)
-					esc = 0;
-				else if (*p == '\\')
-					esc = 1;
-				else if (*p == '"')
-					instr = 0;
-			} else if (*p == '"')
-				instr = 1;
-			else if (*p == '{' || *p == '[')
-				depth++;
-			else if (*p == '}' || *p == ']') {
-				if (depth == 0)
-					break;
-				if (--depth == 0) {
-					p++;
-					break;
-				}
-			} else if (*p == ',' && depth == 0)
-				break;
-		}
-		if ((ev = cJSON_ParseWithLength(start, p - start)) == NULL)
-			return -1;
-		seq = jseq(ev);
-		cJSON_Delete(ev);
-		if (seq == 0 || seq <= *last)
-			continue;
-		*last = seq;
-		fwrite(start, 1, p - start, stdout);
-		putchar('\n');
-		(*n)++;
-	}
-}
-
-static int
-cmd_log(int argc, char **argv)
-{
-	static const struct option lo[] = {
-		{ "from", required_argument, NULL, 'F' },
-		{ "follow", no_argument, NULL, 'f' },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct follow f;
-	struct pollfd pfd;
-	struct hc h;
-	uint64_t last = 0;
-	const char *sid;
-	char *path, *sub;
-	int ch, follow = 0, n, rc;
-
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, "f", lo, NULL)) != -1)
-		switch (ch) {
-		case 'F':
-			if (opt_seq("from", optarg, &last) == -1)
-				return EXIT_USAGE;
-			break;
-		case 'f':
-			follow = 1;
-			break;
-		default:
-			return usage_of("session log");
-		}
-	if (argc - optind != 1)
-		return usage_of("session log");
-	sid = argv[optind];
-	for (;;) {
-		sub = xprintf("/log?after=%" PRIu64 "&limit=%d", last,
-		    LOG_PAGE);
-		path = session_path(sid, sub);
-		free(sub);
-		if ((rc = session_get(&h, path, sid)) != 0)
-			return rc;
-		if (print_page(h.body.p, h.body.len, &last, &n) == -1)
-			errx(EXIT_ERR, "session %s: the log page is not a "
-			    "JSON array of events", sid);
-		hc_close(&h);
-		flush_stdout();
-		if (n == 0)
-			break;
-	}
-	if (!follow)
-		return 0;
-	catch_sigint();
-	follow_init(&f, sid, last);
-	f.on_event = log_event;
-	while (!interrupted) {
-		if (f.h.fd == -1) {
-			if (util_mono_ms() >= f.retry_at)
-				follow_open(&f);
-			if (f.h.fd != -1)
-				continue;
-		}
-		pfd.fd = f.h.fd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, f.h.fd != -1 ? 1 : 0,
-		    follow_timeout(&f, 1000)) > 0)
-			follow_read(&f);
-	}
-	follow_free(&f);
-	return 0;
-}
-
-/* --- chat --- */
-
-static void
-chat_nl(struct chat *c)
-{
-	if (c->col) {
-		putchar('\n');
-		c->col = 0;
-	}
-	flush_stdout();
-}
-
-static void
-chat_prompt(struct chat *c)
-{
-	if (c->tty && c->nturns == 0 && TAILQ_EMPTY(&c->approvals)) {
-		fputs("> ", stderr);
-		fflush(stderr);
-	}
-}
-
-static void
-approval_free(struct chat *c, struct approval *a)
-{
-	TAILQ_REMOVE(&c->approvals, a, entry);
-	free(a->call);
-	free(a->tool);
-	free(a);
-}
-
-/* Whether messageId belongs to the turn of the message logged at seq. */
-static int
-turn_of(const char *mid, uint64_t seq)
-{
-	char want[32];
-	size_t n;
-
-	if (mid == NULL || seq == 0)
-		return 0;
-	n = (size_t)snprintf(want, sizeof(want), "m-%" PRIu64, seq);
-	/* A turn re-run after a crash is "m-SEQ.ATTEMPT". */
-	return strncmp(mid, want, n) == 0 && (mid[n] == '\0' || mid[n] == '.');
-}
-
-/* A turn ended: forget the messages whose turn started (all: every one). */
-static void
-turns_end(struct chat *c, int all)
-{
-	size_t i, j;
-
-	for (i = j = 0; i < c->nturns; i++)
-		if (!all && !c->turns[i].started)
-			c->turns[j++] = c->turns[i];
-	c->nturns = j;
-}
-
-static void
-chat_event(void *arg, cJSON *ev, const char *data, size_t len, uint64_t seq)
-{
-	struct chat *c = arg;
-	struct approval *a;
-	const char *type = jstr(ev, "type"), *s, *mid;
-	size_t i;
-
-	/*
-	 * Queued messages run one turn after another, and each turn ends
-	 * with agent_state idle after an event naming its messageId (done,
-	 * or the error that failed it).
-	 */
-	/* Forwarded by a follower host, a message's seq is learnt here. */
-	if (strcmp(type, "user_message") == 0 && seq != 0 &&
-	    (s = cJSON_GetStringValue(jget(ev, "id"))) != NULL &&
-	    strncmp(s, "ctl-", 4) == 0 && strncmp(s + 4, c->idbase,
-	    strlen(c->idbase)) == 0 && s[4 + strlen(c->idbase)] == '-')
-		for (i = 0; i < c->nturns; i++)
-			if (c->turns[i].seq == 0 && c->turns[i].n ==
-			    strtoul(s + 5 + strlen(c->idbase), NULL, 10))
-				c->turns[i].seq = seq;
-	mid = cJSON_GetStringValue(jget(ev, "messageId"));
-	for (i = 0; mid != NULL && i < c->nturns; i++)
-		if (turn_of(mid, c->turns[i].seq))
-			c->turns[i].started = 1;
-	if (strcmp(type, "token") == 0) {
-		if ((s = cJSON_GetStringValue(jget(ev, "content"))) != NULL &&
-		    *s != '\0') {
-			fputs(s, stdout);
-			c->col = s[strlen(s) - 1] != '\n';
-			flush_stdout();
-		}
-	} else if (strcmp(type, "done") == 0) {
-		chat_nl(c);
-		/* Approvals die with their turn. */
-		while ((a = TAILQ_FIRST(&c->approvals)) != NULL)
-			approval_free(c, a);
-	} else if (strcmp(type, "agent_state") == 0) {
-		if (strcmp(jstr(ev, "status"), "idle") == 0) {
-			chat_nl(c);
-			turns_end(c, 0);
-			chat_prompt(c);
-		}
-	} else if (strcmp(type, "error") == 0) {
-		chat_nl(c);
-		warnx("%s: %s", jstr(ev, "code"), jstr(ev, "message"));
-	} else if (strcmp(type, "session_complete") == 0) {
-		chat_nl(c);
-		warnx("session %s ended (%s)", c->sid, jstr(ev, "reason"));
-		turns_end(c, 1);
-	} else if (strcmp(type, "tool_approve_request") == 0 && seq != 0) {
-		if ((a = calloc(1, sizeof(*a))) == NULL)
-			errx(EXIT_ERR, "out of memory");
-		a->call = xstrdup(jstr(ev, "toolCallId"));
-		a->tool = xstrdup(jstr(ev, "tool"));
-		TAILQ_INSERT_TAIL(&c->approvals, a, entry);
-		chat_nl(c);
-		if (c->tty) {
-			s = cJSON_GetStringValue(jget(ev, "summary"));
-			fprintf(stderr, "%s%s%sapprove %s? [y/N/always] ",
-			    s ? "(" : "", s ? s : "", s ? ") " : "", a->tool);
-			fflush(stderr);
-		} else
-			warnx("%s asks for approval; the next line of input "
-			    "answers: y, always or anything else to reject",
-			    a->tool);
-	} else if (strcmp(type, "audit_entry") == 0 ||
-	    strcmp(type, "tool_start") == 0) {
-		/* Answered here or elsewhere: no longer ours to answer. */
-		s = cJSON_GetStringValue(jget(ev, "toolCallId"));
-		TAILQ_FOREACH(a, &c->approvals, entry)
-			if (s != NULL && strcmp(a->call, s) == 0) {
-				approval_free(c, a);
-				break;
-			}
-	}
-}
-
-/*
- * POSTs one client event of the chat, retrying while the daemon is out of
- * reach (bounded by DOWN_MS); the seq it was logged at in *seq.  Returns 0,
- * or -1 when the daemon refused it (the reason is printed).
- */
-static int
-chat_post(struct chat *c, cJSON *ev, uint64_t *seq)
-{
-	struct hc h;
-	uint64_t since = 0;
-	unsigned backoff = 100;
-	char *path, *body;
-	cJSON *o;
-	int r, rc = 0;
-
-	path = session_path(c->sid, "/messages");
-	if ((body = cJSON_PrintUnformatted(ev)) == NULL)
-		errx(EXIT_ERR, "out of memory");
-	for (;;) {
-		hc_err[0] = '\0';
-		r = hc_open(&h, "POST", path, body, NULL);
-		if (r == HC_OK && hc_body(&h) == -1)
-			r = HC_IO;
-		/* 502-504: the daemon is starting, stopping or overloaded;
-		 * any other answer is the daemon's word on the message. */
-		if (r == HC_OK && (h.status < 502 || h.status > 504))
-			break;
-		if (r == HC_OK)
-			snprintf(hc_err, sizeof(hc_err), "parleyd answered %d",
-			    h.status);
-		hc_close(&h);
-		if (interrupted)
-			exit(0);
-		if (since == 0)
-			since = util_mono_ms();
-		else if (util_mono_ms() - since > DOWN_MS)
-			errx(EXIT_UNAVAIL, "%s; gave up sending after %d s; "
-			    "check that parleyd runs", hc_err, DOWN_MS / 1000);
-		usleep(backoff * 1000);
-		if ((backoff *= 2) > 2000)
-			backoff = 2000;
-	}
-	if (h.status / 100 == 2) {
-		o = answer_json(&h);
-		*seq = jseq(o);
-		cJSON_Delete(o);
-	} else {
-		chat_nl(c);
-		session_missing(&h, c->sid);
-		c->refused++;
-		rc = -1;
-	}
-	hc_close(&h);
-	free(body);
-	free(path);
-	return rc;
-}
-
-static void
-chat_send(struct chat *c, const char *text)
-{
-	cJSON *ev;
-	char id[64];
-	uint64_t seq = 0;
-	size_t i;
-
-	ev = client_event("chat", c->sid);
-	/* The same id on every retry: the session applies it once. */
-	snprintf(id, sizeof(id), "ctl-%s-%u", c->idbase, ++c->nsent);
-	if (cJSON_AddStringToObject(ev, "id", id) == NULL ||
-	    cJSON_AddStringToObject(ev, "message", text) == NULL)
-		errx(EXIT_ERR, "out of memory");
-	if (chat_post(c, ev, &seq) == 0) {
-		c->want_stream = 1;
-		for (i = 0; i < c->nturns; i++)
-			if (c->turns[i].n == c->nsent)
-				break;
-		if (i == c->nturns) {
-			if (c->nturns == c->capturns) {
-				c->capturns = c->capturns ? c->capturns * 2 : 8;
-				if ((c->turns = reallocarray(c->turns,
-				    c->capturns, sizeof(*c->turns))) == NULL)
-					errx(EXIT_ERR, "out of memory");
-			}
-			c->turns[c->nturns].seq = seq;
-			c->turns[c->nturns].n = c->nsent;
-			c->turns[c->nturns++].started = 0;
-		}
-	}
-	cJSON_Delete(ev);
-}
-
-static void
-chat_answer(struct chat *c, const char *text)
-{
-	struct approval *a = TAILQ_FIRST(&c->approvals);
-	const char *decision = "reject";
-	cJSON *ev;
-	uint64_t seq;
-
-	while (isspace((unsigned char)*text))
-		text++;
-	if (strcasecmp(text, "y") == 0 || strcasecmp(text, "yes") == 0)
-		decision = "approve";
-	else if (strcasecmp(text, "always") == 0 || strcasecmp(text, "a") == 0)
-		decision = "always";
-	ev = client_event("tool_approve", c->sid);
-	if (cJSON_AddStringToObject(ev, "toolCallId", a->call) == NULL ||
-	    cJSON_AddStringToObject(ev, "decision", decision) == NULL)
-		errx(EXIT_ERR, "out of memory");
-	chat_post(c, ev, &seq);
-	cJSON_Delete(ev);
-	approval_free(c, a);
-}
-
-/* Handles the complete lines in in; returns 1 when stdin ended. */
-static int
-chat_input(struct chat *c, struct buf *in)
-{
-	char tmp[4096], *nl;
-	ssize_t n;
-	int eof = 0;
-
-	if ((n = read(STDIN_FILENO, tmp, sizeof(tmp))) == -1) {
-		if (errno == EINTR || errno == EAGAIN)
-			return 0;
-		err(EXIT_ERR, "stdin");
-	}
-	if (n == 0)
-		eof = 1;
-	else
-		buf_add(in, tmp, (size_t)n);
-	if (eof && in->len > 0 && in->p[in->len - 1] != '\n')
-		buf_add(in, "\n", 1);
-	while (in->len > 0 && (nl = memchr(in->p, '\n', in->len)) != NULL) {
-		*nl = '\0';
-		if (nl > in->p && nl[-1] == '\r')
-			nl[-1] = '\0';
-		if (!TAILQ_EMPTY(&c->approvals))
-			chat_answer(c, in->p);
-		else if (in->p[0] != '\0')
-			chat_send(c, in->p);
-		buf_drop(in, (size_t)(nl - in->p) + 1);
-	}
-	if (in->len > MAX_EVENT)
-		errx(EXIT_ERR, "stdin: a line longer than %u MiB",
-		    MAX_EVENT >> 20);
-	return eof;
-}
-
-static int
-cmd_chat(int argc, char **argv)
-{
-	struct pollfd pfd[2];
-	struct buf in = { NULL, 0, 0 };
-	struct chat c;
-	struct hc h;
-	uint64_t eof_at = 0, now;
-	cJSON *o;
-	char *path;
-	int i, nfd, eof = 0;
-
-	if ((i = cmd_args(argc, argv, "chat", 1)) < 0)
-		return EXIT_USAGE;
-	memset(&c, 0, sizeof(c));
-	c.sid = argv[i];
-	c.tty = isatty(STDIN_FILENO);
-	TAILQ_INIT(&c.approvals);
-	util_randhex(c.idbase, 8);
-	/*
-	 * Start live after what the session already logged; a session that
-	 * does not exist yet is made by the first message, and its stream
-	 * is followed from seq 1 then.
-	 */
-	path = session_path(c.sid, "");
-	request(&h, "GET", path, NULL);
-	free(path);
-	follow_init(&c.f, c.sid, 0);
-	c.f.on_event = chat_event;
-	c.f.arg = &c;
-	if (h.status == 200) {
-		o = answer_json(&h);
-		c.f.last = (uint64_t)fmax(0, jdbl(o, "lastSeq"));
-		cJSON_Delete(o);
-		c.want_stream = 1;
-	} else if (h.status != 404) {
-		i = session_missing(&h, c.sid);
-		hc_close(&h);
-		return i;
-	}
-	hc_close(&h);
-	catch_sigint();
-	chat_prompt(&c);
-	while (!interrupted) {
-		now = util_mono_ms();
-		if (eof && (c.nturns == 0 || now >= eof_at))
-			break;
-		if (c.want_stream && c.f.h.fd == -1) {
-			if (now >= c.f.retry_at)
-				follow_open(&c.f);
-			if (c.f.h.fd != -1)
-				continue;
-		}
-		nfd = 0;
-		if (c.f.h.fd != -1) {
-			pfd[nfd].fd = c.f.h.fd;
-			pfd[nfd++].events = POLLIN;
-		}
-		if (!eof) {
-			pfd[nfd].fd = STDIN_FILENO;
-			pfd[nfd++].events = POLLIN;
-		}
-		if (poll(pfd, nfd, c.want_stream ? follow_timeout(&c.f, 1000) :
-		    1000) <= 0)
-			continue;
-		for (i = 0; i < nfd; i++) {
-			if (pfd[i].revents == 0)
-				continue;
-			if (pfd[i].fd == STDIN_FILENO) {
-				if (chat_input(&c, &in)) {
-					eof = 1;
-					eof_at = util_mono_ms() + EOF_WAIT_MS;
-				}
-			} else if (c.f.h.fd != -1)
-				follow_read(&c.f);
-		}
-	}
-	if (eof && c.nturns > 0 && !interrupted)
-		warnx("session %s: no end of the turn within %d s; leaving it "
-		    "running", c.sid, EOF_WAIT_MS / 1000);
-	chat_nl(&c);
-	while (!TAILQ_EMPTY(&c.approvals))
-		approval_free(&c, TAILQ_FIRST(&c.approvals));
-	follow_free(&c.f);
-	buf_free(&in);
-	free(c.turns);
-	return c.refused > 0 ? EXIT_ERR : 0;
-}
-
-/* --- reload, drain, log level, config check --- */
-
-static int
-cmd_reload(int argc, char **argv)
-{
-	struct hc h;
-	cJSON *o;
-	int i;
-
-	if ((i = cmd_args(argc, argv, "reload", 0)) < 0)
-		return EXIT_USAGE;
-	request(&h, "POST", CTL_PREFIX "reload", NULL);
-	if (h.status / 100 != 2) {
-		i = answer_error(&h, "reload", h.status == 422 ?
-		    "the running configuration stays; fix the file and "
-		    "reload again" : NULL);
-		hc_close(&h);
-		return i;
-	}
-	if (jflag)
-		print_raw(&h);
-	else {
-		o = answer_json(&h);
-		printf("reloaded: %s workers\n", jnum(o, "workers"));
-		cJSON_Delete(o);
-	}
-	hc_close(&h);
-	return 0;
-}
-
-/*
- * Whether parleyd is still there: 1 with its status in *o, 0 when it is
- * gone (the socket refuses or disappeared), -1 when it did not answer.
- */
-static int
-drain_poll(cJSON **o)
-{
-	struct hc h;
-	int r;
-
-	*o = NULL;
-	if ((r = hc_open(&h, "GET", CTL_PREFIX "status", NULL, NULL)) ==
-	    HC_CONNECT) {
-		hc_close(&h);
-		return 0;
-	}
-	if (r == HC_OK && hc_body(&h) == 0 && h.status == 200)
-		*o = answer_json(&h);
-	hc_close(&h);
-	return 1;
-}
-
-static int
-cmd_drain(int argc, char **argv)
-{
-	static const struct option lo[] = {
-		{ "timeout", required_argument, NULL, 't' },
-		{ "quiet", no_argument, NULL, 'q' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct hc h;
-	long long tmo = -1;
-	uint64_t deadline;
-	cJSON *o;
-	char *path;
-	int ch, quiet = 0;
-
-	optind = 0;
-	while ((ch = getopt_long(argc, argv, "jqt:", lo, NULL)) != -1)
-		switch (ch) {
-		case 'j':
-			jflag = 1;
-			break;
-		case 'q':
-			quiet = 1;
-			break;
-		case 't':
-			if ((tmo = parse_dur(optarg)) < 0) {
-				warnx("bad --timeout %s; use e.g. 30s, 500ms "
-				    "or 2m", optarg);
-				return EXIT_USAGE;
-			}
-			break;
-		default:
-			return usage_of("drain");
-		}
-	if (optind != argc)
-		return usage_of("drain");
-	if (tmo >= 0)
-		path = xprintf("%sdrain?timeout=%lld", CTL_PREFIX, tmo);
-	else
-		path = xprintf("%sdrain", CTL_PREFIX);
-	request(&h, "POST", path, NULL);
-	free(path);
-	if (h.status / 100 != 2) {
-		ch = answer_error(&h, "drain", NULL);
-		hc_close(&h);
-		return ch;
-	}
-	if (jflag)
-		print_raw(&h);
-	o = answer_json(&h);
-	if (cJSON_IsNumber(jget(o, "timeoutMs")))
-		tmo = (long long)jdbl(o, "timeoutMs");
-	cJSON_Delete(o);
-	hc_close(&h);
-	if (tmo < 0)
-		tmo = 0;
-	if (!quiet)
-		fprintf(stderr, "parleyctl: parleyd is draining (timeout %s)\n",
-		    fmt_dur((double)tmo / 1000));
-	deadline = util_mono_ms() + (uint64_t)tmo + DRAIN_GRACE_MS;
-	for (;;) {
-		sleep(1);
-		switch (drain_poll(&o)) {
-		case 0:
-			if (!quiet)
-				fprintf(stderr, "parleyctl: parleyd has "
-				    "exited\n");
-			return 0;
-		case 1:
-			if (o != NULL && !quiet)
-				fprintf(stderr, "parleyctl: %s: %s sessions, "
-				    "%s connections left\n", jstr(o, "state"),
-				    jnum(o, "sessions"),
-				    jnum(o, "connections"));
-			cJSON_Delete(o);
-			break;
-		}
-		if (util_mono_ms() >= deadline) {
-			warnx("parleyd still runs %s after the drain "
-			    "timeout; see its log, or stop it with "
-			    "SIGTERM", fmt_dur(DRAIN_GRACE_MS / 1000));
-			return EXIT_TEMPFAIL;
-		}
-	}
-}
-
-static int
-cmd_log_level(int argc, char **argv)
-{
-	static const char *levels[] = { "error", "warn", "info", "debug" };
-	struct hc h;
-	cJSON *o;
-	char *body;
-	int i, l;
-
-	if ((i = cmd_args(argc, argv, "log level", 1)) < 0)
-		return EXIT_USAGE;
-	for (l = 0; l < 4; l++)
-		if (strcmp(argv[i], levels[l]) == 0)
-			break;
-	if (l == 4) {
-		warnx("bad log level %s; use error, warn, info or debug",
-		    argv[i]);
-		return EXIT_USAGE;
-	}
-	body = xprintf("{\"level\":\"%s\"}", levels[l]);
-	request(&h, "POST", CTL_PREFIX "log-level", body);
-	free(body);
-	if (h.status / 100 != 2) {
-		i = answer_error(&h, "log level", NULL);
-		hc_close(&h);
-		return i;
-	}
-	if (jflag)
-		print_raw(&h);
-	else {
-		o = answer_json(&h);
-		printf("log level: %s\n", cJSON_IsString(jget(o, "logLevel")) ?
-		    jstr(o, "logLevel") : levels[l]);
-		cJSON_Delete(o);
-	}
-	hc_close(&h);
-	return 0;
-}
-
-static int
-cmd_config_check(int argc, char **argv)
-{
-	struct config *conf;
-	char errbuf[1024];
-	int i;
-
-	if ((i = cmd_args(argc, argv, "config check", 1)) < 0)
-		return EXIT_USAGE;
-	if ((conf = config_load(argv[i], 1, errbuf, sizeof(errbuf))) ==
-	    NULL) {
-		fprintf(stderr, "%s\n", errbuf);
-		return EXIT_ERR;
-	}
-	config_free(conf);
-	printf("%s: configuration OK\n", argv[i]);
-	return 0;
 }
 
 /* --- the command table --- */

@@ -7,6 +7,7 @@
 #define PARLEY_TOOLS_PARLEYCTL_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <stdint.h>
 
 #include <cjson/cJSON.h>
@@ -17,6 +18,12 @@
 #define EXIT_NOTFOUND	3	/* no such session */
 #define EXIT_UNAVAIL	69	/* EX_UNAVAILABLE: the daemon is out of reach */
 #define EXIT_TEMPFAIL	75	/* EX_TEMPFAIL: drain did not end in time */
+
+#define DOWN_MS		30000	/* follow and chat: out of reach this long */
+#define EOF_WAIT_MS	120000	/* chat: the last turn after stdin's EOF */
+#define MAX_EVENT	(16u << 20)	/* one SSE event */
+
+enum { HC_OK, HC_CONNECT, HC_IO };
 
 struct buf {
 	char		*p;
@@ -47,6 +54,10 @@ struct table {
 
 /* --json: print answers as the daemon sent them. */
 extern int	 jflag;
+/* Why the last request to the daemon failed, for the error message. */
+extern char	 hc_err[512];
+/* Set by SIGINT while catch_sigint's handler is in place. */
+extern volatile sig_atomic_t interrupted;
 
 /*
  * One request and its whole answer: the status, the body in h->body.
@@ -56,6 +67,10 @@ int		 request(struct hc *, const char *method, const char *path,
 		    const char *body);
 void		 hc_close(struct hc *);
 cJSON		*answer_json(struct hc *);
+/* Prints the daemon's error answer about what (hint: what to do); the exit code. */
+int		 answer_error(struct hc *, const char *what, const char *hint);
+/* Prints the answer as the daemon sent it (--json). */
+void		 print_raw(struct hc *);
 /* Says what an error answer about session sid says; the exit status. */
 int		 session_missing(struct hc *, const char *sid);
 /*
@@ -63,6 +78,25 @@ int		 session_missing(struct hc *, const char *sid);
  * 200, else the exit status once the error is told (h closed).
  */
 int		 session_get(struct hc *, char *path, const char *sid);
+char		*session_path(const char *sid, const char *sub);
+int		 hc_open(struct hc *, const char *method, const char *path,
+		    const char *body, const char *accept);
+int		 hc_body(struct hc *);
+/* One read: 1 progress, 0 the body is complete, -1 error or timeout. */
+int		 hc_read(struct hc *, uint64_t deadline);
+int		 post_event(const char *sid, cJSON *ev, int *handed);
+cJSON		*client_event(const char *type, const char *sid);
+int		 cmd_args(int argc, char **argv, const char *cmd, int nargs);
+void		 catch_sigint(void);
+
+void		 buf_add(struct buf *, const void *, size_t);
+void		 buf_drop(struct buf *, size_t);
+void		 buf_free(struct buf *);
+char		*xstrdup(const char *);
+/* "2d3h", "3h12m", "4m5s", "42s" (a static buffer). */
+const char	*fmt_dur(double secs);
+/* DURATION as parleyd.conf(5) writes it, in ms; -1 when malformed. */
+long long	 parse_dur(const char *);
 
 void		 tbl_init(struct table *, size_t ncol);
 void		 tbl_add(struct table *, const char *);
@@ -73,6 +107,8 @@ const cJSON	*jget(const cJSON *, const char *);
 /* A member as text: "-" when it is not a string (jstr) or number (jnum). */
 const char	*jstr(const cJSON *, const char *);
 const char	*jnum(const cJSON *, const char *);
+double		 jdbl(const cJSON *, const char *);
+uint64_t	 jseq(const cJSON *);
 
 char		*xprintf(const char *, ...)
 		    __attribute__((format(printf, 1, 2)));
