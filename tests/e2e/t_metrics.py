@@ -132,10 +132,15 @@ async def test():
         tin = sum(e["usage"]["inputTokens"] for e in dones)
         tout = sum(e["usage"]["outputTokens"] for e in dones)
         cost = sum(e["usage"]["cost"] for e in dones)
+        # Each worker pushes its own counters: the opens are counted by
+        # the worker that took each /chat and handed it to the owner.
         m1 = await wait_metrics(sc, lambda m: m.get(
             "parley_events_appended_total") - a0 >= last and m.get(
-            "parley_provider_requests_total", provider="script") - r0 >= n,
-            "events appended or provider requests did not move")
+            "parley_provider_requests_total", provider="script") - r0 >= n
+            and m.get("parley_connections_opened_total",
+                      transport="websocket") >= n,
+            "events appended, provider requests or websocket opens did "
+            "not move")
         check(m1.get("parley_events_appended_total") - a0 == last,
               "events appended moved by %s, the log holds %d" %
               (m1.get("parley_events_appended_total") - a0, last))
