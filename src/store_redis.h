@@ -1,7 +1,11 @@
 /*
- * The Redis store backend's internals, shared by its two files:
- * store_redis.c (connections, leases, the log) and store_redis_doc.c (a
- * session's documents).  Nothing else includes this.
+ * The Redis store backend's internals, shared by its files (each one's
+ * job is in store_redis.c's first comment): store_redis.c (the ops, the
+ * store's life, dispatch, the tick), store_redis_link.c (connections,
+ * commands), store_redis_lease.c (a session's open and lease),
+ * store_redis_inbox.c (follower resync, the inbox), store_redis_log.c
+ * (the log, its cache, writes) and store_redis_doc.c (a session's
+ * documents).  Nothing else includes this.
  */
 #ifndef PARLEY_STORE_REDIS_H
 #define PARLEY_STORE_REDIS_H
@@ -11,6 +15,7 @@
 
 #include <stdint.h>
 
+#include <event2/util.h>
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
@@ -327,24 +332,22 @@ struct rargs {
 	char			 inum[8 * RS_NUMLEN];
 };
 
+/* Walked by rs_entries(): one record of the log; non-zero stops the walk. */
+typedef int (*rs_entry_fn)(void *, uint64_t, uint64_t, const char *,
+    size_t);
+
 /* store_redis.c */
-int		 rs_isstr(const redisReply *);
-/* What went wrong with a reply (NULL: the connection went away). */
-const char	*rs_errstr(const redisReply *);
-void		 args_init(struct rargs *, int cap, int numcap);
-void		 args_free(struct rargs *);
-void		 args_add(struct rargs *, const void *, size_t);
-void		 args_str(struct rargs *, const char *);
-void		 args_u64(struct rargs *, uint64_t);
-void		 args_script(struct rargs *, struct rstore *, int script,
-		    int nkeys);
+extern const char *const rs_scripts[SC_COUNT];
+/* The TTL a session's keys get: the retention, or "keep" (RS_TTL). */
+const char	*rs_retention(const struct rsess *);
+void		 rs_store_ref(struct rstore *);
+void		 rs_store_unref(struct rstore *);
+void		 rs_sess_ref(struct rsess *);
+void		 rs_sess_unref(struct rsess *);
 /* A command for s and req (each referenced while it lives), or NULL. */
 struct rcmd	*rcmd_new(struct rstore *, enum rs_kind, struct rsess *,
 		    struct rreq *);
-/* Sends a command; rc is freed on failure.  0 or -1. */
-int		 rs_send(struct rstore *, struct rcmd *, struct rargs *);
-int		 rs_eval(struct rstore *, struct rcmd *, int script,
-		    struct rargs *);
+void		 rcmd_free(struct rcmd *);
 /* A request on s->reqs holding the user's reference, or NULL. */
 struct rreq	*rs_req_new(struct rsess *, enum rs_reqkind, store_range_cb,
 		    store_done_cb, void *);
@@ -355,8 +358,132 @@ void		 rs_req_unref(struct rreq *);
 void		 rs_req_finish(struct rreq *, ssize_t n, int err);
 /* done(arg, n) with errno err; NULL, for the caller to return. */
 struct store_req *rs_done_now(store_done_cb, void *, ssize_t n, int err);
+/* The link failed: its connections go, a retry is timed, parked opens
+ * fail. */
+void		 rs_link_down(struct rstore *, const char *, ...)
+		    __attribute__((format(printf, 2, 3)));
+/* The handshake is done: parked opens go out, leases are renewed,
+ * queued writes sent, followers and inboxes read again. */
+void		 rs_link_up(struct rstore *);
+/* hiredis callbacks: a command's reply (privdata an rcmd), a pub/sub
+ * message (privdata the store). */
+void		 rs_reply(redisAsyncContext *, void *, void *);
+void		 rs_on_sub(redisAsyncContext *, void *, void *);
+
+/* store_redis_link.c */
+/* Decimal digits into *out; -1 if none, other bytes, overflow. */
+int		 rs_u64(const char *, size_t, uint64_t *);
+/* The seq of a log entry id "<seq>-<n>". */
+int		 rs_idseq(const char *, size_t, uint64_t *);
+int		 rs_isstr(const redisReply *);
+int		 rs_replyu64(const redisReply *, uint64_t *);
+/* What went wrong with a reply (NULL: the connection went away). */
+const char	*rs_errstr(const redisReply *);
+void		 args_init(struct rargs *, int cap, int numcap);
+void		 args_free(struct rargs *);
+void		 args_add(struct rargs *, const void *, size_t);
+void		 args_str(struct rargs *, const char *);
+void		 args_u64(struct rargs *, uint64_t);
+void		 args_script(struct rargs *, struct rstore *, int script,
+		    int nkeys);
+/* Fills st from url; -1 with a message in err. */
+int		 rs_parse_url(struct rstore *, const char *, int sentinel,
+		    char *err, size_t errlen);
+void		 rs_drop_conn(struct rstore *, struct rconn *);
+/* Sends a command; rc is freed on failure.  0 or -1. */
+int		 rs_send(struct rstore *, struct rcmd *, struct rargs *);
+int		 rs_eval(struct rstore *, struct rcmd *, int script,
+		    struct rargs *);
+/* After NOSCRIPT: the same call again as EVAL.  0 or -1. */
+int		 rs_resend_eval(struct rstore *, struct rcmd *);
+void		 rs_subscribe(struct rstore *, const char *);
+void		 rs_unsubscribe(struct rstore *, const char *);
+const char	*sess_chan(const struct rsess *);
+void		 rs_hs_check(struct rstore *);
+/* Timers: ev_kill, ev_retry, ev_timeout. */
+void		 rs_kill_cb(evutil_socket_t, short, void *);
+void		 rs_retry_cb(evutil_socket_t, short, void *);
+void		 rs_timeout_cb(evutil_socket_t, short, void *);
+void		 rs_on_hs(struct rcmd *, redisReply *);
+void		 rs_on_sentinel(struct rcmd *, redisReply *);
+void		 rs_sentinel_watch(struct rstore *, uint64_t);
+int		 rs_ping(struct store *, unsigned, char *, size_t);
+
+/* store_redis_lease.c */
+extern const char rs_lua_renew[];
+extern const char rs_lua_acquire[];
+extern const char rs_lua_release[];
+void		 rs_demote(struct rsess *);
+void		 rs_open_fail(struct rsess *, int);
+void		 rs_on_fill(struct rcmd *, redisReply *);
+void		 rs_on_peek(struct rcmd *, redisReply *);
+void		 rs_on_acquire(struct rcmd *, redisReply *);
+void		 rs_open_send(struct rsess *);
+void		 rs_open_async(struct store *, const char *, int, size_t,
+		    store_open_cb, void *);
+void		 rs_sess_close(struct store_sess *);
+void		 rs_renew_all(struct rstore *);
+void		 rs_on_renew(struct rcmd *, redisReply *);
+struct store_req *rs_promote(struct store_sess *, store_done_cb, void *);
+
+/* store_redis_inbox.c */
+extern const char rs_lua_peek[];
+extern const char rs_lua_post[];
+int		 rs_parse_peek(const redisReply *, uint64_t *, int *,
+		    uint64_t *);
+int		 rs_peek_send(struct rsess *, enum rs_kind, int with_doc);
+void		 rs_poll_send(struct rsess *);
+void		 rs_grown(struct rsess *, uint64_t);
+void		 rs_on_poll(struct rcmd *, redisReply *);
+void		 rs_inbox_read(struct rsess *);
+void		 rs_on_inbox(struct rcmd *, redisReply *);
+void		 rs_poll_all(struct rstore *);
+struct store_req *rs_post(struct store_sess *, const char *, size_t,
+		    store_done_cb, void *);
+void		 rs_on_post(struct rcmd *, redisReply *);
+
+/* store_redis_log.c */
+extern const char rs_lua_append[];
+extern const char rs_lua_meta[];
+extern const char rs_lua_trim[];
+struct rrec	*rec_new(uint64_t, uint64_t, const char *, size_t);
+uint64_t	 cache_last(const struct rcache *);
+void		 cache_clear(struct rcache *);
+void		 cache_free(struct rcache *);
+int		 cache_covers(const struct rcache *, uint64_t, uint64_t);
+void		 sess_cache_below(struct rsess *, uint64_t);
+void		 sess_cache_push(struct rsess *, struct rrec *);
+uint64_t	 sess_readable(const struct rsess *);
+void		 wopq_free(struct wopq *);
+void		 batch_free(struct wbatch *);
+void		 args_skeys(struct rargs *, const struct rsess *);
+void		 rs_fetch_learn(struct rsess *, const redisReply *);
+int		 rs_fetch_send(struct rsess *, struct rreq *, uint64_t,
+		    uint64_t, size_t);
+ssize_t		 rs_entries(const redisReply *, rs_entry_fn, void *,
+		    uint64_t *);
+int		 rs_batch_send(struct rsess *);
+void		 rs_flush_sess(struct rsess *);
+void		 rs_flush_cb(evutil_socket_t, short, void *);
+void		 rs_mark_dirty(struct rsess *);
 void		 rs_sess_fail(struct rsess *, int err, const char *fmt, ...)
 		    __attribute__((format(printf, 3, 4)));
+int		 rs_append_async(struct store_sess *, uint64_t, uint64_t,
+		    const char *, size_t);
+int		 rs_meta_write_async(struct store_sess *, const char *, size_t);
+void		 rs_repair(struct rsess *, uint64_t, struct wbatch *);
+void		 rs_on_batch(struct rcmd *, redisReply *);
+void		 rs_on_range(struct rcmd *, redisReply *);
+size_t		 rs_cache_deliver(struct rsess *, uint64_t, uint64_t,
+		    store_range_cb, void *);
+struct store_req *rs_range_async(struct store_sess *, uint64_t, size_t,
+		    store_range_cb, store_done_cb, void *);
+void		 rs_on_preload(struct rcmd *, redisReply *);
+struct store_req *rs_preload_async(struct store_sess *, uint64_t,
+		    store_done_cb, void *);
+int		 rs_trim(struct store_sess *, uint64_t);
+void		 rs_on_trim_scan(struct rcmd *, redisReply *);
+void		 rs_on_trim(struct rcmd *, redisReply *);
 
 /* store_redis_doc.c */
 extern const char rs_lua_docput[];
@@ -373,8 +500,5 @@ void		 rs_doc_reply(struct rcmd *, redisReply *);
 void		 rs_doc_req_free(struct rreq *);
 /* At store_close: drops the document writes held back. */
 void		 rs_doc_close(struct rstore *);
-
-/* The TTL a session's keys get: the retention, or "keep" (RS_TTL). */
-const char	*rs_retention(const struct rsess *);
 
 #endif

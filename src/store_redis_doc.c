@@ -6,8 +6,9 @@
  *
  * - Same hash tag as the session's other keys (one Cluster slot).  Its
  *   TTL is the retention, set by every document write and refreshed with
- *   the session's other keys: store_redis.c's scripts that do that take
- *   it as their KEYS[6].  A session's documents therefore expire with it.
+ *   the session's other keys: the scripts that do that (the lease's and
+ *   the log's) take it as their KEYS[6].  A session's documents
+ *   therefore expire with it.
  * - A write is a Lua script that first checks the owner key still holds
  *   this handle's token, as an append does (else "FENCED"): a process that
  *   lost the session never writes its documents.  A fenced write answers

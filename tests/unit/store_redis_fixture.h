@@ -3,7 +3,7 @@
  * test_store_redis_doc.c): a redis-server of their own, a synchronous
  * connection to look behind the backend, the store's events recorded,
  * and the loop driven until a condition holds.  Included after
- * src/store.c and src/store_redis.c.
+ * src/store.c and the src/store_redis*.c files.
  */
 #ifndef PARLEY_STORE_REDIS_FIXTURE_H
 #define PARLEY_STORE_REDIS_FIXTURE_H

@@ -28,6 +28,10 @@
 
 #include "../../src/store.c"
 #include "../../src/store_redis.c"
+#include "../../src/store_redis_link.c"
+#include "../../src/store_redis_lease.c"
+#include "../../src/store_redis_inbox.c"
+#include "../../src/store_redis_log.c"
 #include "check_main.h"
 #include "store_redis_fixture.h"
 

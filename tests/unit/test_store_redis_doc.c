@@ -4,6 +4,10 @@
  */
 #include "../../src/store.c"
 #include "../../src/store_redis.c"
+#include "../../src/store_redis_link.c"
+#include "../../src/store_redis_lease.c"
+#include "../../src/store_redis_inbox.c"
+#include "../../src/store_redis_log.c"
 #include "../../src/store_redis_doc.c"
 #include "store_redis_fixture.h"
 

@@ -1,0 +1,292 @@
+/*
+ * Redis store backend: what a session hears from other processes (see
+ * store_redis.c for the model).  A follower reads the log's state
+ * (SC_PEEK, which its open uses too) when the owner publishes a new last
+ * seq, and once a second.  A follower posts to the owner's inbox
+ * (SC_POST); the owner reads its inbox when told of a post, and once a
+ * second.
+ */
+#include <sys/types.h>
+#include <sys/queue.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "parley/log.h"
+#include "parley/store.h"
+
+#include "store_redis.h"
+
+/* KEYS log meta owner; ARGV with_doc */
+const char rs_lua_peek[] =
+	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
+	"local doc = false\n"
+	"if ARGV[1] == '1' then doc = redis.call('HGET', KEYS[2], 'doc') end\n"
+	"return {redis.call('HGET', KEYS[2], 'last') or '0',\n"
+	"  redis.call('EXISTS', KEYS[3]), f[1] and f[1][1] or false, doc}\n";
+
+/* KEYS in; ARGV message retention channel maxlen */
+const char rs_lua_post[] =
+	"local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[4], '*',\n"
+	"  'm', ARGV[1])\n"
+	RS_TTL("KEYS[1]", "ARGV[2]")
+	"redis.call('PUBLISH', ARGV[3], id)\n"
+	"return id\n";
+
+/* PEEK: {last, owner exists, first id or nil, doc or nil}. */
+int
+rs_parse_peek(const redisReply *r, uint64_t *last, int *exists,
+    uint64_t *first)
+{
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+	    rs_replyu64(r->element[0], last) == -1 ||
+	    r->element[1]->type != REDIS_REPLY_INTEGER)
+		return -1;
+	*exists = r->element[1]->integer != 0;
+	if (rs_isstr(r->element[2]))
+		return rs_idseq(r->element[2]->str, r->element[2]->len, first);
+	*first = *last + 1;
+	return 0;
+}
+
+int
+rs_peek_send(struct rsess *s, enum rs_kind kind, int with_doc)
+{
+	struct rstore	*st = s->st;
+	struct rargs	 a;
+	struct rcmd	*rc;
+	int		 r;
+
+	if ((rc = rcmd_new(st, kind, s, NULL)) == NULL)
+		return -1;
+	args_init(&a, 8, 1);
+	args_script(&a, st, SC_PEEK, 3);
+	args_str(&a, s->k_log);
+	args_str(&a, s->k_meta);
+	args_str(&a, s->k_owner);
+	args_str(&a, with_doc ? "1" : "0");
+	r = rs_eval(st, rc, SC_PEEK, &a);
+	args_free(&a);
+	return r;
+}
+
+void
+rs_poll_send(struct rsess *s)
+{
+	if (s->polling || s->st->link != LINK_UP || s->closed)
+		return;
+	if (rs_peek_send(s, RC_POLL, 0) == 0) {
+		s->polling = 1;
+		s->poll_from = s->base.last_seq;
+	}
+}
+
+void
+rs_grown(struct rsess *s, uint64_t last)
+{
+	struct rstore	*st = s->st;
+
+	s->base.last_seq = s->base.durable_seq = last;
+	if (st->closing || st->ev->grown == NULL)
+		return;
+	rs_sess_ref(s);
+	st->ev->grown(st->arg, &s->base, last);
+	rs_sess_unref(s);
+}
+
+/* Follower resync: missed notifications, trims, the owner going away. */
+void
+rs_on_poll(struct rcmd *rc, redisReply *r)
+{
+	struct rsess	*s = rc->s;
+	struct rstore	*st = s->st;
+	uint64_t	 last, first;
+	int		 exists;
+
+	s->polling = 0;
+	if (s->closed || s->base.role != STORE_FOLLOWER ||
+	    rs_parse_peek(r, &last, &exists, &first) == -1)
+		return;
+	if (first > s->base.first_seq && first <= last + 1) {
+		s->base.first_seq = first;
+		sess_cache_below(s, first);
+	}
+	if (last > s->base.last_seq) {
+		rs_grown(s, last);
+		if (s->closed || s->base.role != STORE_FOLLOWER)
+			return;
+	} else if (last < s->poll_from) {
+		/* What this handle read and cached is no longer the log (a
+		 * notice newer than the poll is no evidence of that). */
+		rs_sess_fail(s, EIO, "the log went back from %" PRIu64 " to %"
+		    PRIu64 " (a store failover lost events); letting the "
+		    "session go so its clients read it again",
+		    s->base.last_seq, last);
+		return;
+	}
+	if (exists) {
+		s->vacant = 0;
+		return;
+	}
+	if (s->vacant || st->closing || st->ev->vacant == NULL)
+		return;
+	s->vacant = 1;
+	st->ev->vacant(st->arg, &s->base);
+}
+
+void
+rs_inbox_read(struct rsess *s)
+{
+	struct rstore	*st = s->st;
+	struct rargs	 a;
+	struct rcmd	*rc;
+	char		 start[RS_SID_MAX + 1];
+
+	if (s->closed || !s->linked || s->failed ||
+	    s->base.role != STORE_OWNER || s->promoting != NULL ||
+	    st->link != LINK_UP)
+		return;
+	if (s->inbox_busy) {
+		s->inbox_again = 1;
+		return;
+	}
+	if ((rc = rcmd_new(st, RC_INBOX, s, NULL)) == NULL)
+		return;
+	if (s->in_cursor[0] != '\0')
+		snprintf(start, sizeof(start), "(%s", s->in_cursor);
+	else
+		snprintf(start, sizeof(start), "-");
+	args_init(&a, 6, 1);
+	args_str(&a, "XRANGE");
+	args_str(&a, s->k_in);
+	args_str(&a, start);
+	args_str(&a, "+");
+	args_str(&a, "COUNT");
+	args_u64(&a, RS_INBOX_CHUNK);
+	if (rs_send(st, rc, &a) == 0) {
+		s->inbox_busy = 1;
+		s->inbox_again = 0;
+	}
+	args_free(&a);
+}
+
+void
+rs_on_inbox(struct rcmd *rc, redisReply *r)
+{
+	struct rsess		*s = rc->s;
+	struct rstore		*st = s->st;
+	const redisReply	*e, *f, *msg;
+	size_t			 i, j;
+
+	s->inbox_busy = 0;
+	if (s->closed || s->failed || s->base.role != STORE_OWNER)
+		return;
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		log_debug("store: session %s: reading the inbox: %s",
+		    s->base.id, rs_errstr(r));
+		return;		/* the periodic check tries again */
+	}
+	for (i = 0; i < r->elements; i++) {
+		e = r->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+		    !rs_isstr(e->element[0]) ||
+		    e->element[0]->len >= sizeof(s->in_cursor))
+			continue;
+		memcpy(s->in_cursor, e->element[0]->str,
+		    e->element[0]->len + 1);
+		/* The next append batch carries this as the inbox position,
+		 * so it moves atomically with what the input caused. */
+		memcpy(s->inpos_next, s->in_cursor, sizeof(s->inpos_next));
+		f = e->element[1];
+		msg = NULL;
+		for (j = 0; f->type == REDIS_REPLY_ARRAY &&
+		    j + 1 < f->elements; j += 2)
+			if (rs_isstr(f->element[j]) &&
+			    f->element[j]->len == 1 &&
+			    f->element[j]->str[0] == 'm' &&
+			    rs_isstr(f->element[j + 1]))
+				msg = f->element[j + 1];
+		if (msg == NULL || msg->len == 0) {
+			log_warnx("store: session %s: inbox entry %s has no "
+			    "message", s->base.id, s->in_cursor);
+			continue;
+		}
+		if (!st->closing && st->ev->input != NULL)
+			st->ev->input(st->arg, &s->base, msg->str, msg->len);
+		if (s->closed || s->failed || st->closing)
+			return;
+	}
+	if (r->elements >= RS_INBOX_CHUNK || s->inbox_again)
+		rs_inbox_read(s);
+}
+
+void
+rs_poll_all(struct rstore *st)
+{
+	struct store_sess	*bs;
+	struct rsess		*s;
+
+	LIST_FOREACH(bs, &st->base.sessions, entry) {
+		s = (struct rsess *)bs;
+		if (s->base.role == STORE_FOLLOWER)
+			rs_poll_send(s);
+		else
+			rs_inbox_read(s);
+	}
+}
+
+struct store_req *
+rs_post(struct store_sess *bs, const char *json, size_t len,
+    store_done_cb done, void *arg)
+{
+	struct rsess	*s = (struct rsess *)bs;
+	struct rstore	*st = s->st;
+	struct rreq	*req;
+	struct rcmd	*rc;
+	struct rargs	 a;
+	int		 r;
+
+	if (st->link != LINK_UP)
+		return rs_done_now(done, arg, -1, EIO);
+	if ((req = rs_req_new(s, REQ_POST, NULL, done, arg)) == NULL)
+		return rs_done_now(done, arg, -1, ENOMEM);
+	if ((rc = rcmd_new(st, RC_POST, s, req)) == NULL) {
+		rs_req_finish(req, -1, ENOMEM);
+		return NULL;
+	}
+	args_init(&a, 8, 1);
+	args_script(&a, st, SC_POST, 1);
+	args_str(&a, s->k_in);
+	args_add(&a, json, len);
+	args_str(&a, rs_retention(s));
+	args_str(&a, s->ch_in);
+	args_str(&a, RS_INBOX_MAXLEN);
+	r = rs_eval(st, rc, SC_POST, &a);
+	args_free(&a);
+	if (r == -1) {
+		rs_req_finish(req, -1, EIO);
+		return NULL;
+	}
+	return (struct store_req *)req;
+}
+
+void
+rs_on_post(struct rcmd *rc, redisReply *r)
+{
+	struct rreq	*req = rc->req;
+
+	if (req->dead || rc->s->closed)
+		return;
+	if (r != NULL && r->type == REDIS_REPLY_STRING) {
+		rs_req_finish(req, 0, 0);
+		return;
+	}
+	log_warnx("store: session %s: post: %s", rc->s->base.id,
+	    rs_errstr(r));
+	rs_req_finish(req, -1, EIO);
+}

@@ -1,0 +1,1159 @@
+/*
+ * Redis store backend: a session's log (see store_redis.c for the model).
+ * Records and the cache of recent ones; the owner's writes, queued per
+ * session and sent in batches (SC_APPEND, SC_META) with their repair after
+ * a failover; reading the log in chunks (XRANGE) for range and preload;
+ * trim (SC_TRIM).
+ */
+#include <sys/types.h>
+#include <sys/queue.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+#include "parley/log.h"
+#include "parley/store.h"
+
+#include "store_redis.h"
+
+/* KEYS log meta owner fence in kb; ARGV token retention prev inpos
+ * channel, then seq ts json per record */
+const char rs_lua_append[] =
+	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
+	"  return redis.error_reply('FENCED not the owner')\n"
+	"end\n"
+	"local last = redis.call('HGET', KEYS[2], 'last') or '0'\n"
+	"if last ~= ARGV[3] then\n"
+	"  return redis.error_reply('SEQ ' .. last)\n"
+	"end\n"
+	"local n = 0\n"
+	"for i = 6, #ARGV - 2, 3 do\n"
+	"  redis.call('XADD', KEYS[1], ARGV[i] .. '-0', 't', ARGV[i + 1],\n"
+	"    'e', ARGV[i + 2])\n"
+	"  n = i\n"
+	"end\n"
+	"if n > 0 then redis.call('HSET', KEYS[2], 'last', ARGV[n]) end\n"
+	"if ARGV[4] ~= '' then\n"
+	"  redis.call('HSET', KEYS[2], 'inpos', ARGV[4])\n"
+	"  redis.call('XTRIM', KEYS[5], 'MINID', ARGV[4])\n"
+	"end\n"
+	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
+	"  " RS_TTL("k", "ARGV[2]")
+	"end\n"
+	"if n > 0 then redis.call('PUBLISH', ARGV[5], ARGV[n]) end\n"
+	"return 1\n";
+
+/* KEYS log meta owner fence in kb; ARGV token retention doc prev.
+ * The log must end where the appends queued before it left it: a
+ * meta write never lands behind an append that did not. */
+const char rs_lua_meta[] =
+	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
+	"  return redis.error_reply('FENCED not the owner')\n"
+	"end\n"
+	"local last = redis.call('HGET', KEYS[2], 'last') or '0'\n"
+	"if last ~= ARGV[4] then\n"
+	"  return redis.error_reply('SEQ ' .. last)\n"
+	"end\n"
+	"redis.call('HSET', KEYS[2], 'doc', ARGV[3])\n"
+	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
+	"  " RS_TTL("k", "ARGV[2]")
+	"end\n"
+	"return 1\n";
+
+/* KEYS log owner; ARGV token minid */
+const char rs_lua_trim[] =
+	"if redis.call('GET', KEYS[2]) ~= ARGV[1] then\n"
+	"  return redis.error_reply('FENCED not the owner')\n"
+	"end\n"
+	"return redis.call('XTRIM', KEYS[1], 'MINID', ARGV[2])\n";
+
+/* --- records and the cache --- */
+
+struct rrec *
+rec_new(uint64_t seq, uint64_t ts, const char *json, size_t len)
+{
+	struct rrec	*r;
+
+	if ((r = malloc(sizeof(*r) + len + 1)) == NULL)
+		return NULL;
+	r->seq = seq;
+	r->ts = ts;
+	r->len = len;
+	memcpy(r->json, json, len);
+	r->json[len] = '\0';
+	return r;
+}
+
+static size_t
+rec_size(const struct rrec *r)
+{
+	return sizeof(*r) + r->len + 1;
+}
+
+static struct rrec *
+cache_at(const struct rcache *c, size_t i)
+{
+	return c->v[(c->head + i) & (c->cap - 1)];
+}
+
+static uint64_t
+cache_first(const struct rcache *c)
+{
+	return cache_at(c, 0)->seq;
+}
+
+uint64_t
+cache_last(const struct rcache *c)
+{
+	return cache_at(c, c->n - 1)->seq;
+}
+
+static int
+cache_grow(struct rcache *c)
+{
+	struct rrec	**v;
+	size_t		 i, ncap;
+
+	if (c->n < c->cap)
+		return 0;
+	ncap = c->cap ? c->cap * 2 : 64;
+	if (ncap > SIZE_MAX / sizeof(*v) ||
+	    (v = malloc(ncap * sizeof(*v))) == NULL)
+		return -1;
+	for (i = 0; i < c->n; i++)
+		v[i] = cache_at(c, i);
+	free(c->v);
+	c->v = v;
+	c->cap = ncap;
+	c->head = 0;
+	return 0;
+}
+
+static int
+cache_push_back(struct rcache *c, struct rrec *r)
+{
+	if (cache_grow(c) == -1)
+		return -1;
+	c->v[(c->head + c->n) & (c->cap - 1)] = r;
+	c->n++;
+	c->bytes += rec_size(r);
+	return 0;
+}
+
+static int
+cache_push_front(struct rcache *c, struct rrec *r)
+{
+	if (cache_grow(c) == -1)
+		return -1;
+	c->head = (c->head - 1) & (c->cap - 1);
+	c->v[c->head] = r;
+	c->n++;
+	c->bytes += rec_size(r);
+	return 0;
+}
+
+static struct rrec *
+cache_pop_front(struct rcache *c)
+{
+	struct rrec	*r;
+
+	r = c->v[c->head];
+	c->head = (c->head + 1) & (c->cap - 1);
+	c->n--;
+	c->bytes -= rec_size(r);
+	return r;
+}
+
+void
+cache_clear(struct rcache *c)
+{
+	while (c->n > 0)
+		free(cache_pop_front(c));
+}
+
+void
+cache_free(struct rcache *c)
+{
+	cache_clear(c);
+	free(c->v);
+	c->v = NULL;
+	c->cap = 0;
+}
+
+static struct rrec *
+cache_find(const struct rcache *c, uint64_t seq)
+{
+	if (c->n == 0 || seq < cache_first(c) || seq > cache_last(c))
+		return NULL;
+	return cache_at(c, (size_t)(seq - cache_first(c)));
+}
+
+int
+cache_covers(const struct rcache *c, uint64_t from, uint64_t to)
+{
+	if (from > to)
+		return 1;
+	return c->n > 0 && from >= cache_first(c) && to <= cache_last(c);
+}
+
+/* Drops the oldest records beyond the session's bounds. */
+static void
+sess_cache_bound(struct rsess *s)
+{
+	struct rcache	*c = &s->cache;
+
+	while (c->n > 0 && (c->n > s->cmax_recs || c->bytes > s->cmax_bytes))
+		free(cache_pop_front(c));
+}
+
+/* Drops cached records the log no longer holds (trimmed). */
+void
+sess_cache_below(struct rsess *s, uint64_t first)
+{
+	struct rcache	*c = &s->cache;
+
+	while (c->n > 0 && cache_first(c) < first)
+		free(cache_pop_front(c));
+}
+
+/*
+ * Adds a record after the cached run (taking ownership).  Older records
+ * are dropped; one that leaves a hole restarts the run, which must stay
+ * contiguous for cache_find().
+ */
+void
+sess_cache_push(struct rsess *s, struct rrec *r)
+{
+	struct rcache	*c = &s->cache;
+
+	if (c->n > 0) {
+		if (r->seq <= cache_last(c)) {
+			free(r);
+			return;
+		}
+		if (r->seq != cache_last(c) + 1)
+			cache_clear(c);
+	}
+	if (cache_push_back(c, r) == -1) {
+		free(r);
+		return;
+	}
+	sess_cache_bound(s);
+}
+
+/* The last seq store_range() may read: only durable records. */
+uint64_t
+sess_readable(const struct rsess *s)
+{
+	return s->base.role == STORE_OWNER ? s->base.durable_seq :
+	    s->base.last_seq;
+}
+
+/* Copies a record read from the store into the cache if it extends it. */
+static void
+sess_cache_offer(struct rsess *s, uint64_t seq, uint64_t ts,
+    const char *json, size_t len)
+{
+	struct rrec	*r;
+
+	if (seq > sess_readable(s) || seq < s->base.first_seq)
+		return;
+	if (s->cache.n > 0 && seq != cache_last(&s->cache) + 1)
+		return;
+	if ((r = rec_new(seq, ts, json, len)) != NULL)
+		sess_cache_push(s, r);
+}
+
+/* --- writes --- */
+
+static void
+wop_free(struct wop *op)
+{
+	free(op->rec);
+	free(op->doc);
+	free(op);
+}
+
+void
+wopq_free(struct wopq *q)
+{
+	struct wop	*op;
+
+	while ((op = TAILQ_FIRST(q)) != NULL) {
+		TAILQ_REMOVE(q, op, entry);
+		wop_free(op);
+	}
+}
+
+void
+batch_free(struct wbatch *b)
+{
+	wopq_free(&b->ops);
+	free(b);
+}
+
+/* KEYS log meta owner fence in kb, after "EVALSHA sha RS_SKEYS". */
+void
+args_skeys(struct rargs *a, const struct rsess *s)
+{
+	args_str(a, s->k_log);
+	args_str(a, s->k_meta);
+	args_str(a, s->k_owner);
+	args_str(a, s->k_fence);
+	args_str(a, s->k_in);
+	args_str(a, s->k_kb);
+}
+
+/* Sends writes from the head of the queue as one script call. */
+int
+rs_batch_send(struct rsess *s)
+{
+	struct rstore	*st = s->st;
+	struct wbatch	*b;
+	struct wop	*op;
+	struct rargs	 a;
+	struct rcmd	*rc;
+	size_t		 n = 0;
+	int		 r;
+
+	if ((op = TAILQ_FIRST(&s->wq)) == NULL ||
+	    (b = calloc(1, sizeof(*b))) == NULL)
+		return -1;
+	TAILQ_INIT(&b->ops);
+	b->prev = b->last = s->sent_seq;
+	if (op->doc != NULL) {
+		TAILQ_REMOVE(&s->wq, op, entry);
+		TAILQ_INSERT_TAIL(&b->ops, op, entry);
+		b->meta = 1;
+		b->nrec = 1;
+		b->bytes = op->doclen;
+	} else {
+		while ((op = TAILQ_FIRST(&s->wq)) != NULL && op->rec != NULL &&
+		    b->nrec < RS_BATCH_RECS && (b->nrec == 0 ||
+		    b->bytes + op->rec->len <= RS_BATCH_BYTES)) {
+			TAILQ_REMOVE(&s->wq, op, entry);
+			TAILQ_INSERT_TAIL(&b->ops, op, entry);
+			b->nrec++;
+			b->bytes += op->rec->len;
+			b->last = op->rec->seq;
+		}
+		memcpy(b->inpos, s->inpos_next, sizeof(b->inpos));
+	}
+	if ((rc = rcmd_new(st, RC_BATCH, s, NULL)) == NULL)
+		goto fail;
+	if (b->meta) {
+		args_init(&a, 13, 2);
+		args_script(&a, st, SC_META, RS_SKEYS);
+		args_skeys(&a, s);
+		args_str(&a, s->token);
+		args_str(&a, rs_retention(s));
+		op = TAILQ_FIRST(&b->ops);
+		args_add(&a, op->doc, op->doclen);
+		args_u64(&a, b->prev);
+		r = rs_eval(st, rc, SC_META, &a);
+	} else {
+		args_init(&a, 14 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
+		args_script(&a, st, SC_APPEND, RS_SKEYS);
+		args_skeys(&a, s);
+		args_str(&a, s->token);
+		args_str(&a, rs_retention(s));
+		args_u64(&a, b->prev);
+		args_str(&a, b->inpos);
+		args_str(&a, s->ch_ev);
+		TAILQ_FOREACH(op, &b->ops, entry) {
+			args_u64(&a, op->rec->seq);
+			args_u64(&a, op->rec->ts);
+			args_add(&a, op->rec->json, op->rec->len);
+			n++;
+		}
+		r = rs_eval(st, rc, SC_APPEND, &a);
+	}
+	args_free(&a);
+	if (r == -1)
+		goto fail;
+	/* hiredis never calls back from inside a command call. */
+	rc->b = b;
+	TAILQ_INSERT_TAIL(&s->inflight, b, entry);
+	s->ninflight++;
+	s->sent_seq = b->last;
+	return 0;
+fail:
+	/* Back to the head of the queue, in order. */
+	while ((op = TAILQ_LAST(&b->ops, wopq)) != NULL) {
+		TAILQ_REMOVE(&b->ops, op, entry);
+		TAILQ_INSERT_HEAD(&s->wq, op, entry);
+	}
+	free(b);
+	return -1;
+}
+
+void
+rs_flush_sess(struct rsess *s)
+{
+	/* Not past batches re-sent after NOSCRIPT: they must land first. */
+	if (s->closed || s->failed || s->base.role != STORE_OWNER ||
+	    s->st->link != LINK_UP || s->noscript > 0)
+		return;
+	while (!TAILQ_EMPTY(&s->wq) && s->ninflight < RS_INFLIGHT)
+		if (rs_batch_send(s) == -1)
+			break;
+}
+
+void
+rs_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct rstore	*st = arg;
+	struct rsess	*s;
+
+	(void)fd;
+	(void)what;
+	st->flush_pending = 0;
+	while ((s = TAILQ_FIRST(&st->dirty)) != NULL) {
+		TAILQ_REMOVE(&st->dirty, s, dentry);
+		s->dirty = 0;
+		rs_flush_sess(s);
+		rs_sess_unref(s);
+	}
+}
+
+/*
+ * Writes queued during one pass of the event loop go out together: the
+ * flush event runs after the events already active.
+ */
+void
+rs_mark_dirty(struct rsess *s)
+{
+	struct rstore	*st = s->st;
+
+	if (!s->dirty) {
+		s->dirty = 1;
+		rs_sess_ref(s);
+		TAILQ_INSERT_TAIL(&st->dirty, s, dentry);
+	}
+	if (!st->flush_pending) {
+		st->flush_pending = 1;
+		event_active(st->ev_flush, EV_TIMEOUT, 1);
+	}
+}
+
+/* The handle takes no more writes; what was not durable never will be. */
+void
+rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
+{
+	struct rstore	*st = s->st;
+	struct wbatch	*b;
+	char		 msg[256];
+	va_list		 ap;
+
+	if (s->failed || s->closed)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warnx("store: session %s: %s", s->base.id, msg);
+	s->failed = err;
+	wopq_free(&s->wq);
+	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
+		TAILQ_REMOVE(&s->inflight, b, entry);
+		b->orphan = 1;
+	}
+	s->ninflight = 0;
+	s->wq_recs = s->wq_bytes = 0;
+	/* The dropped appends are not in the log. */
+	s->base.last_seq = s->sent_seq = s->base.durable_seq;
+	if (st->closing || st->ev->failed == NULL)
+		return;
+	rs_sess_ref(s);
+	st->ev->failed(st->arg, &s->base, err);
+	rs_sess_unref(s);
+}
+
+int
+rs_append_async(struct store_sess *bs, uint64_t seq, uint64_t ts,
+    const char *json, size_t len)
+{
+	struct rsess	*s = (struct rsess *)bs;
+	struct wop	*op;
+
+	if (s->failed) {
+		errno = EPIPE;
+		return -1;
+	}
+	/* A repair may have queued past the bound: no underflow. */
+	if (s->wq_recs >= RS_QUEUE_RECS || s->wq_bytes >= RS_QUEUE_BYTES ||
+	    len > RS_QUEUE_BYTES - s->wq_bytes) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return -1;
+	if ((op->rec = rec_new(seq, ts, json, len)) == NULL) {
+		free(op);
+		return -1;
+	}
+	TAILQ_INSERT_TAIL(&s->wq, op, entry);
+	s->wq_recs++;
+	s->wq_bytes += len;
+	s->base.last_seq = seq;
+	rs_mark_dirty(s);
+	return 0;
+}
+
+int
+rs_meta_write_async(struct store_sess *bs, const char *json, size_t len)
+{
+	struct rsess	*s = (struct rsess *)bs;
+	struct wop	*op;
+	char		*copy;
+
+	if (s->failed) {
+		errno = EPIPE;
+		return -1;
+	}
+	/* A repair may have queued past the bound: no underflow. */
+	if (s->wq_recs >= RS_QUEUE_RECS || s->wq_bytes >= RS_QUEUE_BYTES ||
+	    len > RS_QUEUE_BYTES - s->wq_bytes) {
+		errno = EAGAIN;
+		return -1;
+	}
+	if ((op = calloc(1, sizeof(*op))) == NULL)
+		return -1;
+	if ((op->doc = malloc(len + 1)) == NULL ||
+	    (copy = malloc(len + 1)) == NULL) {
+		free(op->doc);
+		free(op);
+		return -1;
+	}
+	memcpy(op->doc, json, len);
+	op->doc[len] = '\0';
+	op->doclen = len;
+	/* store_meta_read() answers with what was written last. */
+	memcpy(copy, op->doc, len + 1);
+	free(s->doc);
+	s->doc = copy;
+	s->doclen = len;
+	TAILQ_INSERT_TAIL(&s->wq, op, entry);
+	s->wq_recs++;
+	s->wq_bytes += len;
+	rs_mark_dirty(s);
+	return 0;
+}
+
+/*
+ * The store holds the log only up to n, below what it acknowledged
+ * (asynchronous replication lost the rest in a failover, or a restart
+ * from an older snapshot).  The records are still in the cache: append
+ * them again, byte for byte, ahead of everything sent after them.
+ */
+void
+rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
+{
+	struct wopq	 redo;
+	struct wbatch	*b;
+	struct wop	*op;
+	struct rrec	*r;
+	uint64_t	 seq, durable = s->base.durable_seq;
+
+	if (!cache_covers(&s->cache, n + 1, durable)) {
+		rs_sess_fail(s, EIO, "the store lost events %" PRIu64 "-%"
+		    PRIu64 " (failover?) and they are no longer cached: they "
+		    "are lost", n + 1, durable);
+		return;
+	}
+	log_warnx("store: session %s: the store lost events %" PRIu64 "-%"
+	    PRIu64 " (failover?); appending them again from the cache",
+	    s->base.id, n + 1, durable);
+	TAILQ_INIT(&redo);
+	for (seq = n + 1; seq <= durable; seq++) {
+		r = cache_find(&s->cache, seq);
+		if ((op = calloc(1, sizeof(*op))) == NULL ||
+		    (op->rec = rec_new(r->seq, r->ts, r->json, r->len)) ==
+		    NULL) {
+			free(op);
+			wopq_free(&redo);
+			rs_sess_fail(s, EIO, "out of memory repairing the log");
+			return;
+		}
+		TAILQ_INSERT_TAIL(&redo, op, entry);
+		s->wq_recs++;
+		s->wq_bytes += r->len;
+	}
+	/* Everything sent after n fails the same SEQ check: send it again
+	 * after the repair, in order. */
+	if (failed != NULL)
+		TAILQ_CONCAT(&redo, &failed->ops, entry);
+	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
+		TAILQ_REMOVE(&s->inflight, b, entry);
+		b->orphan = 1;
+		TAILQ_CONCAT(&redo, &b->ops, entry);
+	}
+	s->ninflight = 0;
+	TAILQ_CONCAT(&redo, &s->wq, entry);
+	TAILQ_CONCAT(&s->wq, &redo, entry);
+	s->sent_seq = n;
+	rs_flush_sess(s);
+}
+
+void
+rs_on_batch(struct rcmd *rc, redisReply *r)
+{
+	struct rsess	*s = rc->s;
+	struct rstore	*st = s->st;
+	struct wbatch	*b = rc->b;
+	struct wop	*op;
+	uint64_t	 n, before = s->base.durable_seq;
+	const char	*sp;
+
+	if (b->orphan || s->closed || s->failed)
+		return;
+	if (b != TAILQ_FIRST(&s->inflight)) {
+		rs_sess_fail(s, EIO, "write replies out of order");
+		return;
+	}
+	TAILQ_REMOVE(&s->inflight, b, entry);
+	s->ninflight--;
+	b->orphan = 1;
+	if (r == NULL) {
+		/* It may or may not have landed: the user re-opens. */
+		rs_sess_fail(s, EIO, "the store connection was lost with "
+		    "writes in flight");
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		if (strncmp(r->str, "FENCED", 6) == 0)
+			rs_sess_fail(s, ESTALE, "fenced: another process "
+			    "owns the session now");
+		else if (strncmp(r->str, "SEQ ", 4) == 0 && !b->meta &&
+		    (sp = strchr(r->str + 4, ' '), rs_u64(r->str + 4,
+		    sp ? (size_t)(sp - r->str - 4) : strlen(r->str + 4),
+		    &n) == 0) && n < before)
+			rs_repair(s, n, b);
+		else
+			rs_sess_fail(s, EIO, "write failed: %s", r->str);
+		return;
+	}
+	s->wq_recs -= b->nrec;
+	s->wq_bytes -= b->bytes;
+	while ((op = TAILQ_FIRST(&b->ops)) != NULL) {
+		TAILQ_REMOVE(&b->ops, op, entry);
+		if (op->rec != NULL) {
+			sess_cache_push(s, op->rec);	/* takes it */
+			op->rec = NULL;
+		}
+		wop_free(op);
+	}
+	if (b->last > s->base.durable_seq)
+		s->base.durable_seq = b->last;
+	rs_flush_sess(s);
+	/* A meta write reports durable too (seq may repeat): it is how the
+	 * user learns the meta landed. */
+	if ((s->base.durable_seq > before || b->meta) && !st->closing &&
+	    st->ev->durable != NULL) {
+		rs_sess_ref(s);
+		st->ev->durable(st->arg, &s->base, s->base.durable_seq);
+		rs_sess_unref(s);
+	}
+}
+
+/* --- reading the log --- */
+
+/*
+ * Records per XRANGE: a reply is parsed whole in memory, and events may
+ * be large, so aim at RS_FETCH_BYTES from the sizes seen so far.
+ */
+static size_t
+rs_fetch_count(const struct rsess *s)
+{
+	size_t	 n;
+
+	if (s->avg_rec == 0)
+		return RS_FETCH_FIRST;
+	n = RS_FETCH_BYTES / s->avg_rec;
+	return n < 1 ? 1 : n > RS_CHUNK ? RS_CHUNK : n;
+}
+
+void
+rs_fetch_learn(struct rsess *s, const redisReply *r)
+{
+	const redisReply	*e, *f;
+	size_t			 i, j, bytes = 0;
+
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements == 0)
+		return;
+	for (i = 0; i < r->elements; i++) {
+		e = r->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+		    (f = e->element[1])->type != REDIS_REPLY_ARRAY)
+			continue;
+		for (j = 0; j < f->elements; j++)
+			bytes += f->element[j]->len + 16;
+	}
+	s->avg_rec = bytes / r->elements < 64 ? 64 : bytes / r->elements;
+}
+
+int
+rs_fetch_send(struct rsess *s, struct rreq *req, uint64_t from, uint64_t to,
+    size_t count)
+{
+	struct rstore	*st = s->st;
+	struct rargs	 a;
+	struct rcmd	*rc;
+	char		 f[RS_NUMLEN + 2], t[RS_NUMLEN + 2];
+	int		 r;
+
+	if (count == 0 || count > rs_fetch_count(s))
+		count = rs_fetch_count(s);
+	if (to - from < count)
+		count = (size_t)(to - from + 1);
+	if ((rc = rcmd_new(st, RC_FETCH, s, req)) == NULL)
+		return -1;
+	rc->count = count;
+	snprintf(f, sizeof(f), "%" PRIu64 "-0", from);
+	snprintf(t, sizeof(t), "%" PRIu64 "-0", to);
+	args_init(&a, 6, 1);
+	args_str(&a, "XRANGE");
+	args_str(&a, s->k_log);
+	args_str(&a, f);
+	args_str(&a, t);
+	args_str(&a, "COUNT");
+	args_u64(&a, count);
+	r = rs_send(st, rc, &a);
+	args_free(&a);
+	return r;
+}
+
+/*
+ * Walks an XRANGE reply of the log: fn gets each record, non-zero stops.
+ * Returns entries walked (the stopping one included), -1 if malformed.
+ */
+ssize_t
+rs_entries(const redisReply *r, rs_entry_fn fn, void *arg, uint64_t *lastseq)
+{
+	const redisReply	*e, *f, *k, *v;
+	const char		*json;
+	size_t			 i, j, jlen;
+	uint64_t		 seq, ts;
+	int			 hast;
+
+	if (r->type != REDIS_REPLY_ARRAY)
+		return -1;
+	for (i = 0; i < r->elements; i++) {
+		e = r->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+		    !rs_isstr(e->element[0]) ||
+		    e->element[1]->type != REDIS_REPLY_ARRAY ||
+		    rs_idseq(e->element[0]->str, e->element[0]->len,
+		    &seq) == -1)
+			return -1;
+		f = e->element[1];
+		json = NULL;
+		jlen = 0;
+		ts = 0;
+		hast = 0;
+		for (j = 0; j + 1 < f->elements; j += 2) {
+			k = f->element[j];
+			v = f->element[j + 1];
+			if (!rs_isstr(k) || !rs_isstr(v) || k->len != 1)
+				continue;
+			if (k->str[0] == 't' &&
+			    rs_u64(v->str, v->len, &ts) == 0)
+				hast = 1;
+			else if (k->str[0] == 'e') {
+				json = v->str;
+				jlen = v->len;
+			}
+		}
+		if (!hast || json == NULL || jlen == 0)
+			return -1;
+		*lastseq = seq;
+		if (fn(arg, seq, ts, json, jlen) != 0)
+			return (ssize_t)i + 1;
+	}
+	return (ssize_t)r->elements;
+}
+
+static int
+rs_range_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct rreq	*req = arg;
+	struct rsess	*s = req->s;
+
+	if (seq < req->next)
+		return 0;
+	sess_cache_offer(s, seq, ts, json, len);
+	req->count++;
+	req->next = seq + 1;
+	if (req->cb(req->arg, seq, ts, json, len) != 0) {
+		req->stop = 1;
+		return 1;
+	}
+	if (req->dead || s->closed)
+		return 1;
+	if (req->limit != 0 && req->count >= req->limit) {
+		req->stop = 1;
+		return 1;
+	}
+	return 0;
+}
+
+void
+rs_on_range(struct rcmd *rc, redisReply *r)
+{
+	struct rreq	*req = rc->req;
+	struct rsess	*s = rc->s;
+	uint64_t	 lastseq = 0;
+	ssize_t		 n;
+
+	if (req->dead || s->closed)
+		return;
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+		log_warnx("store: session %s: reading the log: %s",
+		    s->base.id, rs_errstr(r));
+		rs_req_finish(req, -1, EIO);
+		return;
+	}
+	n = rs_entries(r, rs_range_rec, req, &lastseq);
+	if (req->dead || s->closed)
+		return;
+	if (n < 0) {
+		log_warnx("store: session %s: malformed log entry",
+		    s->base.id);
+		rs_req_finish(req, -1, EIO);
+		return;
+	}
+	if (req->stop || n == 0 || (size_t)n < rc->count ||
+	    lastseq >= req->end) {
+		rs_req_finish(req, (ssize_t)req->count, 0);
+		return;
+	}
+	if (rs_fetch_send(s, req, req->next, req->end, req->limit ?
+	    req->limit - req->count : RS_CHUNK) == -1)
+		rs_req_finish(req, -1, EIO);
+}
+
+/* Delivers a cached run; stops early if the callback asks or closes. */
+size_t
+rs_cache_deliver(struct rsess *s, uint64_t from, uint64_t to,
+    store_range_cb cb, void *arg)
+{
+	struct rrec	*r;
+	uint64_t	 seq;
+	size_t		 n = 0;
+
+	rs_sess_ref(s);
+	for (seq = from; seq <= to; seq++) {
+		if ((r = cache_find(&s->cache, seq)) == NULL)
+			break;
+		n++;
+		if (cb(arg, seq, r->ts, r->json, r->len) != 0 || s->closed)
+			break;
+	}
+	rs_sess_unref(s);
+	return n;
+}
+
+struct store_req *
+rs_range_async(struct store_sess *bs, uint64_t after, size_t limit,
+    store_range_cb cb, store_done_cb done, void *arg)
+{
+	struct rsess	*s = (struct rsess *)bs;
+	struct rstore	*st = s->st;
+	struct rreq	*req;
+	uint64_t	 start, end = sess_readable(s), stop;
+
+	start = after + 1 < s->base.first_seq ? s->base.first_seq : after + 1;
+	if (start > end)
+		return rs_done_now(done, arg, 0, 0);
+	stop = limit != 0 && limit - 1 < end - start ? start + limit - 1 : end;
+	/* Cached: no round trip. */
+	if (cache_covers(&s->cache, start, stop))
+		return rs_done_now(done, arg, (ssize_t)rs_cache_deliver(s,
+		    start, stop, cb, arg), 0);
+	if (st->link != LINK_UP)
+		return rs_done_now(done, arg, -1, EIO);
+	if ((req = rs_req_new(s, REQ_RANGE, cb, done, arg)) == NULL)
+		return rs_done_now(done, arg, -1, ENOMEM);
+	req->next = start;
+	req->end = stop;
+	req->limit = limit;
+	if (rs_fetch_send(s, req, start, stop, limit) == -1) {
+		rs_req_finish(req, -1, EIO);
+		return NULL;
+	}
+	return (struct store_req *)req;
+}
+
+static int
+rs_preload_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct rreq	*req = arg;
+	struct rsess	*s = req->s;
+	struct rrec	*r;
+
+	if (req->tmp.n > 0 && seq != cache_last(&req->tmp) + 1)
+		cache_clear(&req->tmp);		/* trimmed meanwhile */
+	if (req->tmp.bytes + s->cache.bytes + sizeof(*r) + len + 1 >
+	    STORE_CACHE_MAX || req->tmp.n + s->cache.n >= RS_PRELOAD_RECS ||
+	    (r = rec_new(seq, ts, json, len)) == NULL) {
+		req->toobig = 1;
+		return 1;
+	}
+	if (cache_push_back(&req->tmp, r) == -1) {
+		free(r);
+		req->toobig = 1;
+		return 1;
+	}
+	req->count++;
+	return 0;
+}
+
+/* Joins the fetched run to the cache, which must stay contiguous. */
+static void
+rs_preload_merge(struct rsess *s, struct rreq *req)
+{
+	struct rcache	*c = &s->cache, *t = &req->tmp;
+	struct rrec	*r;
+	uint64_t	 tf, tl, cf, cl;
+	size_t		 i;
+
+	if (t->n == 0)
+		return;
+	tf = cache_first(t);
+	tl = cache_last(t);
+	if (c->n == 0 || tf > cache_last(c) + 1) {
+		/* Nothing cached, or disjoint and newer: it replaces. */
+		cache_clear(c);
+		for (i = 0; i < t->n; i++)
+			if (cache_push_back(c, cache_at(t, i)) == -1)
+				free(cache_at(t, i));
+	} else if (tl + 1 < cache_first(c)) {
+		/* Older with a hole (the cache moved on): no use. */
+		cache_clear(t);
+		return;
+	} else {
+		/* Overlapping or adjacent: what precedes the cache goes in
+		 * front, what follows it behind, the rest is a copy. */
+		cf = cache_first(c);
+		cl = cache_last(c);
+		for (i = t->n; i-- > 0;) {
+			r = cache_at(t, i);
+			if (r->seq < cf && cache_push_front(c, r) == -1)
+				free(r);
+		}
+		for (i = 0; i < t->n; i++) {
+			r = cache_at(t, i);
+			if (r->seq > cl && cache_push_back(c, r) == -1)
+				free(r);
+			else if (r->seq >= cf && r->seq <= cl)
+				free(r);
+		}
+	}
+	t->n = 0;
+	t->bytes = 0;
+	sess_cache_bound(s);
+}
+
+void
+rs_on_preload(struct rcmd *rc, redisReply *r)
+{
+	struct rreq	*req = rc->req;
+	struct rsess	*s = rc->s;
+	uint64_t	 lastseq = 0;
+	ssize_t		 n;
+
+	if (req->dead || s->closed)
+		return;
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY ||
+	    (n = rs_entries(r, rs_preload_rec, req, &lastseq)) < 0) {
+		log_warnx("store: session %s: reading the log: %s",
+		    s->base.id, r != NULL && r->type == REDIS_REPLY_ARRAY ?
+		    "malformed entry" : rs_errstr(r));
+		rs_req_finish(req, -1, EIO);
+		return;
+	}
+	if (req->toobig) {
+		log_warnx("store: session %s: preload from %" PRIu64 " does "
+		    "not fit the cache bound (%u bytes)", s->base.id,
+		    req->next, STORE_CACHE_MAX);
+		cache_clear(&req->tmp);
+		rs_req_finish(req, -1, EFBIG);
+		return;
+	}
+	if (n == 0 || (size_t)n < rc->count || lastseq >= req->end) {
+		rs_preload_merge(s, req);
+		rs_req_finish(req, (ssize_t)req->count, 0);
+		return;
+	}
+	if (rs_fetch_send(s, req, lastseq + 1, req->end, RS_CHUNK) == -1)
+		rs_req_finish(req, -1, EIO);
+}
+
+struct store_req *
+rs_preload_async(struct store_sess *bs, uint64_t after, store_done_cb done,
+    void *arg)
+{
+	struct rsess	*s = (struct rsess *)bs;
+	struct rcache	*c = &s->cache;
+	struct rreq	*req;
+	uint64_t	 start, end = sess_readable(s), from, to;
+
+	start = after + 1 < s->base.first_seq ? s->base.first_seq : after + 1;
+	if (start > end || cache_covers(c, start, end))
+		return rs_done_now(done, arg, 0, 0);
+	if (s->st->link != LINK_UP)
+		return rs_done_now(done, arg, -1, EIO);
+	/* From now on this session's cache may hold this much. */
+	s->cmax_recs = RS_PRELOAD_RECS;
+	s->cmax_bytes = STORE_CACHE_MAX;
+	from = start;
+	to = end;
+	if (c->n > 0 && cache_first(c) <= start && start <= cache_last(c) + 1)
+		from = cache_last(c) + 1;	/* only what follows it */
+	else if (c->n > 0 && cache_first(c) > start && cache_last(c) >= end)
+		to = cache_first(c) - 1;	/* only what precedes it */
+	if ((req = rs_req_new(s, REQ_PRELOAD, NULL, done, arg)) == NULL)
+		return rs_done_now(done, arg, -1, ENOMEM);
+	req->next = from;
+	req->end = to;
+	if (rs_fetch_send(s, req, from, to, RS_CHUNK) == -1) {
+		rs_req_finish(req, -1, EIO);
+		return NULL;
+	}
+	return (struct store_req *)req;
+}
+
+/* --- trim --- */
+
+struct rs_trimscan {
+	uint64_t	 cutoff;
+	uint64_t	 bound;		/* the newest record: always kept */
+	uint64_t	 target;	/* first record to keep */
+};
+
+static int
+rs_trim_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
+    size_t len)
+{
+	struct rs_trimscan	*t = arg;
+
+	(void)json;
+	(void)len;
+	if (ts >= t->cutoff || seq >= t->bound) {
+		t->target = seq;
+		return 1;
+	}
+	return 0;
+}
+
+static int
+rs_trim_scan(struct rsess *s, uint64_t from, uint64_t cutoff)
+{
+	struct rstore	*st = s->st;
+	struct rargs	 a;
+	struct rcmd	*rc;
+	char		 f[RS_NUMLEN + 2], t[RS_NUMLEN + 2];
+	int		 r;
+
+	if ((rc = rcmd_new(st, RC_TRIM_SCAN, s, NULL)) == NULL)
+		return -1;
+	rc->u1 = cutoff;
+	rc->u2 = s->base.durable_seq;
+	rc->count = rs_fetch_count(s);
+	snprintf(f, sizeof(f), "%" PRIu64 "-0", from);
+	snprintf(t, sizeof(t), "%" PRIu64 "-0", s->base.durable_seq);
+	args_init(&a, 6, 1);
+	args_str(&a, "XRANGE");
+	args_str(&a, s->k_log);
+	args_str(&a, f);
+	args_str(&a, t);
+	args_str(&a, "COUNT");
+	args_u64(&a, rc->count);
+	r = rs_send(st, rc, &a);
+	args_free(&a);
+	return r;
+}
+
+/*
+ * Retention by time, in the background: find the first record to keep
+ * (newer than the cutoff, or the newest), then XTRIM MINID to it through
+ * the fenced script.  Returns 0: first_seq moves when it is done.
+ */
+int
+rs_trim(struct store_sess *bs, uint64_t cutoff_ms)
+{
+	struct rsess	*s = (struct rsess *)bs;
+
+	if (s->base.role != STORE_OWNER || s->failed || s->trimming ||
+	    s->promoting != NULL || s->st->link != LINK_UP ||
+	    s->base.durable_seq <= s->base.first_seq)
+		return 0;
+	if (rs_trim_scan(s, s->base.first_seq, cutoff_ms) == 0)
+		s->trimming = 1;
+	return 0;
+}
+
+void
+rs_on_trim_scan(struct rcmd *rc, redisReply *r)
+{
+	struct rsess		*s = rc->s;
+	struct rstore		*st = s->st;
+	struct rs_trimscan	 t = { rc->u1, rc->u2, 0 };
+	struct rargs		 a;
+	struct rcmd		*trc;
+	char			 minid[RS_NUMLEN + 2];
+	uint64_t		 lastseq = 0;
+	ssize_t			 n;
+
+	s->trimming = 0;
+	rs_fetch_learn(s, r);
+	if (s->closed || s->failed || s->base.role != STORE_OWNER ||
+	    r == NULL || r->type != REDIS_REPLY_ARRAY ||
+	    (n = rs_entries(r, rs_trim_rec, &t, &lastseq)) < 0)
+		return;
+	if (t.target == 0) {
+		if ((size_t)n == rc->count && lastseq < t.bound &&
+		    rs_trim_scan(s, lastseq + 1, t.cutoff) == 0)
+			s->trimming = 1;
+		return;
+	}
+	if (t.target <= s->base.first_seq ||
+	    (trc = rcmd_new(st, RC_TRIM, s, NULL)) == NULL)
+		return;
+	trc->u1 = t.target;
+	snprintf(minid, sizeof(minid), "%" PRIu64 "-0", t.target);
+	args_init(&a, 8, 1);
+	args_script(&a, st, SC_TRIM, 2);
+	args_str(&a, s->k_log);
+	args_str(&a, s->k_owner);
+	args_str(&a, s->token);
+	args_str(&a, minid);
+	if (rs_eval(st, trc, SC_TRIM, &a) == 0)
+		s->trimming = 1;
+	args_free(&a);
+}
+
+void
+rs_on_trim(struct rcmd *rc, redisReply *r)
+{
+	struct rsess	*s = rc->s;
+
+	s->trimming = 0;
+	if (s->closed || r == NULL || r->type != REDIS_REPLY_INTEGER)
+		return;
+	log_debug("store: session %s: trimmed %lld records", s->base.id,
+	    r->integer);
+	if (rc->u1 > s->base.first_seq) {
+		s->base.first_seq = rc->u1;
+		sess_cache_below(s, rc->u1);
+	}
+}
