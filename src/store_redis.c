@@ -212,8 +212,8 @@ rs_sess_unref(struct rsess *s)
 {
 	if (--s->refs > 0)
 		return;
-	wopq_free(&s->wq);
-	cache_free(&s->cache);
+	rs_wopq_free(&s->wq);
+	rs_cache_free(&s->cache);
 	free(s->doc);
 	free(s);
 }
@@ -223,14 +223,14 @@ rs_req_unref(struct rreq *req)
 {
 	if (--req->refs > 0)
 		return;
-	cache_free(&req->tmp);
+	rs_cache_free(&req->tmp);
 	rs_doc_req_free(req);
 	rs_sess_unref(req->s);
 	free(req);
 }
 
 struct rcmd *
-rcmd_new(struct rstore *st, enum rs_kind kind, struct rsess *s,
+rs_cmd_new(struct rstore *st, enum rs_kind kind, struct rsess *s,
     struct rreq *req)
 {
 	struct rcmd	*rc;
@@ -249,12 +249,12 @@ rcmd_new(struct rstore *st, enum rs_kind kind, struct rsess *s,
 }
 
 void
-rcmd_free(struct rcmd *rc)
+rs_cmd_free(struct rcmd *rc)
 {
 	if (rc->tracked)
 		TAILQ_REMOVE(&rc->st->inflight, rc, entry);
 	if (rc->b != NULL)
-		batch_free(rc->b);
+		rs_batch_free(rc->b);
 	if (rc->req != NULL)
 		rs_req_unref(rc->req);
 	if (rc->s != NULL)
@@ -572,7 +572,7 @@ rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 			rs_link_down(st, "%s:%d is read-only (a replica?)",
 			    st->master.host, st->master.port);
 	}
-	rcmd_free(rc);
+	rs_cmd_free(rc);
 }
 
 /* --- pub/sub messages and the tick --- */
@@ -796,14 +796,14 @@ rs_range(struct store_sess *bs, uint64_t after, size_t limit,
     store_range_cb cb, void *arg)
 {
 	struct rsess	*s = (struct rsess *)bs;
-	uint64_t	 start, end = sess_readable(s), stop;
+	uint64_t	 start, end = rs_sess_readable(s), stop;
 	size_t		 n;
 
 	start = after + 1 < s->base.first_seq ? s->base.first_seq : after + 1;
 	if (start > end)
 		return 0;
 	stop = limit != 0 && limit - 1 < end - start ? start + limit - 1 : end;
-	if (!cache_covers(&s->cache, start, stop)) {
+	if (!rs_cache_covers(&s->cache, start, stop)) {
 		errno = EAGAIN;
 		return -1;
 	}

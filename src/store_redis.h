@@ -345,9 +345,9 @@ void		 rs_store_unref(struct rstore *);
 void		 rs_sess_ref(struct rsess *);
 void		 rs_sess_unref(struct rsess *);
 /* A command for s and req (each referenced while it lives), or NULL. */
-struct rcmd	*rcmd_new(struct rstore *, enum rs_kind, struct rsess *,
+struct rcmd	*rs_cmd_new(struct rstore *, enum rs_kind, struct rsess *,
 		    struct rreq *);
-void		 rcmd_free(struct rcmd *);
+void		 rs_cmd_free(struct rcmd *);
 /* A request on s->reqs holding the user's reference, or NULL. */
 struct rreq	*rs_req_new(struct rsess *, enum rs_reqkind, store_range_cb,
 		    store_done_cb, void *);
@@ -379,12 +379,12 @@ int		 rs_isstr(const redisReply *);
 int		 rs_replyu64(const redisReply *, uint64_t *);
 /* What went wrong with a reply (NULL: the connection went away). */
 const char	*rs_errstr(const redisReply *);
-void		 args_init(struct rargs *, int cap, int numcap);
-void		 args_free(struct rargs *);
-void		 args_add(struct rargs *, const void *, size_t);
-void		 args_str(struct rargs *, const char *);
-void		 args_u64(struct rargs *, uint64_t);
-void		 args_script(struct rargs *, struct rstore *, int script,
+void		 rs_args_init(struct rargs *, int cap, int numcap);
+void		 rs_args_free(struct rargs *);
+void		 rs_args_add(struct rargs *, const void *, size_t);
+void		 rs_args_str(struct rargs *, const char *);
+void		 rs_args_u64(struct rargs *, uint64_t);
+void		 rs_args_script(struct rargs *, struct rstore *, int script,
 		    int nkeys);
 /* Fills st from url; -1 with a message in err. */
 int		 rs_parse_url(struct rstore *, const char *, int sentinel,
@@ -398,7 +398,7 @@ int		 rs_eval(struct rstore *, struct rcmd *, int script,
 int		 rs_resend_eval(struct rstore *, struct rcmd *);
 void		 rs_subscribe(struct rstore *, const char *);
 void		 rs_unsubscribe(struct rstore *, const char *);
-const char	*sess_chan(const struct rsess *);
+const char	*rs_sess_chan(const struct rsess *);
 void		 rs_hs_check(struct rstore *);
 /* Timers: ev_kill, ev_retry, ev_timeout. */
 void		 rs_kill_cb(evutil_socket_t, short, void *);
@@ -446,17 +446,17 @@ void		 rs_on_post(struct rcmd *, redisReply *);
 extern const char rs_lua_append[];
 extern const char rs_lua_meta[];
 extern const char rs_lua_trim[];
-struct rrec	*rec_new(uint64_t, uint64_t, const char *, size_t);
-uint64_t	 cache_last(const struct rcache *);
-void		 cache_clear(struct rcache *);
-void		 cache_free(struct rcache *);
-int		 cache_covers(const struct rcache *, uint64_t, uint64_t);
-void		 sess_cache_below(struct rsess *, uint64_t);
-void		 sess_cache_push(struct rsess *, struct rrec *);
-uint64_t	 sess_readable(const struct rsess *);
-void		 wopq_free(struct wopq *);
-void		 batch_free(struct wbatch *);
-void		 args_skeys(struct rargs *, const struct rsess *);
+struct rrec	*rs_rec_new(uint64_t, uint64_t, const char *, size_t);
+uint64_t	 rs_cache_last(const struct rcache *);
+void		 rs_cache_clear(struct rcache *);
+void		 rs_cache_free(struct rcache *);
+int		 rs_cache_covers(const struct rcache *, uint64_t, uint64_t);
+void		 rs_sess_cache_below(struct rsess *, uint64_t);
+void		 rs_sess_cache_push(struct rsess *, struct rrec *);
+uint64_t	 rs_sess_readable(const struct rsess *);
+void		 rs_wopq_free(struct wopq *);
+void		 rs_batch_free(struct wbatch *);
+void		 rs_args_skeys(struct rargs *, const struct rsess *);
 void		 rs_fetch_learn(struct rsess *, const redisReply *);
 int		 rs_fetch_send(struct rsess *, struct rreq *, uint64_t,
 		    uint64_t, size_t);

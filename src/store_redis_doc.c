@@ -166,24 +166,24 @@ doc_send(struct rsess *s, struct rreq *req, int what, const char *name,
 	struct rargs	 a;
 	int		 r;
 
-	if ((rc = rcmd_new(st, RC_DOC, s, req)) == NULL) {
+	if ((rc = rs_cmd_new(st, RC_DOC, s, req)) == NULL) {
 		errno = ENOMEM;
 		return -1;
 	}
 	rc->u1 = (uint64_t)what;
 	rc->u2 = len + strlen(name);
-	args_init(&a, 10, 1);
-	args_script(&a, st, what == DOC_PUT ? SC_DOCPUT : SC_DOCDEL, 2);
-	args_str(&a, s->k_owner);
-	args_str(&a, s->k_kb);
-	args_str(&a, s->token);
+	rs_args_init(&a, 10, 1);
+	rs_args_script(&a, st, what == DOC_PUT ? SC_DOCPUT : SC_DOCDEL, 2);
+	rs_args_str(&a, s->k_owner);
+	rs_args_str(&a, s->k_kb);
+	rs_args_str(&a, s->token);
 	if (what == DOC_PUT)
-		args_str(&a, rs_retention(s));
-	args_str(&a, name);
+		rs_args_str(&a, rs_retention(s));
+	rs_args_str(&a, name);
 	if (what == DOC_PUT)
-		args_add(&a, json, len);
+		rs_args_add(&a, json, len);
 	r = rs_eval(st, rc, what == DOC_PUT ? SC_DOCPUT : SC_DOCDEL, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	if (r == -1) {
 		errno = EIO;
 		return -1;
@@ -361,17 +361,17 @@ doc_scan_send(struct rsess *s, struct rreq *req)
 	struct rargs	 a;
 	int		 r;
 
-	if ((rc = rcmd_new(st, RC_DOC, s, req)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_DOC, s, req)) == NULL)
 		return -1;
 	rc->u1 = DOC_SCAN;
-	args_init(&a, 6, 1);
-	args_str(&a, "HSCAN");
-	args_str(&a, s->k_kb);
-	args_str(&a, req->docs->cursor);
-	args_str(&a, "COUNT");
-	args_u64(&a, req->docs->count);
+	rs_args_init(&a, 6, 1);
+	rs_args_str(&a, "HSCAN");
+	rs_args_str(&a, s->k_kb);
+	rs_args_str(&a, req->docs->cursor);
+	rs_args_str(&a, "COUNT");
+	rs_args_u64(&a, req->docs->count);
 	r = rs_send(st, rc, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	return r;
 }
 

@@ -62,16 +62,16 @@ rs_peek_send(struct rsess *s, enum rs_kind kind, int with_doc)
 	struct rcmd	*rc;
 	int		 r;
 
-	if ((rc = rcmd_new(st, kind, s, NULL)) == NULL)
+	if ((rc = rs_cmd_new(st, kind, s, NULL)) == NULL)
 		return -1;
-	args_init(&a, 8, 1);
-	args_script(&a, st, SC_PEEK, 3);
-	args_str(&a, s->k_log);
-	args_str(&a, s->k_meta);
-	args_str(&a, s->k_owner);
-	args_str(&a, with_doc ? "1" : "0");
+	rs_args_init(&a, 8, 1);
+	rs_args_script(&a, st, SC_PEEK, 3);
+	rs_args_str(&a, s->k_log);
+	rs_args_str(&a, s->k_meta);
+	rs_args_str(&a, s->k_owner);
+	rs_args_str(&a, with_doc ? "1" : "0");
 	r = rs_eval(st, rc, SC_PEEK, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	return r;
 }
 
@@ -114,7 +114,7 @@ rs_on_poll(struct rcmd *rc, redisReply *r)
 		return;
 	if (first > s->base.first_seq && first <= last + 1) {
 		s->base.first_seq = first;
-		sess_cache_below(s, first);
+		rs_sess_cache_below(s, first);
 	}
 	if (last > s->base.last_seq) {
 		rs_grown(s, last);
@@ -155,24 +155,24 @@ rs_inbox_read(struct rsess *s)
 		s->inbox_again = 1;
 		return;
 	}
-	if ((rc = rcmd_new(st, RC_INBOX, s, NULL)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_INBOX, s, NULL)) == NULL)
 		return;
 	if (s->in_cursor[0] != '\0')
 		snprintf(start, sizeof(start), "(%s", s->in_cursor);
 	else
 		snprintf(start, sizeof(start), "-");
-	args_init(&a, 6, 1);
-	args_str(&a, "XRANGE");
-	args_str(&a, s->k_in);
-	args_str(&a, start);
-	args_str(&a, "+");
-	args_str(&a, "COUNT");
-	args_u64(&a, RS_INBOX_CHUNK);
+	rs_args_init(&a, 6, 1);
+	rs_args_str(&a, "XRANGE");
+	rs_args_str(&a, s->k_in);
+	rs_args_str(&a, start);
+	rs_args_str(&a, "+");
+	rs_args_str(&a, "COUNT");
+	rs_args_u64(&a, RS_INBOX_CHUNK);
 	if (rs_send(st, rc, &a) == 0) {
 		s->inbox_busy = 1;
 		s->inbox_again = 0;
 	}
-	args_free(&a);
+	rs_args_free(&a);
 }
 
 void
@@ -255,19 +255,19 @@ rs_post(struct store_sess *bs, const char *json, size_t len,
 		return rs_done_now(done, arg, -1, EIO);
 	if ((req = rs_req_new(s, REQ_POST, NULL, done, arg)) == NULL)
 		return rs_done_now(done, arg, -1, ENOMEM);
-	if ((rc = rcmd_new(st, RC_POST, s, req)) == NULL) {
+	if ((rc = rs_cmd_new(st, RC_POST, s, req)) == NULL) {
 		rs_req_finish(req, -1, ENOMEM);
 		return NULL;
 	}
-	args_init(&a, 8, 1);
-	args_script(&a, st, SC_POST, 1);
-	args_str(&a, s->k_in);
-	args_add(&a, json, len);
-	args_str(&a, rs_retention(s));
-	args_str(&a, s->ch_in);
-	args_str(&a, RS_INBOX_MAXLEN);
+	rs_args_init(&a, 8, 1);
+	rs_args_script(&a, st, SC_POST, 1);
+	rs_args_str(&a, s->k_in);
+	rs_args_add(&a, json, len);
+	rs_args_str(&a, rs_retention(s));
+	rs_args_str(&a, s->ch_in);
+	rs_args_str(&a, RS_INBOX_MAXLEN);
 	r = rs_eval(st, rc, SC_POST, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	if (r == -1) {
 		rs_req_finish(req, -1, EIO);
 		return NULL;

@@ -103,15 +103,15 @@ rs_release_token(struct rsess *s, const char *token, size_t len)
 	struct rcmd	*rc;
 
 	if (len == 0 || st->link != LINK_UP ||
-	    (rc = rcmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
+	    (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
 		return;
-	args_init(&a, 8, 1);
-	args_script(&a, st, SC_RELEASE, 1);
-	args_str(&a, s->k_owner);
-	args_add(&a, token, len);
-	args_str(&a, s->ch_ev);
+	rs_args_init(&a, 8, 1);
+	rs_args_script(&a, st, SC_RELEASE, 1);
+	rs_args_str(&a, s->k_owner);
+	rs_args_add(&a, token, len);
+	rs_args_str(&a, s->ch_ev);
 	rs_eval(st, rc, SC_RELEASE, &a);
-	args_free(&a);
+	rs_args_free(&a);
 }
 
 /* Back to follower after a promote that was cancelled or failed. */
@@ -134,19 +134,19 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	struct rcmd	*rc;
 	int		 r;
 
-	if ((rc = rcmd_new(st, RC_ACQUIRE, s, req)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_ACQUIRE, s, req)) == NULL)
 		return -1;
 	rc->u1 = (uint64_t)create;
-	args_init(&a, 16, 1);
-	args_script(&a, st, SC_ACQUIRE, RS_SKEYS);
-	args_skeys(&a, s);
-	args_str(&a, st->node);
-	args_str(&a, st->lease_s);
-	args_str(&a, create ? "1" : "0");
-	args_add(&a, force, forcelen);
-	args_str(&a, rs_retention(s));
+	rs_args_init(&a, 16, 1);
+	rs_args_script(&a, st, SC_ACQUIRE, RS_SKEYS);
+	rs_args_skeys(&a, s);
+	rs_args_str(&a, st->node);
+	rs_args_str(&a, st->lease_s);
+	rs_args_str(&a, create ? "1" : "0");
+	rs_args_add(&a, force, forcelen);
+	rs_args_str(&a, rs_retention(s));
 	r = rs_eval(st, rc, SC_ACQUIRE, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	return r;
 }
 
@@ -216,7 +216,7 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 	s->inpos_next[0] = '\0';
 	s->base.last_seq = s->base.durable_seq = s->sent_seq = last;
 	s->base.first_seq = first;
-	sess_cache_below(s, first);
+	rs_sess_cache_below(s, first);
 	return 0;
 }
 
@@ -248,7 +248,7 @@ rs_open_done(struct rsess *s)
 	s->opening = 0;
 	store_sess_link(&st->base, &s->base);
 	s->linked = 1;
-	rs_subscribe(st, sess_chan(s));
+	rs_subscribe(st, rs_sess_chan(s));
 	rs_sess_ref(s);
 	cb(arg, 0, &s->base, s->base.role);
 	if (!s->closed && s->base.role == STORE_OWNER)
@@ -308,19 +308,19 @@ rs_fill_start(struct rsess *s, struct rreq *req)
 	uint64_t	 last = s->base.last_seq, first = s->base.first_seq;
 	uint64_t	 from;
 
-	sess_cache_below(s, first);
-	if (c->n > 0 && cache_last(c) > last)
-		cache_clear(c);		/* the store lost records */
+	rs_sess_cache_below(s, first);
+	if (c->n > 0 && rs_cache_last(c) > last)
+		rs_cache_clear(c);		/* the store lost records */
 	if (s->tail == 0 || last == 0 || last < first)
 		return 1;
 	from = last >= s->tail ? last - s->tail + 1 : 1;
 	if (from < first)
 		from = first;
 	if (c->n > 0) {
-		if (cache_last(c) + 1 >= from)
-			from = cache_last(c) + 1;
+		if (rs_cache_last(c) + 1 >= from)
+			from = rs_cache_last(c) + 1;
 		else
-			cache_clear(c);
+			rs_cache_clear(c);
 	}
 	if (from > last)
 		return 1;
@@ -337,8 +337,8 @@ rs_fill_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	struct rrec	*r;
 
 	/* The cache is an optimisation: out of memory, it holds less. */
-	if ((r = rec_new(seq, ts, json, len)) != NULL)
-		sess_cache_push(s, r);
+	if ((r = rs_rec_new(seq, ts, json, len)) != NULL)
+		rs_sess_cache_push(s, r);
 	return 0;
 }
 
@@ -573,8 +573,8 @@ rs_sess_close(struct store_sess *bs)
 	}
 	s->ninflight = 0;
 	if (!st->closing)
-		rs_unsubscribe(st, sess_chan(s));
-	wopq_free(&s->wq);
+		rs_unsubscribe(st, rs_sess_chan(s));
+	rs_wopq_free(&s->wq);
 	rs_sess_unref(s);
 }
 
@@ -587,18 +587,18 @@ rs_renew_send(struct rsess *s)
 	struct rargs	 a;
 	struct rcmd	*rc;
 
-	if ((rc = rcmd_new(st, RC_RENEW, s, NULL)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_RENEW, s, NULL)) == NULL)
 		return;
 	rc->u1 = s->lease_gen;
-	args_init(&a, 12, 1);
-	args_script(&a, st, SC_RENEW, RS_SKEYS);
-	args_skeys(&a, s);
-	args_str(&a, s->token);
-	args_str(&a, st->lease_s);
-	args_str(&a, rs_retention(s));
+	rs_args_init(&a, 12, 1);
+	rs_args_script(&a, st, SC_RENEW, RS_SKEYS);
+	rs_args_skeys(&a, s);
+	rs_args_str(&a, s->token);
+	rs_args_str(&a, st->lease_s);
+	rs_args_str(&a, rs_retention(s));
 	if (rs_eval(st, rc, SC_RENEW, &a) == 0)
 		s->renewing = 1;
-	args_free(&a);
+	rs_args_free(&a);
 }
 
 void

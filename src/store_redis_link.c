@@ -97,7 +97,7 @@ rs_errstr(const redisReply *r)
 }
 
 void
-args_init(struct rargs *a, int cap, int numcap)
+rs_args_init(struct rargs *a, int cap, int numcap)
 {
 	memset(a, 0, offsetof(struct rargs, iv));
 	if (cap <= RS_ARGS_INLINE) {
@@ -118,7 +118,7 @@ args_init(struct rargs *a, int cap, int numcap)
 }
 
 void
-args_free(struct rargs *a)
+rs_args_free(struct rargs *a)
 {
 	if (a->v != a->iv)
 		free(a->v);
@@ -129,7 +129,7 @@ args_free(struct rargs *a)
 }
 
 void
-args_add(struct rargs *a, const void *p, size_t len)
+rs_args_add(struct rargs *a, const void *p, size_t len)
 {
 	if (a->oom || a->n >= a->cap) {
 		a->oom = 1;
@@ -140,13 +140,13 @@ args_add(struct rargs *a, const void *p, size_t len)
 }
 
 void
-args_str(struct rargs *a, const char *s)
+rs_args_str(struct rargs *a, const char *s)
 {
-	args_add(a, s, strlen(s));
+	rs_args_add(a, s, strlen(s));
 }
 
 void
-args_u64(struct rargs *a, uint64_t v)
+rs_args_u64(struct rargs *a, uint64_t v)
 {
 	char	*p;
 	int	 n;
@@ -157,16 +157,16 @@ args_u64(struct rargs *a, uint64_t v)
 	}
 	p = a->num + (size_t)a->nnum++ * RS_NUMLEN;
 	n = snprintf(p, RS_NUMLEN, "%" PRIu64, v);
-	args_add(a, p, (size_t)n);
+	rs_args_add(a, p, (size_t)n);
 }
 
 /* "EVALSHA <sha> <nkeys>" */
 void
-args_script(struct rargs *a, struct rstore *st, int script, int nkeys)
+rs_args_script(struct rargs *a, struct rstore *st, int script, int nkeys)
 {
-	args_str(a, "EVALSHA");
-	args_add(a, st->sha[script], 40);
-	args_u64(a, (uint64_t)nkeys);
+	rs_args_str(a, "EVALSHA");
+	rs_args_add(a, st->sha[script], 40);
+	rs_args_u64(a, (uint64_t)nkeys);
 }
 
 /* --- url --- */
@@ -478,7 +478,7 @@ rs_send(struct rstore *st, struct rcmd *rc, struct rargs *a)
 fail:
 	if (cmd != NULL)
 		redisFreeCommand(cmd);
-	rcmd_free(rc);
+	rs_cmd_free(rc);
 	return -1;
 }
 
@@ -567,31 +567,31 @@ rs_hs_send(struct rstore *st, struct rconn *conn, enum rs_hs step, int i)
 	struct rcmd	*rc;
 	char		 db[RS_NUMLEN];
 
-	if ((rc = rcmd_new(st, RC_HS, NULL, NULL)) == NULL) {
+	if ((rc = rs_cmd_new(st, RC_HS, NULL, NULL)) == NULL) {
 		rs_link_later(st);
 		return;
 	}
 	rc->conn = conn;
 	rc->u1 = step;
 	rc->u2 = (uint64_t)i;
-	args_init(&a, 4, 0);
+	rs_args_init(&a, 4, 0);
 	switch (step) {
 	case HS_AUTH:
-		args_str(&a, "AUTH");
-		args_str(&a, st->pass);
+		rs_args_str(&a, "AUTH");
+		rs_args_str(&a, st->pass);
 		break;
 	case HS_SELECT:
 		snprintf(db, sizeof(db), "%d", st->db);
-		args_str(&a, "SELECT");
-		args_str(&a, db);
+		rs_args_str(&a, "SELECT");
+		rs_args_str(&a, db);
 		break;
 	case HS_ROLE:
-		args_str(&a, "ROLE");
+		rs_args_str(&a, "ROLE");
 		break;
 	case HS_SCRIPT:
-		args_str(&a, "SCRIPT");
-		args_str(&a, "LOAD");
-		args_str(&a, rs_scripts[i]);
+		rs_args_str(&a, "SCRIPT");
+		rs_args_str(&a, "LOAD");
+		rs_args_str(&a, rs_scripts[i]);
 		break;
 	}
 	if (rs_send(st, rc, &a) == -1)
@@ -600,7 +600,7 @@ rs_hs_send(struct rstore *st, struct rconn *conn, enum rs_hs step, int i)
 		st->hs_sub++;
 	else
 		st->hs_cmd++;
-	args_free(&a);
+	rs_args_free(&a);
 }
 
 void
@@ -623,7 +623,7 @@ rs_unsubscribe(struct rstore *st, const char *chan)
 
 /* The channel a session listens on: owners hear posts, followers appends. */
 const char *
-sess_chan(const struct rsess *s)
+rs_sess_chan(const struct rsess *s)
 {
 	return s->base.role == STORE_OWNER && s->promoting == NULL ?
 	    s->ch_in : s->ch_ev;
@@ -635,22 +635,22 @@ rs_sentinel_ask(struct rstore *st)
 	struct rargs	 a;
 	struct rcmd	*rc;
 
-	if ((rc = rcmd_new(st, RC_SENTINEL, NULL, NULL)) == NULL) {
+	if ((rc = rs_cmd_new(st, RC_SENTINEL, NULL, NULL)) == NULL) {
 		rs_link_later(st);
 		return;
 	}
 	rc->conn = &st->sen;
-	args_init(&a, 3, 0);
-	args_str(&a, "SENTINEL");
-	args_str(&a, "get-master-addr-by-name");
-	args_str(&a, st->name);
+	rs_args_init(&a, 3, 0);
+	rs_args_str(&a, "SENTINEL");
+	rs_args_str(&a, "get-master-addr-by-name");
+	rs_args_str(&a, st->name);
 	if (rs_send(st, rc, &a) == -1)
 		rs_link_later(st);
 	else {
 		st->sen_busy = 1;
 		st->sen_sent = util_mono_ms();
 	}
-	args_free(&a);
+	rs_args_free(&a);
 }
 
 static void
@@ -748,7 +748,7 @@ rs_on_connect(const redisAsyncContext *cac, int status)
 		return;
 	}
 	LIST_FOREACH(bs, &st->base.sessions, entry)
-		rs_subscribe(st, sess_chan((struct rsess *)bs));
+		rs_subscribe(st, rs_sess_chan((struct rsess *)bs));
 }
 
 static void

@@ -78,7 +78,7 @@ const char rs_lua_trim[] =
 /* --- records and the cache --- */
 
 struct rrec *
-rec_new(uint64_t seq, uint64_t ts, const char *json, size_t len)
+rs_rec_new(uint64_t seq, uint64_t ts, const char *json, size_t len)
 {
 	struct rrec	*r;
 
@@ -93,31 +93,31 @@ rec_new(uint64_t seq, uint64_t ts, const char *json, size_t len)
 }
 
 static size_t
-rec_size(const struct rrec *r)
+rs_rec_size(const struct rrec *r)
 {
 	return sizeof(*r) + r->len + 1;
 }
 
 static struct rrec *
-cache_at(const struct rcache *c, size_t i)
+rs_cache_at(const struct rcache *c, size_t i)
 {
 	return c->v[(c->head + i) & (c->cap - 1)];
 }
 
 static uint64_t
-cache_first(const struct rcache *c)
+rs_cache_first(const struct rcache *c)
 {
-	return cache_at(c, 0)->seq;
+	return rs_cache_at(c, 0)->seq;
 }
 
 uint64_t
-cache_last(const struct rcache *c)
+rs_cache_last(const struct rcache *c)
 {
-	return cache_at(c, c->n - 1)->seq;
+	return rs_cache_at(c, c->n - 1)->seq;
 }
 
 static int
-cache_grow(struct rcache *c)
+rs_cache_grow(struct rcache *c)
 {
 	struct rrec	**v;
 	size_t		 i, ncap;
@@ -129,7 +129,7 @@ cache_grow(struct rcache *c)
 	    (v = malloc(ncap * sizeof(*v))) == NULL)
 		return -1;
 	for (i = 0; i < c->n; i++)
-		v[i] = cache_at(c, i);
+		v[i] = rs_cache_at(c, i);
 	free(c->v);
 	c->v = v;
 	c->cap = ncap;
@@ -138,120 +138,120 @@ cache_grow(struct rcache *c)
 }
 
 static int
-cache_push_back(struct rcache *c, struct rrec *r)
+rs_cache_push_back(struct rcache *c, struct rrec *r)
 {
-	if (cache_grow(c) == -1)
+	if (rs_cache_grow(c) == -1)
 		return -1;
 	c->v[(c->head + c->n) & (c->cap - 1)] = r;
 	c->n++;
-	c->bytes += rec_size(r);
+	c->bytes += rs_rec_size(r);
 	return 0;
 }
 
 static int
-cache_push_front(struct rcache *c, struct rrec *r)
+rs_cache_push_front(struct rcache *c, struct rrec *r)
 {
-	if (cache_grow(c) == -1)
+	if (rs_cache_grow(c) == -1)
 		return -1;
 	c->head = (c->head - 1) & (c->cap - 1);
 	c->v[c->head] = r;
 	c->n++;
-	c->bytes += rec_size(r);
+	c->bytes += rs_rec_size(r);
 	return 0;
 }
 
 static struct rrec *
-cache_pop_front(struct rcache *c)
+rs_cache_pop_front(struct rcache *c)
 {
 	struct rrec	*r;
 
 	r = c->v[c->head];
 	c->head = (c->head + 1) & (c->cap - 1);
 	c->n--;
-	c->bytes -= rec_size(r);
+	c->bytes -= rs_rec_size(r);
 	return r;
 }
 
 void
-cache_clear(struct rcache *c)
+rs_cache_clear(struct rcache *c)
 {
 	while (c->n > 0)
-		free(cache_pop_front(c));
+		free(rs_cache_pop_front(c));
 }
 
 void
-cache_free(struct rcache *c)
+rs_cache_free(struct rcache *c)
 {
-	cache_clear(c);
+	rs_cache_clear(c);
 	free(c->v);
 	c->v = NULL;
 	c->cap = 0;
 }
 
 static struct rrec *
-cache_find(const struct rcache *c, uint64_t seq)
+rs_cache_find(const struct rcache *c, uint64_t seq)
 {
-	if (c->n == 0 || seq < cache_first(c) || seq > cache_last(c))
+	if (c->n == 0 || seq < rs_cache_first(c) || seq > rs_cache_last(c))
 		return NULL;
-	return cache_at(c, (size_t)(seq - cache_first(c)));
+	return rs_cache_at(c, (size_t)(seq - rs_cache_first(c)));
 }
 
 int
-cache_covers(const struct rcache *c, uint64_t from, uint64_t to)
+rs_cache_covers(const struct rcache *c, uint64_t from, uint64_t to)
 {
 	if (from > to)
 		return 1;
-	return c->n > 0 && from >= cache_first(c) && to <= cache_last(c);
+	return c->n > 0 && from >= rs_cache_first(c) && to <= rs_cache_last(c);
 }
 
 /* Drops the oldest records beyond the session's bounds. */
 static void
-sess_cache_bound(struct rsess *s)
+rs_sess_cache_bound(struct rsess *s)
 {
 	struct rcache	*c = &s->cache;
 
 	while (c->n > 0 && (c->n > s->cmax_recs || c->bytes > s->cmax_bytes))
-		free(cache_pop_front(c));
+		free(rs_cache_pop_front(c));
 }
 
 /* Drops cached records the log no longer holds (trimmed). */
 void
-sess_cache_below(struct rsess *s, uint64_t first)
+rs_sess_cache_below(struct rsess *s, uint64_t first)
 {
 	struct rcache	*c = &s->cache;
 
-	while (c->n > 0 && cache_first(c) < first)
-		free(cache_pop_front(c));
+	while (c->n > 0 && rs_cache_first(c) < first)
+		free(rs_cache_pop_front(c));
 }
 
 /*
  * Adds a record after the cached run (taking ownership).  Older records
  * are dropped; one that leaves a hole restarts the run, which must stay
- * contiguous for cache_find().
+ * contiguous for rs_cache_find().
  */
 void
-sess_cache_push(struct rsess *s, struct rrec *r)
+rs_sess_cache_push(struct rsess *s, struct rrec *r)
 {
 	struct rcache	*c = &s->cache;
 
 	if (c->n > 0) {
-		if (r->seq <= cache_last(c)) {
+		if (r->seq <= rs_cache_last(c)) {
 			free(r);
 			return;
 		}
-		if (r->seq != cache_last(c) + 1)
-			cache_clear(c);
+		if (r->seq != rs_cache_last(c) + 1)
+			rs_cache_clear(c);
 	}
-	if (cache_push_back(c, r) == -1) {
+	if (rs_cache_push_back(c, r) == -1) {
 		free(r);
 		return;
 	}
-	sess_cache_bound(s);
+	rs_sess_cache_bound(s);
 }
 
 /* The last seq store_range() may read: only durable records. */
 uint64_t
-sess_readable(const struct rsess *s)
+rs_sess_readable(const struct rsess *s)
 {
 	return s->base.role == STORE_OWNER ? s->base.durable_seq :
 	    s->base.last_seq;
@@ -259,23 +259,23 @@ sess_readable(const struct rsess *s)
 
 /* Copies a record read from the store into the cache if it extends it. */
 static void
-sess_cache_offer(struct rsess *s, uint64_t seq, uint64_t ts,
+rs_sess_cache_offer(struct rsess *s, uint64_t seq, uint64_t ts,
     const char *json, size_t len)
 {
 	struct rrec	*r;
 
-	if (seq > sess_readable(s) || seq < s->base.first_seq)
+	if (seq > rs_sess_readable(s) || seq < s->base.first_seq)
 		return;
-	if (s->cache.n > 0 && seq != cache_last(&s->cache) + 1)
+	if (s->cache.n > 0 && seq != rs_cache_last(&s->cache) + 1)
 		return;
-	if ((r = rec_new(seq, ts, json, len)) != NULL)
-		sess_cache_push(s, r);
+	if ((r = rs_rec_new(seq, ts, json, len)) != NULL)
+		rs_sess_cache_push(s, r);
 }
 
 /* --- writes --- */
 
 static void
-wop_free(struct wop *op)
+rs_wop_free(struct wop *op)
 {
 	free(op->rec);
 	free(op->doc);
@@ -283,33 +283,33 @@ wop_free(struct wop *op)
 }
 
 void
-wopq_free(struct wopq *q)
+rs_wopq_free(struct wopq *q)
 {
 	struct wop	*op;
 
 	while ((op = TAILQ_FIRST(q)) != NULL) {
 		TAILQ_REMOVE(q, op, entry);
-		wop_free(op);
+		rs_wop_free(op);
 	}
 }
 
 void
-batch_free(struct wbatch *b)
+rs_batch_free(struct wbatch *b)
 {
-	wopq_free(&b->ops);
+	rs_wopq_free(&b->ops);
 	free(b);
 }
 
 /* KEYS log meta owner fence in kb, after "EVALSHA sha RS_SKEYS". */
 void
-args_skeys(struct rargs *a, const struct rsess *s)
+rs_args_skeys(struct rargs *a, const struct rsess *s)
 {
-	args_str(a, s->k_log);
-	args_str(a, s->k_meta);
-	args_str(a, s->k_owner);
-	args_str(a, s->k_fence);
-	args_str(a, s->k_in);
-	args_str(a, s->k_kb);
+	rs_args_str(a, s->k_log);
+	rs_args_str(a, s->k_meta);
+	rs_args_str(a, s->k_owner);
+	rs_args_str(a, s->k_fence);
+	rs_args_str(a, s->k_in);
+	rs_args_str(a, s->k_kb);
 }
 
 /* Sends writes from the head of the queue as one script call. */
@@ -347,36 +347,36 @@ rs_batch_send(struct rsess *s)
 		}
 		memcpy(b->inpos, s->inpos_next, sizeof(b->inpos));
 	}
-	if ((rc = rcmd_new(st, RC_BATCH, s, NULL)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_BATCH, s, NULL)) == NULL)
 		goto fail;
 	if (b->meta) {
-		args_init(&a, 13, 2);
-		args_script(&a, st, SC_META, RS_SKEYS);
-		args_skeys(&a, s);
-		args_str(&a, s->token);
-		args_str(&a, rs_retention(s));
+		rs_args_init(&a, 13, 2);
+		rs_args_script(&a, st, SC_META, RS_SKEYS);
+		rs_args_skeys(&a, s);
+		rs_args_str(&a, s->token);
+		rs_args_str(&a, rs_retention(s));
 		op = TAILQ_FIRST(&b->ops);
-		args_add(&a, op->doc, op->doclen);
-		args_u64(&a, b->prev);
+		rs_args_add(&a, op->doc, op->doclen);
+		rs_args_u64(&a, b->prev);
 		r = rs_eval(st, rc, SC_META, &a);
 	} else {
-		args_init(&a, 14 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
-		args_script(&a, st, SC_APPEND, RS_SKEYS);
-		args_skeys(&a, s);
-		args_str(&a, s->token);
-		args_str(&a, rs_retention(s));
-		args_u64(&a, b->prev);
-		args_str(&a, b->inpos);
-		args_str(&a, s->ch_ev);
+		rs_args_init(&a, 14 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
+		rs_args_script(&a, st, SC_APPEND, RS_SKEYS);
+		rs_args_skeys(&a, s);
+		rs_args_str(&a, s->token);
+		rs_args_str(&a, rs_retention(s));
+		rs_args_u64(&a, b->prev);
+		rs_args_str(&a, b->inpos);
+		rs_args_str(&a, s->ch_ev);
 		TAILQ_FOREACH(op, &b->ops, entry) {
-			args_u64(&a, op->rec->seq);
-			args_u64(&a, op->rec->ts);
-			args_add(&a, op->rec->json, op->rec->len);
+			rs_args_u64(&a, op->rec->seq);
+			rs_args_u64(&a, op->rec->ts);
+			rs_args_add(&a, op->rec->json, op->rec->len);
 			n++;
 		}
 		r = rs_eval(st, rc, SC_APPEND, &a);
 	}
-	args_free(&a);
+	rs_args_free(&a);
 	if (r == -1)
 		goto fail;
 	/* hiredis never calls back from inside a command call. */
@@ -460,7 +460,7 @@ rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
 	va_end(ap);
 	log_warnx("store: session %s: %s", s->base.id, msg);
 	s->failed = err;
-	wopq_free(&s->wq);
+	rs_wopq_free(&s->wq);
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
@@ -495,7 +495,7 @@ rs_append_async(struct store_sess *bs, uint64_t seq, uint64_t ts,
 	}
 	if ((op = calloc(1, sizeof(*op))) == NULL)
 		return -1;
-	if ((op->rec = rec_new(seq, ts, json, len)) == NULL) {
+	if ((op->rec = rs_rec_new(seq, ts, json, len)) == NULL) {
 		free(op);
 		return -1;
 	}
@@ -562,7 +562,7 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 	struct rrec	*r;
 	uint64_t	 seq, durable = s->base.durable_seq;
 
-	if (!cache_covers(&s->cache, n + 1, durable)) {
+	if (!rs_cache_covers(&s->cache, n + 1, durable)) {
 		rs_sess_fail(s, EIO, "the store lost events %" PRIu64 "-%"
 		    PRIu64 " (failover?) and they are no longer cached: they "
 		    "are lost", n + 1, durable);
@@ -573,12 +573,12 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 	    s->base.id, n + 1, durable);
 	TAILQ_INIT(&redo);
 	for (seq = n + 1; seq <= durable; seq++) {
-		r = cache_find(&s->cache, seq);
+		r = rs_cache_find(&s->cache, seq);
 		if ((op = calloc(1, sizeof(*op))) == NULL ||
-		    (op->rec = rec_new(r->seq, r->ts, r->json, r->len)) ==
+		    (op->rec = rs_rec_new(r->seq, r->ts, r->json, r->len)) ==
 		    NULL) {
 			free(op);
-			wopq_free(&redo);
+			rs_wopq_free(&redo);
 			rs_sess_fail(s, EIO, "out of memory repairing the log");
 			return;
 		}
@@ -645,10 +645,10 @@ rs_on_batch(struct rcmd *rc, redisReply *r)
 	while ((op = TAILQ_FIRST(&b->ops)) != NULL) {
 		TAILQ_REMOVE(&b->ops, op, entry);
 		if (op->rec != NULL) {
-			sess_cache_push(s, op->rec);	/* takes it */
+			rs_sess_cache_push(s, op->rec);	/* takes it */
 			op->rec = NULL;
 		}
-		wop_free(op);
+		rs_wop_free(op);
 	}
 	if (b->last > s->base.durable_seq)
 		s->base.durable_seq = b->last;
@@ -713,20 +713,20 @@ rs_fetch_send(struct rsess *s, struct rreq *req, uint64_t from, uint64_t to,
 		count = rs_fetch_count(s);
 	if (to - from < count)
 		count = (size_t)(to - from + 1);
-	if ((rc = rcmd_new(st, RC_FETCH, s, req)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_FETCH, s, req)) == NULL)
 		return -1;
 	rc->count = count;
 	snprintf(f, sizeof(f), "%" PRIu64 "-0", from);
 	snprintf(t, sizeof(t), "%" PRIu64 "-0", to);
-	args_init(&a, 6, 1);
-	args_str(&a, "XRANGE");
-	args_str(&a, s->k_log);
-	args_str(&a, f);
-	args_str(&a, t);
-	args_str(&a, "COUNT");
-	args_u64(&a, count);
+	rs_args_init(&a, 6, 1);
+	rs_args_str(&a, "XRANGE");
+	rs_args_str(&a, s->k_log);
+	rs_args_str(&a, f);
+	rs_args_str(&a, t);
+	rs_args_str(&a, "COUNT");
+	rs_args_u64(&a, count);
 	r = rs_send(st, rc, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	return r;
 }
 
@@ -789,7 +789,7 @@ rs_range_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 
 	if (seq < req->next)
 		return 0;
-	sess_cache_offer(s, seq, ts, json, len);
+	rs_sess_cache_offer(s, seq, ts, json, len);
 	req->count++;
 	req->next = seq + 1;
 	if (req->cb(req->arg, seq, ts, json, len) != 0) {
@@ -851,7 +851,7 @@ rs_cache_deliver(struct rsess *s, uint64_t from, uint64_t to,
 
 	rs_sess_ref(s);
 	for (seq = from; seq <= to; seq++) {
-		if ((r = cache_find(&s->cache, seq)) == NULL)
+		if ((r = rs_cache_find(&s->cache, seq)) == NULL)
 			break;
 		n++;
 		if (cb(arg, seq, r->ts, r->json, r->len) != 0 || s->closed)
@@ -868,14 +868,14 @@ rs_range_async(struct store_sess *bs, uint64_t after, size_t limit,
 	struct rsess	*s = (struct rsess *)bs;
 	struct rstore	*st = s->st;
 	struct rreq	*req;
-	uint64_t	 start, end = sess_readable(s), stop;
+	uint64_t	 start, end = rs_sess_readable(s), stop;
 
 	start = after + 1 < s->base.first_seq ? s->base.first_seq : after + 1;
 	if (start > end)
 		return rs_done_now(done, arg, 0, 0);
 	stop = limit != 0 && limit - 1 < end - start ? start + limit - 1 : end;
 	/* Cached: no round trip. */
-	if (cache_covers(&s->cache, start, stop))
+	if (rs_cache_covers(&s->cache, start, stop))
 		return rs_done_now(done, arg, (ssize_t)rs_cache_deliver(s,
 		    start, stop, cb, arg), 0);
 	if (st->link != LINK_UP)
@@ -900,15 +900,15 @@ rs_preload_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	struct rsess	*s = req->s;
 	struct rrec	*r;
 
-	if (req->tmp.n > 0 && seq != cache_last(&req->tmp) + 1)
-		cache_clear(&req->tmp);		/* trimmed meanwhile */
+	if (req->tmp.n > 0 && seq != rs_cache_last(&req->tmp) + 1)
+		rs_cache_clear(&req->tmp);		/* trimmed meanwhile */
 	if (req->tmp.bytes + s->cache.bytes + sizeof(*r) + len + 1 >
 	    STORE_CACHE_MAX || req->tmp.n + s->cache.n >= RS_PRELOAD_RECS ||
-	    (r = rec_new(seq, ts, json, len)) == NULL) {
+	    (r = rs_rec_new(seq, ts, json, len)) == NULL) {
 		req->toobig = 1;
 		return 1;
 	}
-	if (cache_push_back(&req->tmp, r) == -1) {
+	if (rs_cache_push_back(&req->tmp, r) == -1) {
 		free(r);
 		req->toobig = 1;
 		return 1;
@@ -928,31 +928,31 @@ rs_preload_merge(struct rsess *s, struct rreq *req)
 
 	if (t->n == 0)
 		return;
-	tf = cache_first(t);
-	tl = cache_last(t);
-	if (c->n == 0 || tf > cache_last(c) + 1) {
+	tf = rs_cache_first(t);
+	tl = rs_cache_last(t);
+	if (c->n == 0 || tf > rs_cache_last(c) + 1) {
 		/* Nothing cached, or disjoint and newer: it replaces. */
-		cache_clear(c);
+		rs_cache_clear(c);
 		for (i = 0; i < t->n; i++)
-			if (cache_push_back(c, cache_at(t, i)) == -1)
-				free(cache_at(t, i));
-	} else if (tl + 1 < cache_first(c)) {
+			if (rs_cache_push_back(c, rs_cache_at(t, i)) == -1)
+				free(rs_cache_at(t, i));
+	} else if (tl + 1 < rs_cache_first(c)) {
 		/* Older with a hole (the cache moved on): no use. */
-		cache_clear(t);
+		rs_cache_clear(t);
 		return;
 	} else {
 		/* Overlapping or adjacent: what precedes the cache goes in
 		 * front, what follows it behind, the rest is a copy. */
-		cf = cache_first(c);
-		cl = cache_last(c);
+		cf = rs_cache_first(c);
+		cl = rs_cache_last(c);
 		for (i = t->n; i-- > 0;) {
-			r = cache_at(t, i);
-			if (r->seq < cf && cache_push_front(c, r) == -1)
+			r = rs_cache_at(t, i);
+			if (r->seq < cf && rs_cache_push_front(c, r) == -1)
 				free(r);
 		}
 		for (i = 0; i < t->n; i++) {
-			r = cache_at(t, i);
-			if (r->seq > cl && cache_push_back(c, r) == -1)
+			r = rs_cache_at(t, i);
+			if (r->seq > cl && rs_cache_push_back(c, r) == -1)
 				free(r);
 			else if (r->seq >= cf && r->seq <= cl)
 				free(r);
@@ -960,7 +960,7 @@ rs_preload_merge(struct rsess *s, struct rreq *req)
 	}
 	t->n = 0;
 	t->bytes = 0;
-	sess_cache_bound(s);
+	rs_sess_cache_bound(s);
 }
 
 void
@@ -985,7 +985,7 @@ rs_on_preload(struct rcmd *rc, redisReply *r)
 		log_warnx("store: session %s: preload from %" PRIu64 " does "
 		    "not fit the cache bound (%u bytes)", s->base.id,
 		    req->next, STORE_CACHE_MAX);
-		cache_clear(&req->tmp);
+		rs_cache_clear(&req->tmp);
 		rs_req_finish(req, -1, EFBIG);
 		return;
 	}
@@ -1005,10 +1005,10 @@ rs_preload_async(struct store_sess *bs, uint64_t after, store_done_cb done,
 	struct rsess	*s = (struct rsess *)bs;
 	struct rcache	*c = &s->cache;
 	struct rreq	*req;
-	uint64_t	 start, end = sess_readable(s), from, to;
+	uint64_t	 start, end = rs_sess_readable(s), from, to;
 
 	start = after + 1 < s->base.first_seq ? s->base.first_seq : after + 1;
-	if (start > end || cache_covers(c, start, end))
+	if (start > end || rs_cache_covers(c, start, end))
 		return rs_done_now(done, arg, 0, 0);
 	if (s->st->link != LINK_UP)
 		return rs_done_now(done, arg, -1, EIO);
@@ -1017,10 +1017,10 @@ rs_preload_async(struct store_sess *bs, uint64_t after, store_done_cb done,
 	s->cmax_bytes = STORE_CACHE_MAX;
 	from = start;
 	to = end;
-	if (c->n > 0 && cache_first(c) <= start && start <= cache_last(c) + 1)
-		from = cache_last(c) + 1;	/* only what follows it */
-	else if (c->n > 0 && cache_first(c) > start && cache_last(c) >= end)
-		to = cache_first(c) - 1;	/* only what precedes it */
+	if (c->n > 0 && rs_cache_first(c) <= start && start <= rs_cache_last(c) + 1)
+		from = rs_cache_last(c) + 1;	/* only what follows it */
+	else if (c->n > 0 && rs_cache_first(c) > start && rs_cache_last(c) >= end)
+		to = rs_cache_first(c) - 1;	/* only what precedes it */
 	if ((req = rs_req_new(s, REQ_PRELOAD, NULL, done, arg)) == NULL)
 		return rs_done_now(done, arg, -1, ENOMEM);
 	req->next = from;
@@ -1064,22 +1064,22 @@ rs_trim_scan(struct rsess *s, uint64_t from, uint64_t cutoff)
 	char		 f[RS_NUMLEN + 2], t[RS_NUMLEN + 2];
 	int		 r;
 
-	if ((rc = rcmd_new(st, RC_TRIM_SCAN, s, NULL)) == NULL)
+	if ((rc = rs_cmd_new(st, RC_TRIM_SCAN, s, NULL)) == NULL)
 		return -1;
 	rc->u1 = cutoff;
 	rc->u2 = s->base.durable_seq;
 	rc->count = rs_fetch_count(s);
 	snprintf(f, sizeof(f), "%" PRIu64 "-0", from);
 	snprintf(t, sizeof(t), "%" PRIu64 "-0", s->base.durable_seq);
-	args_init(&a, 6, 1);
-	args_str(&a, "XRANGE");
-	args_str(&a, s->k_log);
-	args_str(&a, f);
-	args_str(&a, t);
-	args_str(&a, "COUNT");
-	args_u64(&a, rc->count);
+	rs_args_init(&a, 6, 1);
+	rs_args_str(&a, "XRANGE");
+	rs_args_str(&a, s->k_log);
+	rs_args_str(&a, f);
+	rs_args_str(&a, t);
+	rs_args_str(&a, "COUNT");
+	rs_args_u64(&a, rc->count);
 	r = rs_send(st, rc, &a);
-	args_free(&a);
+	rs_args_free(&a);
 	return r;
 }
 
@@ -1127,19 +1127,19 @@ rs_on_trim_scan(struct rcmd *rc, redisReply *r)
 		return;
 	}
 	if (t.target <= s->base.first_seq ||
-	    (trc = rcmd_new(st, RC_TRIM, s, NULL)) == NULL)
+	    (trc = rs_cmd_new(st, RC_TRIM, s, NULL)) == NULL)
 		return;
 	trc->u1 = t.target;
 	snprintf(minid, sizeof(minid), "%" PRIu64 "-0", t.target);
-	args_init(&a, 8, 1);
-	args_script(&a, st, SC_TRIM, 2);
-	args_str(&a, s->k_log);
-	args_str(&a, s->k_owner);
-	args_str(&a, s->token);
-	args_str(&a, minid);
+	rs_args_init(&a, 8, 1);
+	rs_args_script(&a, st, SC_TRIM, 2);
+	rs_args_str(&a, s->k_log);
+	rs_args_str(&a, s->k_owner);
+	rs_args_str(&a, s->token);
+	rs_args_str(&a, minid);
 	if (rs_eval(st, trc, SC_TRIM, &a) == 0)
 		s->trimming = 1;
-	args_free(&a);
+	rs_args_free(&a);
 }
 
 void
@@ -1154,6 +1154,6 @@ rs_on_trim(struct rcmd *rc, redisReply *r)
 	    r->integer);
 	if (rc->u1 > s->base.first_seq) {
 		s->base.first_seq = rc->u1;
-		sess_cache_below(s, rc->u1);
+		rs_sess_cache_below(s, rc->u1);
 	}
 }
