@@ -11,8 +11,9 @@
  * give latency samples.
  *
  * Modes (clients are spread over --sessions round-robin; client i < S
- * is its session's sender):
- *	idle	connect everyone, "HOLDING n" on stderr, hold --duration.
+ * is its session's sender).  In every mode the parent prints "HOLDING n"
+ * on stderr once all processes are ready (n clients connected).
+ *	idle	connect everyone, hold --duration.
  *	stream	each sender starts a turn; all read to its done; latency
  *		from stamped tokens received live, events/s first to last.
  *	fanout	stream with one session and observers.
