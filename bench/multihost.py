@@ -514,6 +514,24 @@ def one_count(b, net, h, nodes, redis_pids, hosts, sessions, tokens,
     nxt = [(i + 1) % h for i in range(h)]
     out = {"hosts": h, "sessions_per_host": sessions,
            "tokens_per_turn": tokens}
+    def info():
+        return [redis_info(hh, pp) for hh, pp in nodes]
+
+    def ticks():
+        return [b.cpu_ticks(b.tree(p.pid)) for p in hosts]
+
+    # What Redis and the hosts cost with no session at all (Redis' own
+    # timers, the hosts' health checks): taken off the idle sessions' cost
+    bspan = max(1.0, idle_s / 3.0)
+    i0, c0, t0 = info(), ticks(), time.monotonic()
+    time.sleep(bspan)
+    i1, c1, t1 = info(), ticks(), time.monotonic()
+    base = info_delta(i0, i1)
+    base_redis_cpu_s = base["cpu_s"] / (t1 - t0)
+    base_host_cpu_s = (sum(c1) - sum(c0)) / b.CLK_TCK / (t1 - t0)
+    base_calls_s = base["total_calls"] / (t1 - t0)
+    out["baseline"] = {"seconds": round(t1 - t0, 2), "redis": base,
+                       "host_cpu_s_per_s": round(base_host_cpu_s, 4)}
     for i in range(h):
         for k in range(sessions):
             http(addrs[i], "POST", "/sessions",
@@ -524,12 +542,6 @@ def one_count(b, net, h, nodes, redis_pids, hosts, sessions, tokens,
                       procs=1, extra=extra, timeout=timeout, prefix=prefix,
                       host=addrs[i], sources=net.gw, token=TOKEN,
                       sampler=sampler)
-
-    def info():
-        return [redis_info(hh, pp) for hh, pp in nodes]
-
-    def ticks():
-        return [b.cpu_ticks(b.tree(p.pid)) for p in hosts]
 
     # idle: owners first, so that each session's lease stays its owner's,
     # then the observers on the next host (followers when h > 1)
@@ -557,11 +569,15 @@ def one_count(b, net, h, nodes, redis_pids, hosts, sessions, tokens,
     out["idle"] = {
         "seconds": round(span, 2), "clients_held": held,
         "redis": d,
-        "redis_calls_per_session_s": round(d["total_calls"] / span / n, 4),
+        # less the baseline (no sessions) over the same span
+        "redis_calls_per_session_s": round(
+            max(0.0, d["total_calls"] / span - base_calls_s) / n, 4),
         "redis_scripts_per_session_s": round(d["scripts"] / span / n, 4),
-        "redis_cpu_us_per_session_s": round(d["cpu_s"] * 1e6 / span / n, 3),
-        "host_cpu_us_per_session_s": round(
-            (sum(c1) - sum(c0)) / b.CLK_TCK * 1e6 / span / n, 3),
+        "redis_cpu_us_per_session_s": round(
+            max(0.0, d["cpu_s"] / span - base_redis_cpu_s) * 1e6 / n, 3),
+        "host_cpu_us_per_session_s": round(max(
+            0.0, (sum(c1) - sum(c0)) / b.CLK_TCK / span - base_host_cpu_s)
+            * 1e6 / n, 3),
         "errors": [e for r in ores for e in (r.get("errors") or [])][:4]}
 
     # a turn each: the observers first (from seq 0, so they read all of
