@@ -256,6 +256,13 @@ def scaling_model(runs):
                 r = r.get(k) if isinstance(r, dict) else None
             vals.append(r)
         return _med(vals)
+    # the worst count's cost per append (fewest events per script call)
+    worst = []
+    for res in runs:
+        for x in ((res.get("multihost") or {}).get("hosts") or {}).values():
+            worst.append((x.get("stream") or {}).get(
+                "redis_cpu_us_per_append"))
+    worst = max((w for w in worst if w is not None), default=None)
     host_us = m("stream", "host_cpu_us_per_event")
     redis_us = m("stream", "redis_cpu_us_per_append")
     idle_redis = m("idle", "redis_cpu_us_per_session_s")
@@ -270,6 +277,8 @@ def scaling_model(runs):
            "redis_cpu_pct_per_1000_appends_s":
            None if redis_us is None else round(redis_us / 10.0, 3),
            "redis_calls_per_append": cmds_app,
+           "events_per_script": m("stream", "events_per_script"),
+           "redis_cpu_us_per_append_worst": worst,
            "idle_redis_calls_per_session_s": idle_cmds,
            "idle_redis_cpu_us_per_session_s": idle_redis,
            "idle_host_cpu_us_per_session_s": idle_host,
@@ -284,6 +293,8 @@ def scaling_model(runs):
         out["hosts_events_per_s"] = round(budget_h / host_us)
     if redis_us:
         out["masters_appends_per_s"] = round(budget_m / redis_us)
+    if worst:
+        out["masters_appends_per_s_worst"] = round(budget_m / worst)
     if host_us and redis_us:
         ev = min(out["hosts_events_per_s"], out["masters_appends_per_s"])
         out["events_per_s"] = ev
@@ -317,7 +328,8 @@ def summary(r):
         keep = {k: s.get(k) for k in (
             "appended", "delivered", "seconds", "appended_per_s",
             "delivered_per_s", "host_cpu_us_per_event",
-            "redis_cpu_us_per_append", "redis_calls_per_append", "lost",
+            "redis_cpu_us_per_append", "redis_calls_per_append",
+            "events_per_script", "lost",
             "duplicated", "clients_done", "exit")}
         keep["idle"] = {k: i.get(k) for k in (
             "clients_held", "redis_calls_per_session_s",
@@ -344,20 +356,25 @@ def model_text(mo):
                                           100 * a["headroom"],
                                           mo["measured_at_hosts"]),
         "  per appended event (2 deliveries): host CPU %s us, Redis CPU %s "
-        "us (%s %% of a core per 1,000 appends/s), %s Redis calls" % (
+        "us (%s %% of a core per 1,000 appends/s; %s events a script "
+        "call; worst count %s us), %s Redis calls" % (
             f(mo["host_cpu_us_per_event"], "{:.1f}"),
             f(mo["redis_cpu_us_per_append"], "{:.2f}"),
             f(mo["redis_cpu_pct_per_1000_appends_s"], "{:.2f}"),
+            f(mo.get("events_per_script"), "{:.1f}"),
+            f(mo.get("redis_cpu_us_per_append_worst"), "{:.2f}"),
             f(mo["redis_calls_per_append"], "{:.2f}")),
         "  per open session, idle: %s Redis calls/s, Redis CPU %s us/s, "
         "host CPU %s us/s" % (
             f(mo["idle_redis_calls_per_session_s"], "{:.3f}"),
             f(mo["idle_redis_cpu_us_per_session_s"], "{:.2f}"),
             f(mo["idle_host_cpu_us_per_session_s"], "{:.2f}")),
-        "  hosts carry %s events/s, masters %s appends/s: %s events/s "
+        "  hosts carry %s events/s, masters %s appends/s (%s at the "
+        "worst count's cost): %s events/s "
         "(bound by %s), %s sessions streaming %d events/s; %s idle "
         "sessions (bound by %s)" % (
             f(mo.get("hosts_events_per_s")), f(mo.get("masters_appends_per_s")),
+            f(mo.get("masters_appends_per_s_worst")),
             f(mo.get("events_per_s")), mo.get("bound_by", "-"),
             f(mo.get("streaming_sessions")), a[
                 "events_per_s_per_streaming_session"],
@@ -630,6 +647,11 @@ def one_count(b, net, h, nodes, redis_pids, hosts, sessions, tokens,
             st["redis_cpu_us_per_append"] = round(rc * 1e6 / appended, 3)
         st["redis_calls_per_append"] = round(d["total_calls"] / appended,
                                              3)
+        # how many events one append script carried: what Redis' cost per
+        # event mostly depends on (each call also renews every key's TTL)
+        if d["scripts"]:
+            st["events_per_script"] = round(
+                d["calls"].get("xadd", 0) / d["scripts"], 2)
     return out
 
 
