@@ -704,7 +704,8 @@ def run_scenario(b):
         for p in rprocs:
             b.stop(p)
         net.teardown()
-        b.NETS.remove(net)
+        if net in b.NETS:       # not when a signal's clean-up ran first
+            b.NETS.remove(net)
     return res
 
 
