@@ -301,6 +301,10 @@ def scaling_model(runs):
         out["bound_by"] = "hosts" if out["hosts_events_per_s"] <= \
             out["masters_appends_per_s"] else "masters"
         out["streaming_sessions"] = round(ev / MODEL_RATE)
+        if worst:
+            out["streaming_sessions_worst"] = round(min(
+                out["hosts_events_per_s"],
+                out["masters_appends_per_s_worst"]) / MODEL_RATE)
     # an idle session's host CPU can measure 0 (clock ticks of 10 ms over
     # the idle seconds): then only the masters bound it
     bounds = {}
@@ -371,13 +375,14 @@ def model_text(mo):
             f(mo["idle_host_cpu_us_per_session_s"], "{:.2f}")),
         "  hosts carry %s events/s, masters %s appends/s (%s at the "
         "worst count's cost): %s events/s "
-        "(bound by %s), %s sessions streaming %d events/s; %s idle "
-        "sessions (bound by %s)" % (
+        "(bound by %s), %s sessions streaming %d events/s (%s at the "
+        "worst cost); %s idle sessions (bound by %s)" % (
             f(mo.get("hosts_events_per_s")), f(mo.get("masters_appends_per_s")),
             f(mo.get("masters_appends_per_s_worst")),
             f(mo.get("events_per_s")), mo.get("bound_by", "-"),
             f(mo.get("streaming_sessions")), a[
                 "events_per_s_per_streaming_session"],
+            f(mo.get("streaming_sessions_worst")),
             f(mo.get("idle_sessions")), mo.get("idle_bound_by", "-"))])
 
 
