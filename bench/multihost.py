@@ -422,13 +422,35 @@ PORT = 7070                         # each host has its own namespace
 WORKERS = 1
 
 
+def _bindable(port):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def cluster_port():
+    """A free port P whose cluster bus port P + 10000 is free too (an
+    ephemeral port above 55535 has no bus port)."""
+    import random
+    for _ in range(200):
+        p = random.randint(20000, 55000)
+        if _bindable(p) and _bindable(p + 10000):
+            return p
+    raise RuntimeError("no free port pair P, P+10000 for a cluster master")
+
+
 def start_redis(b, net, masters):
     """One redis-server, or `masters` cluster masters (no replicas), on the
     bridge address (and loopback); returns (store URL, [(host, port)],
     [process])."""
     nodes, procs = [], []
     for k in range(max(1, masters)):
-        port = b.free_port()
+        port = cluster_port() if masters else b.free_port()
         d = os.path.join(b.TMP, "mh-redis%d" % k)
         os.makedirs(d, exist_ok=True)
         argv = ["redis-server", "--port", str(port), "--bind",
