@@ -31,7 +31,7 @@ usage(void)
 	    "    --clients N [--sessions S] [--prefix STR]\n"
 	    "    --mode idle|stream|fanout|replay|storm|thoughts [--chat TEXT]\n"
 	    "    [--tokens K] [--interval MS] [--from SEQ] [--expect N]\n"
-	    "    [--thoughts K] [--private] [--category C]\n"
+	    "    [--thoughts K] [--private] [--category C] [--observe]\n"
 	    "    [--duration SEC] [--timeout SEC] [--token BEARER]\n"
 	    "    [--inflight N] [--json]\n");
 	exit(2);
@@ -91,6 +91,7 @@ parse_args(int argc, char **argv)
 		{ "tokens", required_argument, NULL, 't' },
 		{ "thoughts", required_argument, NULL, 'K' },
 		{ "private", no_argument, NULL, 'V' },
+		{ "observe", no_argument, NULL, 'O' },
 		{ "category", required_argument, NULL, 'C' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "from", required_argument, NULL, 'f' },
@@ -197,6 +198,9 @@ parse_args(int argc, char **argv)
 		case 'V':
 			o->private = 1;
 			break;
+		case 'O':
+			o->observe = 1;
+			break;
 		case 'C':
 			o->category = optarg;
 			break;
@@ -241,6 +245,8 @@ parse_args(int argc, char **argv)
 	if (o->mode == M_THOUGHTS && (o->proto != P_PARLEY ||
 	    o->transport != T_WS))
 		die("--mode thoughts is for --proto parley over WebSocket");
+	if (o->observe && o->mode != M_STREAM && o->mode != M_FANOUT)
+		die("--observe is for --mode stream or fanout");
 	if (o->sessions == 0 || o->sessions > o->clients)
 		o->sessions = o->clients;
 	if (o->mode == M_REPLAY && (o->expect == 0 || !o->have_from))

@@ -342,10 +342,13 @@ parent_main(void)
 		}
 		if (!go_sent && nready == g.o.procs) {
 			go_sent = 1;
-			if (g.o.mode == M_IDLE) {
-				fprintf(stderr, "HOLDING %u\n", connected);
-				fflush(stderr);
-			}
+			/*
+			 * Every mode: a caller starting another process
+			 * only once these clients are up (bench/run's
+			 * multihost observers) waits for it.
+			 */
+			fprintf(stderr, "HOLDING %u\n", connected);
+			fflush(stderr);
 			for (i = 0; i < g.o.procs; i++)
 				(void)write(kids[i].ctl, "G", 1);
 		}

@@ -11,11 +11,16 @@
  * give latency samples.
  *
  * Modes (clients are spread over --sessions round-robin; client i < S
- * is its session's sender):
- *	idle	connect everyone, "HOLDING n" on stderr, hold --duration.
+ * is its session's sender).  In every mode the parent prints "HOLDING n"
+ * on stderr once all processes are ready (n clients connected).
+ *	idle	connect everyone, hold --duration.
  *	stream	each sender starts a turn; all read to its done; latency
  *		from stamped tokens received live, events/s first to last.
  *	fanout	stream with one session and observers.
+ *	--observe (stream, fanout) no client is a sender: every one is an
+ *		observer of sessions another process drives (bench/run's
+ *		multihost scenario follows a session from a host that does
+ *		not own it); each reads to the turn's done.
  *	replay	connect with lastSeq --from and read --expect events;
  *		events/s from the first connect to the last event.
  *	storm	connect with lastSeq 0, start a turn, drop every connection
@@ -882,7 +887,8 @@ send_request(struct client *c)
 	char sid[96];
 	const char *role = g.o.mode == M_THOUGHTS ? (c->sender ?
 	    "agent&agentId=bench-agent" : "observer") :
-	    c->sender || g.o.mode != M_FANOUT ? "user" : "observer";
+	    c->sender || (g.o.mode != M_FANOUT && !g.o.observe) ? "user" :
+	    "observer";
 	int resume = c->has_last && c->has_base;
 	uint64_t last = resume ? c->last : g.o.from;
 	int with_last = resume || g.o.have_from;
@@ -1363,7 +1369,7 @@ child_main(unsigned procno, int ctl_in, int res_out)
 
 		c->id = id;
 		c->sess = id % g.o.sessions;
-		c->sender = id < g.o.sessions;
+		c->sender = !g.o.observe && id < g.o.sessions;
 		if (g.o.have_from) {
 			c->last = g.o.from;
 			c->has_base = 1;

@@ -40,6 +40,7 @@ struct opts {
 	unsigned	 tokens;
 	unsigned	 thoughts;	/* thoughts mode: per session */
 	int		 private;	/* thoughts mode: "shared":false */
+	int		 observe;	/* no senders: observers only */
 	const char	*category;	/* thoughts mode */
 	unsigned	 interval;
 	uint64_t	 from;
