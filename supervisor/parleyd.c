@@ -504,6 +504,11 @@ main(int argc, char *argv[])
 	if (sup.conf->path == NULL)
 		log_info("no configuration file at %s: using built-in "
 		    "defaults, state in %s", path, sup.conf->state_dir);
+	/* The local store makes it; a shared store does not, but the
+	 * workers' indexes live there too. */
+	if (mkdir(sup.conf->state_dir, 0750) == -1 && errno != EEXIST)
+		log_warn("state-dir %s: the workers' indexes cannot be "
+		    "kept; create it", sup.conf->state_dir);
 
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
