@@ -555,6 +555,11 @@ kw_store(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	if (strncmp(argv[0], "redis://", 8) == 0 ||
 	    strncmp(argv[0], "sentinel://", 11) == 0)
 		return cfg_set_string(p, &p->conf->store, argv[0]);
+	/* Refused by name until the store routes by slot: a cluster
+	 * taken for one redis:// node would answer MOVED to most keys. */
+	if (strncmp(argv[0], "cluster://", 10) == 0)
+		return perr(p, "%s: Redis Cluster (cluster://) is not supported "
+		    "yet; use redis:// or sentinel://", kw->name);
 	if (strncmp(argv[0], "rediss://", 9) == 0)
 		return perr(p, "%s: TLS to Redis (rediss://) is not supported; "
 		    "use redis:// over a private network or a TLS tunnel",
