@@ -447,6 +447,25 @@ rcl_map_node(const struct rcl_map *m, unsigned slot)
 }
 
 int
+rcl_map_same(const struct rcl_map *a, const struct rcl_map *b)
+{
+	const struct rcl_addr	*x, *y;
+	unsigned		 i;
+
+	for (i = 0; i < RCL_SLOTS; i++) {
+		x = rcl_map_node(a, i);
+		y = rcl_map_node(b, i);
+		if (x == NULL || y == NULL) {
+			if (x != y)
+				return 0;
+		} else if (x->port != y->port ||
+		    strcasecmp(x->host, y->host) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+int
 rcl_map_find(const struct rcl_map *m, const struct rcl_addr *a)
 {
 	size_t	 i;

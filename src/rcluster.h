@@ -80,6 +80,8 @@ struct rcl_map	*rcl_map_build(const redisReply *r, const char *asked,
 void		 rcl_map_free(struct rcl_map *);
 /* The master serving slot, or NULL when none is known. */
 const struct rcl_addr *rcl_map_node(const struct rcl_map *, unsigned slot);
+/* Whether a and b send every slot to the same address (or both to none). */
+int		 rcl_map_same(const struct rcl_map *a, const struct rcl_map *b);
 /* The index of the master at a in m->nodes, or -1. */
 int		 rcl_map_find(const struct rcl_map *, const struct rcl_addr *a);
 

@@ -427,6 +427,46 @@ START_TEST(test_map_partial)
 }
 END_TEST
 
+START_TEST(test_map_same)
+{
+	struct rcl_map	*a, *b, *c, *d;
+	redisReply	*r;
+	char		 err[256];
+
+	r = r_arr(r_range(0, 8191, r_node("h", 1, "a"), NULL),
+	    r_range(8192, 16383, r_node("h", 2, "b"), NULL), NULL);
+	a = rcl_map_build(r, "h", err, sizeof(err));
+	r_free(r);
+	/* The same table in another order, another node table order. */
+	r = r_arr(r_range(8192, 16383, r_node("H", 2, "b"), NULL),
+	    r_range(0, 100, r_node("h", 1, "a"), NULL),
+	    r_range(101, 8191, r_node("h", 1, "a"), NULL), NULL);
+	b = rcl_map_build(r, "h", err, sizeof(err));
+	r_free(r);
+	/* A failover: slots 0-8191 on another port. */
+	r = r_arr(r_range(0, 8191, r_node("h", 3, "c"), NULL),
+	    r_range(8192, 16383, r_node("h", 2, "b"), NULL), NULL);
+	c = rcl_map_build(r, "h", err, sizeof(err));
+	r_free(r);
+	/* One slot unknown. */
+	r = r_arr(r_range(0, 8190, r_node("h", 1, "a"), NULL),
+	    r_range(8192, 16383, r_node("h", 2, "b"), NULL), NULL);
+	d = rcl_map_build(r, "h", err, sizeof(err));
+	r_free(r);
+	ck_assert(a != NULL && b != NULL && c != NULL && d != NULL);
+	ck_assert_int_eq(rcl_map_same(a, a), 1);
+	ck_assert_int_eq(rcl_map_same(a, b), 1);
+	ck_assert_int_eq(rcl_map_same(b, a), 1);
+	ck_assert_int_eq(rcl_map_same(a, c), 0);
+	ck_assert_int_eq(rcl_map_same(a, d), 0);
+	ck_assert_int_eq(rcl_map_same(d, a), 0);
+	rcl_map_free(a);
+	rcl_map_free(b);
+	rcl_map_free(c);
+	rcl_map_free(d);
+}
+END_TEST
+
 /* Builds a map from r (freed), which must be refused with why. */
 static void
 map_refused(redisReply *r, const char *why)
@@ -631,6 +671,7 @@ rcluster_suite(void)
 	tcase_add_test(tc, test_map_three_masters);
 	tcase_add_test(tc, test_map_partial);
 	tcase_add_test(tc, test_map_bad);
+	tcase_add_test(tc, test_map_same);
 	tcase_add_test(tc, test_redirect_good);
 	tcase_add_test(tc, test_redirect_other);
 	tcase_add_test(tc, test_redirect_bad);
