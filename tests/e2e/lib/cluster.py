@@ -793,7 +793,11 @@ class Cluster:
             c.log(sid)                        # the log, read from Redis
 
     netns=False puts every host on 127.0.0.1 (own ports), Redis too: for
-    tests that need several hosts but no network cuts."""
+    tests that need several hosts but no network cuts.  With E2E_STORE=
+    cluster in the environment, Redis is a Redis Cluster of three masters
+    and three replicas (lib/rcluster.py) instead of one server, unless the
+    test asks for Sentinel; rcmd() then sends each command to its key's
+    master."""
 
     def __init__(self, n=2, lease="2s", workers=2, providers=None,
                  default="fast", sentinel=False, n_sentinels=1,
@@ -811,6 +815,7 @@ class Cluster:
         self.net = None
         self.redis = None       # RedisServer (plain mode)
         self.sset = None        # SentinelSet (sentinel mode)
+        self.rcluster = None    # RedisCluster (E2E_STORE=cluster)
         self.hosts = []
         self.failed = False
 
@@ -827,11 +832,17 @@ class Cluster:
                 self.sset = SentinelSet(rip, self.n_sentinels,
                                         fsync_always=self.fsync_always).start()
                 url = self.sset.url()
+            elif os.environ.get("E2E_STORE") == "cluster":
+                from rcluster import RedisCluster
+                self.rcluster = RedisCluster(
+                    ip=rip, fsync_always=self.fsync_always).start()
+                url = self.rcluster.url()
             else:
                 self.redis = RedisServer(bind=(rip,),
                                          fsync_always=self.fsync_always).start()
                 url = "redis://%s:%d" % (rip, self.redis.port)
             self.store_url = url
+            print("store %s" % url.split("@")[-1], flush=True)
             for i in range(self.n):
                 kw = dict(self.daemon_kw)
                 if kw["providers"] is None:
@@ -876,6 +887,8 @@ class Cluster:
             self.dump_logs()
         if self.sset:
             self.sset.destroy()
+        if self.rcluster:
+            self.rcluster.destroy()
         if self.redis:
             self.redis.destroy()
         if self.net:
@@ -894,7 +907,8 @@ class Cluster:
                 d.index, d.logpath,
                 "\n".join(d.log_text().splitlines()[-n:])), flush=True)
         for r in ([self.redis] if self.redis else []) + \
-                (self.sset.all() if self.sset else []):
+                (self.sset.all() if self.sset else []) + \
+                (self.rcluster.nodes if self.rcluster else []):
             print("--- redis %d log tail:\n%s" % (r.port, "\n".join(
                 ln[:200] for ln in r.log_tail(4).split(" | "))))
 
@@ -910,7 +924,10 @@ class Cluster:
     # Redis access
 
     def rcmd(self, *args):
-        """A command to the current master."""
+        """A command to the current master (on a cluster, the master of
+        the key args[1])."""
+        if self.rcluster:
+            return self.rcluster.rcmd(*args)
         r = self.sset.current() if self.sset else self.redis
         return r.cmd(*args)
 

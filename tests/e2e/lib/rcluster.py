@@ -36,7 +36,7 @@ import time
 from parley import Fail, check, free_port
 from cluster import (REDIS_CLI, RedisServer, RespError, at_cleanup,
                      cancel_cleanup, info_fields, kill_pid, need_redis,
-                     pid_is_ours, s, wait_until)
+                     pid_is_ours, resp_once, s, wait_until)
 
 DIR_RE = re.compile(r"^parley-e2e-rcluster-(\d+)-")
 SLOTS = 16384
@@ -72,9 +72,11 @@ def cleanup_stale(verbose=True):
 class Node(RedisServer):
     """One cluster node: a RedisServer with a cluster bus port."""
 
-    def __init__(self, dir, node_timeout, fsync_always, extra=()):
+    def __init__(self, dir, node_timeout, fsync_always, extra=(),
+                 ip="127.0.0.1"):
         self.bus_port = free_port()
-        super().__init__(dir=dir, fsync_always=fsync_always, extra=[
+        super().__init__(dir=dir, fsync_always=fsync_always, bind=(ip,),
+                         extra=[
             "cluster-enabled yes",
             "cluster-config-file nodes.conf",
             "cluster-node-timeout %d" % node_timeout,
@@ -120,8 +122,11 @@ def parse_nodes(text):
 
 class RedisCluster:
     def __init__(self, masters=3, replicas=1, node_timeout=1000,
-                 fsync_always=True, full_coverage=True, extra=()):
+                 fsync_always=True, full_coverage=True, extra=(),
+                 ip="127.0.0.1"):
         need_redis()
+        check(ip not in ("0.0.0.0", "::"), "never bind %s" % ip)
+        self.ip = ip
         check(masters >= 3, "Redis Cluster needs 3 masters or more")
         self.nmasters = masters
         self.nreplicas = replicas
@@ -147,7 +152,8 @@ class RedisCluster:
                 sub = os.path.join(self.dir, "n%d" % i)
                 os.mkdir(sub)
                 self.nodes.append(Node(sub, self.node_timeout,
-                                       self.fsync_always, self.extra))
+                                       self.fsync_always, self.extra,
+                                       self.ip))
             for nd in self.nodes:
                 nd.start()
                 nd.node_id = s(nd.cmd("CLUSTER", "MYID"))
@@ -248,7 +254,7 @@ class RedisCluster:
         return self.master_for_slot(self.keyslot(key))
 
     def url(self, password=None):
-        """cluster://[:password@]127.0.0.1:P,... naming every node."""
+        """cluster://[:password@]IP:P,... naming every node."""
         auth = ":%s@" % password if password else ""
         return "cluster://%s%s" % (auth, ",".join(
             nd.addr() for nd in self.nodes))
@@ -273,6 +279,11 @@ class RedisCluster:
                     continue
                 raise
         raise Fail("%s: more than %d redirections" % (args[0], hops))
+
+    def flush(self):
+        """FLUSHALL on every running master (between tests)."""
+        for m in self.masters():
+            m.cmd("FLUSHALL")
 
     def rcmd(self, *args):
         """A command whose first argument after the name is its key
@@ -392,3 +403,32 @@ class RedisCluster:
         nd.start(timeout)
         self.wait_ok(timeout)
         return nd
+
+
+def serve():
+    """`rcluster.py serve`: starts a 3+3 cluster, prints its url, then runs
+    until stdin closes or a signal comes (tests/e2e/run, E2E_STORE=cluster);
+    `rcluster.py flush URL` empties every master of a running one."""
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == "flush":
+        for hp in sys.argv[2].split("://", 1)[1].split(","):
+            host, port = hp.rsplit(":", 1)
+            try:
+                resp_once(host, int(port), "FLUSHALL")
+            except RespError:       # a replica: READONLY
+                pass
+        return
+    check(sys.argv[1:] == ["serve"], "usage: rcluster.py serve | "
+          "rcluster.py flush URL")
+    c = RedisCluster().start()
+    print(c.url(), flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        c.destroy()
+
+
+if __name__ == "__main__":
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    serve()
