@@ -14,6 +14,7 @@ static const struct store_ops *const store_backends[] = {
 	&store_local_ops,
 	&store_redis_ops,
 	&store_sentinel_ops,
+	&store_cluster_ops,
 };
 
 int

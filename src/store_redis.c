@@ -1,7 +1,7 @@
 /*
- * Redis store backend (schemes "redis" and "sentinel"): sessions live in
- * Redis so that any worker on any host can serve them; one process owns a
- * session at a time (a lease), the others follow it.
+ * Redis store backend (schemes "redis", "sentinel" and "cluster"): sessions
+ * live in Redis so that any worker on any host can serve them; one process
+ * owns a session at a time (a lease), the others follow it.
  *
  * Data model, one session id ID (every key carries the hash tag {ID}):
  *
@@ -77,6 +77,8 @@
  * - store_redis_log.c: records and the cache, the owner's writes
  *   (queue, batches, repair), reading the log (range, preload), trim.
  * - store_redis_doc.c: a session's documents.
+ * - store_redis_cluster.c: a Redis Cluster (cluster://): the slot map,
+ *   a command connection per master, each command to its slot's master.
  */
 #include <sys/types.h>
 #include <sys/queue.h>
@@ -124,6 +126,8 @@ const char *const rs_scripts[SC_COUNT] = {
 };
 
 static struct store	*rs_redis_open(const char *, const char *,
+			    enum store_fsync, char *, size_t);
+static struct store	*rs_cluster_open(const char *, const char *,
 			    enum store_fsync, char *, size_t);
 static struct store	*rs_sentinel_open(const char *, const char *,
 			    enum store_fsync, char *, size_t);
@@ -180,6 +184,7 @@ const struct store_ops name = {						\
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);
 RS_OPS(store_sentinel_ops, "sentinel", rs_sentinel_open);
+RS_OPS(store_cluster_ops, "cluster", rs_cluster_open);
 
 /* --- references --- */
 
@@ -198,6 +203,7 @@ rs_store_unref(struct rstore *st)
 		explicit_bzero(st->pass, strlen(st->pass));
 		free(st->pass);
 	}
+	rs_cl_free(st);
 	free(st);
 }
 
@@ -240,6 +246,7 @@ rs_cmd_new(struct rstore *st, enum rs_kind kind, struct rsess *s,
 	rc->st = st;
 	rc->kind = kind;
 	rc->script = -1;
+	rc->slot = -1;
 	rc->epoch = st->epoch;
 	if ((rc->s = s) != NULL)
 		rs_sess_ref(s);
@@ -265,6 +272,7 @@ rs_cmd_free(struct rcmd *rc)
 
 /* --- open --- */
 
+/* sentinel: 1 sentinel://, 2 cluster://, 0 redis:// */
 static struct store *
 rs_open_common(const char *url, int sentinel, char *err, size_t errlen)
 {
@@ -278,8 +286,9 @@ rs_open_common(const char *url, int sentinel, char *err, size_t errlen)
 		return NULL;
 	}
 	st->refs = 1;
-	st->sentinel = sentinel;
-	if (rs_parse_url(st, url, sentinel, err, errlen) == -1) {
+	st->sentinel = sentinel == 1;
+	if ((sentinel == 2 ? rs_cl_parse(st, url, err, errlen) :
+	    rs_parse_url(st, url, sentinel, err, errlen)) == -1) {
 		save = errno;
 		rs_store_unref(st);
 		errno = save;
@@ -314,6 +323,15 @@ rs_sentinel_open(const char *url, const char *state_dir, enum store_fsync fs,
 	(void)state_dir;
 	(void)fs;
 	return rs_open_common(url, 1, err, errlen);
+}
+
+static struct store *
+rs_cluster_open(const char *url, const char *state_dir, enum store_fsync fs,
+    char *err, size_t errlen)
+{
+	(void)state_dir;
+	(void)fs;
+	return rs_open_common(url, 2, err, errlen);
 }
 
 /* --- requests --- */
@@ -431,6 +449,7 @@ rs_link_down(struct rstore *st, const char *fmt, ...)
 	rs_drop_conn(st, &st->sen);
 	rs_drop_conn(st, &st->sub);
 	rs_drop_conn(st, &st->cmd);
+	rs_cl_drop(st);
 	util_tv(&tv, st->backoff);
 	st->backoff = st->backoff * 2 > RS_BACKOFF_MAX ? RS_BACKOFF_MAX :
 	    st->backoff * 2;
@@ -453,11 +472,13 @@ rs_link_up(struct rstore *st)
 	evtimer_del(st->ev_timeout);
 	st->backoff = RS_BACKOFF_MIN;
 	if (st->lasterr[0] != '\0')
-		log_info("store: redis: connected to %s:%d", st->master.host,
-		    st->master.port);
+		log_info("store: redis: connected to %s:%d%s", st->master.host,
+		    st->master.port, st->cluster ? " and the other masters" :
+		    "");
 	else
-		log_debug("store: redis: connected to %s:%d",
-		    st->master.host, st->master.port);
+		log_debug("store: redis: connected to %s:%d%s",
+		    st->master.host, st->master.port, st->cluster ?
+		    " and the other masters" : "");
 	st->lasterr[0] = '\0';
 	rs_store_ref(st);
 	rs_health(st, 1);
@@ -512,7 +533,8 @@ rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 			rs_mark_dirty(rc->s);
 	}
 	if (r != NULL && r->type == REDIS_REPLY_ERROR) {
-		if (rc->fmt != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+		if (rc->fmt != NULL && rc->script >= 0 &&
+		    strncmp(r->str, "NOSCRIPT", 8) == 0) {
 			if (!st->closing && rs_resend_eval(st, rc) == 0) {
 				rc->retried = 1;
 				if (rc->kind == RC_BATCH)
@@ -521,6 +543,15 @@ rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 			}
 		} else if (strstr(r->str, "READONLY") != NULL)
 			ro = 1;
+		else if (st->cluster && !st->closing) {
+			switch (rs_cl_redirect(rc, r)) {
+			case 1:
+				return;		/* rc lives on */
+			case 2:
+				r = NULL;	/* as on a lost connection */
+				break;
+			}
+		}
 	}
 	/* The store is alive here: this context holds a reference. */
 	if (!st->closing) {
@@ -565,6 +596,9 @@ rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 			break;
 		case RC_DOC:
 			rs_doc_reply(rc, r);
+			break;
+		case RC_SLOTS:
+			rs_cl_on_slots(rc, r);
 			break;
 		}
 		/* A replica now (failover): find the master again. */
@@ -664,9 +698,13 @@ rs_tick(evutil_socket_t fd, short what, void *arg)
 	rs_store_ref(st);
 	/* A command that does not answer holds up all behind it. */
 	if (st->link == LINK_UP && (rc = TAILQ_FIRST(&st->inflight)) != NULL &&
-	    now - rc->sent >= st->deadline_ms)
-		rs_link_down(st, "%s:%d: no reply within %u ms",
-		    st->master.host, st->master.port, st->deadline_ms);
+	    now - rc->sent >= st->deadline_ms) {
+		char	 name[RS_HOST_MAX + 8];
+
+		rs_cl_name(st, rc->conn, name, sizeof(name));
+		rs_link_down(st, "%s: no reply within %u ms", name,
+		    st->deadline_ms);
+	}
 again_open:
 	LIST_FOREACH(s, &st->opening, oentry)
 		if (!st->closing && s->parked && now >= s->open_deadline) {
@@ -696,6 +734,8 @@ again_lease:
 			rs_poll_all(st);
 			if (st->sentinel)
 				rs_sentinel_watch(st, now);
+			else if (st->cluster)
+				rs_cl_watch(st, now);
 			st->next_poll = now + st->poll_ms;
 		}
 	}
@@ -889,7 +929,7 @@ rs_event_free(struct event **ev)
  * session closes just queued) without waiting: the loop may not run again
  * before the process exits.
  */
-static void
+void
 rs_flush_out(struct rconn *conn)
 {
 	int	 done = 0, i;
@@ -927,8 +967,10 @@ rs_close(struct store *bst)
 	rs_event_free(&st->ev_flush);
 	rs_event_free(&st->ev_kill);
 	rs_flush_out(&st->cmd);
+	rs_cl_flush_out(st);
 	rs_drop_conn(st, &st->sen);
 	rs_drop_conn(st, &st->sub);
 	rs_drop_conn(st, &st->cmd);
+	rs_cl_drop(st);
 	rs_store_unref(st);
 }

@@ -4,8 +4,9 @@
  * store's life, dispatch, the tick), store_redis_link.c (connections,
  * commands), store_redis_lease.c (a session's open and lease),
  * store_redis_inbox.c (follower resync, the inbox), store_redis_log.c
- * (the log, its cache, writes) and store_redis_doc.c (a session's
- * documents).  Nothing else includes this.
+ * (the log, its cache, writes), store_redis_doc.c (a session's
+ * documents) and store_redis_cluster.c (routing on a Redis Cluster).
+ * Nothing else includes this.
  */
 #ifndef PARLEY_STORE_REDIS_H
 #define PARLEY_STORE_REDIS_H
@@ -86,7 +87,8 @@ enum rs_kind {
 	RC_POST,
 	RC_TRIM_SCAN,
 	RC_TRIM,
-	RC_DOC		/* a document command (store_redis_doc.c) */
+	RC_DOC,		/* a document command (store_redis_doc.c) */
+	RC_SLOTS	/* CLUSTER SLOTS (store_redis_cluster.c) */
 };
 
 enum rs_hs { HS_AUTH, HS_SELECT, HS_ROLE, HS_SCRIPT };
@@ -140,6 +142,7 @@ struct wbatch {
 
 struct rstore;
 struct rsess;
+struct rclu;
 struct rdocs;
 struct rdocw;
 
@@ -221,6 +224,7 @@ struct rsess {
 	char			 k_kb[RS_KEY_MAX];
 	char			 ch_ev[RS_KEY_MAX];
 	char			 ch_in[RS_KEY_MAX];
+	unsigned		 slot;		/* the keys' cluster slot */
 	/* cache */
 	struct rcache		 cache;
 	size_t			 cmax_recs;
@@ -244,6 +248,8 @@ struct rcmd {
 	struct rconn		*conn;		/* sent on */
 	int			 script;	/* SC_*, or -1 */
 	int			 retried;	/* re-sent after NOSCRIPT */
+	int			 slot;	/* cluster slot, -1: the session's */
+	int			 asked;		/* re-sent after ASK */
 	unsigned		 epoch;		/* st->epoch when sent */
 	char			*fmt;		/* for a NOSCRIPT retry */
 	size_t			 fmtlen;
@@ -257,6 +263,8 @@ struct rstore {
 	struct store		 base;		/* first: store.c casts */
 	/* from the url */
 	int			 sentinel;
+	int			 cluster;	/* hosts are the seeds */
+	struct rclu		*clu;		/* store_redis_cluster.c */
 	char			*pass;		/* NULL: no AUTH */
 	int			 db;
 	char			 name[RS_NAME_MAX + 1];
@@ -369,6 +377,8 @@ void		 rs_link_up(struct rstore *);
  * message (privdata the store). */
 void		 rs_reply(redisAsyncContext *, void *, void *);
 void		 rs_on_sub(redisAsyncContext *, void *, void *);
+/* Writes what conn has buffered, without waiting. */
+void		 rs_flush_out(struct rconn *);
 
 /* store_redis_link.c */
 /* Decimal digits into *out; -1 if none, other bytes, overflow. */
@@ -390,6 +400,12 @@ void		 rs_args_script(struct rargs *, struct rstore *, int script,
 int		 rs_parse_url(struct rstore *, const char *, int sentinel,
 		    char *err, size_t errlen);
 void		 rs_drop_conn(struct rstore *, struct rconn *);
+/* Starts connecting; -1 with a reason in why. */
+int		 rs_connect(struct rstore *, struct rconn *,
+		    const struct rhost *, char *why, size_t whylen);
+void		 rs_hs_send(struct rstore *, struct rconn *, enum rs_hs, int);
+/* A failure where hiredis must not free: the link goes down soon. */
+void		 rs_link_later(struct rstore *);
 /* Sends a command; rc is freed on failure.  0 or -1. */
 int		 rs_send(struct rstore *, struct rcmd *, struct rargs *);
 int		 rs_eval(struct rstore *, struct rcmd *, int script,
@@ -408,6 +424,34 @@ void		 rs_on_hs(struct rcmd *, redisReply *);
 void		 rs_on_sentinel(struct rcmd *, redisReply *);
 void		 rs_sentinel_watch(struct rstore *, uint64_t);
 int		 rs_ping(struct store *, unsigned, char *, size_t);
+redisContext	*rs_ping_connect(const struct rhost *, const char *what,
+		    uint64_t deadline, char *err, size_t errlen);
+redisReply	*rs_ping_cmd(redisContext *, const struct rhost *,
+		    const char *what, uint64_t deadline, char *err,
+		    size_t errlen, int argc, const char **argv);
+
+/* store_redis_cluster.c */
+/* Fills st's seeds and password from a cluster:// url; -1, err. */
+int		 rs_cl_parse(struct rstore *, const char *, char *, size_t);
+void		 rs_cl_free(struct rstore *);
+/* Lets go of every master's connection (in-flight replies: NULL). */
+void		 rs_cl_drop(struct rstore *);
+struct rconn	*rs_cl_which(struct rstore *, const redisAsyncContext *);
+int		 rs_cl_is_cmd(struct rstore *, const struct rconn *);
+/* "host:port" of the server conn is to. */
+void		 rs_cl_name(struct rstore *, const struct rconn *, char *,
+		    size_t);
+void		 rs_cl_start(struct rstore *);
+void		 rs_cl_on_seed(struct rstore *);
+void		 rs_cl_seed_failed(struct rstore *, const char *);
+void		 rs_cl_on_slots(struct rcmd *, redisReply *);
+void		 rs_cl_watch(struct rstore *, uint64_t);
+void		 rs_cl_on_connect(struct rstore *, struct rconn *);
+struct rconn	*rs_cl_route(struct rstore *, const struct rcmd *);
+int		 rs_cl_redirect(struct rcmd *, const redisReply *);
+void		 rs_cl_flush_out(struct rstore *);
+int		 rs_cl_ping(struct rstore *, uint64_t deadline, char *,
+		    size_t);
 
 /* store_redis_lease.c */
 extern const char rs_lua_renew[];

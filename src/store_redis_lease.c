@@ -24,6 +24,7 @@
 #include "parley/store.h"
 #include "parley/util.h"
 
+#include "rcluster.h"
 #include "store_redis.h"
 
 /* KEYS log meta owner fence in kb; ARGV token lease retention.  An
@@ -82,6 +83,7 @@ rs_sess_new(struct rstore *st, const char *id)
 	s->cmax_recs = RS_CACHE_RECS;
 	s->cmax_bytes = RS_CACHE_BYTES;
 	snprintf(s->k_log, sizeof(s->k_log), "parley:{%s}:log", id);
+	s->slot = rcl_keyslot(s->k_log, strlen(s->k_log));
 	snprintf(s->k_meta, sizeof(s->k_meta), "parley:{%s}:meta", id);
 	snprintf(s->k_owner, sizeof(s->k_owner), "parley:{%s}:owner", id);
 	snprintf(s->k_fence, sizeof(s->k_fence), "parley:{%s}:fence", id);
@@ -105,6 +107,7 @@ rs_release_token(struct rsess *s, const char *token, size_t len)
 	if (len == 0 || st->link != LINK_UP ||
 	    (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
 		return;
+	rc->slot = (int)s->slot;
 	rs_args_init(&a, 8, 1);
 	rs_args_script(&a, st, SC_RELEASE, 1);
 	rs_args_str(&a, s->k_owner);

@@ -380,7 +380,7 @@ rs_which(struct rstore *st, const redisAsyncContext *ac)
 		return &st->sub;
 	if (st->sen.ac == ac)
 		return &st->sen;
-	return NULL;
+	return rs_cl_which(st, ac);
 }
 
 /*
@@ -408,7 +408,7 @@ static void	rs_on_connect(const redisAsyncContext *, int);
 static void	rs_on_disconnect(const redisAsyncContext *, int);
 
 /* Starts connecting; -1 with a reason in why. */
-static int
+int
 rs_connect(struct rstore *st, struct rconn *conn, const struct rhost *h,
     char *why, size_t whylen)
 {
@@ -450,11 +450,14 @@ rs_send(struct rstore *st, struct rcmd *rc, struct rargs *a)
 	int			 len;
 
 	if (rc->conn == NULL)
-		rc->conn = &st->cmd;
+		rc->conn = st->cluster ? rs_cl_route(st, rc) : &st->cmd;
+	if (rc->conn == NULL)
+		goto fail;
 	ac = rc->conn->ac;
+	/* The seed or sentinel connection is asked while connecting. */
 	if (a->oom || ac == NULL || !rc->conn->connected || st->closing ||
 	    (st->link != LINK_UP && rc->kind != RC_HS &&
-	    rc->kind != RC_SENTINEL))
+	    rc->conn != &st->sen))
 		goto fail;
 	if ((len = redisFormatCommandArgv(&cmd, a->n, a->v, a->len)) < 0) {
 		cmd = NULL;
@@ -463,14 +466,15 @@ rs_send(struct rstore *st, struct rcmd *rc, struct rargs *a)
 	if (redisAsyncFormattedCommand(ac, rs_reply, rc, cmd, (size_t)len) !=
 	    REDIS_OK)
 		goto fail;
-	/* Kept for a NOSCRIPT retry (the script cache was flushed). */
-	if (rc->script >= 0) {
+	/* Kept for a NOSCRIPT retry (the script cache was flushed), and on
+	 * a cluster for an ASK. */
+	if (rc->script >= 0 || st->cluster) {
 		rc->fmt = cmd;
 		rc->fmtlen = (size_t)len;
 	} else
 		redisFreeCommand(cmd);
 	rc->sent = util_mono_ms();
-	if (rc->conn == &st->cmd) {
+	if (rc->conn == &st->cmd || rs_cl_is_cmd(st, rc->conn)) {
 		TAILQ_INSERT_TAIL(&st->inflight, rc, entry);
 		rc->tracked = 1;
 	}
@@ -504,7 +508,8 @@ rs_resend_eval(struct rstore *st, struct rcmd *rc)
 	size_t			 hl, skip, blen = strlen(body), nlen;
 	int			 n;
 
-	if (rc->fmt == NULL || st->cmd.ac == NULL || st->link != LINK_UP ||
+	if (rc->fmt == NULL || rc->conn == NULL || rc->conn->ac == NULL ||
+	    st->link != LINK_UP || rc->script < 0 ||
 	    (eol = memchr(rc->fmt, '\n', rc->fmtlen)) == NULL)
 		return -1;
 	hl = (size_t)(eol + 1 - rc->fmt);
@@ -522,7 +527,7 @@ rs_resend_eval(struct rstore *st, struct rcmd *rc)
 	memcpy(nf + hl + (size_t)n + blen, "\r\n", 2);
 	memcpy(nf + hl + (size_t)n + blen + 2, rc->fmt + skip,
 	    rc->fmtlen - skip);
-	if (redisAsyncFormattedCommand(st->cmd.ac, rs_reply, rc, nf, nlen) !=
+	if (redisAsyncFormattedCommand(rc->conn->ac, rs_reply, rc, nf, nlen) !=
 	    REDIS_OK) {
 		free(nf);
 		return -1;
@@ -540,7 +545,7 @@ rs_resend_eval(struct rstore *st, struct rcmd *rc)
 }
 
 /* A failure inside onConnect: hiredis 0.14 must not free there. */
-static void
+void
 rs_link_later(struct rstore *st)
 {
 	event_active(st->ev_kill, EV_TIMEOUT, 1);
@@ -560,7 +565,7 @@ rs_kill_cb(evutil_socket_t fd, short what, void *arg)
 	rs_store_unref(st);
 }
 
-static void
+void
 rs_hs_send(struct rstore *st, struct rconn *conn, enum rs_hs step, int i)
 {
 	struct rargs	 a;
@@ -684,6 +689,17 @@ rs_sentinel_try(struct rstore *st)
 static void
 rs_conn_failed(struct rstore *st, struct rconn *conn, const char *why)
 {
+	char	 name[RS_HOST_MAX + 8];
+
+	if (conn == &st->sen && st->cluster) {
+		rs_cl_seed_failed(st, why);
+		return;
+	}
+	if (rs_cl_is_cmd(st, conn)) {
+		rs_cl_name(st, conn, name, sizeof(name));
+		rs_link_down(st, "cluster master %s: %s", name, why);
+		return;
+	}
 	if (conn == &st->sen) {
 		log_debug("store: sentinel %s:%d: %s",
 		    st->hosts[st->sen_idx].host, st->hosts[st->sen_idx].port,
@@ -721,7 +737,14 @@ rs_on_connect(const redisAsyncContext *cac, int status)
 	/* A dead peer is noticed even on a quiet subscriber. */
 	redisEnableKeepAlive(&conn->ac->c);
 	if (conn == &st->sen) {
-		rs_sentinel_ask(st);
+		if (st->cluster)
+			rs_cl_on_seed(st);
+		else
+			rs_sentinel_ask(st);
+		return;
+	}
+	if (rs_cl_is_cmd(st, conn)) {
+		rs_cl_on_connect(st, conn);
 		return;
 	}
 	if (conn == &st->cmd) {
@@ -792,6 +815,9 @@ rs_link_start(struct rstore *st)
 	if (st->sentinel) {
 		st->sen_tried = 0;
 		rs_sentinel_try(st);
+	} else if (st->cluster) {
+		st->sen_tried = 0;
+		rs_cl_start(st);
 	} else {
 		st->master = st->hosts[0];
 		rs_connect_master(st);
@@ -820,7 +846,13 @@ rs_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (st->link != LINK_CONNECTING)
 		return;
 	rs_store_ref(st);
-	if (st->sentinel && !st->sen_answered) {
+	if (st->cluster && !st->sen_answered) {
+		const struct rhost *h = &st->hosts[st->sen_idx];
+
+		st->sen_idx = (st->sen_idx + 1) % st->nhosts;
+		rs_link_down(st, "cluster node %s:%d gave no slot map within "
+		    "%u ms", h->host, h->port, st->connect_ms);
+	} else if (st->sentinel && !st->sen_answered) {
 		/* A sentinel that hangs: ask the next one next time. */
 		const struct rhost *h = &st->hosts[st->sen_idx];
 
@@ -846,8 +878,10 @@ rs_on_hs(struct rcmd *rc, redisReply *r)
 	if (r == NULL)
 		return;
 	if (r->type == REDIS_REPLY_ERROR) {
-		rs_link_down(st, "%s:%d: %s: %s", st->master.host,
-		    st->master.port, steps[rc->u1], r->str);
+		char	 name[RS_HOST_MAX + 8];
+
+		rs_cl_name(st, rc->conn, name, sizeof(name));
+		rs_link_down(st, "%s: %s: %s", name, steps[rc->u1], r->str);
 		return;
 	}
 	switch (rc->u1) {
@@ -964,7 +998,7 @@ rs_sentinel_watch(struct rstore *st, uint64_t now)
 
 /* --- ping (synchronous, for start-up checks) --- */
 
-static redisContext *
+redisContext *
 rs_ping_connect(const struct rhost *h, const char *what, uint64_t deadline,
     char *err, size_t errlen)
 {
@@ -989,7 +1023,7 @@ rs_ping_connect(const struct rhost *h, const char *what, uint64_t deadline,
 	return c;
 }
 
-static redisReply *
+redisReply *
 rs_ping_cmd(redisContext *c, const struct rhost *h, const char *what,
     uint64_t deadline, char *err, size_t errlen, int argc, const char **argv)
 {
@@ -1077,6 +1111,8 @@ rs_ping(struct store *bst, unsigned timeout_ms, char *err, size_t errlen)
 	}
 	err[0] = '\0';
 	deadline = util_mono_ms() + (timeout_ms ? timeout_ms : RS_DEADLINE_MS);
+	if (st->cluster)
+		return rs_cl_ping(st, deadline, err, errlen);
 	if (st->sentinel) {
 		if (rs_ping_sentinels(st, &m, deadline, err, errlen) == -1)
 			return -1;

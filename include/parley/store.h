@@ -364,5 +364,6 @@ void		 store_sess_link(struct store *, struct store_sess *);
 extern const struct store_ops store_local_ops;
 extern const struct store_ops store_redis_ops;
 extern const struct store_ops store_sentinel_ops;
+extern const struct store_ops store_cluster_ops;
 
 #endif
