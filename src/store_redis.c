@@ -726,6 +726,8 @@ again_lease:
 		}
 	}
 	if (!st->closing && st->link == LINK_UP) {
+		if (st->cluster)
+			rs_cl_retry(st);
 		if (now >= st->next_renew) {
 			rs_renew_all(st);
 			st->next_renew = now + st->lease_ms / 3;

@@ -200,7 +200,9 @@ struct rsess {
 	size_t			 wq_bytes;
 	TAILQ_HEAD(, wbatch)	 inflight;
 	int			 ninflight;
-	int			 noscript;	/* batches re-sent as EVAL */
+	/* Batches being sent again (NOSCRIPT, a cluster redirection): the
+	 * session's later writes wait for them. */
+	int			 noscript;
 	uint64_t		 sent_seq;	/* last seq sent (or durable) */
 	int			 dirty;		/* on st->dirty */
 	TAILQ_ENTRY(rsess)	 dentry;
@@ -250,6 +252,7 @@ struct rcmd {
 	int			 retried;	/* re-sent after NOSCRIPT */
 	int			 slot;	/* cluster slot, -1: the session's */
 	int			 asked;		/* re-sent after ASK */
+	int			 tries;		/* re-sent after TRYAGAIN */
 	unsigned		 epoch;		/* st->epoch when sent */
 	char			*fmt;		/* for a NOSCRIPT retry */
 	size_t			 fmtlen;
@@ -449,6 +452,7 @@ void		 rs_cl_watch(struct rstore *, uint64_t);
 void		 rs_cl_on_connect(struct rstore *, struct rconn *);
 struct rconn	*rs_cl_route(struct rstore *, const struct rcmd *);
 int		 rs_cl_redirect(struct rcmd *, const redisReply *);
+void		 rs_cl_retry(struct rstore *);
 void		 rs_cl_flush_out(struct rstore *);
 int		 rs_cl_ping(struct rstore *, uint64_t deadline, char *,
 		    size_t);

@@ -10,11 +10,18 @@
  * server does; it then asks the seeds for the map again.  With Redis'
  * default cluster-require-full-coverage, a cluster missing a master
  * refuses every slot anyway, so nothing is lost by not going on with the
- * other masters.  MOVED (the map changed: a failover, resharding) takes
- * the link down the same way; the map is also asked for once a poll
- * period, and a changed one takes the link down.  ASK (a slot being
- * migrated) is followed once: ASKING and the same command to the node
- * named.
+ * other masters.
+ *
+ * Slots moving between the masters connected (resharding) cost nothing:
+ * MOVED to one of them updates that slot and sends the command again;
+ * ASK (the slot is moving) sends it again, once, after ASKING, to the
+ * node named; TRYAGAIN (a script's keys split between the two nodes
+ * while the slot moves) sends it again from the start a tick later, for
+ * at most RS_CL_TRIES ticks.  A command that was refused is sent again
+ * unchanged: it did not run.  MOVED to a node not connected (a replica
+ * promoted) takes the link down.  The map is also asked for once a poll
+ * period: one naming only connected masters replaces the map in use,
+ * one naming another node takes the link down.
  *
  * Pub/sub stays PUBLISH/SUBSCRIBE, on one subscriber connection to the
  * first master: a cluster forwards every PUBLISH to every node.  Shard
@@ -43,12 +50,16 @@ struct rcnode {
 	struct rconn		 cmd;
 };
 
+/* TRYAGAIN: sent again once a tick (RS_TICK_MS), this many times. */
+#define RS_CL_TRIES	50
+
 struct rclu {
 	struct rcl_map		*map;		/* in use, or being connected */
 	struct rcnode		*nodes;		/* map->nodes' connections */
 	size_t			 nnodes;
 	size_t			 nup;		/* connected this attempt */
 	int			 watching;	/* CLUSTER SLOTS once up */
+	TAILQ_HEAD(, rcmd)	 retry;		/* to send again next tick */
 };
 
 int
@@ -64,6 +75,7 @@ rs_cl_parse(struct rstore *st, const char *url, char *err, size_t errlen)
 		rcl_url_free(&u);
 		return -1;
 	}
+	TAILQ_INIT(&st->clu->retry);
 	st->cluster = 1;
 	/* The seeds are what the url named; the password moves to st. */
 	for (i = 0; i < u.nseeds; i++) {
@@ -78,6 +90,21 @@ rs_cl_parse(struct rstore *st, const char *url, char *err, size_t errlen)
 	return 0;
 }
 
+/* Commands waiting to be sent again get NULL, as on a lost connection. */
+static void
+rs_cl_fail_retries(struct rstore *st)
+{
+	struct rclu	*c = st->clu;
+	struct rcmd	*rc;
+
+	rs_store_ref(st);
+	while ((rc = TAILQ_FIRST(&c->retry)) != NULL) {
+		TAILQ_REMOVE(&c->retry, rc, entry);
+		rs_reply(NULL, NULL, rc);
+	}
+	rs_store_unref(st);
+}
+
 /* Lets go of every master's connection (in-flight replies: NULL). */
 void
 rs_cl_drop(struct rstore *st)
@@ -87,6 +114,7 @@ rs_cl_drop(struct rstore *st)
 
 	if (c == NULL)
 		return;
+	rs_cl_fail_retries(st);
 	for (i = 0; i < c->nnodes; i++)
 		rs_drop_conn(st, &c->nodes[i].cmd);
 	c->nup = 0;
@@ -97,10 +125,15 @@ void
 rs_cl_free(struct rstore *st)
 {
 	struct rclu	*c = st->clu;
+	struct rcmd	*rc;
 
 	if (c == NULL)
 		return;
-	rs_cl_drop(st);
+	/* rs_close emptied it; nothing can be waiting here. */
+	while ((rc = TAILQ_FIRST(&c->retry)) != NULL) {
+		TAILQ_REMOVE(&c->retry, rc, entry);
+		rs_cmd_free(rc);
+	}
 	free(c->nodes);
 	rcl_map_free(c->map);
 	free(c);
@@ -267,6 +300,40 @@ rs_cl_connect_all(struct rstore *st)
 }
 
 /*
+ * Takes the routing of m when every slot of it is on a master connected:
+ * the node table in use stays, its slots now say what m says.  -1: m
+ * names another node (or leaves a slot without one).
+ */
+static int
+rs_cl_adopt(struct rstore *st, const struct rcl_map *m)
+{
+	struct rclu		*c = st->clu;
+	const struct rcl_addr	*a;
+	uint16_t		*tmp;
+	unsigned		 i;
+	int			 idx;
+
+	if (m->covered != RCL_SLOTS ||
+	    (tmp = calloc(RCL_SLOTS, sizeof(*tmp))) == NULL)
+		return -1;
+	for (i = 0; i < RCL_SLOTS; i++) {
+		if ((a = rcl_map_node(m, i)) == NULL ||
+		    (idx = rcl_map_find(c->map, a)) == -1 ||
+		    (size_t)idx >= c->nnodes) {
+			free(tmp);
+			return -1;
+		}
+		tmp[i] = (uint16_t)idx;
+	}
+	memcpy(c->map->slot, tmp, sizeof(c->map->slot));
+	c->map->covered = RCL_SLOTS;
+	free(tmp);
+	log_info("store: cluster: slots moved between the masters: routing "
+	    "updated");
+	return 0;
+}
+
+/*
  * A CLUSTER SLOTS reply: while connecting, the map to connect to; once up,
  * whether the map in use is still the cluster's.
  */
@@ -317,9 +384,9 @@ rs_cl_on_slots(struct rcmd *rc, redisReply *r)
 	}
 	if (m == NULL)
 		log_warnx("%s", err);
-	else if (!rcl_map_same(m, c->map))
-		rs_link_down(st, "cluster: the slot map changed (a failover "
-		    "or resharding): connecting again");
+	else if (!rcl_map_same(m, c->map) && rs_cl_adopt(st, m) == -1)
+		rs_link_down(st, "cluster: the slot map changed (a failover?): "
+		    "connecting again");
 	rcl_map_free(m);
 }
 
@@ -373,10 +440,35 @@ rs_cl_route(struct rstore *st, const struct rcmd *rc)
 }
 
 /*
- * An error reply rc got: MOVED takes the link down (the map changed), ASK
- * sends rc again, once, after ASKING, to the node named.  1: rc was sent
- * again and lives on; 2: rc failed as on a lost connection (its handler
- * gets NULL); 0: the reply goes to rc's handler.
+ * rc goes again: a session's later writes wait until it is back (as after
+ * NOSCRIPT), so that its batches reach the new node in their order.
+ */
+static void
+rs_cl_hold(struct rcmd *rc)
+{
+	if (!rc->retried) {
+		rc->retried = 1;
+		if (rc->kind == RC_BATCH)
+			rc->s->noscript++;
+	}
+}
+
+/* Queues rc to be sent again from the start on the next tick. */
+static int
+rs_cl_later(struct rstore *st, struct rcmd *rc)
+{
+	if (rc->tries++ >= RS_CL_TRIES)
+		return 2;
+	rs_cl_hold(rc);
+	TAILQ_INSERT_TAIL(&st->clu->retry, rc, entry);
+	return 1;
+}
+
+/*
+ * An error reply rc got: a redirection (MOVED, ASK) or TRYAGAIN, handled
+ * as the first comment says.  1: rc is to be sent again and lives on; 2:
+ * rc failed as on a lost connection (its handler gets NULL); 0: the
+ * reply goes to rc's handler.
  */
 int
 rs_cl_redirect(struct rcmd *rc, const redisReply *r)
@@ -392,8 +484,11 @@ rs_cl_redirect(struct rcmd *rc, const redisReply *r)
 	unsigned		 slot;
 	int			 i;
 
-	if (c == NULL || c->map == NULL || r->type != REDIS_REPLY_ERROR)
+	if (c == NULL || c->map == NULL || r->type != REDIS_REPLY_ERROR ||
+	    rc->fmt == NULL)
 		return 0;
+	if (r->len >= 8 && memcmp(r->str, "TRYAGAIN", 8) == 0)
+		return rs_cl_later(st, rc);
 	n = rs_cl_node(st, rc->conn);
 	kind = rcl_parse_redirect(r->str, r->len, n != NULL ? n->addr.host :
 	    st->master.host, &slot, &to);
@@ -405,29 +500,41 @@ rs_cl_redirect(struct rcmd *rc, const redisReply *r)
 		    "redirection this store can follow", from, r->str);
 		return 0;
 	}
-	if (kind == RCL_REDIR_MOVED || rc->asked || rc->fmt == NULL ||
-	    (i = rcl_map_find(c->map, &to)) == -1 ||
-	    c->nodes[i].cmd.ac == NULL || !c->nodes[i].cmd.connected) {
+	if ((i = rcl_map_find(c->map, &to)) == -1 ||
+	    (size_t)i >= c->nnodes || c->nodes[i].cmd.ac == NULL ||
+	    !c->nodes[i].cmd.connected || (kind == RCL_REDIR_ASK &&
+	    rc->asked)) {
 		if (st->link == LINK_UP)
-			rs_link_down(st, "cluster: %s answered %s for slot %u: "
-			    "connecting again with a new slot map", from,
-			    kind == RCL_REDIR_MOVED ? "MOVED" : "ASK", slot);
+			rs_link_down(st, "cluster: %s answered %s for slot %u "
+			    "(to %s:%d): connecting again with a new slot map",
+			    from, kind == RCL_REDIR_MOVED ? "MOVED" : "ASK",
+			    slot, to.host, to.port);
 		return 2;
+	}
+	if (kind == RCL_REDIR_MOVED) {
+		/* The slot is on another master connected: route it there. */
+		if (slot < RCL_SLOTS && c->map->slot[slot] != RCL_NOSLOT) {
+			c->map->slot[slot] = (uint16_t)i;
+			log_debug("store: cluster: slot %u moved to %s:%d",
+			    slot, to.host, to.port);
+		}
+		return rs_cl_later(st, rc);
 	}
 	/* ASKING holds for the next command on that connection only. */
 	if ((ask = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
-		return 0;
+		return 2;
 	ask->conn = &c->nodes[i].cmd;
 	rs_args_init(&a, 1, 0);
 	rs_args_str(&a, "ASKING");
 	if (rs_send(st, ask, &a) == -1) {
 		rs_args_free(&a);
-		return 0;
+		return 2;
 	}
 	rs_args_free(&a);
 	if (redisAsyncFormattedCommand(c->nodes[i].cmd.ac, rs_reply, rc,
 	    rc->fmt, rc->fmtlen) != REDIS_OK)
-		return 0;
+		return 2;
+	rs_cl_hold(rc);
 	rc->asked = 1;
 	rc->conn = &c->nodes[i].cmd;
 	rc->sent = util_mono_ms();
@@ -436,6 +543,40 @@ rs_cl_redirect(struct rcmd *rc, const redisReply *r)
 	log_debug("store: cluster: slot %u is moving: asked %s:%d", slot,
 	    to.host, to.port);
 	return 1;
+}
+
+/* On a tick while up: sends again what TRYAGAIN or MOVED held back. */
+void
+rs_cl_retry(struct rstore *st)
+{
+	struct rclu	*c = st->clu;
+	struct rcmd	*rc;
+	struct rconn	*conn;
+	TAILQ_HEAD(, rcmd) q;
+
+	if (c == NULL || TAILQ_EMPTY(&c->retry))
+		return;
+	TAILQ_INIT(&q);
+	TAILQ_CONCAT(&q, &c->retry, entry);
+	rs_store_ref(st);
+	while ((rc = TAILQ_FIRST(&q)) != NULL) {
+		TAILQ_REMOVE(&q, rc, entry);
+		rc->asked = 0;
+		rc->conn = NULL;
+		if (st->closing || st->link != LINK_UP ||
+		    (conn = rs_cl_route(st, rc)) == NULL ||
+		    conn->ac == NULL || !conn->connected ||
+		    redisAsyncFormattedCommand(conn->ac, rs_reply, rc,
+		    rc->fmt, rc->fmtlen) != REDIS_OK) {
+			rs_reply(NULL, NULL, rc);
+			continue;
+		}
+		rc->conn = conn;
+		rc->sent = util_mono_ms();
+		TAILQ_INSERT_TAIL(&st->inflight, rc, entry);
+		rc->tracked = 1;
+	}
+	rs_store_unref(st);
 }
 
 /* Writes what every master's connection has buffered, without waiting. */
