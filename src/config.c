@@ -62,7 +62,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	X("state-dir", KW_TOP, 1, 1, 0, kw_path, C(state_dir), 0, 0, \
 	    "state-dir PATH") \
 	X("store", KW_TOP, 1, 1, 0, kw_store, 0, 0, 0, \
-	    "store local|redis://HOST:PORT[/DB]|sentinel://HOST:PORT,.../NAME") \
+	    "store local|redis://HOST:PORT[/DB]|sentinel://HOST:PORT,.../NAME"\
+	    "|cluster://HOST:PORT,...") \
 	X("host-id", KW_TOP, 1, 1, 0, kw_host_id, 0, 0, 0, "host-id NAME") \
 	X("lease-time", KW_TOP, 1, 1, 0, kw_duration, C(lease_ms), \
 	    500, 10 * MS_M, "lease-time DURATION") \
@@ -553,19 +554,16 @@ kw_store(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	/* Not echoed: a redis URL may carry a password.  The store checks
 	 * the rest of the URL when parleyd opens it. */
 	if (strncmp(argv[0], "redis://", 8) == 0 ||
-	    strncmp(argv[0], "sentinel://", 11) == 0)
+	    strncmp(argv[0], "sentinel://", 11) == 0 ||
+	    strncmp(argv[0], "cluster://", 10) == 0)
 		return cfg_set_string(p, &p->conf->store, argv[0]);
-	/* Refused by name until the store routes by slot: a cluster
-	 * taken for one redis:// node would answer MOVED to most keys. */
-	if (strncmp(argv[0], "cluster://", 10) == 0)
-		return perr(p, "%s: Redis Cluster (cluster://) is not supported "
-		    "yet; use redis:// or sentinel://", kw->name);
 	if (strncmp(argv[0], "rediss://", 9) == 0)
 		return perr(p, "%s: TLS to Redis (rediss://) is not supported; "
 		    "use redis:// over a private network or a TLS tunnel",
 		    kw->name);
-	return perr(p, "%s: expected local, redis://HOST:PORT or "
-	    "sentinel://HOST:PORT/NAME", kw->name);
+	return perr(p, "%s: expected local, redis://HOST:PORT, "
+	    "sentinel://HOST:PORT/NAME or cluster://HOST:PORT[,HOST:PORT...]",
+	    kw->name);
 }
 
 /* host-id names this host in session leases; other hosts read it. */

@@ -83,7 +83,7 @@ def ws_first_answer(d, path, payload, token="utok"):
 
 def stored(d, sid):
     """Where sid is in the store: paths under the state dir (local), or
-    Redis keys (E2E_REDIS_URL)."""
+    Redis keys (E2E_REDIS_URL, a server or a cluster)."""
     found = []
     for root, dirs, files in os.walk(d.state):
         for n in dirs + files:
@@ -97,6 +97,16 @@ def stored(d, sid):
                             "parley:{%s}*" % sid],
                            capture_output=True, timeout=20, text=True)
         found += [k for k in p.stdout.split() if k]
+    if d.store and d.store.startswith("cluster://"):
+        # E2E_STORE=cluster: every node, masters and replicas
+        keys = set()
+        for hp in d.store.split("@")[-1][len("cluster://"):].split(","):
+            host, port = hp.rsplit(":", 1)
+            p = subprocess.run(["redis-cli", "-h", host, "-p", port,
+                                "--scan", "--pattern", "parley:{%s}*" % sid],
+                               capture_output=True, timeout=20, text=True)
+            keys.update(k for k in p.stdout.split() if k)
+        found += sorted(keys)
     return found
 
 

@@ -506,11 +506,8 @@ START_TEST(test_errors)
 	{ "store rediss://u:pw@h:6379\n", "x.conf:1: store: TLS to Redis "
 	  "(rediss://) is not supported; use redis:// over a private network "
 	  "or a TLS tunnel" },
-	{ "store cluster://10.0.0.1:7000,10.0.0.2:7000\n", "x.conf:1: "
-	  "store: Redis Cluster (cluster://) is not supported yet; use "
-	  "redis:// or sentinel://" },
-	{ "store sql\n", "x.conf:1: store: expected local, redis://HOST:PORT "
-	  "or sentinel://HOST:PORT/NAME" },
+	{ "store sql\n", "x.conf:1: store: expected local, redis://HOST:PORT, "
+	  "sentinel://HOST:PORT/NAME or cluster://HOST:PORT[,HOST:PORT...]" },
 	{ "host-id a/b\n", "x.conf:1: host-id: 'a/b' may only hold letters, "
 	  "digits, '.', '-' and '_'" },
 	{ "lease-time 100ms\n", "x.conf:1: lease-time: expected a duration "
