@@ -43,12 +43,31 @@ def agrees(c, hosts, sid, what):
     ev = [e for _, _, e in redis_log(c.rcmd, sid)]
     check_contiguous(ev, 1, "%s: %s's log in the cluster" % (what, sid))
     for d in hosts:
+        # A follower hears of the owner's last appends a moment later.
+        try:
+            wait_until(lambda: len(d.log_events(sid)) >= len(ev), 10,
+                       "%s: %s on %s to catch up" % (what, sid, d.host_id))
+        except Fail:
+            pass            # same_events says what differs
         same_events(ev, d.log_events(sid), "%s: %s in the cluster vs GET "
                     "/log on %s" % (what, sid, d.host_id))
     return ev
 
 
+CL = None            # the RedisCluster, for turn()
+
+
 async def turn(d, sid, msg, what):
+    """A chat through d, once d's view of sid has every event in the
+    cluster's log (else the end of a turn another host ran would reach
+    this client live, mixed with its own turn's events)."""
+    n = len(redis_log(CL.rcmd, sid))
+    if n:
+        try:
+            wait_until(lambda: len(d.log_events(sid)) >= n, 10,
+                       "%s: %s on %s to catch up" % (what, sid, d.host_id))
+        except Fail:
+            pass            # the turn's own checks say what differs
     ev = await chat_turn(d, sid, msg)
     one_done(ev, "%s: %s on %s" % (what, sid, d.host_id))
     return ev
@@ -85,7 +104,8 @@ def healthy(hosts, what, timeout=30):
 
 
 async def test():
-    c = RedisCluster(masters=3, replicas=1, node_timeout=1000)
+    global CL
+    c = CL = RedisCluster(masters=3, replicas=1, node_timeout=1000)
     with c:
         h0 = Daemon(store=c.url(), host_id="h0", lease="2s")
         h1 = Daemon(store=c.url(), host_id="h1", lease="2s")
