@@ -340,7 +340,8 @@ rcl_node_addr(const redisReply *n, const char *asked, struct rcl_addr *a)
 			return 1;
 	} else
 		return -1;
-	if (hl == 0 || hl > RCL_HOST_MAX || (rcl_hostchars(h, hl) == -1 && rcl_v6chars(h, hl) == -1))
+	if (hl == 0 || hl > RCL_HOST_MAX ||
+	    (rcl_hostchars(h, hl) == -1 && rcl_v6chars(h, hl) == -1))
 		return -1;
 	memcpy(a->host, h, hl);
 	a->host[hl] = '\0';

@@ -12,31 +12,31 @@
 
 #include <hiredis/hiredis.h>
 
-#define RCL_SLOTS	16384		/* fixed by the cluster specification */
-#define RCL_SEEDS_MAX	16		/* HOST:PORT in one url */
+#define RCL_SLOTS	16384	/* fixed by the cluster specification */
+#define RCL_SEEDS_MAX	16	/* HOST:PORT in one url */
 #define RCL_HOST_MAX	255
 #define RCL_PASS_MAX	512
 /* Masters in one slot map: the specification suggests ~1000 nodes. */
 #define RCL_NODES_MAX	1024
 /* Ranges in one CLUSTER SLOTS reply: one per slot at the very most. */
 #define RCL_RANGES_MAX	RCL_SLOTS
-#define RCL_NOSLOT	0xffffu		/* rcl_map.slot[]: no known master */
+#define RCL_NOSLOT	0xffffu	/* rcl_map.slot[]: no known master */
 
 struct rcl_addr {
-	char			 host[RCL_HOST_MAX + 1];	/* no brackets */
+	char			 host[RCL_HOST_MAX + 1]; /* no [] */
 	int			 port;
 };
 
 struct rcl_url {
-	char			*pass;		/* NULL: no AUTH; owned */
+	char			*pass;	/* NULL: no AUTH; owned */
 	struct rcl_addr		 seeds[RCL_SEEDS_MAX];
-	size_t			 nseeds;	/* 1 .. RCL_SEEDS_MAX */
+	size_t			 nseeds;	/* 1 .. SEEDS_MAX */
 };
 
 /* The masters serving slots, as one CLUSTER SLOTS reply described them. */
 struct rcl_map {
-	uint16_t		 slot[RCL_SLOTS];	/* node index or NOSLOT */
-	struct rcl_addr		*nodes;			/* owned */
+	uint16_t		 slot[RCL_SLOTS]; /* node index, NOSLOT */
+	struct rcl_addr		*nodes;		/* owned */
 	size_t			 nnodes;
 	size_t			 covered;	/* slots with a master */
 };
@@ -80,7 +80,7 @@ struct rcl_map	*rcl_map_build(const redisReply *r, const char *asked,
 void		 rcl_map_free(struct rcl_map *);
 /* The master serving slot, or NULL when none is known. */
 const struct rcl_addr *rcl_map_node(const struct rcl_map *, unsigned slot);
-/* Whether a and b send every slot to the same address (or both to none). */
+/* Whether a and b send each slot to the same address (or to none). */
 int		 rcl_map_same(const struct rcl_map *a, const struct rcl_map *b);
 /* The index of the master at a in m->nodes, or -1. */
 int		 rcl_map_find(const struct rcl_map *, const struct rcl_addr *a);

@@ -54,7 +54,7 @@ struct rcnode {
 #define RS_CL_TRIES	50
 
 struct rclu {
-	struct rcl_map		*map;		/* in use, or being connected */
+	struct rcl_map		*map;	/* in use, or being connected */
 	struct rcnode		*nodes;		/* map->nodes' connections */
 	size_t			 nnodes;
 	size_t			 nup;		/* connected this attempt */
