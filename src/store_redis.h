@@ -3,9 +3,10 @@
  * job is in store_redis.c's first comment): store_redis.c (the ops, the
  * store's life, dispatch, the tick), store_redis_link.c (connections,
  * commands), store_redis_lease.c (a session's open and lease),
- * store_redis_inbox.c (follower resync, the inbox), store_redis_log.c
- * (the log, its cache, writes) and store_redis_doc.c (a session's
- * documents).  Nothing else includes this.
+ * store_redis_inbox.c (follower resync, the inbox), store_redis_feed.c
+ * (when to resync: subscriptions, the safety net, owners' heartbeats),
+ * store_redis_log.c (the log, its cache, writes) and store_redis_doc.c (a
+ * session's documents).  Nothing else includes this.
  */
 #ifndef PARLEY_STORE_REDIS_H
 #define PARLEY_STORE_REDIS_H
@@ -37,7 +38,12 @@
 #define RS_BACKOFF_MIN	100
 #define RS_BACKOFF_MAX	2000
 #define RS_TICK_MS	100
-#define RS_POLL_MS	1000		/* follower resync, inbox check */
+#define RS_POLL_MS	30000		/* each session resynced at least this
+					   often: pub/sub's safety net */
+#define RS_WATCH_MS	1000		/* has Sentinel moved the master? */
+#define RS_NODES_MAX	4096		/* owner processes a store watches */
+#define RS_NODES_CHAN	"parley:nodes"	/* heartbeats: node names */
+#define RS_HB_GRACE_MS	(2 * RS_TICK_MS)	/* a lease + this: quiet */
 #define RS_LEASE_MIN	1000		/* renewed every lease/3 on a tick */
 
 #define RS_BATCH_RECS	256		/* records in one append call */
@@ -141,6 +147,17 @@ struct wbatch {
 struct rstore;
 struct rsess;
 struct rdocs;
+
+/* An owner process that followed sessions belong to (store_redis_feed.c). */
+struct rnode {
+	LIST_ENTRY(rnode)	 entry;		/* st->nodes */
+	TAILQ_HEAD(, rsess)	 sess;		/* its sessions this follows */
+	size_t			 nsess;
+	uint64_t		 seen;		/* its last heartbeat, mono ms */
+	uint64_t		 next_check;	/* when quiet: next read */
+	int			 nobody;	/* st->nobody: no owner */
+	char			 name[RS_NODE_MAX + 1];
+};
 struct rdocw;
 
 struct rreq {
@@ -206,6 +223,11 @@ struct rsess {
 	char			 inpos_next[RS_SID_MAX]; /* for appends */
 	int			 inbox_busy;
 	int			 inbox_again;
+	/* the feed (store_redis_feed.c) */
+	TAILQ_ENTRY(rsess)	 rentry;		/* st->ring */
+	int			 inring;
+	struct rnode		*node;		/* follower: its owner's */
+	TAILQ_ENTRY(rsess)	 nentry;		/* node->sess */
 	/* follower */
 	int			 polling;
 	uint64_t		 poll_from;	/* last_seq when it was sent */
@@ -307,7 +329,16 @@ struct rstore {
 	int			 flush_pending;
 	uint64_t		 next_renew;
 	uint64_t		 last_tick;	/* when rs_tick last ran */
-	uint64_t		 next_poll;
+	uint64_t		 next_watch;	/* sentinel */
+	/* the feed (store_redis_feed.c) */
+	TAILQ_HEAD(, rsess)	 ring;		/* linked sessions, next first */
+	size_t			 nring;
+	uint64_t		 credit;	/* ring: ms x sessions not read */
+	uint64_t		 ring_at;	/* last ring step */
+	LIST_HEAD(, rnode)	 nodes;
+	size_t			 nnodes;
+	struct rnode		 nobody;	/* sessions with no owner */
+	char			 ch_nodes[RS_KEY_MAX];
 	struct event		*ev_tick;
 	struct event		*ev_retry;
 	struct event		*ev_timeout;
@@ -441,6 +472,25 @@ void		 rs_poll_all(struct rstore *);
 struct store_req *rs_post(struct store_sess *, const char *, size_t,
 		    store_done_cb, void *);
 void		 rs_on_post(struct rcmd *, redisReply *);
+
+/* store_redis_feed.c */
+/* After the url is parsed (the channel's suffix is known). */
+void		 rs_feed_init(struct rstore *);
+void		 rs_resync(struct rsess *);
+/* A linked session joins the safety net's ring; at close it leaves it
+ * and its owner's node. */
+void		 rs_feed_join(struct rsess *);
+void		 rs_feed_leave(struct rsess *);
+/* No longer a follower: filed under no node. */
+void		 rs_feed_unwatch(struct rsess *);
+/* A follower's owner's token (NULL: none) from its PEEK. */
+void		 rs_feed_owner(struct rsess *, const char *, size_t);
+void		 rs_feed_heard(struct rstore *, const char *, size_t);
+void		 rs_feed_beat(struct rstore *);
+/* Publishes a "look now" on s's followers' channel. */
+void		 rs_publish_look(struct rsess *);
+void		 rs_feed_up(struct rstore *, uint64_t now);
+void		 rs_feed_tick(struct rstore *, uint64_t now);
 
 /* store_redis_log.c */
 extern const char rs_lua_append[];
