@@ -945,6 +945,7 @@ rs_close(struct store *bst)
 		rs_sess_unref(s);
 	}
 	rs_doc_close(st);
+	rs_feed_free(st);
 	rs_event_free(&st->ev_tick);
 	rs_event_free(&st->ev_retry);
 	rs_event_free(&st->ev_timeout);

@@ -41,7 +41,8 @@
 #define RS_POLL_MS	30000		/* each session resynced at least this
 					   often: pub/sub's safety net */
 #define RS_WATCH_MS	1000		/* has Sentinel moved the master? */
-#define RS_NODES_MAX	4096		/* owner processes a store watches */
+#define RS_NODES_MAX	4096		/* processes a store keeps track of */
+#define RS_NODE_BUCKETS	256		/* their hash table */
 #define RS_NODES_CHAN	"parley:nodes"	/* heartbeats: node names */
 #define RS_HB_GRACE_MS	(2 * RS_TICK_MS)	/* a lease + this: quiet */
 #define RS_LEASE_MIN	1000		/* renewed every lease/3 on a tick */
@@ -148,9 +149,10 @@ struct rstore;
 struct rsess;
 struct rdocs;
 
-/* An owner process that followed sessions belong to (store_redis_feed.c). */
+/* A process heard of: its heartbeat, the sessions this follows that it
+ * owns (store_redis_feed.c). */
 struct rnode {
-	LIST_ENTRY(rnode)	 entry;		/* st->nodes */
+	LIST_ENTRY(rnode)	 entry;		/* st->nodes[hash] */
 	TAILQ_HEAD(, rsess)	 sess;		/* its sessions this follows */
 	size_t			 nsess;
 	uint64_t		 seen;		/* its last heartbeat, mono ms */
@@ -335,8 +337,9 @@ struct rstore {
 	size_t			 nring;
 	uint64_t		 credit;	/* ring: ms x sessions not read */
 	uint64_t		 ring_at;	/* last ring step */
-	LIST_HEAD(, rnode)	 nodes;
+	LIST_HEAD(, rnode)	 nodes[RS_NODE_BUCKETS];
 	size_t			 nnodes;
+	uint64_t		 up_at;		/* the link last came up */
 	struct rnode		 nobody;	/* sessions with no owner */
 	char			 ch_nodes[RS_KEY_MAX];
 	struct event		*ev_tick;
@@ -491,6 +494,7 @@ void		 rs_feed_beat(struct rstore *);
 void		 rs_publish_look(struct rsess *);
 void		 rs_feed_up(struct rstore *, uint64_t now);
 void		 rs_feed_tick(struct rstore *, uint64_t now);
+void		 rs_feed_free(struct rstore *);
 
 /* store_redis_log.c */
 extern const char rs_lua_append[];

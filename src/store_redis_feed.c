@@ -16,11 +16,13 @@
  * A clean release publishes "vacant" on the session's channel; a crashed
  * owner's lease lapses without a word.  So followers watch owner
  * processes, not sessions: every process publishes its node name on
- * parley:nodes every lease/3 (one command per process), a follower files
- * each followed session under its owner's node (the PEEK answers the
- * owner's token), and the sessions of a node not heard for a lease are
- * read every lease/3 until it is heard again or they have moved.  The
- * sessions with no owner are read every lease/3 too, until one has one.
+ * parley:nodes every lease/3 (one command per process), every process
+ * notes when it last heard each node (a hash table, RS_NODES_MAX), a
+ * follower files each followed session under its owner's node (the PEEK
+ * answers the owner's token), and the sessions of a node not heard for a
+ * lease are read every lease/3 until it is heard again or they have
+ * moved.  The sessions with no owner are read every lease/3 too, until
+ * one has one.
  */
 #include <sys/types.h>
 #include <sys/queue.h>
@@ -42,8 +44,11 @@
 void
 rs_feed_init(struct rstore *st)
 {
+	size_t	 i;
+
 	TAILQ_INIT(&st->ring);
-	LIST_INIT(&st->nodes);
+	for (i = 0; i < RS_NODE_BUCKETS; i++)
+		LIST_INIT(&st->nodes[i]);
 	memset(&st->nobody, 0, sizeof(st->nobody));
 	TAILQ_INIT(&st->nobody.sess);
 	st->nobody.nobody = 1;
@@ -73,22 +78,17 @@ rs_feed_join(struct rsess *s)
 	s->inring = 1;
 }
 
-/* Files s under node n (NULL: under none), freeing a node left empty. */
+/* Files s under node n (NULL: under none). */
 static void
 rs_node_set(struct rsess *s, struct rnode *n)
 {
-	struct rstore	*st = s->st;
 	struct rnode	*o = s->node;
 
 	if (o == n)
 		return;
 	if (o != NULL) {
 		TAILQ_REMOVE(&o->sess, s, nentry);
-		if (--o->nsess == 0 && !o->nobody) {
-			LIST_REMOVE(o, entry);
-			st->nnodes--;
-			free(o);
-		}
+		o->nsess--;
 	}
 	s->node = n;
 	if (n != NULL) {
@@ -116,15 +116,48 @@ rs_feed_unwatch(struct rsess *s)
 	rs_node_set(s, NULL);
 }
 
+/* FNV-1a: spreads "<host-id>/<pid>" names over the buckets. */
+static size_t
+rs_node_hash(const char *name, size_t len)
+{
+	uint32_t	 h = 2166136261u;
+	size_t		 i;
+
+	for (i = 0; i < len; i++) {
+		h ^= (unsigned char)name[i];
+		h *= 16777619u;
+	}
+	return h % RS_NODE_BUCKETS;
+}
+
 static struct rnode *
 rs_node_find(struct rstore *st, const char *name, size_t len)
 {
 	struct rnode	*n;
 
-	LIST_FOREACH(n, &st->nodes, entry)
+	LIST_FOREACH(n, &st->nodes[rs_node_hash(name, len)], entry)
 		if (strlen(n->name) == len && memcmp(n->name, name, len) == 0)
 			return n;
 	return NULL;
+}
+
+/* A new node, last heard at seen; NULL past RS_NODES_MAX or no memory. */
+static struct rnode *
+rs_node_new(struct rstore *st, const char *name, size_t len, uint64_t seen)
+{
+	struct rnode	*n;
+
+	if (len == 0 || len > RS_NODE_MAX || st->nnodes >= RS_NODES_MAX ||
+	    (n = calloc(1, sizeof(*n))) == NULL)
+		return NULL;
+	memcpy(n->name, name, len);
+	n->name[len] = '\0';
+	TAILQ_INIT(&n->sess);
+	n->seen = seen;
+	n->next_check = seen;
+	LIST_INSERT_HEAD(&st->nodes[rs_node_hash(name, len)], n, entry);
+	st->nnodes++;
+	return n;
 }
 
 /*
@@ -139,29 +172,26 @@ rs_feed_owner(struct rsess *s, const char *tok, size_t len)
 	struct rstore	*st = s->st;
 	struct rnode	*n;
 	const char	*hash;
-	uint64_t	 now;
+	uint64_t	 now = util_mono_ms(), seen;
 
-	if (tok == NULL || (hash = memrchr(tok, '#', len)) == NULL ||
-	    hash == tok || (size_t)(hash - tok) > RS_NODE_MAX) {
+	if (tok == NULL || (hash = memrchr(tok, '#', len)) == NULL) {
 		rs_node_set(s, &st->nobody);
 		return;
 	}
 	len = (size_t)(hash - tok);
 	if ((n = rs_node_find(st, tok, len)) == NULL) {
-		if (st->nnodes >= RS_NODES_MAX ||
-		    (n = calloc(1, sizeof(*n))) == NULL) {
+		/* Never heard while the link was up for a lease: dead (or
+		 * too old to send heartbeats), so quiet already; read again
+		 * in lease/3, this read being just done.  Else a lease to be
+		 * heard. */
+		seen = now;
+		if (now - st->up_at >= st->lease_ms + RS_HB_GRACE_MS)
+			seen = now - st->lease_ms - RS_HB_GRACE_MS;
+		if ((n = rs_node_new(st, tok, len, seen)) == NULL) {
 			rs_node_set(s, &st->nobody);
 			return;
 		}
-		memcpy(n->name, tok, len);
-		n->name[len] = '\0';
-		TAILQ_INIT(&n->sess);
-		/* Not heard yet: a lease to be heard from. */
-		now = util_mono_ms();
-		n->seen = now;
-		n->next_check = now;
-		LIST_INSERT_HEAD(&st->nodes, n, entry);
-		st->nnodes++;
+		n->next_check = now + st->lease_ms / 3;
 	}
 	rs_node_set(s, n);
 }
@@ -171,9 +201,12 @@ void
 rs_feed_heard(struct rstore *st, const char *name, size_t len)
 {
 	struct rnode	*n;
+	uint64_t	 now = util_mono_ms();
 
 	if ((n = rs_node_find(st, name, len)) != NULL)
-		n->seen = util_mono_ms();
+		n->seen = now;
+	else
+		rs_node_new(st, name, len, now);
 }
 
 /* This process's heartbeat (nobody waits for its reply). */
@@ -225,12 +258,28 @@ void
 rs_feed_up(struct rstore *st, uint64_t now)
 {
 	struct rnode	*n;
+	size_t		 i;
 
-	LIST_FOREACH(n, &st->nodes, entry)
-		n->seen = n->next_check = now;
+	for (i = 0; i < RS_NODE_BUCKETS; i++)
+		LIST_FOREACH(n, &st->nodes[i], entry)
+			n->seen = n->next_check = now;
 	st->nobody.next_check = now + st->lease_ms / 3;
+	st->up_at = now;
 	st->ring_at = now;
 	st->credit = 0;
+}
+
+static void
+rs_node_free(struct rstore *st, struct rnode *n)
+{
+	struct rsess	*s;
+
+	/* Sessions filed under it (none but at close) go under none. */
+	while ((s = TAILQ_FIRST(&n->sess)) != NULL)
+		rs_node_set(s, NULL);
+	LIST_REMOVE(n, entry);
+	st->nnodes--;
+	free(n);
 }
 
 /* Reads the sessions of n again if its owner has gone quiet. */
@@ -255,14 +304,16 @@ rs_node_check(struct rstore *st, struct rnode *n, uint64_t now)
 /*
  * On every tick with the link up: the safety net's share of the ring
  * (nring sessions per poll_ms, each moved to the back), then the nodes
- * that went quiet.
+ * that went quiet; a node quiet for two leases that owns nothing this
+ * follows is forgotten.
  */
 void
 rs_feed_tick(struct rstore *st, uint64_t now)
 {
-	struct rnode	*n;
+	struct rnode	*n, *nn;
 	struct rsess	*s;
 	uint64_t	 dt;
+	size_t		 i;
 
 	dt = now - st->ring_at;
 	if (dt > st->poll_ms)
@@ -278,7 +329,27 @@ rs_feed_tick(struct rstore *st, uint64_t now)
 	}
 	if (st->nring == 0)
 		st->credit = 0;
-	LIST_FOREACH(n, &st->nodes, entry)
-		rs_node_check(st, n, now);
+	for (i = 0; i < RS_NODE_BUCKETS; i++)
+		for (n = LIST_FIRST(&st->nodes[i]); n != NULL; n = nn) {
+			nn = LIST_NEXT(n, entry);
+			if (n->nsess == 0) {
+				if (now - n->seen >= 2 * (uint64_t)st->lease_ms)
+					rs_node_free(st, n);
+				continue;
+			}
+			rs_node_check(st, n, now);
+		}
 	rs_node_check(st, &st->nobody, now);
+}
+
+/* At store_close, with every session closed. */
+void
+rs_feed_free(struct rstore *st)
+{
+	struct rnode	*n;
+	size_t		 i;
+
+	for (i = 0; i < RS_NODE_BUCKETS; i++)
+		while ((n = LIST_FIRST(&st->nodes[i])) != NULL)
+			rs_node_free(st, n);
 }
