@@ -663,7 +663,7 @@ rs_on_sub(redisAsyncContext *ac, void *rp, void *priv)
 	s = (struct rsess *)bs;
 	if (kind == 'e' && s->base.role == STORE_FOLLOWER) {
 		if (rs_u64(p->str, p->len, &last) == -1)
-			rs_poll_send(s);	/* "vacant": look now */
+			rs_poll_send(s);	/* "vacant", "trimmed": look now */
 		else if (last > s->base.last_seq)
 			rs_grown(s, last);
 	} else if (kind == 'i' && s->base.role == STORE_OWNER)

@@ -491,7 +491,7 @@ void		 rs_feed_owner(struct rsess *, const char *, size_t);
 void		 rs_feed_heard(struct rstore *, const char *, size_t);
 void		 rs_feed_beat(struct rstore *);
 /* Publishes a "look now" on s's followers' channel. */
-void		 rs_publish_look(struct rsess *);
+void		 rs_publish_look(struct rsess *, const char *what);
 void		 rs_feed_up(struct rstore *, uint64_t now);
 void		 rs_feed_tick(struct rstore *, uint64_t now);
 void		 rs_feed_free(struct rstore *);

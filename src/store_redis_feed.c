@@ -228,11 +228,12 @@ rs_feed_beat(struct rstore *st)
 }
 
 /*
- * Tells s's followers to read its state now (a notice that is no seq):
- * an owner that finds its lease gone while its process lives on.
+ * Tells s's followers to read its state now with a notice that is no seq
+ * (what says why): an owner that finds its lease gone while its process
+ * lives on, or that trimmed the log.
  */
 void
-rs_publish_look(struct rsess *s)
+rs_publish_look(struct rsess *s, const char *what)
 {
 	struct rstore	*st = s->st;
 	struct rargs	 a;
@@ -244,7 +245,7 @@ rs_publish_look(struct rsess *s)
 	rs_args_init(&a, 3, 0);
 	rs_args_str(&a, "PUBLISH");
 	rs_args_str(&a, s->ch_ev);
-	rs_args_str(&a, "vacant");
+	rs_args_str(&a, what);
 	rs_send(st, rc, &a);
 	rs_args_free(&a);
 }

@@ -635,7 +635,7 @@ rs_on_renew(struct rcmd *rc, redisReply *r)
 	if (r->element[0]->integer == 0) {
 		/* Followers hear of a lapse only from a silent owner process,
 		 * and this one is not: tell them to look now. */
-		rs_publish_look(s);
+		rs_publish_look(s, "vacant");
 		rs_sess_fail(s, ESTALE, "lost its lease: another process "
 		    "may own the session now");
 		return;

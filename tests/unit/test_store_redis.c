@@ -1130,21 +1130,29 @@ START_TEST(test_trim)
 	struct event		*nudge;
 	struct event_base	*base = tbase(&nudge);
 	redisContext		*c;
-	struct store		*st;
-	struct store_sess	*s;
-	struct tev		 t;
+	struct store		*st, *fst;
+	struct store_sess	*s, *fs;
+	struct tev		 t, ft;
 	struct tcoll		 col;
 
 	srv_start(&r);
 	c = sconn(r.port);
 	st = tstore(base, r.port, "h/1", 5000, &t);
-	WAIT(base, t.health == 1, 3000);
+	/* A follower elsewhere, its safety net far off. */
+	fst = tstore(base, r.port, "g/1", 5000, &ft);
+	((struct rstore *)fst)->poll_ms = 600000;
+	WAIT(base, t.health == 1 && ft.health == 1, 3000);
 	s = topen(base, st, "tr", 1, 0, STORE_OWNER);
 	tappend(s, "tr", 1, 2500);	/* ts 1001..3500 */
 	WAIT(base, t.durable == 2500, 5000);
-	/* Records with ts < 3001 (seq < 2001) go. */
+	fs = topen(base, fst, "tr", 0, 0, STORE_FOLLOWER);
+	ck_assert_int_eq(store_first_seq(fs), 1);
+	/* Records with ts < 3001 (seq < 2001) go; the follower is told. */
 	ck_assert_int_eq(store_trim(s, 3001), 0);
 	WAIT(base, store_first_seq(s) == 2001, 3000);
+	WAIT(base, store_first_seq(fs) == 2001, 3000);
+	store_sess_close(fs);
+	store_close(fst);
 	ck_assert_int_eq(sint(c, "XLEN parley:{tr}:log"), 500);
 	memset(&col, 0, sizeof(col));
 	col.tag = "tr";
