@@ -148,6 +148,7 @@ struct wbatch {
 struct rstore;
 struct rsess;
 struct rdocs;
+struct rdocw;
 
 /* A process heard of: its heartbeat, the sessions this follows that it
  * owns (store_redis_feed.c). */
@@ -160,7 +161,6 @@ struct rnode {
 	int			 nobody;	/* st->nobody: no owner */
 	char			 name[RS_NODE_MAX + 1];
 };
-struct rdocw;
 
 struct rreq {
 	struct store		*st;		/* first: store.c reads it */
