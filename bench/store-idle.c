@@ -2,15 +2,20 @@
  * Redis commands per second that idle sessions cost, by role: the figure
  * behind "followers that scale" (docs/design-notes.md).
  *
- *   store-idle -p PORT [-n SESSIONS] [-s SECONDS] [-f] [-l LEASE_MS]
+ *   store-idle -p PORT [-n SESSIONS] [-s SECONDS] [-f | -g] [-l LEASE_MS]
  *
  * Against a private redis-server on 127.0.0.1:PORT (nothing else may use
  * it): one store ("benchA/1") opens SESSIONS sessions as their owner; with
  * -f a second store on the same event base ("benchB/2") follows each of
- * them.  Once every open is done and a lease has passed, it reads INFO
- * commandstats, waits SECONDS, reads it again and prints one line of JSON:
- * the commands per second over the span (all of Redis' calls, so run it
- * once without -f to split the owners' share from the followers').
+ * them.  With -g there is no owner store: each session's owner key names
+ * a process "ghost/1" whose heartbeat this program publishes (once a
+ * second, as the feed's heartbeat would), and the one store follows them,
+ * so Redis' calls are the followers' alone.  Once every open is done and a
+ * lease has passed, it reads INFO commandstats, waits SECONDS, reads it
+ * again and prints one line of JSON: Redis' calls per second over the span
+ * (the commands inside scripts count too).  An owner renews its leases in
+ * bursts every lease/3, so an owner's figure wants SECONDS a multiple of
+ * that or long.
  */
 #include <sys/types.h>
 
@@ -107,6 +112,24 @@ calls(redisContext *c)
 	return n;
 }
 
+/* Runs the loop for ms, publishing ghost/1's heartbeat once a second. */
+static void
+spin_ghost(struct event_base *base, redisContext *c, unsigned ms)
+{
+	redisReply	*r;
+
+	for (;;) {
+		if ((r = redisCommand(c, "PUBLISH parley:nodes ghost/1")) !=
+		    NULL)
+			freeReplyObject(r);
+		if (ms <= 1000)
+			break;
+		spin(base, 1000);
+		ms -= 1000;
+	}
+	spin(base, ms);
+}
+
 static void
 open_all(struct bench *b, struct store *st, int n, int role, int create)
 {
@@ -136,13 +159,18 @@ main(int argc, char **argv)
 	struct store	*a, *f = NULL;
 	redisContext	*c;
 	uint64_t	 c0, c1, t0, t1;
+	redisReply	*r;
 	unsigned	 lease = 10000;
-	int		 ch, port = 0, n = 100, secs = 15, follow = 0;
+	int		 ch, i, port = 0, n = 100, secs = 15, follow = 0;
+	int		 ghost = 0;
 
-	while ((ch = getopt(argc, argv, "fl:n:p:s:")) != -1) {
+	while ((ch = getopt(argc, argv, "fgl:n:p:s:")) != -1) {
 		switch (ch) {
 		case 'f':
 			follow = 1;
+			break;
+		case 'g':
+			ghost = 1;
 			break;
 		case 'l':
 			lease = (unsigned)atoi(optarg);
@@ -160,7 +188,8 @@ main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (port <= 0 || n <= 0 || secs <= 0 || lease < 1000)
+	if (port <= 0 || n <= 0 || secs <= 0 || lease < 1000 ||
+	    (follow && ghost))
 		goto usage;
 	if ((c = redisConnect("127.0.0.1", port)) == NULL || c->err) {
 		fprintf(stderr, "store-idle: cannot connect to port %d\n",
@@ -169,26 +198,43 @@ main(int argc, char **argv)
 	}
 	memset(&b, 0, sizeof(b));
 	b.base = event_base_new();
-	a = bstore(b.base, port, "benchA/1", lease);
+	if (ghost) {
+		for (i = 0; i < n; i++) {
+			if ((r = redisCommand(c, "SET parley:{idle-%d}:owner "
+			    "ghost/1#1 PX 3600000", i)) == NULL) {
+				fprintf(stderr, "store-idle: SET failed\n");
+				return 1;
+			}
+			freeReplyObject(r);
+		}
+		a = bstore(b.base, port, "benchB/2", lease);
+	} else
+		a = bstore(b.base, port, "benchA/1", lease);
 	if (follow)
 		f = bstore(b.base, port, "benchB/2", lease);
 	while (!store_healthy(a) || (f != NULL && !store_healthy(f)))
 		spin(b.base, 50);
-	open_all(&b, a, n, STORE_OWNER, 1);
+	if (ghost)
+		open_all(&b, a, n, STORE_FOLLOWER, 0);
+	else
+		open_all(&b, a, n, STORE_OWNER, 1);
 	if (f != NULL)
 		open_all(&b, f, n, STORE_FOLLOWER, 0);
 	/* Past the opens' own reads and a first renewal of every lease. */
-	spin(b.base, lease / 2 + 1000);
+	spin_ghost(b.base, c, lease / 2 + 1000);
 	c0 = calls(c);
 	t0 = util_mono_ms();
-	spin(b.base, (unsigned)secs * 1000);
+	if (ghost)
+		spin_ghost(b.base, c, (unsigned)secs * 1000);
+	else
+		spin(b.base, (unsigned)secs * 1000);
 	c1 = calls(c);
 	t1 = util_mono_ms();
-	printf("{\"sessions\": %d, \"followed\": %s, \"lease_ms\": %u, "
+	printf("{\"sessions\": %d, \"mode\": \"%s\", \"lease_ms\": %u, "
 	    "\"seconds\": %.2f, \"calls_per_s\": %.1f, "
-	    "\"calls_per_session_s\": %.4f}\n", n, follow ? "true" : "false",
-	    lease, (t1 - t0) / 1000.0, (c1 - c0) * 1000.0 / (t1 - t0),
-	    (c1 - c0) * 1000.0 / (t1 - t0) / n);
+	    "\"calls_per_session_s\": %.4f}\n", n, ghost ? "followers" :
+	    follow ? "owners+followers" : "owners", lease, (t1 - t0) / 1000.0,
+	    (c1 - c0) * 1000.0 / (t1 - t0), (c1 - c0) * 1000.0 / (t1 - t0) / n);
 	store_close(a);
 	if (f != NULL)
 		store_close(f);
@@ -197,6 +243,6 @@ main(int argc, char **argv)
 	return 0;
 usage:
 	fprintf(stderr, "usage: store-idle -p PORT [-n SESSIONS] [-s SECONDS] "
-	    "[-f] [-l LEASE_MS]\n");
+	    "[-f | -g] [-l LEASE_MS]\n");
 	return 2;
 }
