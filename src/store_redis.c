@@ -53,10 +53,14 @@
  *   pipelined batches safe.  A batch's reply makes its records durable and
  *   moves them into the session's cache of recent records, which serves
  *   store_range() synchronously.
- * - A timer (RS_TICK_MS) checks command deadlines, renews leases every
- *   lease/3, fails owners whose lease could not be renewed for a whole
- *   lease, and once a second re-reads every follower's state and every
- *   owner's inbox (so a lost notification costs at most a second).
+ * - A timer (RS_TICK_MS) checks command deadlines, renews leases and
+ *   publishes this process's heartbeat every lease/3, fails owners whose
+ *   lease could not be renewed for a whole lease, and runs the feed's
+ *   checks (store_redis_feed.c): pub/sub is trusted while its connection
+ *   stays up, every session is re-read when it comes up (or its channel
+ *   is subscribed), and else only once every poll_ms (30 s) as a safety
+ *   net; the sessions of an owner process whose heartbeat stopped are
+ *   re-read at once.
  * - User callbacks may call anything, including store_close(): code that
  *   goes on after one holds a reference and re-checks closed/closing.
  *
@@ -74,6 +78,8 @@
  *   cache fill), promotion, lease renewal, release and close.
  * - store_redis_inbox.c: what a session hears from other processes: a
  *   follower's resync, an owner's inbox; posting to the inbox.
+ * - store_redis_feed.c: when those reads happen: after a subscription,
+ *   the safety net's ring, owner processes' heartbeats.
  * - store_redis_log.c: records and the cache, the owner's writes
  *   (queue, batches, repair), reading the log (range, preload), trim.
  * - store_redis_doc.c: a session's documents.
@@ -294,6 +300,7 @@ rs_open_common(const char *url, int sentinel, char *err, size_t errlen)
 		errno = save;
 		return NULL;
 	}
+	rs_feed_init(st);
 	st->health = -1;
 	st->link = LINK_DOWN;
 	st->deadline_ms = RS_DEADLINE_MS;
@@ -487,13 +494,16 @@ rs_link_up(struct rstore *st)
 		rs_open_send(s);
 	if (!st->closing && st->link == LINK_UP) {
 		/* Leases first (their replies also tell whether the store lost
-		 * writes), then queued writes, then resync and inboxes. */
+		 * writes), then queued writes, then resync and inboxes: what
+		 * pub/sub lost while the link was down. */
+		rs_feed_beat(st);
 		rs_renew_all(st);
 		LIST_FOREACH(bs, &st->base.sessions, entry)
 			rs_flush_sess((struct rsess *)bs);
 		rs_poll_all(st);
+		rs_feed_up(st, now);
 		st->next_renew = now + st->lease_ms / 3;
-		st->next_poll = now + st->poll_ms;
+		st->next_watch = now + RS_WATCH_MS;
 	}
 	rs_store_unref(st);
 }
@@ -663,17 +673,31 @@ rs_on_sub(redisAsyncContext *ac, void *rp, void *priv)
 			st->keep_seen = 1;
 			st->hs_sub--;
 			rs_hs_check(st);
+			return;
 		}
+		/* From now on pub/sub tells this session what changes; what
+		 * changed before, a read finds (while connecting, the link
+		 * coming up reads every session). */
+		if (st->link == LINK_UP &&
+		    rs_parse_chan(st, ch->str, ch->len, id, &kind) == 0 &&
+		    (bs = store_sess_find(&st->base, id)) != NULL &&
+		    strcmp(rs_sess_chan((struct rsess *)bs), ch->str) == 0)
+			rs_resync((struct rsess *)bs);
 		return;
 	}
-	if (strcmp(k->str, "message") != 0 || !rs_isstr(p) ||
-	    rs_parse_chan(st, ch->str, ch->len, id, &kind) == -1 ||
+	if (strcmp(k->str, "message") != 0 || !rs_isstr(p))
+		return;
+	if (strcmp(ch->str, st->ch_nodes) == 0) {
+		rs_feed_heard(st, p->str, p->len);
+		return;
+	}
+	if (rs_parse_chan(st, ch->str, ch->len, id, &kind) == -1 ||
 	    (bs = store_sess_find(&st->base, id)) == NULL)
 		return;
 	s = (struct rsess *)bs;
 	if (kind == 'e' && s->base.role == STORE_FOLLOWER) {
 		if (rs_u64(p->str, p->len, &last) == -1)
-			rs_poll_send(s);	/* "vacant": look now */
+			rs_poll_send(s);	/* "vacant", "trimmed": look now */
 		else if (last > s->base.last_seq)
 			rs_grown(s, last);
 	} else if (kind == 'i' && s->base.role == STORE_OWNER)
@@ -729,16 +753,17 @@ again_lease:
 		if (st->cluster)
 			rs_cl_retry(st);
 		if (now >= st->next_renew) {
+			rs_feed_beat(st);
 			rs_renew_all(st);
 			st->next_renew = now + st->lease_ms / 3;
 		}
-		if (now >= st->next_poll) {
-			rs_poll_all(st);
+		rs_feed_tick(st, now);
+		if ((st->sentinel || st->cluster) && now >= st->next_watch) {
 			if (st->sentinel)
 				rs_sentinel_watch(st, now);
-			else if (st->cluster)
+			else
 				rs_cl_watch(st, now);
-			st->next_poll = now + st->poll_ms;
+			st->next_watch = now + RS_WATCH_MS;
 		}
 	}
 	rs_store_unref(st);
@@ -963,6 +988,7 @@ rs_close(struct store *bst)
 		rs_sess_unref(s);
 	}
 	rs_doc_close(st);
+	rs_feed_free(st);
 	rs_event_free(&st->ev_tick);
 	rs_event_free(&st->ev_retry);
 	rs_event_free(&st->ev_timeout);

@@ -3,10 +3,11 @@
  * job is in store_redis.c's first comment): store_redis.c (the ops, the
  * store's life, dispatch, the tick), store_redis_link.c (connections,
  * commands), store_redis_lease.c (a session's open and lease),
- * store_redis_inbox.c (follower resync, the inbox), store_redis_log.c
- * (the log, its cache, writes), store_redis_doc.c (a session's
- * documents) and store_redis_cluster.c (routing on a Redis Cluster).
- * Nothing else includes this.
+ * store_redis_inbox.c (follower resync, the inbox), store_redis_feed.c
+ * (when to resync: subscriptions, the safety net, owners' heartbeats),
+ * store_redis_log.c (the log, its cache, writes), store_redis_doc.c (a
+ * session's documents) and store_redis_cluster.c (routing on a Redis
+ * Cluster).  Nothing else includes this.
  */
 #ifndef PARLEY_STORE_REDIS_H
 #define PARLEY_STORE_REDIS_H
@@ -38,7 +39,13 @@
 #define RS_BACKOFF_MIN	100
 #define RS_BACKOFF_MAX	2000
 #define RS_TICK_MS	100
-#define RS_POLL_MS	1000		/* follower resync, inbox check */
+#define RS_POLL_MS	30000		/* each session resynced at least this
+					   often: pub/sub's safety net */
+#define RS_WATCH_MS	1000		/* Sentinel's master, the cluster's map */
+#define RS_NODES_MAX	4096		/* processes a store keeps track of */
+#define RS_NODE_BUCKETS	256		/* their hash table */
+#define RS_NODES_CHAN	"parley:nodes"	/* heartbeats: node names */
+#define RS_HB_GRACE_MS	(2 * RS_TICK_MS)	/* a lease + this: quiet */
 #define RS_LEASE_MIN	1000		/* renewed every lease/3 on a tick */
 
 #define RS_BATCH_RECS	256		/* records in one append call */
@@ -146,6 +153,18 @@ struct rclu;
 struct rdocs;
 struct rdocw;
 
+/* A process heard of: its heartbeat, the sessions this follows that it
+ * owns (store_redis_feed.c). */
+struct rnode {
+	LIST_ENTRY(rnode)	 entry;		/* st->nodes[hash] */
+	TAILQ_HEAD(, rsess)	 sess;		/* its sessions this follows */
+	size_t			 nsess;
+	uint64_t		 seen;		/* its last heartbeat, mono ms */
+	uint64_t		 next_check;	/* when quiet: next read */
+	int			 nobody;	/* st->nobody: no owner */
+	char			 name[RS_NODE_MAX + 1];
+};
+
 struct rreq {
 	struct store		*st;		/* first: store.c reads it */
 	LIST_ENTRY(rreq)	 entry;		/* s->reqs while alive */
@@ -211,6 +230,11 @@ struct rsess {
 	char			 inpos_next[RS_SID_MAX]; /* for appends */
 	int			 inbox_busy;
 	int			 inbox_again;
+	/* the feed (store_redis_feed.c) */
+	TAILQ_ENTRY(rsess)	 rentry;		/* st->ring */
+	int			 inring;
+	struct rnode		*node;		/* follower: its owner's */
+	TAILQ_ENTRY(rsess)	 nentry;		/* node->sess */
 	/* follower */
 	int			 polling;
 	uint64_t		 poll_from;	/* last_seq when it was sent */
@@ -318,7 +342,17 @@ struct rstore {
 	int			 flush_pending;
 	uint64_t		 next_renew;
 	uint64_t		 last_tick;	/* when rs_tick last ran */
-	uint64_t		 next_poll;
+	uint64_t		 next_watch;	/* sentinel, cluster map */
+	/* the feed (store_redis_feed.c) */
+	TAILQ_HEAD(, rsess)	 ring;		/* linked sessions, next first */
+	size_t			 nring;
+	uint64_t		 credit;	/* ring: ms x sessions not read */
+	uint64_t		 ring_at;	/* last ring step */
+	LIST_HEAD(, rnode)	 nodes[RS_NODE_BUCKETS];
+	size_t			 nnodes;
+	uint64_t		 up_at;		/* the link last came up */
+	struct rnode		 nobody;	/* sessions with no owner */
+	char			 ch_nodes[RS_KEY_MAX];
 	struct event		*ev_tick;
 	struct event		*ev_retry;
 	struct event		*ev_timeout;
@@ -489,6 +523,26 @@ void		 rs_poll_all(struct rstore *);
 struct store_req *rs_post(struct store_sess *, const char *, size_t,
 		    store_done_cb, void *);
 void		 rs_on_post(struct rcmd *, redisReply *);
+
+/* store_redis_feed.c */
+/* After the url is parsed (the channel's suffix is known). */
+void		 rs_feed_init(struct rstore *);
+void		 rs_resync(struct rsess *);
+/* A linked session joins the safety net's ring; at close it leaves it
+ * and its owner's node. */
+void		 rs_feed_join(struct rsess *);
+void		 rs_feed_leave(struct rsess *);
+/* No longer a follower: filed under no node. */
+void		 rs_feed_unwatch(struct rsess *);
+/* A follower's owner's token (NULL: none) from its PEEK. */
+void		 rs_feed_owner(struct rsess *, const char *, size_t);
+void		 rs_feed_heard(struct rstore *, const char *, size_t);
+void		 rs_feed_beat(struct rstore *);
+/* Publishes a "look now" on s's followers' channel. */
+void		 rs_publish_look(struct rsess *, const char *what);
+void		 rs_feed_up(struct rstore *, uint64_t now);
+void		 rs_feed_tick(struct rstore *, uint64_t now);
+void		 rs_feed_free(struct rstore *);
 
 /* store_redis_log.c */
 extern const char rs_lua_append[];

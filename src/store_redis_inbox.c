@@ -1,10 +1,10 @@
 /*
  * Redis store backend: what a session hears from other processes (see
- * store_redis.c for the model).  A follower reads the log's state
- * (SC_PEEK, which its open uses too) when the owner publishes a new last
- * seq, and once a second.  A follower posts to the owner's inbox
- * (SC_POST); the owner reads its inbox when told of a post, and once a
- * second.
+ * store_redis.c for the model).  A follower learns a new last seq from
+ * the owner's notice, and reads the log's state (SC_PEEK, which its open
+ * uses too) when store_redis_feed.c says.  A follower posts to the
+ * owner's inbox (SC_POST); the owner reads its inbox when told of a post,
+ * and when store_redis_feed.c says.
  */
 #include <sys/types.h>
 #include <sys/queue.h>
@@ -28,7 +28,7 @@ const char rs_lua_peek[] =
 	"local doc = false\n"
 	"if ARGV[1] == '1' then doc = redis.call('HGET', KEYS[2], 'doc') end\n"
 	"return {redis.call('HGET', KEYS[2], 'last') or '0',\n"
-	"  redis.call('EXISTS', KEYS[3]), f[1] and f[1][1] or false, doc}\n";
+	"  redis.call('GET', KEYS[3]), f[1] and f[1][1] or false, doc}\n";
 
 /* KEYS in; ARGV message retention channel maxlen */
 const char rs_lua_post[] =
@@ -38,16 +38,17 @@ const char rs_lua_post[] =
 	"redis.call('PUBLISH', ARGV[3], id)\n"
 	"return id\n";
 
-/* PEEK: {last, owner exists, first id or nil, doc or nil}. */
+/* PEEK: {last, owner's token or nil, first id or nil, doc or nil}. */
 int
 rs_parse_peek(const redisReply *r, uint64_t *last, int *exists,
     uint64_t *first)
 {
 	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
 	    rs_replyu64(r->element[0], last) == -1 ||
-	    r->element[1]->type != REDIS_REPLY_INTEGER)
+	    (r->element[1]->type != REDIS_REPLY_NIL &&
+	    !rs_isstr(r->element[1])))
 		return -1;
-	*exists = r->element[1]->integer != 0;
+	*exists = rs_isstr(r->element[1]);
 	if (rs_isstr(r->element[2]))
 		return rs_idseq(r->element[2]->str, r->element[2]->len, first);
 	*first = *last + 1;
@@ -112,6 +113,10 @@ rs_on_poll(struct rcmd *rc, redisReply *r)
 	if (s->closed || s->base.role != STORE_FOLLOWER ||
 	    rs_parse_peek(r, &last, &exists, &first) == -1)
 		return;
+	if (exists)
+		rs_feed_owner(s, r->element[1]->str, r->element[1]->len);
+	else
+		rs_feed_owner(s, NULL, 0);
 	if (first > s->base.first_seq && first <= last + 1) {
 		s->base.first_seq = first;
 		rs_sess_cache_below(s, first);
@@ -225,19 +230,14 @@ rs_on_inbox(struct rcmd *rc, redisReply *r)
 		rs_inbox_read(s);
 }
 
+/* Every session at once: the link just came up. */
 void
 rs_poll_all(struct rstore *st)
 {
 	struct store_sess	*bs;
-	struct rsess		*s;
 
-	LIST_FOREACH(bs, &st->base.sessions, entry) {
-		s = (struct rsess *)bs;
-		if (s->base.role == STORE_FOLLOWER)
-			rs_poll_send(s);
-		else
-			rs_inbox_read(s);
-	}
+	LIST_FOREACH(bs, &st->base.sessions, entry)
+		rs_resync((struct rsess *)bs);
 }
 
 struct store_req *

@@ -251,6 +251,7 @@ rs_open_done(struct rsess *s)
 	s->opening = 0;
 	store_sess_link(&st->base, &s->base);
 	s->linked = 1;
+	rs_feed_join(s);
 	rs_subscribe(st, rs_sess_chan(s));
 	rs_sess_ref(s);
 	cb(arg, 0, &s->base, s->base.role);
@@ -265,6 +266,7 @@ rs_promoted(struct rsess *s, struct rreq *req)
 	struct rstore	*st = s->st;
 
 	s->promoting = NULL;
+	rs_feed_unwatch(s);
 	rs_unsubscribe(st, s->ch_ev);
 	rs_subscribe(st, s->ch_in);
 	s->vacant = 0;
@@ -549,6 +551,7 @@ rs_sess_close(struct store_sess *bs)
 
 	s->closed = 1;
 	s->linked = 0;
+	rs_feed_leave(s);
 	while ((req = LIST_FIRST(&s->reqs)) != NULL) {
 		req->dead = 1;
 		LIST_REMOVE(req, entry);
@@ -633,6 +636,9 @@ rs_on_renew(struct rcmd *rc, redisReply *r)
 	    r->element[0]->type != REDIS_REPLY_INTEGER)
 		return;
 	if (r->element[0]->integer == 0) {
+		/* Followers hear of a lapse only from a silent owner process,
+		 * and this one is not: tell them to look now. */
+		rs_publish_look(s, "vacant");
 		rs_sess_fail(s, ESTALE, "lost its lease: another process "
 		    "may own the session now");
 		return;

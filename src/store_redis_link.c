@@ -759,19 +759,20 @@ rs_on_connect(const redisAsyncContext *cac, int status)
 			rs_hs_send(st, conn, HS_SCRIPT, i);
 		return;
 	}
-	/* Subscriber: the keep channel's confirmation ends its handshake;
-	 * then every open session's channel. */
+	/* Subscriber: every open session's channel and the heartbeats,
+	 * then the keep channel, whose confirmation ends its handshake:
+	 * Redis runs a connection's commands in order, so the link comes up
+	 * when pub/sub covers every session (store_redis_feed.c). */
 	st->hs_sub_sent = 1;
 	if (st->pass != NULL)
 		rs_hs_send(st, conn, HS_AUTH, 0);
-	st->hs_sub++;
-	if (redisAsyncCommand(st->sub.ac, rs_on_sub, st, "SUBSCRIBE %s",
-	    RS_KEEP_CHAN) != REDIS_OK) {
-		rs_link_later(st);
-		return;
-	}
 	LIST_FOREACH(bs, &st->base.sessions, entry)
 		rs_subscribe(st, rs_sess_chan((struct rsess *)bs));
+	rs_subscribe(st, st->ch_nodes);
+	st->hs_sub++;
+	if (redisAsyncCommand(st->sub.ac, rs_on_sub, st, "SUBSCRIBE %s",
+	    RS_KEEP_CHAN) != REDIS_OK)
+		rs_link_later(st);
 }
 
 static void

@@ -1156,4 +1156,7 @@ rs_on_trim(struct rcmd *rc, redisReply *r)
 		s->base.first_seq = rc->u1;
 		rs_sess_cache_below(s, rc->u1);
 	}
+	/* Followers learn the new first seq from a read of the state. */
+	if (r->integer > 0)
+		rs_publish_look(s, "trimmed");
 }

@@ -36,7 +36,7 @@ from parley import *
 from cluster import *
 
 LEASE = 2.0
-MARGIN = 3.0        # resync (~1 s), promotion, the first append
+MARGIN = 3.0        # the heartbeat missed (+ lease/3), promotion, the append
 MED = "A short answer from whichever host owns the session right now. " * 2
 LONG = "".join("chunk%03d " % i for i in range(300))  # ~3 s at 10 ms/chunk
 

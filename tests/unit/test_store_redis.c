@@ -31,6 +31,7 @@
 #include "../../src/store_redis_link.c"
 #include "../../src/store_redis_lease.c"
 #include "../../src/store_redis_inbox.c"
+#include "../../src/store_redis_feed.c"
 #include "../../src/store_redis_log.c"
 #include "check_main.h"
 #include "store_redis_fixture.h"
@@ -459,6 +460,108 @@ START_TEST(test_follower)
 }
 END_TEST
 
+/*
+ * A notice that never came (the append reached Redis but no PUBLISH did,
+ * while the subscriber stayed connected): the safety net still finds the
+ * growth, within its period.
+ */
+START_TEST(test_feed_lost_notice)
+{
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*a, *b;
+	struct store_sess	*sa, *sb;
+	struct tev		 ta, tb;
+	struct tcoll		 col;
+	char			 j[256];
+
+	srv_start(&r);
+	c = sconn(r.port);
+	a = tstore(base, r.port, "hostA/100", 5000, &ta);
+	b = tstore(base, r.port, "hostB/200", 5000, &tb);
+	((struct rstore *)b)->poll_ms = 400;
+	WAIT(base, ta.health == 1 && tb.health == 1, 3000);
+	sa = topen(base, a, "lp", 1, 0, STORE_OWNER);
+	tappend(sa, "lp", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	sb = topen(base, b, "lp", 0, 3, STORE_FOLLOWER);
+	ck_assert_int_eq(store_last_seq(sb), 3);
+	/* Past the read its subscription's confirmation starts. */
+	spin(base, 100);
+
+	/* What the append script writes, without its PUBLISH. */
+	mkjson(j, sizeof(j), "lp", 4);
+	freeReplyObject(scmd(c, "XADD parley:{lp}:log 4-0 t 1004 e %s", j));
+	freeReplyObject(scmd(c, "HSET parley:{lp}:meta last 4"));
+	WAIT(base, tb.grown == 4, 3000);
+	ck_assert_int_eq(tb.grown_bad, 0);
+	memset(&col, 0, sizeof(col));
+	col.tag = "lp";
+	ck_assert_int_eq(trange_async(base, sb, 3, 0, &col), 1);
+	ck_assert_int_eq(col.last, 4);
+	ck_assert_int_eq(col.bad, 0);
+
+	store_sess_close(sa);
+	store_sess_close(sb);
+	store_close(a);
+	store_close(b);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
+/*
+ * An owner process that dies says nothing and its lease lapses: its
+ * heartbeat stops, and the follower reads the session again and finds it
+ * vacant about a lease later, with the safety net far off.
+ */
+START_TEST(test_feed_dead_owner)
+{
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*a, *b;
+	struct store_sess	*sa, *sb;
+	struct tev		 ta, tb;
+	struct tdone		 d = { 0, 0, 0 };
+
+	srv_start(&r);
+	c = sconn(r.port);
+	a = tstore(base, r.port, "hostA/100", 1500, &ta);
+	b = tstore(base, r.port, "hostB/200", 1500, &tb);
+	((struct rstore *)a)->poll_ms = 600000;
+	((struct rstore *)b)->poll_ms = 600000;
+	WAIT(base, ta.health == 1 && tb.health == 1, 3000);
+	sa = topen(base, a, "dz", 1, 0, STORE_OWNER);
+	tappend(sa, "dz", 1, 2);
+	WAIT(base, ta.durable == 2, 3000);
+	store_sess_close(sa);
+	spin(base, 30);
+	/* A process that will never be heard (another host: no pid check). */
+	ck_assert_int_eq(sint(c, "EXISTS parley:{dz}:owner"), 0);
+	freeReplyObject(scmd(c, "SET parley:{dz}:owner ghost/1#9 PX 2000"));
+	sb = topen(base, b, "dz", 0, 0, STORE_FOLLOWER);
+	ck_assert_int_eq(tb.nvacant, 0);
+	WAIT(base, tb.nvacant == 1, 6000);
+	store_promote(sb, tdone_cb, &d);
+	WAIT(base, d.n > 0, 3000);
+	ck_assert_int_eq(d.r, 0);
+	ck_assert_int_eq(store_role(sb), STORE_OWNER);
+	ck_assert_int_eq(store_last_seq(sb), 2);
+
+	store_sess_close(sb);
+	store_close(a);
+	store_close(b);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
 static void
 post_one(struct event_base *base, struct store_sess *s, const char *msg)
 {
@@ -563,6 +666,9 @@ START_TEST(test_fencing)
 	/* A long lease: A's renewal must not notice before its write. */
 	a = tstore(base, r.port, "hostA/100", 30000, &ta);
 	b = tstore(base, r.port, "hostB/200", 3000, &tb);
+	/* The owner key deleted behind a live owner's back (its heartbeat
+	 * goes on): only the safety net sees it, so a short one. */
+	((struct rstore *)b)->poll_ms = 300;
 	WAIT(base, ta.health == 1 && tb.health == 1, 3000);
 	sa = topen(base, a, "x", 1, 0, STORE_OWNER);
 	tappend(sa, "x", 1, 3);
@@ -1024,21 +1130,29 @@ START_TEST(test_trim)
 	struct event		*nudge;
 	struct event_base	*base = tbase(&nudge);
 	redisContext		*c;
-	struct store		*st;
-	struct store_sess	*s;
-	struct tev		 t;
+	struct store		*st, *fst;
+	struct store_sess	*s, *fs;
+	struct tev		 t, ft;
 	struct tcoll		 col;
 
 	srv_start(&r);
 	c = sconn(r.port);
 	st = tstore(base, r.port, "h/1", 5000, &t);
-	WAIT(base, t.health == 1, 3000);
+	/* A follower elsewhere, its safety net far off. */
+	fst = tstore(base, r.port, "g/1", 5000, &ft);
+	((struct rstore *)fst)->poll_ms = 600000;
+	WAIT(base, t.health == 1 && ft.health == 1, 3000);
 	s = topen(base, st, "tr", 1, 0, STORE_OWNER);
 	tappend(s, "tr", 1, 2500);	/* ts 1001..3500 */
 	WAIT(base, t.durable == 2500, 5000);
-	/* Records with ts < 3001 (seq < 2001) go. */
+	fs = topen(base, fst, "tr", 0, 0, STORE_FOLLOWER);
+	ck_assert_int_eq(store_first_seq(fs), 1);
+	/* Records with ts < 3001 (seq < 2001) go; the follower is told. */
 	ck_assert_int_eq(store_trim(s, 3001), 0);
 	WAIT(base, store_first_seq(s) == 2001, 3000);
+	WAIT(base, store_first_seq(fs) == 2001, 3000);
+	store_sess_close(fs);
+	store_close(fst);
 	ck_assert_int_eq(sint(c, "XLEN parley:{tr}:log"), 500);
 	memset(&col, 0, sizeof(col));
 	col.tag = "tr";
@@ -1299,6 +1413,8 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_append_range_meta);
 	tcase_add_test(tc, test_cache);
 	tcase_add_test(tc, test_follower);
+	tcase_add_test(tc, test_feed_lost_notice);
+	tcase_add_test(tc, test_feed_dead_owner);
 	tcase_add_test(tc, test_post_input);
 	tcase_add_test(tc, test_fencing);
 	tcase_add_test(tc, test_meta_behind_failed_append);
