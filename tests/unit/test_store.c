@@ -18,6 +18,9 @@
 
 #include "../../src/store.c"
 #include "../../src/store_local.c"
+#include "../../src/store_local_v1.c"
+#include "../../src/store_local_sync.c"
+#include "../../src/store_local_doc.c"
 #include "check_main.h"
 
 static char	 tdir[64];
