@@ -76,10 +76,6 @@ static int		 local_exists(struct store *, const char *);
 static int		 local_sess_open(struct store *, const char *, int,
 			    struct store_sess **);
 static void		 local_sess_close(struct store_sess *);
-static int		 local_meta_write(struct store_sess *, const char *,
-			    size_t);
-static char		*local_meta_read(struct store_sess *);
-static char		*local_meta_peek(struct store *, const char *);
 static int		 local_expire(struct store *, uint64_t);
 
 const struct store_ops store_local_ops = {
@@ -179,6 +175,7 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
 		errno = save;
 		return NULL;
 	}
+	ls->segfd = -1;
 	ls->sessfd = openat(fd, "sessions", O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC | O_NOFOLLOW);
 	save = errno;
@@ -218,18 +215,34 @@ local_path(char *buf, size_t len, const char *id, const char *file)
 	snprintf(buf, len, "%.*s/%s", STORE_ID_MAX, id, file);
 }
 
+/* The files whose presence makes a session exist. */
+static const char *const local_sess_files[] = { "log", "meta.0", "meta.1",
+    "meta" };
+
+/* 1 if id has one of them (id NULL: atfd is the session's directory). */
+static int
+local_has_files(int atfd, const char *id)
+{
+	char		 path[STORE_ID_MAX + 16];
+	struct stat	 sb;
+	size_t		 i;
+
+	for (i = 0; i < sizeof(local_sess_files) /
+	    sizeof(local_sess_files[0]); i++) {
+		if (id != NULL)
+			local_path(path, sizeof(path), id, local_sess_files[i]);
+		else
+			snprintf(path, sizeof(path), "%s", local_sess_files[i]);
+		if (fstatat(atfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 static int
 local_exists(struct store *st, const char *id)
 {
-	struct local_store	*ls = (struct local_store *)st;
-	char			 path[STORE_ID_MAX + 16];
-	struct stat		 sb;
-
-	local_path(path, sizeof(path), id, "meta");
-	if (fstatat(ls->sessfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0)
-		return 1;
-	local_path(path, sizeof(path), id, "log");
-	return fstatat(ls->sessfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0;
+	return local_has_files(((struct local_store *)st)->sessfd, id);
 }
 
 /*
@@ -272,7 +285,6 @@ local_sess_open(struct store *st, const char *id, int create,
 {
 	struct local_store	*lst = (struct local_store *)st;
 	struct local_sess	*ls;
-	struct stat		 sb;
 	int			 made = 0, tries, save;
 
 	if ((ls = calloc(1, sizeof(*ls))) == NULL)
@@ -293,9 +305,7 @@ local_sess_open(struct store *st, const char *id, int create,
 	}
 	if (ls->dirfd == -1)
 		goto fail;
-	if (!create && fstatat(ls->dirfd, "log", &sb,
-	    AT_SYMLINK_NOFOLLOW) == -1 && fstatat(ls->dirfd, "meta", &sb,
-	    AT_SYMLINK_NOFOLLOW) == -1) {
+	if (!create && !local_has_files(ls->dirfd, NULL)) {
 		errno = ENOENT;
 		goto fail;
 	}
@@ -402,32 +412,6 @@ local_replace(int dirfd, const char *tmp, const char *name, const char *json,
 	return 0;
 }
 
-static int
-local_meta_write_in(struct store_sess *s, const char *json, size_t len)
-{
-	struct local_sess	*ls = (struct local_sess *)s;
-
-	/* BATCH in a worker: the sync thread makes it durable. */
-	return local_replace(ls->dirfd, "meta.tmp", "meta", json, len,
-	    local_nosync(s->store) || local_async(s->store));
-}
-
-static int
-local_meta_write(struct store_sess *s, const char *json, size_t len)
-{
-	struct local_sess	*ls = (struct local_sess *)s;
-	int			 r;
-
-	if (local_dir_open(ls) == -1)
-		return -1;
-	r = local_meta_write_in(s, json, len);
-	local_dir_close(ls);
-	/* Synced by the thread (local_meta_write_in did not). */
-	if (r == 0 && local_async(s->store))
-		local_sync_soon((struct local_store *)s->store);
-	return r;
-}
-
 /*
  * Reads a whole file of at most max bytes as a C string (its length in
  * *lenp when not NULL): malloc'd, or NULL with errno (EFBIG larger,
@@ -483,35 +467,6 @@ local_read_file(int atfd, const char *path, size_t max, size_t *lenp)
 	return buf;
 }
 
-/* Reads a whole small file (at most STORE_META_MAX) as a C string. */
-static char *
-local_read_text(int atfd, const char *path)
-{
-	return local_read_file(atfd, path, STORE_META_MAX, NULL);
-}
-
-static char *
-local_meta_read(struct store_sess *s)
-{
-	struct local_sess	*ls = (struct local_sess *)s;
-	char			*t;
-
-	if (local_dir_open(ls) == -1)
-		return NULL;
-	t = local_read_text(ls->dirfd, "meta");
-	local_dir_close(ls);
-	return t;
-}
-
-static char *
-local_meta_peek(struct store *st, const char *id)
-{
-	char	 path[STORE_ID_MAX + 16];
-
-	local_path(path, sizeof(path), id, "meta");
-	return local_read_text(((struct local_store *)st)->sessfd, path);
-}
-
 static uint64_t
 local_mtime_ms(const struct stat *sb)
 {
@@ -525,8 +480,8 @@ local_mtime_ms(const struct stat *sb)
 static int
 local_remove(struct local_store *lst, const char *id)
 {
-	static const char *const files[] = { "log", "meta", "log.tmp",
-	    "meta.tmp" };
+	static const char *const files[] = { "log", "meta.0", "meta.1",
+	    "meta", "log.tmp", "meta.tmp" };
 	char		 path[STORE_ID_MAX + 16];
 	size_t		 i;
 	int		 lfd;
@@ -560,7 +515,8 @@ static int
 local_expire(struct store *st, uint64_t cutoff_ms)
 {
 	/* A document written is a use of the session, as an append is. */
-	static const char *const files[] = { "log", "meta", "kb" };
+	static const char *const files[] = { "log", "meta.0", "meta.1",
+	    "meta", "kb" };
 	struct local_store	*lst = (struct local_store *)st;
 	char			 path[STORE_ID_MAX + 16];
 	struct dirent		*de;

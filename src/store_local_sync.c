@@ -22,12 +22,52 @@ sync_failed(int err)
 	log_warn("store: syncfs of the sessions directory");
 }
 
+/* One syncfs() of the sessions' file system, and the segments' when
+ * that is another; 0 or -1 with errno. */
+static int
+local_syncfs_once(struct local_store *ls)
+{
+	if (syncfs(ls->sessfd) == -1)
+		return -1;
+	if (ls->segfd != -1 && ls->seg_otherfs && syncfs(ls->segfd) == -1)
+		return -1;
+	return 0;
+}
+
 /* Syncs in the calling thread: at close, or when no thread could start. */
 void
 local_syncfs(struct local_store *ls)
 {
-	if (syncfs(ls->sessfd) == -1)
+	if (local_syncfs_once(ls) == -1)
 		sync_failed(errno);
+	else
+		ls->covered_inline = ls->kicks;
+}
+
+/*
+ * 1 when a sync that started after ticket (local_ticket() at the time of
+ * a write) has completed: what was written then is on disk.
+ */
+int
+local_synced(struct local_store *ls, uint64_t ticket)
+{
+	uint64_t	 c;
+
+	if (ls->covered_inline > ticket)
+		return 1;
+	if (!ls->syncer_on)
+		return 0;
+	pthread_mutex_lock(&ls->syncer.mu);
+	c = ls->syncer.covered;
+	pthread_mutex_unlock(&ls->syncer.mu);
+	return c > ticket;
+}
+
+/* The ticket of a write made now, for local_synced(). */
+uint64_t
+local_ticket(const struct local_store *ls)
+{
+	return ls->kicks;
 }
 
 /* The sync thread: one syncfs() per request, requests made meanwhile
@@ -37,6 +77,7 @@ local_syncer_main(void *arg)
 {
 	struct local_store	*ls = arg;
 	struct local_syncer	*sy = &ls->syncer;
+	uint64_t		 asked;
 	int			 r, save;
 
 	pthread_mutex_lock(&sy->mu);
@@ -46,12 +87,15 @@ local_syncer_main(void *arg)
 		if (!sy->want)
 			break;
 		sy->want = 0;
+		asked = sy->asked;
 		pthread_mutex_unlock(&sy->mu);
-		r = syncfs(ls->sessfd);
+		r = local_syncfs_once(ls);
 		save = errno;
 		pthread_mutex_lock(&sy->mu);
 		if (r == -1)
 			sy->err = save;
+		else
+			sy->covered = asked;
 		sy->done++;
 	}
 	pthread_mutex_unlock(&sy->mu);
@@ -120,6 +164,7 @@ local_kick(struct local_store *lst)
 	struct local_syncer	*sy = &lst->syncer;
 	int			 err;
 
+	lst->kicks++;
 	if (local_syncer_start(lst) == -1) {
 		if (!lst->nothread_said)
 			log_warn("store: no sync thread; syncing in the "
@@ -130,6 +175,7 @@ local_kick(struct local_store *lst)
 	}
 	pthread_mutex_lock(&sy->mu);
 	sy->want = 1;
+	sy->asked = lst->kicks;
 	err = sy->err;
 	sy->err = 0;
 	pthread_cond_broadcast(&sy->cv);

@@ -18,7 +18,9 @@
 
 #include "../../src/store.c"
 #include "../../src/store_local.c"
+#include "../../src/store_local_meta.c"
 #include "../../src/store_local_v1.c"
+#include "../../src/store_seg.c"
 #include "../../src/store_local_sync.c"
 #include "../../src/store_local_doc.c"
 #include "check_main.h"
@@ -617,6 +619,140 @@ START_TEST(test_trim)
 }
 END_TEST
 
+static char	*meta_on_disk(const char *);
+
+static ino_t
+inode_of(const char *id, const char *file)
+{
+	char		 p[512];
+	struct stat	 sb;
+
+	path_of(p, sizeof(p), id, file);
+	if (stat(p, &sb) == -1)
+		return 0;
+	return sb.st_ino;
+}
+
+static void
+write_file(const char *id, const char *file, const void *buf, size_t len)
+{
+	char	 p[512];
+	int	 fd;
+
+	path_of(p, sizeof(p), id, file);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+}
+
+/* Two slots, in place: no inode per write, a torn slot never read. */
+START_TEST(test_meta_slots)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	char			*m, j[32];
+	ino_t			 i0, i1;
+	off_t			 size;
+	int			 k;
+
+	ck_assert_int_eq(store_sess_open(st, "ms", 1, &s), 0);
+	ck_assert_int_eq(store_meta_write(s, "{\"k\":1}", 7), 0);
+	ck_assert_int_eq(store_meta_write(s, "{\"k\":2}", 7), 0);
+	i0 = inode_of("ms", "meta.0");
+	i1 = inode_of("ms", "meta.1");
+	ck_assert(i0 != 0 && i1 != 0);
+	for (k = 3; k <= 40; k++) {
+		snprintf(j, sizeof(j), "{\"k\":%d}", k);
+		ck_assert_int_eq(store_meta_write(s, j, strlen(j)), 0);
+	}
+	ck_assert(inode_of("ms", "meta.0") == i0);
+	ck_assert(inode_of("ms", "meta.1") == i1);
+	ck_assert_int_eq(file_size("ms", "meta"), -1);
+	ck_assert_int_eq(file_size("ms", "meta.tmp"), -1);
+	/* 40 went to meta.1: tear it, meta.0 (39) answers. */
+	size = file_size("ms", "meta.1");
+	{
+		char p[512];
+
+		path_of(p, sizeof(p), "ms", "meta.1");
+		ck_assert_int_eq(truncate(p, size - 1), 0);
+	}
+	m = store_meta_peek(st, "ms");
+	ck_assert_str_eq(m, "{\"k\":39}");
+	free(m);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "ms", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"k\":39}");
+	free(m);
+	/* The next write replaces the torn slot, not the good one. */
+	ck_assert_int_eq(store_meta_write(s, "{\"k\":41}", 8), 0);
+	m = meta_on_disk("ms");
+	ck_assert_str_eq(m, "{\"k\":41}");
+	free(m);
+	/* A shorter text than the slot held: no stale bytes read back. */
+	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
+	ck_assert_int_eq(store_meta_write(s, "[]", 2), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "[]");
+	free(m);
+	ck_assert_int_eq(file_size("ms", "meta.0"), SEG_META_HDR + 2);
+	/* Both slots torn: no meta, said, not garbage. */
+	write_file("ms", "meta.0", "PARLEYMT", 8);
+	write_file("ms", "meta.1", "junk", 4);
+	errno = 0;
+	ck_assert_ptr_null(store_meta_read(s));
+	ck_assert_int_eq(errno, ENOENT);
+	store_close(st);
+}
+END_TEST
+
+/* A state directory of the v1 format: its meta file is read, then
+ * replaced by slots; a slot of an unknown version is refused. */
+START_TEST(test_meta_upgrade)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	unsigned char		 b[SEG_META_HDR + 2];
+	char			 p[512], *m;
+	uint32_t		 c;
+
+	snprintf(p, sizeof(p), "%s/sessions/old", tdir);
+	ck_assert_int_eq(mkdir(p, 0750), 0);
+	write_file("old", "meta", "{\"v1\":true}", 11);
+	ck_assert_int_eq(store_exists(st, "old"), 1);
+	m = store_meta_peek(st, "old");
+	ck_assert_str_eq(m, "{\"v1\":true}");
+	free(m);
+	ck_assert_int_eq(store_sess_open(st, "old", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"v1\":true}");
+	free(m);
+	ck_assert_int_eq(store_meta_write(s, "{\"v\":2}", 7), 0);
+	ck_assert_int_eq(file_size("old", "meta"), -1);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"v\":2}");
+	free(m);
+	store_sess_close(s);
+
+	/* A slot written by a later format version. */
+	seg_meta_encode(b, 9, "{}", 2);
+	memcpy(b + SEG_META_HDR, "{}", 2);
+	b[20] = 7;
+	c = seg_crc32c(seg_crc32c(0, b + 8, 20), "{}", 2);
+	b[28] = (unsigned char)c;
+	b[29] = (unsigned char)(c >> 8);
+	b[30] = (unsigned char)(c >> 16);
+	b[31] = (unsigned char)(c >> 24);
+	write_file("old", "meta.1", b, sizeof(b));
+	errno = 0;
+	ck_assert_ptr_null(store_meta_peek(st, "old"));
+	ck_assert_int_eq(errno, EPROTONOSUPPORT);
+	store_close(st);
+}
+END_TEST
+
 static void
 age(const char *id, const char *file, time_t when)
 {
@@ -643,7 +779,7 @@ START_TEST(test_expire)
 	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
 	store_sess_close(s);
 	age("a", "log", old);
-	age("a", "meta", old);
+	age("a", "meta.0", old);
 
 	ck_assert_int_eq(store_sess_open(st, "b", 1, &b), 0);	/* open */
 	fill(b, 1, 3);
@@ -676,7 +812,7 @@ START_TEST(test_expire)
 	ck_assert_uint_eq(store_first_seq(s), 1);
 	store_sess_close(s);
 	age("kg:p", "log", old);
-	age("kg:p", "meta", old);
+	age("kg:p", "meta.0", old);
 
 	snprintf(p, sizeof(p), "%s/sessions/.junk", tdir);
 	ck_assert_int_eq(mkdir(p, 0700), 0);
@@ -757,18 +893,30 @@ open_attached(struct event_base *base)
 static char *
 meta_on_disk(const char *id)
 {
-	char	 p[512], *buf;
-	FILE	*f;
-	size_t	 n;
+	/* The newest valid slot, as a reader that is not the store. */
+	unsigned char	 b[2][512];
+	char		 p[512], *out = NULL;
+	const char	*j;
+	uint64_t	 gen, best = 0;
+	uint32_t	 v;
+	size_t		 len;
+	ssize_t		 n;
+	int		 i, fd;
 
-	path_of(p, sizeof(p), id, "meta");
-	if ((f = fopen(p, "r")) == NULL)
-		return NULL;
-	buf = calloc(1, 256);
-	n = fread(buf, 1, 255, f);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
+	for (i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "%s/sessions/%s/meta.%d", tdir, id, i);
+		if ((fd = open(p, O_RDONLY)) == -1)
+			continue;
+		n = read(fd, b[i], sizeof(b[i]));
+		close(fd);
+		if (n < 0 || seg_meta_decode(b[i], (size_t)n, &gen, &j, &len,
+		    &v) == -1 || (out != NULL && gen <= best))
+			continue;
+		free(out);
+		out = strndup(j, len);
+		best = gen;
+	}
+	return out;
 }
 
 static uint64_t
@@ -1325,6 +1473,8 @@ store_suite(void)
 	tcase_add_test(tc, test_torn_tail);
 	tcase_add_test(tc, test_torn_every_byte);
 	tcase_add_test(tc, test_meta);
+	tcase_add_test(tc, test_meta_slots);
+	tcase_add_test(tc, test_meta_upgrade);
 	tcase_add_test(tc, test_trim);
 	tcase_add_test(tc, test_expire);
 	tcase_add_test(tc, test_fsync_modes);
