@@ -77,6 +77,17 @@ static int		 local_sess_open(struct store *, const char *, int,
 			    struct store_sess **);
 static void		 local_sess_close(struct store_sess *);
 static int		 local_expire(struct store *, uint64_t);
+static int		 local_attach(struct store *, char *, size_t);
+static int		 local_append_op(struct store_sess *, uint64_t,
+			    uint64_t, const char *, size_t);
+static int		 local_range_op(struct store_sess *, uint64_t, size_t,
+			    store_range_cb, void *);
+static int		 local_trim_op(struct store_sess *, uint64_t);
+static char		*local_meta_read_op(struct store_sess *);
+static int		 local_append_async(struct store_sess *, uint64_t,
+			    uint64_t, const char *, size_t);
+static int		 local_meta_write_async(struct store_sess *,
+			    const char *, size_t);
 
 const struct store_ops store_local_ops = {
 	.scheme = "local",
@@ -85,14 +96,17 @@ const struct store_ops store_local_ops = {
 	.exists = local_exists,
 	.sess_open = local_sess_open,
 	.sess_close = local_sess_close,
-	.append = local_append,
-	.range = local_range,
+	.append = local_append_op,
+	.range = local_range_op,
 	.meta_write = local_meta_write,
-	.meta_read = local_meta_read,
+	.meta_read = local_meta_read_op,
 	.meta_peek = local_meta_peek,
 	.sync = local_sync,
-	.trim = local_trim,
+	.trim = local_trim_op,
 	.expire = local_expire,
+	.attach = local_attach,
+	.append_async = local_append_async,
+	.meta_write_async = local_meta_write_async,
 	.doc_put = local_doc_put,
 	.doc_del = local_doc_del,
 	.doc_all = local_doc_all,
@@ -144,6 +158,7 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
     char *err, size_t errlen)
 {
 	struct local_store	*ls;
+	struct stat		 a, b;
 	int			 fd, save;
 
 	(void)url;
@@ -178,16 +193,37 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
 	ls->segfd = -1;
 	ls->sessfd = openat(fd, "sessions", O_RDONLY | O_DIRECTORY |
 	    O_CLOEXEC | O_NOFOLLOW);
-	save = errno;
-	close(fd);
 	if (ls->sessfd == -1) {
+		save = errno;
 		snprintf(err, errlen, "%s/sessions: %s", state_dir,
 		    strerror(save));
-		free(ls);
-		errno = save;
-		return NULL;
+		goto fail;
 	}
+	if ((mkdirat(fd, "segments", 0750) == -1 && errno != EEXIST) ||
+	    (ls->segfd = openat(fd, "segments", O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC | O_NOFOLLOW)) == -1 || fstat(ls->sessfd, &a) == -1 ||
+	    fstat(ls->segfd, &b) == -1) {
+		save = errno;
+		snprintf(err, errlen, "%s/segments: %s", state_dir,
+		    strerror(save));
+		goto fail;
+	}
+	ls->seg_otherfs = a.st_dev != b.st_dev;
+	if (local_seg_init(ls, err, errlen) == -1) {
+		save = errno;
+		goto fail;
+	}
+	close(fd);
 	return &ls->base;
+fail:
+	if (ls->sessfd != -1)
+		close(ls->sessfd);
+	if (ls->segfd != -1)
+		close(ls->segfd);
+	free(ls);
+	close(fd);
+	errno = save;
+	return NULL;
 }
 
 static void
@@ -197,6 +233,9 @@ local_close(struct store *st)
 
 	/* Sessions are closed by now: their unsynced appends are in
 	 * unsynced.  No thread is started for a last sync. */
+	local_seg_close(ls);
+	if (ls->seg_dirty)
+		ls->unsynced = 1;
 	if (ls->syncer_on)
 		local_sync(st);
 	else if (ls->unsynced && !local_nosync(st))
@@ -205,6 +244,7 @@ local_close(struct store *st)
 	if (ls->soon_ev != NULL)
 		event_free(ls->soon_ev);
 	close(ls->sessfd);
+	close(ls->segfd);
 	free(ls);
 }
 
@@ -216,8 +256,8 @@ local_path(char *buf, size_t len, const char *id, const char *file)
 }
 
 /* The files whose presence makes a session exist. */
-static const char *const local_sess_files[] = { "log", "meta.0", "meta.1",
-    "meta" };
+static const char *const local_sess_files[] = { "index", "log", "meta.0",
+    "meta.1", "meta" };
 
 /* 1 if id has one of them (id NULL: atfd is the session's directory). */
 static int
@@ -285,11 +325,12 @@ local_sess_open(struct store *st, const char *id, int create,
 {
 	struct local_store	*lst = (struct local_store *)st;
 	struct local_sess	*ls;
-	int			 made = 0, tries, save;
+	struct stat		 sb;
+	int			 made = 0, tries, save, has_index, has_log;
 
 	if ((ls = calloc(1, sizeof(*ls))) == NULL)
 		return -1;
-	ls->dirfd = ls->logfd = -1;
+	ls->dirfd = ls->logfd = ls->ixfd = -1;
 	/* A concurrent expiry may remove the directory between the two. */
 	for (tries = 0; tries < 2; tries++) {
 		if (create) {
@@ -309,28 +350,46 @@ local_sess_open(struct store *st, const char *id, int create,
 		errno = ENOENT;
 		goto fail;
 	}
-	ls->logfd = openat(ls->dirfd, "log", O_RDWR | O_APPEND | O_CREAT |
-	    O_CLOEXEC | O_NOFOLLOW, 0640);
-	if (ls->logfd == -1)
-		goto fail;
-	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1) {
-		if (errno == EWOULDBLOCK)
-			errno = EBUSY;
-		goto fail;
-	}
+	ls->base.store = st;
+	memcpy(ls->base.id, id, strlen(id) + 1);
+	ls->ixfd = -1;
 	if (local_unlink_tmp(ls->dirfd, "log.tmp") == -1 ||
 	    local_unlink_tmp(ls->dirfd, "meta.tmp") == -1)
 		goto fail;
+	has_index = fstatat(ls->dirfd, "index", &sb, AT_SYMLINK_NOFOLLOW) == 0;
+	has_log = fstatat(ls->dirfd, "log", &sb, AT_SYMLINK_NOFOLLOW) == 0;
+	/*
+	 * A project's knowledge (retained, never trimmed) stays in a v1
+	 * log of its own: in the shared segments its records would keep
+	 * every segment they are in.  Any other session's records go to
+	 * the segments; a v1 log left by an older parleyd is converted.
+	 */
+	if (!store_retained(id) && (has_index || !has_log)) {
+		if (local_ix_open(ls, !has_index) == -1)
+			goto fail;
+	} else if (!store_retained(id)) {
+		if (local_ix_convert(ls) == -1)
+			goto fail;
+	} else {
+		ls->logfd = openat(ls->dirfd, "log", O_RDWR | O_APPEND |
+		    O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+		if (ls->logfd == -1)
+			goto fail;
+		if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1) {
+			if (errno == EWOULDBLOCK)
+				errno = EBUSY;
+			goto fail;
+		}
+		if (local_scan(ls) == -1)
+			goto fail;
+		ls->base.durable_seq = ls->base.last_seq;
+	}
 	/* BATCH in a worker: the sync thread makes the new directory
 	 * durable, off the loop. */
 	if (made && local_async(st))
 		local_sync_soon(lst);
 	else if (made && !local_nosync(st) &&
 	    (fsync(ls->dirfd) == -1 || fsync(lst->sessfd) == -1))
-		goto fail;
-	ls->base.store = st;
-	memcpy(ls->base.id, id, strlen(id) + 1);
-	if (local_scan(ls) == -1)
 		goto fail;
 	local_dir_close(ls);
 	*out = &ls->base;
@@ -339,26 +398,180 @@ fail:
 	save = errno;
 	if (ls->logfd != -1)
 		close(ls->logfd);
+	if (ls->ixfd != -1)
+		close(ls->ixfd);
 	if (ls->dirfd != -1)
 		close(ls->dirfd);
 	free(ls->idx);
+	free(ls->pend);
 	free(ls);
 	errno = save;
 	return -1;
+}
+
+/* Frees a closed session (once no group commit reports it). */
+void
+local_sess_free(struct local_sess *ls)
+{
+	free(ls->idx);
+	free(ls->pend);
+	free(ls->meta_q);
+	free(ls);
 }
 
 static void
 local_sess_close(struct store_sess *s)
 {
 	struct local_sess	*ls = (struct local_sess *)s;
+	struct local_store	*lst = (struct local_store *)s->store;
+	int			 tries;
 
+	if (ls->seg) {
+		/* What it queued goes to disk before its index closes (a
+		 * report may queue more: a few rounds, then it is left). */
+		for (tries = 0; tries < 4 && (ls->queued > 0 ||
+		    ls->meta_q != NULL); tries++)
+			if (local_seg_flush(lst) == -1)
+				log_warn("store: session %s: closing", s->id);
+		local_seg_forget(lst, ls);
+		local_ix_close(ls);
+	}
 	/* The next store_sync() covers it: syncfs needs no descriptor. */
 	if (ls->dirty)
-		((struct local_store *)s->store)->unsynced = 1;
-	close(ls->logfd);
+		lst->unsynced = 1;
+	if (ls->logfd != -1)
+		close(ls->logfd);
+	ls->logfd = -1;
 	local_dir_close(ls);
-	free(ls->idx);
-	free(ls);
+	if (ls->rep_refs > 0) {
+		ls->zombie = 1;		/* the group commit frees it */
+		return;
+	}
+	local_sess_free(ls);
+}
+
+static int
+local_attach(struct store *st, char *err, size_t errlen)
+{
+	if (st->params.base == NULL)
+		return 0;
+	if (local_seg_attach((struct local_store *)st) == -1) {
+		snprintf(err, errlen, "store: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+local_append_op(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
+    const char *json, size_t len)
+{
+	if (((struct local_sess *)s)->seg) {
+		if (local_ix_append(s, seq, ts_ms, json, len) == -1)
+			return -1;
+	} else if (local_append(s, seq, ts_ms, json, len) == -1)
+		return -1;
+	s->durable_seq = seq;
+	return 0;
+}
+
+static int
+local_range_op(struct store_sess *s, uint64_t after, size_t limit,
+    store_range_cb cb, void *arg)
+{
+	if (((struct local_sess *)s)->seg)
+		return local_ix_range(s, after, limit, cb, arg);
+	return local_range(s, after, limit, cb, arg);
+}
+
+static int
+local_trim_op(struct store_sess *s, uint64_t cutoff_ms)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+	int			 r;
+
+	if (!ls->seg)
+		return local_trim(s, cutoff_ms);
+	if (local_dir_open(ls) == -1)
+		return -1;
+	r = local_ix_trim(ls, cutoff_ms);
+	local_dir_close(ls);
+	return r;
+}
+
+static char *
+local_meta_read_op(struct store_sess *s)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+	char			*t;
+
+	/* A meta write still queued is the session's meta. */
+	if (ls->meta_q != NULL) {
+		if ((t = malloc(ls->meta_qlen + 1)) == NULL)
+			return NULL;
+		memcpy(t, ls->meta_q, ls->meta_qlen);
+		t[ls->meta_qlen] = '\0';
+		return t;
+	}
+	return local_meta_read(s);
+}
+
+/* In a worker, a segment session's writes wait for the group commit. */
+static int
+local_grouped(const struct local_sess *ls)
+{
+	return ls->seg && ls->base.store->attached &&
+	    ((struct local_store *)ls->base.store)->w.flush_ev != NULL;
+}
+
+static int
+local_append_async(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
+    const char *json, size_t len)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+	struct local_store	*lst = (struct local_store *)s->store;
+	const struct store_events *ev = s->store->params.ev;
+
+	if (!local_grouped(ls)) {
+		/* Written at once, durable at once. */
+		if (local_append_op(s, seq, ts_ms, json, len) == -1)
+			return -1;
+		if (ev != NULL && ev->durable != NULL)
+			ev->durable(s->store->params.arg, s, seq);
+		return 0;
+	}
+	if (ls->failed) {
+		errno = EPIPE;
+		return -1;
+	}
+	if (local_seg_queue(ls, seq, ts_ms, json, len) == -1)
+		return -1;
+	s->last_seq = seq;
+	/* Bounded: a pass that queues much is written as it goes. */
+	if (lst->w.blen >= LOCAL_GC_MAX)
+		local_seg_flush(lst);
+	else
+		local_seg_kick(lst);
+	return 0;
+}
+
+static int
+local_meta_write_async(struct store_sess *s, const char *json, size_t len)
+{
+	struct local_sess	*ls = (struct local_sess *)s;
+	struct local_store	*lst = (struct local_store *)s->store;
+
+	if (!local_grouped(ls))
+		return local_meta_write(s, json, len);
+	if (ls->failed) {
+		errno = EPIPE;
+		return -1;
+	}
+	/* After the appends queued before it; a later one replaces it. */
+	if (local_seg_queue_meta(ls, json, len) == -1)
+		return -1;
+	local_seg_kick(lst);
+	return 0;
 }
 
 int
@@ -480,15 +693,20 @@ local_mtime_ms(const struct stat *sb)
 static int
 local_remove(struct local_store *lst, const char *id)
 {
-	static const char *const files[] = { "log", "meta.0", "meta.1",
-	    "meta", "log.tmp", "meta.tmp" };
+	static const char *const files[] = { "index", "log", "meta.0",
+	    "meta.1", "meta", "index.tmp", "log.tmp", "meta.tmp" };
 	char		 path[STORE_ID_MAX + 16];
 	size_t		 i;
 	int		 lfd;
 
 	/* The lock tells whether some other process has it open. */
-	local_path(path, sizeof(path), id, "log");
+	local_path(path, sizeof(path), id, "index");
 	lfd = openat(lst->sessfd, path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (lfd == -1) {
+		local_path(path, sizeof(path), id, "log");
+		lfd = openat(lst->sessfd, path, O_RDWR | O_CLOEXEC |
+		    O_NOFOLLOW);
+	}
 	if (lfd != -1 && flock(lfd, LOCK_EX | LOCK_NB) == -1) {
 		close(lfd);
 		return 0;
@@ -515,8 +733,8 @@ static int
 local_expire(struct store *st, uint64_t cutoff_ms)
 {
 	/* A document written is a use of the session, as an append is. */
-	static const char *const files[] = { "log", "meta.0", "meta.1",
-	    "meta", "kb" };
+	static const char *const files[] = { "index", "log", "meta.0",
+	    "meta.1", "meta", "kb" };
 	struct local_store	*lst = (struct local_store *)st;
 	char			 path[STORE_ID_MAX + 16];
 	struct dirent		*de;
@@ -524,7 +742,7 @@ local_expire(struct store *st, uint64_t cutoff_ms)
 	DIR			*d;
 	uint64_t		 newest, ms;
 	size_t			 i;
-	int			 fd, seen, removed = 0;
+	int			 fd, seen, removed = 0, segs;
 
 	/* A fresh open file description: sessfd's offset stays untouched. */
 	fd = openat(lst->sessfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -563,6 +781,10 @@ local_expire(struct store *st, uint64_t cutoff_ms)
 		removed += local_remove(lst, de->d_name);
 	}
 	closedir(d);
+	/* Then the segments no retained record is in any more. */
+	if ((segs = local_seg_gc(lst, cutoff_ms)) > 0)
+		log_info("retention: removed %d segments no session uses",
+		    segs);
 	return removed;
 }
 

@@ -15,10 +15,57 @@
 #include <stdint.h>
 
 #include "parley/store.h"
+#include "store_seg.h"
 
 #define LOCAL_BLOCK	(256u * 1024)		/* read size for scan and range */
 #define LOCAL_HDR_MAX	48			/* "<seq> <ts> " worst case */
 #define LOCAL_LINE_MAX	(STORE_JSON_MAX + LOCAL_HDR_MAX + 1)
+
+#define LOCAL_SEG_MAX	(64u << 20)	/* a segment is sealed past this */
+#define LOCAL_GC_MAX	(4u << 20)	/* queued bytes flushed at once */
+#define LOCAL_RD_FDS	8		/* segments kept open for reading */
+#define LOCAL_PEND_MAX	4096		/* index entries held per session */
+#define LOCAL_IX_MS	1000		/* index entries written within */
+
+struct local_sess;
+
+/* A record queued for the next group commit. */
+struct local_q {
+	struct local_sess	*ls;
+	uint64_t		 seq;
+	uint64_t		 ts;
+	size_t			 off;		/* of its frame in the buffer */
+	uint32_t		 len;		/* of its frame */
+};
+
+/*
+ * The process's segment writer (store_local_seg.c): the active segment,
+ * flock()ed while this process writes it, and the queue of the next group
+ * commit.
+ */
+struct local_writer {
+	int			 fd;		/* active segment, or -1 */
+	uint64_t		 segid;
+	off_t			 end;		/* where the next frame goes */
+	unsigned char		*buf;		/* frames queued */
+	size_t			 blen;
+	size_t			 bcap;
+	struct local_q		*q;
+	size_t			 nq;
+	size_t			 qcap;
+	struct local_sess	**mq;		/* sessions with a meta queued */
+	size_t			 nmq;
+	size_t			 mqcap;
+	struct event		*flush_ev;	/* made active by the first queued */
+	int			 armed;		/* flush_ev is active */
+	uint64_t		 gen;		/* flushes so far */
+	struct event		*ix_ev;		/* writes held index entries */
+	struct {
+		uint64_t	 segid;
+		int		 fd;
+	}			 rd[LOCAL_RD_FDS];	/* read descriptors */
+	unsigned		 rd_next;
+};
 
 /* The BATCH sync thread; mu guards the fields after it. */
 struct local_syncer {
@@ -44,6 +91,8 @@ struct local_store {
 	uint64_t		 covered_inline; /* synced in the loop up to */
 	int			 segfd;		/* STATE_DIR/segments */
 	int			 seg_otherfs;	/* not the sessions' fs */
+	int			 seg_dirty;	/* BATCH: segment bytes unsynced */
+	struct local_writer	 w;
 	struct local_syncer	 syncer;
 };
 
@@ -65,6 +114,28 @@ struct local_sess {
 	size_t			 meta_size[2];
 	uint64_t		 meta_gen;	/* the newest's generation */
 	uint64_t		 meta_ticket;	/* local_synced() of the newest */
+	/*
+	 * Records in segments (store_local_ix.c), when seg is set: the
+	 * index file holds first_seq .. first_seq + ix_n - 1, pend the
+	 * entries after them (written to segments, not yet to the index),
+	 * the writer's queue the rest up to last_seq.
+	 */
+	int			 seg;
+	int			 ixfd;		/* sessions/<id>/index, locked */
+	uint64_t		 ix_n;		/* entries in the index file */
+	uint64_t		 ix_segid;	/* segment of its last entry */
+	struct seg_ient		*pend;
+	size_t			 npend;
+	size_t			 pcap;
+	uint64_t		 written;	/* last seq in a segment */
+	size_t			 queued;	/* records in the writer's queue */
+	char			*meta_q;	/* a meta write queued */
+	size_t			 meta_qlen;
+	int			 failed;	/* a group commit failed: EPIPE */
+	int			 rep_refs;	/* in group commits reporting */
+	int			 zombie;	/* closed while reporting */
+	uint64_t		 rep_seq;	/* the seq to report durable */
+	uint64_t		 rep_gen;	/* the flush it was last in */
 };
 
 /* store_local.c */
@@ -77,6 +148,8 @@ int		 local_write_full(int, const char *, size_t);
 int		 local_replace(int, const char *, const char *, const char *,
 		    size_t, int);
 char		*local_read_file(int, const char *, size_t, size_t *);
+
+void		 local_sess_free(struct local_sess *);
 
 /* store_local_meta.c */
 int		 local_meta_write(struct store_sess *, const char *, size_t);
@@ -91,6 +164,39 @@ int		 local_range(struct store_sess *, uint64_t, size_t,
 		    store_range_cb, void *);
 int		 local_trim(struct store_sess *, uint64_t);
 int		 local_pread_full(int, char *, size_t, off_t);
+
+/* store_local_seg.c */
+int		 local_seg_init(struct local_store *, char *, size_t);
+void		 local_seg_close(struct local_store *);
+int		 local_seg_attach(struct local_store *);
+int		 local_seg_fd(struct local_store *, uint64_t);
+int		 local_seg_queue(struct local_sess *, uint64_t, uint64_t,
+		    const char *, size_t);
+int		 local_seg_flush(struct local_store *);
+void		 local_seg_kick(struct local_store *);
+int		 local_seg_write_raw(struct local_store *, const void *, size_t,
+		    uint64_t *, off_t *);
+int		 local_seg_locked(struct local_store *, uint64_t);
+int		 local_seg_cut(struct local_store *, uint64_t, off_t);
+void		 local_seg_forget(struct local_store *, struct local_sess *);
+int		 local_seg_queue_meta(struct local_sess *, const char *,
+		    size_t);
+int		 local_seg_gc(struct local_store *, uint64_t);
+
+/* store_local_ix.c */
+int		 local_ix_open(struct local_sess *, int);
+int		 local_ix_convert(struct local_sess *);
+void		 local_ix_close(struct local_sess *);
+int		 local_ix_add(struct local_sess *, const struct seg_ient *, int);
+int		 local_ix_flush(struct local_sess *);
+int		 local_ix_get(struct local_sess *, uint64_t, struct seg_ient *);
+int		 local_ix_append(struct store_sess *, uint64_t, uint64_t,
+		    const char *, size_t);
+int		 local_ix_range(struct store_sess *, uint64_t, size_t,
+		    store_range_cb, void *);
+int		 local_ix_trim(struct local_sess *, uint64_t);
+int		 local_ix_refs(struct local_store *, const char *, uint64_t,
+		    uint64_t, uint64_t);
 
 /* store_local_sync.c */
 void		 local_sync(struct store *);

@@ -219,10 +219,11 @@ local_sync(struct store *st)
 	struct local_store	*lst = (struct local_store *)st;
 	struct store_sess	*s;
 	struct local_sess	*ls;
-	int			 any = lst->unsynced;
+	int			 any = lst->unsynced | lst->seg_dirty;
 
 	if (local_nosync(st))
 		return;
+	lst->seg_dirty = 0;
 	LIST_FOREACH(s, &st->sessions, entry) {
 		ls = (struct local_sess *)s;
 		any |= ls->dirty;
