@@ -1,55 +1,93 @@
 /*
- * Local store backend: plain files under the state directory, blocking
- * I/O, one process writing a session at a time.
+ * Local store backend: files under the state directory, one process
+ * writing a session at a time.
  *
- * On-disk format:
+ * On-disk format (version 1 of the segment log; the byte layouts of
+ * segments, index entries and meta slots are in store_seg.c):
  *
+ *   STATE_DIR/segments/<16 hex>.seg the shared segment log: a header
+ *                                   (magic, format version, id), then
+ *                                   frames, each one record of any
+ *                                   session (length, CRC-32C, seq, ts,
+ *                                   session id, json).  Each process
+ *                                   appends to its own active segment,
+ *                                   flock()ed while it writes, sealed
+ *                                   past 64 MiB (store_local_seg.c).
  *   STATE_DIR/sessions/<id>/        one directory per session (0750)
- *   STATE_DIR/sessions/<id>/log     the event log, one record per line:
+ *   STATE_DIR/sessions/<id>/index   where the session's records are: a
+ *                                   header (format version, first seq,
+ *                                   closed clean or not) and one
+ *                                   checksummed entry per record, seq ->
+ *                                   segment, offset, length, ts
+ *                                   (store_local_ix.c).  flock()ed while
+ *                                   the session is open.
+ *   STATE_DIR/sessions/<id>/meta.0, meta.1
+ *                                   the meta document in two alternating
+ *                                   checksummed slots rewritten in place;
+ *                                   the valid one with the higher
+ *                                   generation is the meta
+ *                                   (store_local_meta.c).
+ *   STATE_DIR/sessions/<id>/log     the v1 event log, one record per line,
  *                                     "<seq> <unix-ms> <json>\n"
- *                                   seq and unix-ms in decimal, seqs
- *                                   contiguous and increasing (the first
- *                                   may be > 1 once trimmed), json 1 byte
- *                                   or more without '\n', '\r' or NUL.
- *                                   Each record is appended with a single
- *                                   writev(), so a crash leaves at most a
- *                                   torn last line; open truncates it away
- *                                   (together with anything unparsable or
- *                                   out of sequence after it).
- *   STATE_DIR/sessions/<id>/meta    opaque JSON text, replaced atomically:
- *                                   meta.tmp, fsync, rename, fsync dir.
+ *                                   (store_local_v1.c): kept by sessions
+ *                                   store_retained() says are never
+ *                                   trimmed (kg:), whose records in shared
+ *                                   segments would keep those forever;
+ *                                   any other session's is converted to
+ *                                   segments when it is opened (an older
+ *                                   parleyd's state directory).
+ *                                   flock()ed while the session is open.
+ *   STATE_DIR/sessions/<id>/meta    v1 meta (plain JSON, tmp + rename):
+ *                                   read while no slot exists, removed
+ *                                   once one is on disk.
  *   STATE_DIR/sessions/<id>/kb/<name>
  *                                   one document of the session's
  *                                   knowledge base (store_doc_put):
- *                                   opaque JSON text, replaced as meta is
- *                                   through kb/.<name>.tmp (a leading '.'
- *                                   is never a name); kb/ is made by the
- *                                   first put and removed with the
+ *                                   opaque JSON text, replaced through
+ *                                   kb/.<name>.tmp and a rename (a leading
+ *                                   '.' is never a name); kb/ is made by
+ *                                   the first put and removed with the
  *                                   session.
- *   log.tmp, meta.tmp               leftovers of an interrupted trim or
- *                                   meta write; removed at open (a
- *                                   document's, by store_doc_all).
+ *   index.tmp, log.tmp, meta.tmp    leftovers of an interrupted trim or
+ *                                   conversion, or of a v1 meta write;
+ *                                   removed at open (a document's, by
+ *                                   store_doc_all).
  *
- * While a session is open its log is flock()ed (LOCK_EX): a second writer
- * or another process's expiry sweep backs off, and the lock dies with a
- * SIGKILLed worker.  fsync modes: ALWAYS fdatasyncs every append; BATCH
- * leaves that to store_sync(); NO never syncs (meta and trim included).
+ * A segment or index of an unknown format version is refused with a
+ * message saying so: at open for segments, when read for an index.
+ *
+ * Writing: in a worker (store_attach), appends and meta writes are queued
+ * and one group commit per event-loop pass writes them all with a single
+ * pwrite() to the process's active segment, then reports them durable
+ * (store_local_seg.c).  Unattached (parleyctl, tests), each append is
+ * written at once.  A crash leaves at most a torn frame at the end of a
+ * segment: it fails its length or CRC and is never served; the next open
+ * of a session whose records lead there cuts it, once no live process
+ * holds the segment's lock.
+ *
+ * fsync modes: ALWAYS fdatasyncs the segment once per group commit (and
+ * the index when a session's first record in a segment is indexed);
+ * BATCH leaves it to store_sync(); NO never syncs (meta and trim
+ * included).
  *
  * BATCH syncs on a thread of its own: one fdatasync per dirty log in the
  * event loop stalled every client of the worker (1,000 streaming sessions:
  * 1,000 fdatasyncs every 200 ms, p99 delivery 210 ms), and so did the four
  * fsyncs of a new session's directory and meta (1,000 sessions starting
  * together: seconds).  store_sync() asks the thread for one syncfs() of
- * the sessions directory's filesystem, which covers every log written so
- * far, open or closed; it never waits, and requests made while a sync
- * runs are served by one more.  Once the store is attached to an event
- * loop, a meta write is meta.tmp written and renamed over meta in the
- * loop, with no fsync there, and a new session's directory is not synced
- * either: both are left to a sync within 200 ms.  A crashed process
- * leaves the old meta or the new one, as before; a power failure loses at
- * most what the thread had not synced yet, like the appends, and relies
- * on the file system ordering a replacing rename after the file's data
- * (ext4's default does) for meta to be whole.
+ * the sessions directory's file system (and the segments', should that be
+ * another), which covers every segment, index and slot written so far; it
+ * never waits, and requests made while a sync runs are served by one
+ * more.  Once the store is attached to an event loop, meta slots and a
+ * new session's directory are not synced in the loop either: both are
+ * left to a sync within 200 ms.  A crashed process leaves the old meta or
+ * the new one; a power failure loses at most what the thread had not
+ * synced yet, like the appends.
+ *
+ * Retention: store_trim() drops index entries from the front (the index
+ * rewritten through index.tmp); store_expire() removes sessions, then
+ * deletes segments last written before the cutoff that no live process
+ * writes and no session's index still points into.
  */
 #include <sys/file.h>
 #include <sys/stat.h>
