@@ -235,7 +235,7 @@ struct ix_blk {
  */
 static int
 ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
-    struct seg_frame *f)
+    uint64_t span, struct seg_frame *f)
 {
 	struct local_store	*lst = (struct local_store *)ls->base.store;
 	unsigned char		*nb;
@@ -246,7 +246,10 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 	if (blk->buf == NULL || blk->segid != e->segid ||
 	    (off_t)e->off < blk->off ||
 	    (off_t)(e->off + e->len) > blk->off + (off_t)blk->len) {
-		want = e->len > LOCAL_BLOCK ? e->len : LOCAL_BLOCK;
+		/* What the records read next need, up to a block. */
+		want = span > LOCAL_BLOCK ? LOCAL_BLOCK : (size_t)span;
+		if (want < e->len)
+			want = e->len;
 		if (want + 1 > blk->cap) {
 			if ((nb = realloc(blk->buf, want + 1)) == NULL)
 				return -1;
@@ -297,7 +300,7 @@ local_ix_range(struct store_sess *s, uint64_t after, size_t limit,
 	struct seg_ient		*ents = NULL;
 	struct seg_frame	 f;
 	unsigned char		*raw = NULL;
-	uint64_t		 seq, count, k, i, n, infile;
+	uint64_t		 seq, count, k, i, j, n, infile, span;
 	size_t			 done = 0;
 	char			*end, save;
 	int			 stop = 0, err;
@@ -311,8 +314,9 @@ local_ix_range(struct store_sess *s, uint64_t after, size_t limit,
 	if (count > INT_MAX)
 		count = INT_MAX;
 	memset(&blk, 0, sizeof(blk));
-	if ((ents = calloc(IX_BATCH, sizeof(*ents))) == NULL ||
-	    (raw = malloc(IX_BATCH * SEG_IENT_LEN)) == NULL)
+	n = count < IX_BATCH ? count : IX_BATCH;
+	if ((ents = calloc(n, sizeof(*ents))) == NULL ||
+	    (raw = malloc(n * SEG_IENT_LEN)) == NULL)
 		goto fail;
 	while (done < count && !stop) {
 		/* A batch of entries: from the file, then the held ones. */
@@ -338,7 +342,16 @@ local_ix_range(struct store_sess *s, uint64_t after, size_t limit,
 				ents[i] = ls->pend[k + i - ls->ix_n];
 		}
 		for (i = 0; i < n && !stop; i++) {
-			if (ix_frame(ls, &blk, &ents[i], &f) == -1)
+			/* Span: to the end of the batch's last record in
+			 * the same segment (frames of one session in one
+			 * segment are in order). */
+			for (j = n; j > i + 1 && ents[j - 1].segid !=
+			    ents[i].segid; j--)
+				;
+			span = ents[j - 1].off + ents[j - 1].len >
+			    ents[i].off ? ents[j - 1].off + ents[j - 1].len -
+			    ents[i].off : ents[i].len;
+			if (ix_frame(ls, &blk, &ents[i], span, &f) == -1)
 				goto fail;
 			/* The byte after the json is the block's (cap has
 			 * one more): NUL-terminated for the callback. */
@@ -416,7 +429,7 @@ ix_check_tail(struct local_sess *ls)
 		ok = ix_pread(ls->ixfd, b, sizeof(b), ix_off(ls->ix_n - 1)) ==
 		    0 && seg_ient_decode(b, &e) == 0 &&
 		    e.seq == ls->base.first_seq + ls->ix_n - 1 &&
-		    ix_frame(ls, &blk, &e, &f) == 0;
+		    ix_frame(ls, &blk, &e, e.len, &f) == 0;
 		if (ok) {
 			ls->ix_segid = e.segid;
 			break;
