@@ -585,8 +585,9 @@ local_append_async(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
 	if (local_seg_queue(ls, seq, ts_ms, json, len) == -1)
 		return -1;
 	s->last_seq = seq;
-	/* Bounded: a pass that queues much is written as it goes. */
-	if (lst->w.blen >= LOCAL_GC_MAX)
+	/* Bounded: a pass that queues much or long is written as it
+	 * goes. */
+	if (local_seg_due(lst))
 		local_seg_flush(lst);
 	else
 		local_seg_kick(lst);

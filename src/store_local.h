@@ -26,6 +26,7 @@
 #define LOCAL_RD_FDS	8		/* segments kept open for reading */
 #define LOCAL_PEND_MAX	4096		/* index entries held per session */
 #define LOCAL_IX_MS	1000		/* index entries written within */
+#define LOCAL_GC_US	1000		/* a queued write waits at most */
 
 struct local_sess;
 
@@ -59,6 +60,8 @@ struct local_writer {
 	struct event		*flush_ev;	/* made active by the first queued */
 	int			 armed;		/* flush_ev is active */
 	uint64_t		 gen;		/* flushes so far */
+	uint64_t		 first_us;	/* when the oldest queued was */
+	uint64_t		 wait_us;	/* LOCAL_GC_US (tests: longer) */
 	struct event		*ix_ev;		/* writes held index entries */
 	struct {
 		uint64_t	 segid;
@@ -127,6 +130,7 @@ struct local_sess {
 	struct seg_ient		*pend;
 	size_t			 npend;
 	size_t			 pcap;
+	uint64_t		 pend_us;	/* when pend's first was held */
 	uint64_t		 written;	/* last seq in a segment */
 	size_t			 queued;	/* records in the writer's queue */
 	char			*meta_q;	/* a meta write queued */
@@ -173,6 +177,7 @@ int		 local_seg_fd(struct local_store *, uint64_t);
 int		 local_seg_queue(struct local_sess *, uint64_t, uint64_t,
 		    const char *, size_t);
 int		 local_seg_flush(struct local_store *);
+int		 local_seg_due(struct local_store *);
 void		 local_seg_kick(struct local_store *);
 int		 local_seg_write_raw(struct local_store *, const void *, size_t,
 		    uint64_t *, off_t *);

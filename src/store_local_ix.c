@@ -33,6 +33,7 @@
 
 #include "parley/log.h"
 #include "parley/store.h"
+#include "parley/util.h"
 #include "store_local.h"
 #include "store_seg.h"
 
@@ -186,6 +187,8 @@ local_ix_add(struct local_sess *ls, const struct seg_ient *e, int eager)
 		ls->pend = p;
 		ls->pcap = ncap;
 	}
+	if (ls->npend == 0)
+		ls->pend_us = util_mono_us();
 	ls->pend[ls->npend++] = *e;
 	if (!eager && !first && ls->npend < LOCAL_PEND_MAX)
 		return 0;

@@ -31,6 +31,7 @@
 
 #include "parley/log.h"
 #include "parley/store.h"
+#include "parley/util.h"
 #include "store_local.h"
 #include "store_seg.h"
 
@@ -151,6 +152,7 @@ local_seg_init(struct local_store *lst, char *err, size_t errlen)
 	int			 fd, dfd;
 
 	w->fd = -1;
+	w->wait_us = LOCAL_GC_US;
 	for (i = 0; i < LOCAL_RD_FDS; i++)
 		w->rd[i].fd = -1;
 	if ((dfd = openat(lst->segfd, ".", O_RDONLY | O_DIRECTORY |
@@ -191,14 +193,20 @@ ix_tick(evutil_socket_t fd, short ev, void *arg)
 	struct local_store	*lst = arg;
 	struct store_sess	*s;
 	struct local_sess	*ls;
+	uint64_t		 now = util_mono_us();
 
 	(void)fd;
 	(void)ev;
-	/* Held entries go to the index within a second: a session opened
-	 * after this process dies scans a second of segment at most. */
+	/*
+	 * Held entries go to the index within about a second: a session
+	 * opened after this process dies scans a second of segment at most.
+	 * A session still appending has them written by the group commit;
+	 * this is for those that stopped.
+	 */
 	LIST_FOREACH(s, &lst->base.sessions, entry) {
 		ls = (struct local_sess *)s;
 		if (ls->seg && ls->npend > 0 && !ls->failed &&
+		    now - ls->pend_us >= LOCAL_IX_MS * 1000ULL &&
 		    local_ix_flush(ls) == -1)
 			log_warn("store: session %s: index", s->id);
 	}
@@ -425,7 +433,24 @@ local_seg_queue(struct local_sess *ls, uint64_t seq, uint64_t ts,
 	q->len = (uint32_t)flen;
 	w->blen += flen;
 	ls->queued++;
+	if (w->nq == 1)
+		w->first_us = util_mono_us();
 	return 0;
+}
+
+/*
+ * 1 when what is queued should go now rather than at the end of the pass:
+ * a pass that does much (1,000 sessions' timers at once) would otherwise
+ * hold its first events back for all of it; past LOCAL_GC_US, or
+ * LOCAL_GC_MAX bytes, they are written as the pass goes.
+ */
+int
+local_seg_due(struct local_store *lst)
+{
+	struct local_writer	*w = &lst->w;
+
+	return w->nq > 0 && (w->blen >= LOCAL_GC_MAX ||
+	    util_mono_us() - w->first_us >= w->wait_us);
 }
 
 /* Sessions a group commit reports, each once. */
@@ -520,6 +545,7 @@ local_seg_flush(struct local_store *lst)
 	size_t			 blen = w->blen, bcap = w->bcap, nq = w->nq;
 	size_t			 qcap = w->qcap, nmeta = w->nmq, i;
 	off_t			 at = 0;
+	uint64_t		 now;
 	int			 err = 0;
 
 	w->armed = 0;
@@ -578,6 +604,19 @@ local_seg_flush(struct local_store *lst)
 		}
 		ls->written = e.seq;
 		ls->rep_seq = e.seq;
+	}
+	/* Entries held a second go to the index now: spread over the
+	 * passes as the sessions' appends are, not all on one tick. */
+	if (!err && st->attached && rep.v != NULL) {
+		now = util_mono_us();
+		for (i = 0; i < rep.n; i++) {
+			ls = rep.v[i];
+			if (ls->npend > 0 && !ls->failed && !ls->zombie &&
+			    now - ls->pend_us >= LOCAL_IX_MS * 1000ULL &&
+			    local_ix_flush(ls) == -1)
+				log_warn("store: session %s: index",
+				    ls->base.id);
+		}
 	}
 	for (i = 0; i < nmeta; i++) {
 		if ((ls = mq[i]) == NULL || ls->meta_q == NULL)
