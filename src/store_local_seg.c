@@ -9,7 +9,8 @@
  * made active by the first queued write, so that it runs after the pass's
  * other callbacks) writes the whole buffer with one pwrite(), fdatasyncs
  * the segment once when fsync is ALWAYS, writes the queued meta slots,
- * then reports every session in it durable.  Unattached, each append is
+ * then reports every session in it durable.  A write queued LOCAL_GC_US
+ * ago (a long pass) or LOCAL_GC_MAX bytes are flushed at once instead.  Unattached, each append is
  * flushed at once.  Also here: descriptors for reading segments, cutting
  * a dead writer's torn tail, and deleting segments no record is in.
  */
