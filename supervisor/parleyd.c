@@ -357,7 +357,7 @@ drop_privileges(struct sup *sup, char *err, size_t errlen)
 	struct config *conf = sup->conf;
 	struct passwd *pw;
 	struct group *gr;
-	char path[4096];
+	char path[4096], segs[4096];
 	gid_t gid;
 
 	if (geteuid() != 0) {
@@ -395,8 +395,10 @@ drop_privileges(struct sup *sup, char *err, size_t errlen)
 	 * root left inside are the operator's to chown (parleyd.conf(5)).
 	 */
 	snprintf(path, sizeof(path), "%s/sessions", conf->state_dir);
+	snprintf(segs, sizeof(segs), "%s/segments", conf->state_dir);
 	if (lchown(conf->state_dir, pw->pw_uid, gid) == -1 ||
-	    (lchown(path, pw->pw_uid, gid) == -1 && errno != ENOENT)) {
+	    (lchown(path, pw->pw_uid, gid) == -1 && errno != ENOENT) ||
+	    (lchown(segs, pw->pw_uid, gid) == -1 && errno != ENOENT)) {
 		snprintf(err, errlen, "state-dir %s: chown: %s",
 		    conf->state_dir, strerror(errno));
 		return -1;

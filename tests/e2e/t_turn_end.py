@@ -15,10 +15,6 @@ from parley import *
 SID = "te-1"
 
 
-def meta_path(d):
-    return os.path.join(d.state, "sessions", SID, "meta")
-
-
 async def main():
     d = Daemon(token="adm", providers=provider_block("fast", "model reply"))
     with with_daemon(d):
@@ -32,8 +28,7 @@ async def main():
         seq = js["seq"]
         time.sleep(0.3)
         d.stop()
-        with open(meta_path(d)) as f:
-            meta = json.load(f)
+        meta = store_meta_read(d.state, SID)
         mid = "m-%d" % seq
         check(meta.get("queue") == [seq], "queue %s" % meta.get("queue"))
         meta["queue"] = []
@@ -43,9 +38,7 @@ async def main():
                                 "body": {"agentId": "agent-1",
                                          "messageId": mid, "turns": 1,
                                          "usage": {"tokens": 0}}}}
-        with open(meta_path(d) + ".new", "w") as f:
-            json.dump(meta, f)
-        os.rename(meta_path(d) + ".new", meta_path(d))
+        store_meta_write(d.state, SID, meta)
         for round in (1, 2):
             d.start()
             ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=0" % SID))
@@ -67,8 +60,7 @@ async def main():
             check(not [e for e in log if e["type"] == "error"],
                   "round %d: errors %s" % (round, of_type(log, "error")))
             d.stop()
-            with open(meta_path(d)) as f:
-                meta = json.load(f)
+            meta = store_meta_read(d.state, SID)
             check(meta.get("turn") is None, "round %d: meta turn %s" %
                   (round, meta.get("turn")))
             hist = [h.get("content") for h in meta.get("history", [])]

@@ -1,150 +1,7 @@
 /*
  * Unit tests for the store interface and its local backend.
  */
-#include <sys/file.h>
-#include <sys/stat.h>
-
-#include <check.h>
-#include <event2/event.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "../../src/store.c"
-#include "../../src/store_local.c"
-#include "check_main.h"
-
-static char	 tdir[64];
-
-static void
-setup(void)
-{
-	snprintf(tdir, sizeof(tdir), "/tmp/test_store.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(tdir));
-}
-
-static void
-teardown(void)
-{
-	check_rmtree(tdir);
-}
-
-static struct store *
-open_store(enum store_fsync fs)
-{
-	char		 err[256];
-	struct store	*st;
-
-	st = store_open("local", tdir, fs, err, sizeof(err));
-	ck_assert_msg(st != NULL, "store_open: %s", err);
-	return st;
-}
-
-static void
-path_of(char *buf, size_t len, const char *id, const char *file)
-{
-	snprintf(buf, len, "%s/sessions/%s/%s", tdir, id, file);
-}
-
-static off_t
-file_size(const char *id, const char *file)
-{
-	char		 p[512];
-	struct stat	 sb;
-
-	path_of(p, sizeof(p), id, file);
-	if (stat(p, &sb) == -1)
-		return -1;
-	return sb.st_size;
-}
-
-static void
-raw_append(const char *id, const char *bytes, size_t len)
-{
-	char	 p[512];
-	int	 fd;
-
-	path_of(p, sizeof(p), id, "log");
-	fd = open(p, O_WRONLY | O_APPEND);
-	ck_assert_int_ne(fd, -1);
-	ck_assert_int_eq(write(fd, bytes, len), (ssize_t)len);
-	close(fd);
-}
-
-static void
-raw_truncate(const char *id, off_t len)
-{
-	char	 p[512];
-
-	path_of(p, sizeof(p), id, "log");
-	ck_assert_int_eq(truncate(p, len), 0);
-}
-
-/* Appends seqs first..last with ts = 1000 * seq and json {"n":seq}. */
-static void
-fill(struct store_sess *s, uint64_t first, uint64_t last)
-{
-	char		 j[64];
-	uint64_t	 q;
-	int		 n;
-
-	for (q = first; q <= last; q++) {
-		n = snprintf(j, sizeof(j), "{\"n\":%" PRIu64 "}", q);
-		ck_assert_int_eq(store_append(s, q, 1000 * q, j, (size_t)n),
-		    0);
-	}
-}
-
-struct collect {
-	uint64_t	 seqs[256];
-	uint64_t	 last;
-	size_t		 n;
-	size_t		 stop_after;	/* 0: never stop */
-	int		 bad;
-};
-
-static int
-collect_cb(void *arg, uint64_t seq, uint64_t ts, const char *json,
-    size_t len)
-{
-	struct collect	*c = arg;
-	char		 want[64];
-	int		 n;
-
-	n = snprintf(want, sizeof(want), "{\"n\":%" PRIu64 "}", seq);
-	if ((size_t)n != len || memcmp(want, json, len) != 0 ||
-	    json[len] != '\0' || ts != 1000 * seq)
-		c->bad = 1;
-	if (c->n > 0 && c->last + 1 != seq)
-		c->bad = 1;
-	c->last = seq;
-	if (c->n < sizeof(c->seqs) / sizeof(c->seqs[0]))
-		c->seqs[c->n] = seq;
-	c->n++;
-	return c->stop_after != 0 && c->n >= c->stop_after;
-}
-
-static int
-range_count(struct store_sess *s, uint64_t after, size_t limit,
-    uint64_t *firstp)
-{
-	struct collect	 c;
-	int		 r;
-
-	memset(&c, 0, sizeof(c));
-	r = store_range(s, after, limit, collect_cb, &c);
-	ck_assert_int_eq(c.bad, 0);
-	ck_assert_int_eq((size_t)r, c.n);
-	if (firstp != NULL)
-		*firstp = c.n > 0 ? c.seqs[0] : 0;
-	return r;
-}
+#include "store_local_fixture.h"
 
 START_TEST(test_valid_id)
 {
@@ -245,16 +102,21 @@ START_TEST(test_round_trip)
 	char			 p[512], line[64];
 	FILE			*f;
 
+	/* In the segments, and (retained) in a v1 log. */
 	ck_assert_int_eq(store_sess_open(st, "rt", 1, &s), 0);
 	fill(s, 1, 100);
 	ck_assert_uint_eq(store_last_seq(s), 100);
 	ck_assert_uint_eq(store_first_seq(s), 1);
 	ck_assert_int_eq(range_count(s, 0, 0, &first), 100);
 	ck_assert_uint_eq(first, 1);
+	ck_assert_int_eq(file_size("rt", "log"), -1);
+	ck_assert_int_eq(store_sess_open(st, "kg:rt", 1, &s), 0);
+	fill(s, 1, 100);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 100);
 	store_sync(st);
 
 	/* the documented on-disk format */
-	path_of(p, sizeof(p), "rt", "log");
+	path_of(p, sizeof(p), "kg:rt", "log");
 	f = fopen(p, "r");
 	ck_assert_ptr_nonnull(f);
 	ck_assert_ptr_nonnull(fgets(line, sizeof(line), f));
@@ -331,7 +193,7 @@ START_TEST(test_fencing)
 	ck_assert_int_eq(errno, EMSGSIZE);
 	free(big);
 	ck_assert_uint_eq(store_last_seq(s), 5);
-	ck_assert_int_eq(file_size("f", "log"), 5 * 15);	/* "N N000 {"n":N}\n" */
+	ck_assert_int_eq(file_size("f", "index"), 64 + 5 * 40);
 	fill(s, 6, 6);
 	store_close(st);
 }
@@ -371,8 +233,7 @@ START_TEST(test_reopen_index)
 	store_sess_close(s);
 	ck_assert_int_eq(store_sess_open(st, "big", 0, &s), 0);
 	ck_assert_uint_eq(store_last_seq(s), 4);
-	ck_assert_int_eq(file_size("big", "log"),
-	    (off_t)(4 * (LOCAL_BLOCK * 3 + 5) - 10));
+	ck_assert_int_eq(file_size("big", "index"), 64 + 4 * 40);
 	free(big);
 	store_close(st);
 }
@@ -455,7 +316,8 @@ START_TEST(test_torn_tail)
 	size_t			 i;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		snprintf(id, sizeof(id), "t%zu", i);
+		/* v1 logs: retained sessions keep them. */
+		snprintf(id, sizeof(id), "kg:t%zu", i);
 		s = torn_case(&st, id, cases[i].tail, cases[i].last);
 		ck_assert_int_eq(file_size(id, "log"),
 		    (off_t)(cases[i].last * 15));
@@ -480,32 +342,32 @@ START_TEST(test_torn_every_byte)
 	struct store_sess	*s;
 	off_t			 full, cut;
 
-	ck_assert_int_eq(store_sess_open(st, "cut", 1, &s), 0);
+	ck_assert_int_eq(store_sess_open(st, "kg:cut", 1, &s), 0);
 	fill(s, 1, 3);
 	ck_assert_int_eq(store_append(s, 4, 4000, "{\"n\":4}", 7), 0);
 	store_sess_close(s);
-	full = file_size("cut", "log");
+	full = file_size("kg:cut", "log");
 	ck_assert_int_eq(full, 60);
 	for (cut = full; cut >= 45; cut--) {
-		raw_truncate("cut", cut);
-		ck_assert_int_eq(store_sess_open(st, "cut", 0, &s), 0);
+		raw_truncate("kg:cut", cut);
+		ck_assert_int_eq(store_sess_open(st, "kg:cut", 0, &s), 0);
 		ck_assert_uint_eq(store_last_seq(s), cut == full ? 4 : 3);
-		ck_assert_int_eq(file_size("cut", "log"),
+		ck_assert_int_eq(file_size("kg:cut", "log"),
 		    cut == full ? full : 45);
 		store_sess_close(s);
 		/* restore for the next cut */
 		if (cut != full) {
-			ck_assert_int_eq(store_sess_open(st, "cut", 0, &s), 0);
+			ck_assert_int_eq(store_sess_open(st, "kg:cut", 0, &s), 0);
 			fill(s, 4, 4);
 			store_sess_close(s);
 		}
 	}
 	/* the first record torn: empty log */
-	raw_truncate("cut", 7);
-	ck_assert_int_eq(store_sess_open(st, "cut", 0, &s), 0);
+	raw_truncate("kg:cut", 7);
+	ck_assert_int_eq(store_sess_open(st, "kg:cut", 0, &s), 0);
 	ck_assert_uint_eq(store_last_seq(s), 0);
 	ck_assert_uint_eq(store_first_seq(s), 1);
-	ck_assert_int_eq(file_size("cut", "log"), 0);
+	ck_assert_int_eq(file_size("kg:cut", "log"), 0);
 	store_close(st);
 }
 END_TEST
@@ -559,7 +421,7 @@ START_TEST(test_meta)
 
 	/* a session with only meta exists */
 	st = open_store(STORE_FSYNC_ALWAYS);
-	path_of(p, sizeof(p), "m", "log");
+	path_of(p, sizeof(p), "m", "index");
 	ck_assert_int_eq(unlink(p), 0);
 	ck_assert_int_eq(store_exists(st, "m"), 1);
 	ck_assert_int_eq(store_sess_open(st, "m", 0, &s), 0);
@@ -591,7 +453,7 @@ START_TEST(test_trim)
 	ck_assert_int_eq(range_count(s, 99, 0, &first), 1);
 	ck_assert_uint_eq(first, 100);
 	fill(s, 101, 105);
-	path_of(p, sizeof(p), "tr", "log.tmp");
+	path_of(p, sizeof(p), "tr", "index.tmp");
 	ck_assert_int_eq(stat(p, &sb), -1);
 	store_sess_close(s);
 
@@ -608,23 +470,131 @@ START_TEST(test_trim)
 	store_sess_close(s);
 	ck_assert_int_eq(store_sess_open(st, "tr", 0, &s), 0);
 	ck_assert_uint_eq(store_first_seq(s), 105);
-	ck_assert_int_eq(file_size("tr", "log"), 21);
+	ck_assert_int_eq(file_size("tr", "index"), 64 + 40);
 	fill(s, 106, 106);
 	store_close(st);
 }
 END_TEST
 
-static void
-age(const char *id, const char *file, time_t when)
+
+static ino_t
+inode_of(const char *id, const char *file)
 {
 	char		 p[512];
-	struct timespec	 ts[2];
+	struct stat	 sb;
 
 	path_of(p, sizeof(p), id, file);
-	ts[0].tv_sec = ts[1].tv_sec = when;
-	ts[0].tv_nsec = ts[1].tv_nsec = 0;
-	ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	if (stat(p, &sb) == -1)
+		return 0;
+	return sb.st_ino;
 }
+
+/* Two slots, in place: no inode per write, a torn slot never read. */
+START_TEST(test_meta_slots)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	char			*m, j[32];
+	ino_t			 i0, i1;
+	off_t			 size;
+	int			 k;
+
+	ck_assert_int_eq(store_sess_open(st, "ms", 1, &s), 0);
+	ck_assert_int_eq(store_meta_write(s, "{\"k\":1}", 7), 0);
+	ck_assert_int_eq(store_meta_write(s, "{\"k\":2}", 7), 0);
+	i0 = inode_of("ms", "meta.0");
+	i1 = inode_of("ms", "meta.1");
+	ck_assert(i0 != 0 && i1 != 0);
+	for (k = 3; k <= 40; k++) {
+		snprintf(j, sizeof(j), "{\"k\":%d}", k);
+		ck_assert_int_eq(store_meta_write(s, j, strlen(j)), 0);
+	}
+	ck_assert(inode_of("ms", "meta.0") == i0);
+	ck_assert(inode_of("ms", "meta.1") == i1);
+	ck_assert_int_eq(file_size("ms", "meta"), -1);
+	ck_assert_int_eq(file_size("ms", "meta.tmp"), -1);
+	/* 40 went to meta.1: tear it, meta.0 (39) answers. */
+	size = file_size("ms", "meta.1");
+	{
+		char p[512];
+
+		path_of(p, sizeof(p), "ms", "meta.1");
+		ck_assert_int_eq(truncate(p, size - 1), 0);
+	}
+	m = store_meta_peek(st, "ms");
+	ck_assert_str_eq(m, "{\"k\":39}");
+	free(m);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "ms", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"k\":39}");
+	free(m);
+	/* The next write replaces the torn slot, not the good one. */
+	ck_assert_int_eq(store_meta_write(s, "{\"k\":41}", 8), 0);
+	m = meta_on_disk("ms");
+	ck_assert_str_eq(m, "{\"k\":41}");
+	free(m);
+	/* A shorter text than the slot held: no stale bytes read back. */
+	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
+	ck_assert_int_eq(store_meta_write(s, "[]", 2), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "[]");
+	free(m);
+	ck_assert_int_eq(file_size("ms", "meta.0"), SEG_META_HDR + 2);
+	/* Both slots torn: no meta, said, not garbage. */
+	write_file("ms", "meta.0", "PARLEYMT", 8);
+	write_file("ms", "meta.1", "junk", 4);
+	errno = 0;
+	ck_assert_ptr_null(store_meta_read(s));
+	ck_assert_int_eq(errno, ENOENT);
+	store_close(st);
+}
+END_TEST
+
+/* A state directory of the v1 format: its meta file is read, then
+ * replaced by slots; a slot of an unknown version is refused. */
+START_TEST(test_meta_upgrade)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	unsigned char		 b[SEG_META_HDR + 2];
+	char			 p[512], *m;
+	uint32_t		 c;
+
+	snprintf(p, sizeof(p), "%s/sessions/old", tdir);
+	ck_assert_int_eq(mkdir(p, 0750), 0);
+	write_file("old", "meta", "{\"v1\":true}", 11);
+	ck_assert_int_eq(store_exists(st, "old"), 1);
+	m = store_meta_peek(st, "old");
+	ck_assert_str_eq(m, "{\"v1\":true}");
+	free(m);
+	ck_assert_int_eq(store_sess_open(st, "old", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"v1\":true}");
+	free(m);
+	ck_assert_int_eq(store_meta_write(s, "{\"v\":2}", 7), 0);
+	ck_assert_int_eq(file_size("old", "meta"), -1);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"v\":2}");
+	free(m);
+	store_sess_close(s);
+
+	/* A slot written by a later format version. */
+	seg_meta_encode(b, 9, "{}", 2);
+	memcpy(b + SEG_META_HDR, "{}", 2);
+	b[20] = 7;
+	c = seg_crc32c(seg_crc32c(0, b + 8, 20), "{}", 2);
+	b[28] = (unsigned char)c;
+	b[29] = (unsigned char)(c >> 8);
+	b[30] = (unsigned char)(c >> 16);
+	b[31] = (unsigned char)(c >> 24);
+	write_file("old", "meta.1", b, sizeof(b));
+	errno = 0;
+	ck_assert_ptr_null(store_meta_peek(st, "old"));
+	ck_assert_int_eq(errno, EPROTONOSUPPORT);
+	store_close(st);
+}
+END_TEST
 
 START_TEST(test_expire)
 {
@@ -639,12 +609,12 @@ START_TEST(test_expire)
 	fill(s, 1, 3);
 	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
 	store_sess_close(s);
-	age("a", "log", old);
-	age("a", "meta", old);
+	age("a", "index", old);
+	age("a", "meta.0", old);
 
 	ck_assert_int_eq(store_sess_open(st, "b", 1, &b), 0);	/* open */
 	fill(b, 1, 3);
-	age("b", "log", old);
+	age("b", "index", old);
 
 	ck_assert_int_eq(store_sess_open(st, "c", 1, &s), 0);	/* fresh */
 	fill(s, 1, 3);
@@ -655,12 +625,12 @@ START_TEST(test_expire)
 	fill(s, 1, 3);
 	ck_assert_int_eq(store_meta_write(s, "{}", 2), 0);
 	store_sess_close(s);
-	age("d", "log", old);
+	age("d", "index", old);
 
 	ck_assert_int_eq(store_sess_open(st, "e", 1, &s), 0);	/* locked */
 	store_sess_close(s);
-	age("e", "log", old);
-	path_of(p, sizeof(p), "e", "log");
+	age("e", "index", old);
+	path_of(p, sizeof(p), "e", "index");
 	fd = open(p, O_RDWR);
 	ck_assert_int_ne(fd, -1);
 	ck_assert_int_eq(flock(fd, LOCK_EX | LOCK_NB), 0);
@@ -673,7 +643,7 @@ START_TEST(test_expire)
 	ck_assert_uint_eq(store_first_seq(s), 1);
 	store_sess_close(s);
 	age("kg:p", "log", old);
-	age("kg:p", "meta", old);
+	age("kg:p", "meta.0", old);
 
 	snprintf(p, sizeof(p), "%s/sessions/.junk", tdir);
 	ck_assert_int_eq(mkdir(p, 0700), 0);
@@ -751,23 +721,6 @@ open_attached(struct event_base *base)
 	return st;
 }
 
-static char *
-meta_on_disk(const char *id)
-{
-	char	 p[512], *buf;
-	FILE	*f;
-	size_t	 n;
-
-	path_of(p, sizeof(p), id, "meta");
-	if ((f = fopen(p, "r")) == NULL)
-		return NULL;
-	buf = calloc(1, 256);
-	n = fread(buf, 1, 255, f);
-	buf[n] = '\0';
-	fclose(f);
-	return buf;
-}
-
 static uint64_t
 syncs_done(struct store *st)
 {
@@ -817,10 +770,16 @@ START_TEST(test_batch_async_meta)
 	loop_for(base, 300);
 	ck_assert_int_eq(((struct local_store *)st)->syncer_on, 1);
 	ck_assert_int_eq(((struct local_store *)st)->unsynced, 0);
-	/* A meta write is in place when the call returns (no fsync in the
-	 * loop) and is synced within 200 ms. */
+	/* A meta write is in place after the loop's pass (the group
+	 * commit; no fsync in the loop) and is synced within 200 ms.  Read
+	 * back before, it is the queued one. */
 	before = syncs_done(st);
 	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":1}", 7), 0);
+	ck_assert_ptr_null(meta_on_disk("am1"));
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"a\":1}");
+	free(m);
+	event_base_loop(base, EVLOOP_NONBLOCK);
 	m = meta_on_disk("am1");
 	ck_assert_str_eq(m, "{\"a\":1}");
 	free(m);
@@ -1279,14 +1238,14 @@ START_TEST(test_doc_expire)
 	ck_assert_int_eq(doc_put(s, "b", "{}", 2, NULL), 0);
 	store_sess_close(s);
 	kb_raw("ke", "kb/.c.tmp", "{");
-	age("ke", "log", old);
+	age("ke", "index", old);
 	age("ke", "kb", old);
 	/* a document written lately keeps an old log's session */
 	ck_assert_int_eq(store_sess_open(st, "kf", 1, &s), 0);
 	fill(s, 1, 3);
 	ck_assert_int_eq(doc_put(s, "a", "{}", 2, NULL), 0);
 	store_sess_close(s);
-	age("kf", "log", old);
+	age("kf", "index", old);
 
 	ck_assert_int_eq(store_expire(st, cutoff), 1);
 	snprintf(p, sizeof(p), "%s/sessions/ke", tdir);
@@ -1322,6 +1281,8 @@ store_suite(void)
 	tcase_add_test(tc, test_torn_tail);
 	tcase_add_test(tc, test_torn_every_byte);
 	tcase_add_test(tc, test_meta);
+	tcase_add_test(tc, test_meta_slots);
+	tcase_add_test(tc, test_meta_upgrade);
 	tcase_add_test(tc, test_trim);
 	tcase_add_test(tc, test_expire);
 	tcase_add_test(tc, test_fsync_modes);

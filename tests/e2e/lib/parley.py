@@ -433,6 +433,60 @@ async def ws_until(ws, pred, timeout=20, into=None):
             return got
 
 
+def _crc32c(data, crc=0):
+    """CRC-32C, as src/store_seg.c computes it (slow, for small texts)."""
+    c = crc ^ 0xffffffff
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82f63b78 if c & 1 else c >> 1
+    return c ^ 0xffffffff
+
+
+def _meta_slots(state, sid):
+    """[(generation, text, slot)] of the valid meta slots of a local-store
+    session (the format in src/store_seg.c), newest first."""
+    out = []
+    for i in (0, 1):
+        try:
+            with open(os.path.join(state, "sessions", sid, "meta.%d" % i),
+                      "rb") as f:
+                b = f.read()
+        except FileNotFoundError:
+            continue
+        if len(b) < 32 or b[:8] != b"PARLEYMT":
+            continue
+        gen, n, ver, _, crc = struct.unpack("<QIIII", b[8:32])
+        if n > len(b) - 32 or ver != 1 or \
+                _crc32c(b[32:32 + n], _crc32c(b[8:28])) != crc:
+            continue
+        out.append((gen, b[32:32 + n].decode(), i))
+    return sorted(out, reverse=True)
+
+
+def store_meta_read(state, sid):
+    """A local-store session's meta as parleyd reads it (the newest valid
+    slot, else the v1 meta file), parsed."""
+    s = _meta_slots(state, sid)
+    if s:
+        return json.loads(s[0][1])
+    with open(os.path.join(state, "sessions", sid, "meta")) as f:
+        return json.load(f)
+
+
+def store_meta_write(state, sid, obj):
+    """Replaces a stopped daemon's session meta the way parleyd does: the
+    next generation into the slot that does not hold the newest."""
+    s = _meta_slots(state, sid)
+    gen, slot = (s[0][0] + 1, 1 - s[0][2]) if s else (1, 0)
+    text = json.dumps(obj).encode()
+    hdr = struct.pack("<QIII", gen, len(text), 1, 0)
+    crc = _crc32c(text, _crc32c(hdr))
+    with open(os.path.join(state, "sessions", sid, "meta.%d" % slot),
+              "wb") as f:
+        f.write(b"PARLEYMT" + hdr + struct.pack("<I", crc) + text)
+
+
 def short(e):
     return "%s/%s" % (e.get("type"), e.get("seq", "-"))
 

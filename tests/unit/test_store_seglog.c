@@ -1,0 +1,509 @@
+/*
+ * Unit tests for the local store's shared segment log: group commit,
+ * sessions changing processes, a writer dead mid-frame, trimming, the
+ * sweep of segments, the conversion of v1 logs, format versions.
+ */
+#include "store_local_fixture.h"
+
+/* --- group commit into the shared segments --- */
+
+struct gc_seen {
+	struct store_sess	*s[8];
+	uint64_t		 seq[8];
+	int			 calls;
+	int			 failed;
+};
+
+static struct gc_seen	 gc_seen;
+
+static void
+gc_durable(void *arg, struct store_sess *s, uint64_t seq)
+{
+	int	 i;
+
+	(void)arg;
+	gc_seen.calls++;
+	for (i = 0; i < 8; i++)
+		if (gc_seen.s[i] == s || gc_seen.s[i] == NULL) {
+			gc_seen.s[i] = s;
+			ck_assert_uint_ge(seq, gc_seen.seq[i]);
+			gc_seen.seq[i] = seq;
+			return;
+		}
+}
+
+static void
+gc_failed(void *arg, struct store_sess *s, int err)
+{
+	(void)arg;
+	(void)s;
+	(void)err;
+	gc_seen.failed++;
+}
+
+static const struct store_events gc_events = {
+	.durable = gc_durable,
+	.failed = gc_failed,
+};
+
+static struct store *
+open_grouped(struct event_base *base, enum store_fsync fs)
+{
+	struct store		*st = open_store(fs);
+	struct store_params	 sp;
+	char			 err[256];
+
+	memset(&sp, 0, sizeof(sp));
+	sp.base = base;
+	sp.node = "test/1";
+	sp.ev = &gc_events;
+	ck_assert_int_eq(store_attach(st, &sp, err, sizeof(err)), 0);
+	memset(&gc_seen, 0, sizeof(gc_seen));
+	return st;
+}
+
+static uint64_t
+durable_of(struct store_sess *s)
+{
+	int	 i;
+
+	for (i = 0; i < 8; i++)
+		if (gc_seen.s[i] == s)
+			return gc_seen.seq[i];
+	return 0;
+}
+
+static void
+fill_async(struct store_sess *s, uint64_t first, uint64_t last)
+{
+	char		 j[64];
+	uint64_t	 q;
+	int		 n;
+
+	for (q = first; q <= last; q++) {
+		n = snprintf(j, sizeof(j), "{\"n\":%" PRIu64 "}", q);
+		ck_assert_int_eq(store_append_async(s, q, 1000 * q, j,
+		    (size_t)n), 0);
+	}
+}
+
+/* The segment files in the state directory. */
+static int
+count_segments(void)
+{
+	char		 p[512];
+	DIR		*d;
+	struct dirent	*de;
+	int		 n = 0;
+
+	snprintf(p, sizeof(p), "%s/segments", tdir);
+	ck_assert_ptr_nonnull(d = opendir(p));
+	while ((de = readdir(d)) != NULL)
+		n += strstr(de->d_name, ".seg") != NULL;
+	closedir(d);
+	return n;
+}
+
+/* One pass of the loop: every queued write of it in one group commit. */
+START_TEST(test_group_commit)
+{
+	static const enum store_fsync modes[] = { STORE_FSYNC_ALWAYS,
+	    STORE_FSYNC_BATCH, STORE_FSYNC_NO };
+	struct event_base	*base;
+	struct store		*st;
+	struct store_sess	*a, *b, *c;
+	struct local_writer	*w;
+	uint64_t		 gen;
+	char			*m;
+	size_t			 i;
+
+	for (i = 0; i < 3; i++) {
+		base = event_base_new();
+		st = open_grouped(base, modes[i]);
+		w = &((struct local_store *)st)->w;
+		/* No time bound here: a slow run (sanitizers) must not
+		 * split the pass. */
+		w->wait_us = UINT64_MAX;
+		ck_assert_int_eq(store_sess_open(st, "ga", 1, &a), 0);
+		ck_assert_int_eq(store_sess_open(st, "gb", 1, &b), 0);
+		ck_assert_int_eq(store_sess_open(st, "gc", 1, &c), 0);
+		gen = w->gen;
+		fill_async(a, 1, 50);
+		fill_async(b, 1, 20);
+		ck_assert_int_eq(store_meta_write_async(b, "{\"m\":1}", 7),
+		    0);
+		fill_async(c, 1, 5);
+		fill_async(a, 51, 60);
+		/* Queued: counted, not durable, not readable. */
+		ck_assert_uint_eq(store_last_seq(a), 60);
+		ck_assert_uint_eq(store_durable_seq(a), 0);
+		ck_assert_int_eq(gc_seen.calls, 0);
+		ck_assert_int_eq(range_count(a, 0, 0, NULL), 0);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		/* One flush wrote them all, each session reported once. */
+		ck_assert_uint_eq(w->gen, gen + 1);
+		ck_assert_int_eq(gc_seen.calls, 3);
+		ck_assert_uint_eq(durable_of(a), 60);
+		ck_assert_uint_eq(durable_of(b), 20);
+		ck_assert_uint_eq(durable_of(c), 5);
+		ck_assert_uint_eq(store_durable_seq(a), 60);
+		ck_assert_int_eq(range_count(a, 0, 0, NULL), 60);
+		ck_assert_int_eq(range_count(b, 10, 0, NULL), 10);
+		m = meta_on_disk("gb");
+		ck_assert_str_eq(m, "{\"m\":1}");
+		free(m);
+		/* A pass with nothing queued flushes nothing. */
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		ck_assert_uint_eq(w->gen, gen + 1);
+		/* Bounded: a write queued longer than the bound goes
+		 * before the pass ends (here at once). */
+		w->wait_us = 0;
+		fill_async(a, 61, 62);
+		ck_assert_uint_eq(w->gen, gen + 3);
+		ck_assert_uint_eq(store_durable_seq(a), 62);
+		w->wait_us = UINT64_MAX;
+		/* Closing with writes queued writes them first. */
+		fill_async(c, 6, 9);
+		store_sess_close(c);
+		store_close(st);
+		event_base_free(base);
+		st = open_store(modes[i]);
+		ck_assert_int_eq(store_sess_open(st, "gc", 0, &c), 0);
+		ck_assert_uint_eq(store_last_seq(c), 9);
+		ck_assert_int_eq(range_count(c, 0, 0, NULL), 9);
+		ck_assert_int_eq(store_sess_open(st, "ga", 0, &a), 0);
+		ck_assert_int_eq(range_count(a, 0, 0, NULL), 62);
+		store_close(st);
+		check_rmtree(tdir);
+		ck_assert_int_eq(mkdir(tdir, 0700), 0);
+	}
+}
+END_TEST
+
+/* Opens id in a fresh store: last seq and every record there. */
+static void
+st_reopen_check(const char *id, uint64_t last)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct store_sess	*s;
+
+	ck_assert_int_eq(store_sess_open(st, id, 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), last);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), (int)last);
+	store_close(st);
+}
+
+/* Two processes' stores write their own segments; each reads the
+ * other's records once a session moves. */
+START_TEST(test_two_writers)
+{
+	struct event_base	*b1 = event_base_new(), *b2 = event_base_new();
+	struct store		*s1 = open_grouped(b1, STORE_FSYNC_BATCH);
+	struct store		*s2 = open_grouped(b2, STORE_FSYNC_BATCH);
+	struct store_sess	*x, *y, *busy;
+
+	ck_assert_int_eq(store_sess_open(s1, "wx", 1, &x), 0);
+	ck_assert_int_eq(store_sess_open(s2, "wy", 1, &y), 0);
+	/* One writer per session, across processes too. */
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(s2, "wx", 0, &busy), -1);
+	ck_assert_int_eq(errno, EBUSY);
+	fill_async(x, 1, 30);
+	fill_async(y, 1, 40);
+	event_base_loop(b1, EVLOOP_NONBLOCK);
+	event_base_loop(b2, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(count_segments(), 2);
+	/* They change hands: each finds the other's records. */
+	store_sess_close(x);
+	store_sess_close(y);
+	ck_assert_int_eq(store_sess_open(s2, "wx", 0, &x), 0);
+	ck_assert_int_eq(store_sess_open(s1, "wy", 0, &y), 0);
+	ck_assert_uint_eq(store_last_seq(x), 30);
+	ck_assert_uint_eq(store_last_seq(y), 40);
+	fill_async(x, 31, 35);
+	fill_async(y, 41, 45);
+	event_base_loop(b1, EVLOOP_NONBLOCK);
+	event_base_loop(b2, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(range_count(x, 0, 0, NULL), 35);
+	ck_assert_int_eq(range_count(y, 25, 0, NULL), 20);
+	store_close(s1);
+	store_close(s2);
+	event_base_free(b1);
+	event_base_free(b2);
+	st_reopen_check("wx", 35);
+	st_reopen_check("wy", 45);
+}
+END_TEST
+
+/*
+ * A worker SIGKILLed mid-write: its index lags (lazy entries), its
+ * segment ends in a torn frame.  The next open finds every record it
+ * completed, cuts the torn one away, and appends go on.
+ */
+START_TEST(test_writer_died)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	char			 p[512];
+	struct stat		 sb;
+	pid_t			 pid;
+	int			 status;
+	off_t			 before;
+	uint64_t		 q;
+
+	pid = fork();
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0) {
+		struct event_base *base = event_base_new();
+		struct store *cst = open_grouped(base, STORE_FSYNC_NO);
+		struct local_writer *w;
+		struct store_sess *cs;
+		unsigned char torn[40];
+
+		if (store_sess_open(cst, "died", 1, &cs) == -1)
+			_exit(2);
+		fill_async(cs, 1, 25);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		fill_async(cs, 26, 40);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		w = &((struct local_store *)cst)->w;
+		/* Half a frame, as a write cut short by the kill. */
+		seg_frame_encode(torn, 41, 41000, "died", 4, "{}", 2);
+		if (pwrite(w->fd, torn, 20, w->end) != 20)
+			_exit(3);
+		/* Only the first entry reached the index. */
+		if (((struct local_sess *)cs)->ix_n != 1)
+			_exit(4);
+		_exit(0);		/* no close: as a SIGKILL */
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status));
+	ck_assert_int_eq(WEXITSTATUS(status), 0);
+	ck_assert_int_eq(file_size("died", "index"), 64 + 40);
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "died", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 40);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 40);
+	/* The scan indexed them; the torn frame is gone. */
+	ck_assert_int_eq(file_size("died", "index"), 64 + 40 * 40);
+	{
+		DIR *d;
+		struct dirent *de;
+
+		snprintf(p, sizeof(p), "%s/segments", tdir);
+		ck_assert_ptr_nonnull(d = opendir(p));
+		while ((de = readdir(d)) != NULL)
+			if (strstr(de->d_name, ".seg") != NULL)
+				break;
+		ck_assert_ptr_nonnull(de);
+		snprintf(p, sizeof(p), "%s/segments/%s", tdir, de->d_name);
+		closedir(d);
+	}
+	ck_assert_int_eq(stat(p, &sb), 0);
+	for (before = SEG_HDR_LEN, q = 1; q <= 40; q++)
+		before += 32 + 4 + (q < 10 ? 7 : 8);
+	ck_assert_int_eq(sb.st_size, before);
+	fill(s, 41, 42);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "died", 0, &s), 0);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 42);
+	store_close(st);
+}
+END_TEST
+
+START_TEST(test_seg_trim_reopen)
+{
+	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
+	struct store_sess	*s;
+	uint64_t		 first;
+
+	ck_assert_int_eq(store_sess_open(st, "str", 1, &s), 0);
+	fill(s, 1, 100);
+	ck_assert_int_eq(store_trim(s, 40500), 40);
+	ck_assert_uint_eq(store_first_seq(s), 41);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 60);
+	ck_assert_uint_eq(first, 41);
+	fill(s, 101, 110);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "str", 0, &s), 0);
+	ck_assert_uint_eq(store_first_seq(s), 41);
+	ck_assert_uint_eq(store_last_seq(s), 110);
+	ck_assert_int_eq(range_count(s, 30, 5, &first), 5);
+	ck_assert_uint_eq(first, 41);
+	ck_assert_int_eq(file_size("str", "index"), 64 + 70 * 40);
+	ck_assert_int_eq(file_size("str", "index.tmp"), -1);
+	store_close(st);
+}
+END_TEST
+
+static void
+age_segments(time_t when)
+{
+	char		 p[512];
+	DIR		*d;
+	struct dirent	*de;
+	struct timespec	 ts[2];
+
+	ts[0].tv_sec = ts[1].tv_sec = when;
+	ts[0].tv_nsec = ts[1].tv_nsec = 0;
+	snprintf(p, sizeof(p), "%s/segments", tdir);
+	ck_assert_ptr_nonnull(d = opendir(p));
+	while ((de = readdir(d)) != NULL) {
+		if (strstr(de->d_name, ".seg") == NULL)
+			continue;
+		snprintf(p, sizeof(p), "%s/segments/%s", tdir, de->d_name);
+		ck_assert_int_eq(utimensat(AT_FDCWD, p, ts, 0), 0);
+	}
+	closedir(d);
+}
+
+/* The sweep deletes old segments no retained record is in, only. */
+START_TEST(test_expire_segments)
+{
+	struct store		*st;
+	struct store_sess	*a, *b;
+	time_t			 old = time(NULL) - 3600;
+	uint64_t		 cutoff = (uint64_t)(time(NULL) - 60) * 1000;
+
+	/* Segment 1: a and b. */
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "xa", 1, &a), 0);
+	ck_assert_int_eq(store_sess_open(st, "xb", 1, &b), 0);
+	fill(a, 1, 10);
+	fill(b, 1, 10);
+	store_close(st);
+	ck_assert_int_eq(count_segments(), 1);
+	/* Segment 2: more of b (a new process, a new segment). */
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "xb", 0, &b), 0);
+	fill(b, 11, 12);
+	store_sess_close(b);
+	store_close(st);
+	ck_assert_int_eq(count_segments(), 2);
+	age_segments(old);
+	/* b's first records keep segment 1, though a expired. */
+	st = open_store(STORE_FSYNC_NO);
+	age("xa", "index", old);
+	ck_assert_int_eq(store_expire(st, cutoff), 1);
+	ck_assert_int_eq(count_segments(), 2);
+	/* Trimmed (ts 1000 * seq: all old), b keeps its newest, in
+	 * segment 2: segment 1 goes. */
+	ck_assert_int_eq(store_sess_open(st, "xb", 0, &b), 0);
+	ck_assert_int_eq(store_trim(b, cutoff), 11);
+	store_sess_close(b);
+	age_segments(old);
+	ck_assert_int_eq(store_expire(st, cutoff), 0);
+	ck_assert_int_eq(count_segments(), 1);
+	ck_assert_int_eq(store_sess_open(st, "xb", 0, &b), 0);
+	ck_assert_int_eq(range_count(b, 0, 0, NULL), 1);
+	store_sess_close(b);
+	/* A young segment stays whatever is in it. */
+	ck_assert_int_eq(store_sess_open(st, "xc", 1, &a), 0);
+	fill(a, 1, 3);
+	store_sess_close(a);
+	store_close(st);
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(count_segments(), 2);
+	ck_assert_int_eq(store_expire(st, UINT64_MAX), 2);	/* xb, xc */
+	ck_assert_int_eq(count_segments(), 0);
+	store_close(st);
+}
+END_TEST
+
+/* A v1 log (today's format, torn at the end) is converted at open. */
+START_TEST(test_v1_convert)
+{
+	static const char v1[] = "3 3000 {\"n\":3}\n4 4000 {\"n\":4}\n"
+	    "5 5000 {\"n\":5}\n6 60";
+	struct store		*st;
+	struct store_sess	*s;
+	uint64_t		 first;
+	char			 p[512];
+
+	st = open_store(STORE_FSYNC_ALWAYS);
+	snprintf(p, sizeof(p), "%s/sessions/v1", tdir);
+	ck_assert_int_eq(mkdir(p, 0750), 0);
+	write_file("v1", "log", v1, sizeof(v1) - 1);
+	write_file("v1", "meta", "{\"old\":1}", 9);
+	ck_assert_int_eq(store_exists(st, "v1"), 1);
+	ck_assert_int_eq(store_sess_open(st, "v1", 0, &s), 0);
+	ck_assert_int_eq(file_size("v1", "log"), -1);
+	ck_assert_int_eq(file_size("v1", "index"), 64 + 3 * 40);
+	ck_assert_uint_eq(store_first_seq(s), 3);
+	ck_assert_uint_eq(store_last_seq(s), 5);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 3);
+	ck_assert_uint_eq(first, 3);
+	fill(s, 6, 8);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "v1", 0, &s), 0);
+	ck_assert_int_eq(range_count(s, 0, 0, &first), 6);
+	/* A crash after the index was renamed in, before the log went. */
+	write_file("v1", "log", v1, sizeof(v1) - 1);
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "v1", 0, &s), 0);
+	ck_assert_int_eq(file_size("v1", "log"), -1);
+	ck_assert_uint_eq(store_last_seq(s), 8);
+	/* A retained session keeps its v1 log. */
+	snprintf(p, sizeof(p), "%s/sessions/kg:v1", tdir);
+	ck_assert_msg(mkdir(p, 0750) == 0, "%s: %s", p, strerror(errno));
+	write_file("kg:v1", "log", v1, sizeof(v1) - 1);
+	ck_assert_int_eq(store_sess_open(st, "kg:v1", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 5);
+	ck_assert_int_eq(file_size("kg:v1", "index"), -1);
+	ck_assert_int_eq(file_size("kg:v1", "log"), 45);
+	store_close(st);
+}
+END_TEST
+
+/* A segment of a later format: refused at open, said clearly. */
+START_TEST(test_seg_version)
+{
+	unsigned char	 h[SEG_HDR_LEN];
+	char		 p[512], err[256];
+	uint32_t	 c;
+	int		 fd;
+
+	store_close(open_store(STORE_FSYNC_NO));	/* the directories */
+	seg_hdr_encode(h, 7);
+	h[8] = 9;
+	c = seg_crc32c(0, h, 28);
+	h[28] = (unsigned char)c;
+	h[29] = (unsigned char)(c >> 8);
+	h[30] = (unsigned char)(c >> 16);
+	h[31] = (unsigned char)(c >> 24);
+	snprintf(p, sizeof(p), "%s/segments/0000000000000007.seg", tdir);
+	ck_assert_int_ne(fd = open(p, O_WRONLY | O_CREAT, 0640), -1);
+	ck_assert_int_eq(write(fd, h, sizeof(h)), (ssize_t)sizeof(h));
+	close(fd);
+	errno = 0;
+	ck_assert_ptr_null(store_open("local", tdir, STORE_FSYNC_NO, err,
+	    sizeof(err)));
+	ck_assert_int_eq(errno, EPROTONOSUPPORT);
+	ck_assert_msg(strstr(err, "format version 9") != NULL, "%s", err);
+}
+END_TEST
+
+static Suite *
+seglog_suite(void)
+{
+	Suite	*su = suite_create("store_seglog");
+	TCase	*tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_group_commit);
+	tcase_add_test(tc, test_two_writers);
+	tcase_add_test(tc, test_writer_died);
+	tcase_add_test(tc, test_seg_trim_reopen);
+	tcase_add_test(tc, test_expire_segments);
+	tcase_add_test(tc, test_v1_convert);
+	tcase_add_test(tc, test_seg_version);
+	suite_add_tcase(su, tc);
+	return su;
+}
+
+int
+main(void)
+{
+	return check_run(seglog_suite());
+}
