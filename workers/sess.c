@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
+#include "parley/jsonw.h"
 #include "parley/kg.h"
 #include "parley/log.h"
 #include "parley/metrics.h"
@@ -311,6 +312,9 @@ sess_idle_again(struct sess *s)
 		sess_check_idle(s);
 }
 
+static uint64_t	emit(struct sess *, const char *, const cJSON *, const char *,
+		    size_t);
+
 /*
  * Appends one event and fans it out once the store has it.  body's fields
  * are moved into the event (body is consumed).  Returns the seq, or 0
@@ -319,36 +323,75 @@ sess_idle_again(struct sess *s)
 uint64_t
 sess_emit(struct sess *s, const char *type, cJSON *body)
 {
+	uint64_t seq;
+
+	seq = emit(s, type, body, NULL, 0);
+	cJSON_Delete(body);
+	return seq;
+}
+
+uint64_t
+sess_emit_json(struct sess *s, const char *type, const char *body,
+    size_t len)
+{
+	return emit(s, type, NULL, body, len);
+}
+
+/*
+ * sess_emit and sess_emit_json: the head ({"v":1,"type","sessionId",
+ * "seq","ts"}) then the body's members, written as text in one pass (see
+ * jsonw.h for why not through cJSON); the same bytes the tree printed.
+ */
+static uint64_t
+emit(struct sess *s, const char *type, const cJSON *body, const char *text,
+    size_t textlen)
+{
 	struct evt *e;
-	cJSON *o, *f;
-	char ts[32], *txt;
+	struct jw w;
+	char ts[32], stk[1024];
+	const char *txt;
 	uint64_t seq, now = util_now_ms();
 	size_t len;
 
-	if (s->follower || s->broken || s->st == NULL) {
-		cJSON_Delete(body);
+	if (s->follower || s->broken || s->st == NULL)
 		return 0;
-	}
 	seq = store_last_seq(s->st) + 1;
-	o = proto_head(type, s->id);
-	cJSON_AddNumberToObject(o, "seq", (double)seq);
 	util_iso8601(ts, now);
-	cJSON_AddStringToObject(o, "ts", ts);
-	if (body != NULL) {
-		while ((f = body->child) != NULL) {
-			cJSON_DetachItemViaPointer(body, f);
-			cJSON_AddItemToObject(o, f->string, f);
+	jw_init(&w, stk, sizeof(stk), STORE_JSON_MAX);
+	jw_raw(&w, "{", 1);
+	jw_key(&w, "v");
+	jw_u64(&w, PROTO_VERSION);
+	jw_key(&w, "type");
+	jw_str(&w, type, strlen(type));
+	jw_key(&w, "sessionId");
+	jw_str(&w, s->id, strlen(s->id));
+	jw_key(&w, "seq");
+	jw_u64(&w, seq);
+	jw_key(&w, "ts");
+	jw_str(&w, ts, strlen(ts));
+	if (body != NULL)
+		jw_cjson_members(&w, body);
+	else if (text != NULL) {
+		/* {"a":..} goes in as ,"a":..; {} adds nothing. */
+		if (textlen < 2 || text[0] != '{' || text[textlen - 1] != '}')
+			w.err = 1;
+		else if (textlen > 2) {
+			jw_raw(&w, ",", 1);
+			jw_raw(&w, text + 1, textlen - 2);
 		}
-		cJSON_Delete(body);
 	}
-	txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (txt == NULL || (e = evt_new(seq, txt, len = strlen(txt))) ==
-	    NULL) {
-		free(txt);
+	jw_raw(&w, "}", 1);
+	if ((txt = jw_text(&w, &len)) == NULL) {
+		log_warnx("session %s: a %s event could not be encoded (out "
+		    "of memory, or past %u bytes); not logged", s->id, type,
+		    STORE_JSON_MAX);
+		jw_free(&w);
 		return 0;
 	}
-	free(txt);
+	e = evt_new(seq, txt, len);
+	jw_free(&w);
+	if (e == NULL)
+		return 0;
 	/* Queued before the append: a store that answers at once reports
 	 * it durable inside the call. */
 	if (s->ptail != NULL)
