@@ -237,8 +237,13 @@ sess_meta_save(struct sess *s)
 void
 sess_req_note(struct sess *s, uint64_t seq, const char *reqid)
 {
-	unsigned i = s->chat_req_next++ % SESS_CHAT_REQS;
+	unsigned i;
 
+	/* Without memory the log lines go without the request id. */
+	if (s->chat_req == NULL && (s->chat_req = calloc(SESS_CHAT_REQS,
+	    sizeof(*s->chat_req))) == NULL)
+		return;
+	i = s->chat_req_next++ % SESS_CHAT_REQS;
 	s->chat_req[i].seq = seq;
 	snprintf(s->chat_req[i].req, sizeof(s->chat_req[i].req), "%s",
 	    reqid != NULL ? reqid : "");
@@ -250,7 +255,7 @@ sess_req_find(const struct sess *s, uint64_t seq, char out[17])
 	unsigned i;
 
 	out[0] = '\0';
-	for (i = 0; i < SESS_CHAT_REQS; i++)
+	for (i = 0; s->chat_req != NULL && i < SESS_CHAT_REQS; i++)
 		if (s->chat_req[i].seq == seq && seq != 0)
 			memcpy(out, s->chat_req[i].req, 17);
 }
@@ -1100,12 +1105,14 @@ sess_free(struct sess *s)
 	TAILQ_REMOVE(&wk->sessions, s, entry);
 	TAILQ_REMOVE(&wk->buckets[sess_bucket(s->id)], s, hentry);
 	wk->nsessions--;
-	event_free(s->flush_ev);
+	if (s->flush_ev != NULL)
+		event_free(s->flush_ev);
 	event_free(s->idle_ev);
 	event_free(s->start_ev);
 	for (i = 0; i < s->id_n; i++)
 		free(s->idr[i].id);
 	free(s->idr);
+	free(s->chat_req);
 	cJSON_Delete(s->meta);
 	free(s->tok);
 	free(s);

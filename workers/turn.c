@@ -159,11 +159,18 @@ on_token(void *arg, const char *text, size_t len)
 	 * early or late by the timers, and each late flush would push the
 	 * next one back until every chunk waited the whole interval again.
 	 */
-	if (evtimer_pending(s->flush_ev, NULL))
+	if (s->flush_ev != NULL && evtimer_pending(s->flush_ev, NULL))
 		return;
 	now = loop_us(s->wk);
 	iv = s->wk->conf->flush_interval_ms * 1000;
 	if (now < s->flushed_us || now - s->flushed_us >= iv - iv / 4) {
+		turn_flush(s);
+		return;
+	}
+	/* The timer is made by the first turn that needs it: an idle
+	 * session holds none.  Without one the chunk goes at once. */
+	if (s->flush_ev == NULL &&
+	    (s->flush_ev = evtimer_new(s->wk->base, flush_cb, s)) == NULL) {
 		turn_flush(s);
 		return;
 	}
@@ -1295,11 +1302,10 @@ recover_ready(void *arg, ssize_t n)
 	evtimer_add(s->recover_ev, &tv);
 }
 
-/* Its timers: the coalesced tokens' flush, a start that waits for MCP. */
+/* Its timer for a start that waits for MCP (the flush's is made on use). */
 static void
 turn_init(struct sess *s)
 {
-	s->flush_ev = evtimer_new(s->wk->base, flush_cb, s);
 	s->start_ev = evtimer_new(s->wk->base, start_cb, s);
 }
 
