@@ -15,8 +15,8 @@
  * as parley-load is, so that a send pays for waking its reader as it does
  * in the scenario; that process reads everything and says so before the
  * next round (-p: microseconds to pause between rounds, default 1000,
- * so that it is asleep again).  Then ROUNDS x CONNS records of BYTES are written to a file in
- * DIR (default /tmp), EVENTS-PER-WRITE to a write(2) (default 1: one write
+ * so that it is asleep again).  Then ROUNDS x CONNS records of BYTES
+ * are written to a file in DIR (default /tmp), EVENTS-PER-WRITE to a write(2) (default 1: one write
  * per event; a group commit writes a loop pass's events at once).  Prints
  * one JSON line: microseconds of CPU per send, per write and
  * per event written, and what 50,000 events/s (1,000 sessions at 50
@@ -176,7 +176,8 @@ main(int argc, char **argv)
 	waitpid(pid, NULL, 0);
 
 	/* One write per batch of records to a log file. */
-	snprintf(path, sizeof(path), "%s/parley-floor.%ld", dir, (long)getpid());
+	snprintf(path, sizeof(path), "%s/parley-floor.%ld", dir,
+	    (long)getpid());
 	if ((wfd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600)) ==
 	    -1)
 		die(path);

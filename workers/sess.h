@@ -214,8 +214,8 @@ int		 sess_paused(const struct sess *);
  */
 uint64_t	 sess_emit(struct sess *, const char *type, cJSON *body);
 /* As sess_emit, the body given as a JSON object's text ({} or {..}). */
-uint64_t	 sess_emit_json(struct sess *, const char *type, const char *body,
-		    size_t len);
+uint64_t	 sess_emit_json(struct sess *, const char *type,
+		    const char *body, size_t len);
 /* Writes meta to the store (an owner's, while it is not broken). */
 void		 sess_meta_save(struct sess *);
 /*
