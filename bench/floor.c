@@ -16,11 +16,12 @@
  * in the scenario; that process reads everything and says so before the
  * next round (-p: microseconds to pause between rounds, default 1000,
  * so that it is asleep again).  Then ROUNDS x CONNS records of BYTES
- * are written to a file in DIR (default /tmp), EVENTS-PER-WRITE to a write(2) (default 1: one write
- * per event; a group commit writes a loop pass's events at once).  Prints
- * one JSON line: microseconds of CPU per send, per write and
- * per event written, and what 50,000 events/s (1,000 sessions at 50
- * tokens/s) cost at that rate as % of a core.  Plain C and POSIX.
+ * are written to a file in DIR (default /tmp), EVENTS-PER-WRITE to a
+ * write(2) (default 1: one write per event; a group commit writes a loop
+ * pass's events at once).  Prints one JSON line: microseconds of CPU per
+ * send, per write and per event written, and what 50,000 events/s (1,000
+ * sessions at 50 tokens/s) cost at that rate as % of a core.  Plain C and
+ * POSIX.
  */
 #include <sys/epoll.h>
 #include <sys/socket.h>
