@@ -43,16 +43,41 @@ util_secs_since(uint64_t us)
 	return now > us ? (double)(now - us) / 1e6 : 0;
 }
 
+/*
+ * Every logged event carries one: gmtime_r, strftime and snprintf cost as
+ * much as encoding the rest of a token event, so the seconds' part is
+ * kept per thread and only the milliseconds are written each time.
+ */
 void
 util_iso8601(char out[32], uint64_t ms)
 {
-	time_t t = (time_t)(ms / 1000);
+	static _Thread_local uint64_t sec = UINT64_MAX;
+	static _Thread_local char pfx[24];
+	static _Thread_local size_t n;
+	uint64_t s = ms / 1000;
+	unsigned m = (unsigned)(ms % 1000);
+	time_t t;
 	struct tm tm;
-	char buf[24];
 
-	gmtime_r(&t, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(out, 32, "%s.%03uZ", buf, (unsigned)(ms % 1000));
+	if (s != sec) {
+		t = (time_t)s;
+		if (gmtime_r(&t, &tm) == NULL ||
+		    (n = strftime(pfx, sizeof(pfx), "%Y-%m-%dT%H:%M:%S",
+		    &tm)) == 0) {
+			snprintf(out, 32, "1970-01-01T00:00:00.000Z");
+			sec = UINT64_MAX;
+			return;
+		}
+		sec = s;
+	}
+	/* n is at most 23 (pfx's size): 5 more bytes fit in 32. */
+	memcpy(out, pfx, n);
+	out[n] = '.';
+	out[n + 1] = (char)('0' + m / 100);
+	out[n + 2] = (char)('0' + m / 10 % 10);
+	out[n + 3] = (char)('0' + m % 10);
+	out[n + 4] = 'Z';
+	out[n + 5] = '\0';
 }
 
 void

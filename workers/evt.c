@@ -3,12 +3,15 @@
  * its WebSocket and SSE framings made on first use and shared by
  * reference across every connection that writes them.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "parley/sse.h"
 #include "parley/ws.h"
 #include "evt.h"
+
+#define EVT_WS_ROOM	10	/* the longest server frame header */
 
 static const char pfx[] = "{\"v\":1,\"type\":\"";
 /* The scoped type, quoted as it follows pfx. */
@@ -28,11 +31,11 @@ evt_new(uint64_t seq, const char *json, size_t len)
 	struct evt *e;
 	const char *t, *q;
 
-	if ((e = calloc(1, sizeof(*e))) == NULL ||
-	    (e->json = malloc(len + 1)) == NULL) {
-		free(e);
+	if (len > SIZE_MAX - sizeof(*e) - EVT_WS_ROOM - 1 ||
+	    (e = malloc(sizeof(*e) + EVT_WS_ROOM + len + 1)) == NULL)
 		return NULL;
-	}
+	memset(e, 0, sizeof(*e));
+	e->json = (char *)(e + 1) + EVT_WS_ROOM;
 	memcpy(e->json, json, len);
 	e->json[len] = '\0';
 	e->len = len;
@@ -56,8 +59,6 @@ evt_unref(struct evt *e)
 		return;
 	if (e->view != NULL)
 		e->view_free(e->view);
-	free(e->json);
-	free(e->ws);
 	free(e->sse);
 	free(e);
 }
@@ -76,10 +77,8 @@ evt_ws(struct evt *e, size_t *len)
 
 	if (e->ws == NULL) {
 		h = ws_frame_header(hdr, WS_OP_TEXT, e->len);
-		if ((e->ws = malloc(h + e->len)) == NULL)
-			return NULL;
+		e->ws = (unsigned char *)e->json - h;
 		memcpy(e->ws, hdr, h);
-		memcpy(e->ws + h, e->json, e->len);
 		e->wslen = h + e->len;
 	}
 	*len = e->wslen;

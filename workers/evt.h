@@ -8,15 +8,18 @@
 /*
  * One logged event, encoded once and shared by every connection it is
  * written to (by reference when large, else copied from it); the
- * framings are built on first use.
+ * framings are built on first use.  The struct, room for a WebSocket
+ * frame header and the JSON are one allocation: a server's frame is the
+ * header then the payload as it is (unmasked), so the frame is the JSON
+ * with its header written in front, made without a copy or a malloc.
  */
 struct evt {
 	struct evt	*next;		/* sess pending list, not yet durable */
 	unsigned	 refs;
 	uint64_t	 seq;
-	char		*json;
+	char		*json;		/* inside this allocation */
 	size_t		 len;
-	unsigned char	*ws;		/* frame header + json */
+	unsigned char	*ws;		/* frame header + json, or NULL */
 	size_t		 wslen;
 	char		*sse;
 	size_t		 sselen;

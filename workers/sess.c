@@ -19,6 +19,7 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
+#include "parley/jsonw.h"
 #include "parley/kg.h"
 #include "parley/log.h"
 #include "parley/metrics.h"
@@ -236,8 +237,13 @@ sess_meta_save(struct sess *s)
 void
 sess_req_note(struct sess *s, uint64_t seq, const char *reqid)
 {
-	unsigned i = s->chat_req_next++ % SESS_CHAT_REQS;
+	unsigned i;
 
+	/* Without memory the log lines go without the request id. */
+	if (s->chat_req == NULL && (s->chat_req = calloc(SESS_CHAT_REQS,
+	    sizeof(*s->chat_req))) == NULL)
+		return;
+	i = s->chat_req_next++ % SESS_CHAT_REQS;
 	s->chat_req[i].seq = seq;
 	snprintf(s->chat_req[i].req, sizeof(s->chat_req[i].req), "%s",
 	    reqid != NULL ? reqid : "");
@@ -249,7 +255,7 @@ sess_req_find(const struct sess *s, uint64_t seq, char out[17])
 	unsigned i;
 
 	out[0] = '\0';
-	for (i = 0; i < SESS_CHAT_REQS; i++)
+	for (i = 0; s->chat_req != NULL && i < SESS_CHAT_REQS; i++)
 		if (s->chat_req[i].seq == seq && seq != 0)
 			memcpy(out, s->chat_req[i].req, 17);
 }
@@ -311,6 +317,9 @@ sess_idle_again(struct sess *s)
 		sess_check_idle(s);
 }
 
+static uint64_t	emit(struct sess *, const char *, const cJSON *, const char *,
+		    size_t);
+
 /*
  * Appends one event and fans it out once the store has it.  body's fields
  * are moved into the event (body is consumed).  Returns the seq, or 0
@@ -319,36 +328,75 @@ sess_idle_again(struct sess *s)
 uint64_t
 sess_emit(struct sess *s, const char *type, cJSON *body)
 {
+	uint64_t seq;
+
+	seq = emit(s, type, body, NULL, 0);
+	cJSON_Delete(body);
+	return seq;
+}
+
+uint64_t
+sess_emit_json(struct sess *s, const char *type, const char *body,
+    size_t len)
+{
+	return emit(s, type, NULL, body, len);
+}
+
+/*
+ * sess_emit and sess_emit_json: the head ({"v":1,"type","sessionId",
+ * "seq","ts"}) then the body's members, written as text in one pass (see
+ * jsonw.h for why not through cJSON); the same bytes the tree printed.
+ */
+static uint64_t
+emit(struct sess *s, const char *type, const cJSON *body, const char *text,
+    size_t textlen)
+{
 	struct evt *e;
-	cJSON *o, *f;
-	char ts[32], *txt;
+	struct jw w;
+	char ts[32], stk[1024];
+	const char *txt;
 	uint64_t seq, now = util_now_ms();
 	size_t len;
 
-	if (s->follower || s->broken || s->st == NULL) {
-		cJSON_Delete(body);
+	if (s->follower || s->broken || s->st == NULL)
 		return 0;
-	}
 	seq = store_last_seq(s->st) + 1;
-	o = proto_head(type, s->id);
-	cJSON_AddNumberToObject(o, "seq", (double)seq);
 	util_iso8601(ts, now);
-	cJSON_AddStringToObject(o, "ts", ts);
-	if (body != NULL) {
-		while ((f = body->child) != NULL) {
-			cJSON_DetachItemViaPointer(body, f);
-			cJSON_AddItemToObject(o, f->string, f);
+	jw_init(&w, stk, sizeof(stk), STORE_JSON_MAX);
+	jw_raw(&w, "{", 1);
+	jw_key(&w, "v");
+	jw_u64(&w, PROTO_VERSION);
+	jw_key(&w, "type");
+	jw_str(&w, type, strlen(type));
+	jw_key(&w, "sessionId");
+	jw_str(&w, s->id, strlen(s->id));
+	jw_key(&w, "seq");
+	jw_u64(&w, seq);
+	jw_key(&w, "ts");
+	jw_str(&w, ts, strlen(ts));
+	if (body != NULL)
+		jw_cjson_members(&w, body);
+	else if (text != NULL) {
+		/* {"a":..} goes in as ,"a":..; {} adds nothing. */
+		if (textlen < 2 || text[0] != '{' || text[textlen - 1] != '}')
+			w.err = 1;
+		else if (textlen > 2) {
+			jw_raw(&w, ",", 1);
+			jw_raw(&w, text + 1, textlen - 2);
 		}
-		cJSON_Delete(body);
 	}
-	txt = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	if (txt == NULL || (e = evt_new(seq, txt, len = strlen(txt))) ==
-	    NULL) {
-		free(txt);
+	jw_raw(&w, "}", 1);
+	if ((txt = jw_text(&w, &len)) == NULL) {
+		log_warnx("session %s: a %s event could not be encoded (out "
+		    "of memory, or past %u bytes); not logged", s->id, type,
+		    STORE_JSON_MAX);
+		jw_free(&w);
 		return 0;
 	}
-	free(txt);
+	e = evt_new(seq, txt, len);
+	jw_free(&w);
+	if (e == NULL)
+		return 0;
 	/* Queued before the append: a store that answers at once reports
 	 * it durable inside the call. */
 	if (s->ptail != NULL)
@@ -1057,12 +1105,14 @@ sess_free(struct sess *s)
 	TAILQ_REMOVE(&wk->sessions, s, entry);
 	TAILQ_REMOVE(&wk->buckets[sess_bucket(s->id)], s, hentry);
 	wk->nsessions--;
-	event_free(s->flush_ev);
+	if (s->flush_ev != NULL)
+		event_free(s->flush_ev);
 	event_free(s->idle_ev);
 	event_free(s->start_ev);
 	for (i = 0; i < s->id_n; i++)
 		free(s->idr[i].id);
 	free(s->idr);
+	free(s->chat_req);
 	cJSON_Delete(s->meta);
 	free(s->tok);
 	free(s);

@@ -121,11 +121,12 @@ struct sess {
 	char			 cr_peer[64];	/* that waiter's address */
 	char			 cr_sub[IPC_SUB_MAX + 1];	/* and subject */
 	uint64_t		 log_bytes;	/* its log took in (quota) */
-	struct {
+	/* A chat's request id, for its turn's log lines: SESS_CHAT_REQS
+	 * of them once the first comes (an idle session holds none). */
+	struct sess_chat_req {
 		uint64_t	 seq;
 		char		 req[17];
-	}			 chat_req[SESS_CHAT_REQS];	/* a chat's
-					   request id, for its turn's log */
+	}			*chat_req;
 	unsigned		 chat_req_next;
 	int			 follower;	/* another process owns it */
 	int			 broken;	/* the store failed it */
@@ -212,6 +213,9 @@ int		 sess_paused(const struct sess *);
  * or 0 when the store refused it, in which case no client saw it.
  */
 uint64_t	 sess_emit(struct sess *, const char *type, cJSON *body);
+/* As sess_emit, the body given as a JSON object's text ({} or {..}). */
+uint64_t	 sess_emit_json(struct sess *, const char *type,
+		    const char *body, size_t len);
 /* Writes meta to the store (an owner's, while it is not broken). */
 void		 sess_meta_save(struct sess *);
 /*

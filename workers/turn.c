@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
+#include "parley/jsonw.h"
 #include "parley/log.h"
 #include "parley/metrics.h"
 #include "parley/proto.h"
@@ -64,28 +65,41 @@ loop_us(struct wk *wk)
 
 
 
+/*
+ * The token event, the one a turn logs most, is written as text: a cJSON
+ * object of three strings cost a dozen allocations a token (jsonw.h).
+ */
 static void
 turn_flush(struct sess *s)
 {
-	size_t n;
-	cJSON *b;
-	char *content;
+	const char *body;
+	char stk[512];
+	struct jw w;
+	size_t n, len;
 
 	if (s->toklen == 0 || s->turn == NULL)
 		return;
 	if ((n = utf8_whole(s->tok, s->toklen)) == 0)
 		return;
-	if ((content = strndup(s->tok, n)) == NULL)
+	jw_init(&w, stk, sizeof(stk), STORE_JSON_MAX);
+	jw_raw(&w, "{", 1);
+	jw_key(&w, "agentId");
+	jw_str(&w, s->agent_id, strlen(s->agent_id));
+	jw_key(&w, "messageId");
+	jw_str(&w, s->turn->msgid, strlen(s->turn->msgid));
+	jw_key(&w, "content");
+	/* As cJSON took it: up to the first NUL. */
+	jw_str(&w, s->tok, strnlen(s->tok, n));
+	jw_raw(&w, "}", 1);
+	if ((body = jw_text(&w, &len)) == NULL) {
+		jw_free(&w);
 		return;
-	b = cJSON_CreateObject();
-	cJSON_AddStringToObject(b, "agentId", s->agent_id);
-	cJSON_AddStringToObject(b, "messageId", s->turn->msgid);
-	cJSON_AddStringToObject(b, "content", content);
-	free(content);
+	}
 	memmove(s->tok, s->tok + n, s->toklen - n);
 	s->toklen -= n;
 	s->flushed_us = loop_us(s->wk);
-	sess_emit(s, "token", b);
+	sess_emit_json(s, "token", body, len);
+	jw_free(&w);
 }
 
 static void
@@ -145,11 +159,18 @@ on_token(void *arg, const char *text, size_t len)
 	 * early or late by the timers, and each late flush would push the
 	 * next one back until every chunk waited the whole interval again.
 	 */
-	if (evtimer_pending(s->flush_ev, NULL))
+	if (s->flush_ev != NULL && evtimer_pending(s->flush_ev, NULL))
 		return;
 	now = loop_us(s->wk);
 	iv = s->wk->conf->flush_interval_ms * 1000;
 	if (now < s->flushed_us || now - s->flushed_us >= iv - iv / 4) {
+		turn_flush(s);
+		return;
+	}
+	/* The timer is made by the first turn that needs it: an idle
+	 * session holds none.  Without one the chunk goes at once. */
+	if (s->flush_ev == NULL &&
+	    (s->flush_ev = evtimer_new(s->wk->base, flush_cb, s)) == NULL) {
 		turn_flush(s);
 		return;
 	}
@@ -1281,11 +1302,10 @@ recover_ready(void *arg, ssize_t n)
 	evtimer_add(s->recover_ev, &tv);
 }
 
-/* Its timers: the coalesced tokens' flush, a start that waits for MCP. */
+/* Its timer for a start that waits for MCP (the flush's is made on use). */
 static void
 turn_init(struct sess *s)
 {
-	s->flush_ev = evtimer_new(s->wk->base, flush_cb, s);
 	s->start_ev = evtimer_new(s->wk->base, start_cb, s);
 }
 
