@@ -86,7 +86,8 @@ enum rs_kind {
 	RC_POST,
 	RC_TRIM_SCAN,
 	RC_TRIM,
-	RC_DOC		/* a document command (store_redis_doc.c) */
+	RC_DOC,		/* a document command (store_redis_doc.c) */
+	RC_WAIT		/* WAIT after a batch (store-wait) */
 };
 
 enum rs_hs { HS_AUTH, HS_SELECT, HS_ROLE, HS_SCRIPT };
@@ -135,6 +136,7 @@ struct wbatch {
 	size_t			 bytes;
 	int			 meta;
 	int			 orphan;	/* off s->inflight: ignore */
+	int			 landed;	/* in the log, WAIT pending */
 	char			 inpos[RS_SID_MAX];
 };
 
@@ -272,6 +274,8 @@ struct rstore {
 	unsigned		 lease_ms;
 	char			 lease_s[RS_NUMLEN];
 	char			 retention_s[RS_NUMLEN];
+	unsigned		 wait_n;	/* WAIT for replicas, 0: off */
+	unsigned		 wait_ms;
 	unsigned		 deadline_ms;	/* tests shorten these */
 	unsigned		 connect_ms;
 	unsigned		 poll_ms;
@@ -473,6 +477,7 @@ int		 rs_append_async(struct store_sess *, uint64_t, uint64_t,
 int		 rs_meta_write_async(struct store_sess *, const char *, size_t);
 void		 rs_repair(struct rsess *, uint64_t, struct wbatch *);
 void		 rs_on_batch(struct rcmd *, redisReply *);
+void		 rs_on_wait(struct rcmd *, redisReply *);
 void		 rs_on_range(struct rcmd *, redisReply *);
 size_t		 rs_cache_deliver(struct rsess *, uint64_t, uint64_t,
 		    store_range_cb, void *);

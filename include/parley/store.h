@@ -154,6 +154,10 @@ struct store_params {
 	const char		*node;
 	unsigned		 lease_ms;	/* ownership lease (redis) */
 	uint64_t		 retention_ms;	/* keys expire after (redis) */
+	/* Redis: after each write a WAIT for this many replicas (0: none)
+	 * for at most wait_ms; a write is durable only once they answer. */
+	unsigned		 wait_replicas;
+	unsigned		 wait_ms;
 	const struct store_events *ev;
 	void			*arg;
 };

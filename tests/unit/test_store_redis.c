@@ -1287,6 +1287,146 @@ START_TEST(test_sentinel_failover)
 }
 END_TEST
 
+/* Waits until the master at port sees n replicas online. */
+static void
+replicas_online(int port, int n)
+{
+	redisContext	*c = sconn(port);
+	redisReply	*rp;
+	uint64_t	 deadline = util_mono_ms() + 5000;
+	char		 want[32];
+
+	snprintf(want, sizeof(want), "connected_slaves:%d", n);
+	for (;;) {
+		rp = scmd(c, "INFO replication");
+		if (strstr(rp->str, want) != NULL &&
+		    strstr(rp->str, "state=online") != NULL) {
+			freeReplyObject(rp);
+			break;
+		}
+		freeReplyObject(rp);
+		ck_assert_msg(util_mono_ms() < deadline, "replica not online");
+		usleep(20000);
+	}
+	redisFree(c);
+}
+
+static struct store *
+tstore_wait(struct event_base *base, int port, unsigned n, unsigned ms,
+    struct tev *t)
+{
+	struct store_params	 p;
+	struct store		*st;
+	char			 url[64], err[256];
+
+	memset(t, 0, sizeof(*t));
+	t->health = -1;
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	st = store_open(url, "/nonexistent", STORE_FSYNC_NO, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+	memset(&p, 0, sizeof(p));
+	p.base = base;
+	p.node = "hw/1";
+	p.lease_ms = 30000;
+	p.retention_ms = 3600 * 1000;
+	p.wait_replicas = n;
+	p.wait_ms = ms;
+	p.ev = &tevents;
+	p.arg = t;
+	ck_assert_msg(store_attach(st, &p, err, sizeof(err)) == 0,
+	    "store_attach: %s", err);
+	return st;
+}
+
+/*
+ * store-wait: a write is durable only once the replicas hold it; fewer
+ * than asked for in time fail the session's writes, none reported
+ * durable.
+ */
+START_TEST(test_wait)
+{
+	struct srv		 m, rep;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*st, *st2;
+	struct store_sess	*s, *s2;
+	struct tev		 t, t2;
+	struct store_params	 p;
+	char			 buf[64], err[256], url[64];
+	int			 nd;
+
+	srv_start(&m);
+	srv_start_of(&rep, m.port);
+	replicas_online(m.port, 1);
+
+	/* A timeout the command deadline would cut short is refused. */
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", m.port);
+	st = store_open(url, "/nonexistent", STORE_FSYNC_NO, err, sizeof(err));
+	ck_assert_ptr_nonnull(st);
+	memset(&p, 0, sizeof(p));
+	p.base = base;
+	p.node = "hw/1";
+	p.lease_ms = 30000;
+	p.retention_ms = 3600 * 1000;
+	p.wait_replicas = 1;
+	p.wait_ms = 6000;
+	p.ev = &tevents;
+	p.arg = &t;
+	ck_assert_int_eq(store_attach(st, &p, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "WAIT timeout") != NULL, "%s", err);
+	store_close(st);
+
+	st = tstore_wait(base, m.port, 1, 1000, &t);
+	WAIT(base, t.health == 1, 3000);
+	s = topen(base, st, "w", 1, 0, STORE_OWNER);
+	tappend(s, "w", 1, 40);
+	WAIT(base, t.durable == 40, 5000);
+	/* Durable means on the replica, already. */
+	c = sconn(rep.port);
+	ck_assert_int_eq(sint(c, "XLEN parley:{w}:log"), 40);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{w}:meta last"), "40");
+	nd = t.ndurable;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"v\":1}", 7), 0);
+	WAIT(base, t.ndurable > nd, 3000);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{w}:meta doc"), "{\"v\":1}");
+	ck_assert_int_eq(t.nfailed, 0);
+	ck_assert_int_eq(t.durable_back, 0);
+
+	/* Two replicas asked for, one there: the write lands on the master
+	 * but is never reported durable; the session fails. */
+	st2 = tstore_wait(base, m.port, 2, 100, &t2);
+	WAIT(base, t2.health == 1, 3000);
+	s2 = topen(base, st2, "w2", 1, 0, STORE_OWNER);
+	tappend(s2, "w2", 1, 3);
+	WAIT(base, t2.nfailed == 1, 3000);
+	ck_assert_int_eq(t2.failed, EIO);
+	ck_assert_int_eq(t2.durable, 0);
+	ck_assert_int_eq(store_durable_seq(s2), 0);
+	ck_assert_int_eq(store_append_async(s2, 1, 1004, "{}", 2), -1);
+	ck_assert_int_eq(errno, EPIPE);
+
+	/* A stopped replica: the same, within the timeout. */
+	kill(rep.pid, SIGSTOP);
+	tappend(s, "w", 41, 41);
+	WAIT(base, t.nfailed == 1, 3000);
+	ck_assert_int_eq(t.failed, EIO);
+	ck_assert_int_eq(t.durable, 40);
+	kill(rep.pid, SIGCONT);
+
+	store_sess_close(s2);
+	store_close(st2);
+	store_sess_close(s);
+	store_close(st);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&rep);
+	srv_stop(&m);
+}
+END_TEST
+
 static Suite *
 store_redis_suite(void)
 {
@@ -1312,6 +1452,7 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_unreachable);
 	tcase_add_test(tc, test_sentinel);
 	tcase_add_test(tc, test_sentinel_failover);
+	tcase_add_test(tc, test_wait);
 	suite_add_tcase(s, tc);
 	return s;
 }
