@@ -176,6 +176,7 @@ const struct store_ops name = {						\
 	.doc_put_async = rs_doc_put,					\
 	.doc_del_async = rs_doc_del,					\
 	.doc_all_async = rs_doc_all,					\
+	.epochs = rs_epochs,						\
 }
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);

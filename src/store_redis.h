@@ -19,6 +19,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
+#include "parley/epoch.h"
 #include "parley/store.h"
 
 #define RS_HOSTS_MAX	16		/* sentinels in one url */
@@ -190,6 +191,8 @@ struct rsess {
 	uint64_t		 lease_from;	/* send time of last renewal */
 	unsigned		 lease_gen; /* bumped when the token changes */
 	int			 renewing;
+	/* the log's epochs (parley/epoch.h text), from acquire or peek */
+	char			 epochs[EPOCH_TEXT_MAX];
 	/* meta (the latest written, queued or not) */
 	char			*doc;
 	size_t			 doclen;
@@ -435,6 +438,12 @@ extern const char rs_lua_peek[];
 extern const char rs_lua_post[];
 int		 rs_parse_peek(const redisReply *, uint64_t *, int *,
 		    uint64_t *);
+/* Takes the epochs a script answered (nil: none).  0, -1 malformed. */
+int		 rs_set_epochs(struct rsess *, const redisReply *);
+const char	*rs_epochs(const struct store_sess *);
+/* Where cur's epochs rewrote the history since old's: 1 (*from), 0 no,
+ * -1 unreadable. */
+int		 rs_rewritten(const char *, const char *, size_t, uint64_t *);
 int		 rs_peek_send(struct rsess *, enum rs_kind, int with_doc);
 void		 rs_poll_send(struct rsess *);
 void		 rs_grown(struct rsess *, uint64_t);

@@ -11,6 +11,7 @@
 #include <sys/queue.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
+#include "parley/epoch.h"
 #include "parley/log.h"
 #include "parley/store.h"
 #include "parley/util.h"
@@ -36,8 +38,15 @@ const char rs_lua_renew[] =
 	"end\n"
 	"return {1, redis.call('HGET', KEYS[2], 'last') or '0'}\n";
 
-/* KEYS log meta owner fence in kb; ARGV node lease create force
- * retention */
+/*
+ * KEYS log meta owner fence in kb; ARGV node lease create force
+ * retention epoch.  A log its last owner did not release cleanly (no
+ * 'clean' marker equal to its last seq: a lapsed lease, a failed
+ * handle) may have lost events that owner acknowledged, and the next
+ * events would take their seqs: a new epoch starts after the last seq
+ * (parley/epoch.h; at most 8 kept, the oldest's from folded into the
+ * next).  The marker is used up either way.
+ */
 const char rs_lua_acquire[] =
 	"local cur = redis.call('GET', KEYS[3])\n"
 	"if cur and cur ~= ARGV[4] then return {0, cur} end\n"
@@ -51,14 +60,45 @@ const char rs_lua_acquire[] =
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  " RS_TTL("k", "ARGV[5]")
 	"end\n"
-	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos')\n"
+	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos',\n"
+	"  'clean', 'epochs')\n"
+	"local ep = m[5] or ''\n"
+	"redis.call('HDEL', KEYS[2], 'clean')\n"
+	"if m[2] ~= '0' and m[4] ~= m[2] then\n"
+	"  local v = {}\n"
+	"  for t, f in string.gmatch(ep, '(%x+):(%d+)') do\n"
+	"    v[#v + 1] = {t, tonumber(f)}\n"
+	"  end\n"
+	"  v[#v + 1] = {ARGV[6], tonumber(m[2]) + 1}\n"
+	"  if #v > 8 then\n"
+	"    if v[1][2] < v[2][2] then v[2][2] = v[1][2] end\n"
+	"    table.remove(v, 1)\n"
+	"  end\n"
+	"  local o = {}\n"
+	"  for i, e in ipairs(v) do\n"
+	"    o[i] = e[1] .. ':' .. string.format('%.0f', e[2])\n"
+	"  end\n"
+	"  ep = table.concat(o, ',')\n"
+	"  redis.call('HSET', KEYS[2], 'epochs', ep)\n"
+	"end\n"
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
-	"return {1, tok, m[1], m[2], m[3], f[1] and f[1][1] or false}\n";
+	"return {1, tok, m[1], m[2], m[3], f[1] and f[1][1] or false, ep}\n";
 
-/* KEYS owner; ARGV token channel */
+/*
+ * KEYS owner meta; ARGV token channel durable.  durable: the last seq
+ * the owner acknowledged, "" for a handle that failed.  The log is left
+ * clean (no epoch at the next acquire) only when it still holds all of
+ * that.
+ */
 const char rs_lua_release[] =
 	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
 	"redis.call('DEL', KEYS[1])\n"
+	"if ARGV[3] ~= '' then\n"
+	"  local last = redis.call('HGET', KEYS[2], 'last')\n"
+	"  if last and tonumber(last) >= tonumber(ARGV[3]) then\n"
+	"    redis.call('HSET', KEYS[2], 'clean', last)\n"
+	"  end\n"
+	"end\n"
 	"redis.call('PUBLISH', ARGV[2], 'vacant')\n"
 	"return 1\n";
 
@@ -94,9 +134,14 @@ rs_sess_new(struct rstore *st, const char *id)
 	return s;
 }
 
-/* Gives a lease back if it is still this token's (best effort). */
+/*
+ * Gives a lease back if it is still this token's (best effort).  clean:
+ * the last seq this owner acknowledged (0: none), or -1 when its handle
+ * failed (the next owner starts an epoch).
+ */
 static void
-rs_release_token(struct rsess *s, const char *token, size_t len)
+rs_release_token(struct rsess *s, const char *token, size_t len,
+    int64_t clean)
 {
 	struct rstore	*st = s->st;
 	struct rargs	 a;
@@ -105,11 +150,16 @@ rs_release_token(struct rsess *s, const char *token, size_t len)
 	if (len == 0 || st->link != LINK_UP ||
 	    (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
 		return;
-	rs_args_init(&a, 8, 1);
-	rs_args_script(&a, st, SC_RELEASE, 1);
+	rs_args_init(&a, 10, 2);
+	rs_args_script(&a, st, SC_RELEASE, 2);
 	rs_args_str(&a, s->k_owner);
+	rs_args_str(&a, s->k_meta);
 	rs_args_add(&a, token, len);
 	rs_args_str(&a, s->ch_ev);
+	if (clean < 0)
+		rs_args_str(&a, "");
+	else
+		rs_args_u64(&a, (uint64_t)clean);
 	rs_eval(st, rc, SC_RELEASE, &a);
 	rs_args_free(&a);
 }
@@ -118,7 +168,8 @@ rs_release_token(struct rsess *s, const char *token, size_t len)
 void
 rs_demote(struct rsess *s)
 {
-	rs_release_token(s, s->token, strlen(s->token));
+	rs_release_token(s, s->token, strlen(s->token),
+	    (int64_t)s->base.durable_seq);
 	s->token[0] = '\0';
 	s->lease_gen++;
 	s->base.role = STORE_FOLLOWER;
@@ -132,6 +183,7 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	struct rstore	*st = s->st;
 	struct rargs	 a;
 	struct rcmd	*rc;
+	char		 tok[EPOCH_TOKEN_LEN + 1];
 	int		 r;
 
 	if ((rc = rs_cmd_new(st, RC_ACQUIRE, s, req)) == NULL)
@@ -145,6 +197,8 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	rs_args_str(&a, create ? "1" : "0");
 	rs_args_add(&a, force, forcelen);
 	rs_args_str(&a, rs_retention(s));
+	epoch_token(tok);
+	rs_args_str(&a, tok);
 	r = rs_eval(st, rc, SC_ACQUIRE, &a);
 	rs_args_free(&a);
 	return r;
@@ -188,7 +242,7 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 	uint64_t		 last, first;
 	char			*doc = NULL;
 
-	if (r->elements < 6 || !rs_isstr(e[1]) ||
+	if (r->elements < 7 || !rs_isstr(e[1]) ||
 	    e[1]->len >= sizeof(s->token) || rs_replyu64(e[3], &last) == -1)
 		return -1;
 	if (rs_isstr(e[5])) {
@@ -196,6 +250,8 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 			return -1;
 	} else
 		first = last + 1;
+	if (rs_set_epochs(s, e[6]) == -1)
+		return -1;
 	if (rs_isstr(e[2])) {
 		if (e[2]->len > STORE_META_MAX ||
 		    (doc = malloc(e[2]->len + 1)) == NULL)
@@ -282,7 +338,7 @@ rs_fill_done(struct rsess *s, struct rreq *req, int err)
 			return;
 		}
 		if (s->base.role == STORE_OWNER)
-			rs_release_token(s, s->token, strlen(s->token));
+			rs_release_token(s, s->token, strlen(s->token), 0);
 		rs_open_fail(s, err);
 		return;
 	}
@@ -389,6 +445,10 @@ rs_on_peek(struct rcmd *rc, redisReply *r)
 		rs_open_fail(s, EIO);
 		return;
 	}
+	if (rs_set_epochs(s, r->element[4]) == -1) {
+		rs_open_fail(s, EIO);
+		return;
+	}
 	d = r->element[3];
 	if (rs_isstr(d) && d->len <= STORE_META_MAX &&
 	    (doc = malloc(d->len + 1)) != NULL) {
@@ -418,6 +478,8 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 	struct rreq		*req = rc->req;
 	const redisReply	*h;
 	long long		 code = -2;
+	uint64_t		 seen, from;
+	char			 old[EPOCH_TEXT_MAX];
 
 	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 	    r->element[0]->type == REDIS_REPLY_INTEGER)
@@ -427,16 +489,33 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 		/* Nobody wants it now: give back a lease just won. */
 		if (code == 1 && r->elements >= 2 && rs_isstr(r->element[1]))
 			rs_release_token(s, r->element[1]->str,
-			    r->element[1]->len);
+			    r->element[1]->len, 0);
 		return;
 	}
 	switch (code) {
 	case 1:
+		seen = s->base.last_seq;
+		memcpy(old, s->epochs, sizeof(old));
 		if (rs_take_lease(s, r, rc->sent) == -1) {
 			if (r->elements >= 2 && rs_isstr(r->element[1]))
 				rs_release_token(s, r->element[1]->str,
-				    r->element[1]->len);
+				    r->element[1]->len, 0);
 			break;
+		}
+		/* A follower that read past where the history was rewritten
+		 * holds records that are not the log's: its user must read
+		 * the session again.  The lease goes back, the log clean. */
+		if (req != NULL && rs_rewritten(old, s->epochs,
+		    strlen(s->epochs), &from) == 1 && from <= seen) {
+			rs_release_token(s, s->token, strlen(s->token), 0);
+			s->token[0] = '\0';
+			s->lease_gen++;
+			rs_req_finish(req, -1, EIO);
+			rs_sess_fail(s, EIO, "the log's history was rewritten "
+			    "from seq %" PRIu64 " (a store failover lost "
+			    "events); letting the session go so its clients "
+			    "read it again", from);
+			return;
 		}
 		s->base.role = STORE_OWNER;
 		if (req != NULL)
@@ -565,7 +644,8 @@ rs_sess_close(struct store_sess *bs)
 			while (!TAILQ_EMPTY(&s->wq))
 				if (rs_batch_send(s) == -1)
 					break;
-		rs_release_token(s, s->token, strlen(s->token));
+		rs_release_token(s, s->token, strlen(s->token), s->failed ?
+		    -1 : (int64_t)s->base.durable_seq);
 	}
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);
