@@ -1,0 +1,200 @@
+#!/usr/bin/python3
+# No silent loss on a Redis failover (issue 21): parleyd on sentinel://
+# (master, replica, 3 sentinels), a client streaming a long reply; the
+# replica is cut off (SIGSTOP, its link killed on the master) so that the
+# master's last events are not replicated, then the master and the owning
+# worker are SIGKILLed and Sentinel promotes the replica.  The client
+# resumes (lastSeq and epoch) until the turn is done; its view must then be
+# the log (GET /log) event for event.
+# (a) store-wait 1: the events the master could not replicate were never
+#     sent: nothing the client saw is missing or different, no rewrite.
+# (b) no WAIT: the client saw events the promoted replica lacks (checked);
+#     the new owner starts an epoch after the replica's last seq, and the
+#     client's resume gets RESUME_GAP with it and `from`, drops what it had
+#     from there and is replayed the log's history.
+import sys, os, signal, time, asyncio
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from parley import *
+from cluster import *
+
+LONG = "".join("chunk%03d " % i for i in range(400))
+
+
+class Client:
+    """A client's view of the session across reconnects: view[seq] is the
+    event it holds for seq; events everything it received."""
+
+    def __init__(self, d, sid):
+        self.d, self.sid = d, sid
+        self.view, self.events, self.gaps = {}, [], []
+        self.ws = None
+
+    def take(self, e):
+        self.events.append(e)
+        if e.get("type") == "error" and e.get("code") == "RESUME_GAP" \
+                and "from" in e:
+            self.gaps.append(e)
+            for k in [k for k in self.view if k >= e["from"]]:
+                del self.view[k]
+        if "seq" in e and e.get("type") not in ("ack", "pong"):
+            old = self.view.get(e["seq"])
+            # The same seq twice with other content and no RESUME_GAP in
+            # between: the silent loss this test is about.
+            if old is not None and old != e:
+                raise Fail("seq %d seen twice, differing: %s then %s"
+                           % (e["seq"], old, e))
+            self.view[e["seq"]] = e
+
+    async def start(self, msg):
+        self.ws = await ws_connect(self.d.url("/chat"))
+        await ws_send(self.ws, {"v": 1, "type": "chat", "sessionId": self.sid,
+                                "id": "c-1", "message": msg})
+
+    async def until(self, pred, timeout=20):
+        deadline = time.time() + timeout
+        while not pred():
+            check(time.time() < deadline, "timed out; view up to %s"
+                  % max(self.view or [0]))
+            self.take(await ws_recv(self.ws, max(0.1, deadline - time.time())))
+
+    def last(self):
+        return max(self.view) if self.view else 0
+
+    async def follow_to_done(self, patience=90):
+        """Reads (resuming with lastSeq and epoch after every drop) until
+        a done with seq, then idle."""
+        deadline = time.time() + patience
+        drops = []
+        done = lambda: any(is_done(e) for e in self.view.values()) and \
+            any(is_idle(e) and e["seq"] > max(k for k, v in self.view.items()
+                                              if is_done(v))
+                for e in self.view.values())
+        while not done():
+            try:
+                if self.ws is None:
+                    q = resume_query(self.last(), epoch_of(self.events))
+                    self.ws = await ws_connect(self.d.url(
+                        "/sessions/%s/stream?%s" % (self.sid, q)))
+                while not done():
+                    self.take(await ws_recv(self.ws, 15))
+            except (websockets.exceptions.WebSocketException, OSError,
+                    asyncio.TimeoutError) as e:
+                drops.append("%s after %d" % (type(e).__name__, self.last()))
+                self.ws = None
+                check(time.time() < deadline, "no done: %s" % drops)
+                await asyncio.sleep(0.3)
+        if self.ws is not None:
+            await self.ws.close()
+        print("drops: %s" % drops, flush=True)
+
+    def equals_log(self, what):
+        log = self.d.log_events(self.sid)
+        mine = [self.view[k] for k in sorted(self.view)]
+        check_contiguous(mine, 1, "%s: the client's view" % what)
+        check(len(log) >= len(mine), "%s: the log has %d events, the "
+              "client %d" % (what, len(log), len(mine)))
+        same_events(mine, log[:len(mine)], "%s: client vs GET /log" % what)
+        for a, b in zip(mine, log):
+            check(a == b, "%s: seq %d: client %s, log %s"
+                  % (what, a["seq"], short(a), short(b)))
+        return log
+
+
+def meta_last(red, sid):
+    v = red.cmd("HGET", "parley:{%s}:meta" % sid, "last")
+    return int(v) if v is not None else 0
+
+
+async def scenario(wait):
+    tag = "wait" if wait else "nowait"
+    sid = "fo-" + tag
+    ss = SentinelSet("127.0.0.1", n=3)
+    try:
+        ss.start()
+        prov = provider_block("slow", LONG, chunk=8, delay="10ms")
+        d = Daemon(providers=prov, default="slow", store=ss.url(),
+                   host_id="fo", lease="2s", workers=1,
+                   extra="store-wait 1 300ms\n" if wait else "")
+        with with_daemon(d):
+            c = Client(d, sid)
+            await c.start("go")
+            await c.until(lambda: len(of_type(c.view.values(), "token")) >= 10)
+            ss.wait_synced()
+            # The replica stops hearing the master: what it has buffered
+            # it applies later; nothing after the kill reaches it.
+            os.kill(ss.replica.proc.pid, signal.SIGSTOP)
+            try:
+                ss.master.cmd("CLIENT", "KILL", "TYPE", "replica")
+                if wait:
+                    # Appends land on the master only: WAIT fails them
+                    # (300ms) and the session is let go unsent.
+                    await asyncio.sleep(0.45)
+                else:
+                    seen = c.last()
+                    await c.until(lambda: c.last() >= seen + 5, timeout=5)
+                ss.master.kill()
+                pids = d.workers_pids()
+                for p in pids:
+                    os.kill(p, signal.SIGKILL)
+            finally:
+                os.kill(ss.replica.proc.pid, signal.SIGCONT)
+            saw = c.last()
+            wait_until(lambda: meta_last(ss.replica, sid) > 0, 5,
+                       "the replica to apply what it had")
+            time.sleep(0.3)
+            kept = meta_last(ss.replica, sid)
+            print("%s: the client saw up to %d, the replica holds %d"
+                  % (tag, saw, kept), flush=True)
+            wait_until(lambda: all(ss.master_addr(sv) == (ss.ip,
+                                                          ss.replica.port)
+                                   for sv in ss.sentinels), 30,
+                       "the sentinels to promote the replica")
+            if wait:
+                # WAIT needs a replica again: the old master comes back as
+                # the new one's (its unreplicated tail is dropped there).
+                ss.master.restart()
+                ss.master.cmd("REPLICAOF", ss.ip, str(ss.replica.port))
+                wait_until(lambda: "state=online" in info_fields(
+                    ss.replica.cmd("INFO", "replication")).get("slave0", ""),
+                    20, "the old master to replicate the new one")
+            c.ws = None
+            await c.follow_to_done()
+            log = c.equals_log(tag)
+            ep = s(ss.replica.cmd("HGET", "parley:{%s}:meta" % sid,
+                                  "epochs") or b"")
+            print("%s: epochs %r, gaps %s" % (tag, ep, c.gaps), flush=True)
+            if wait:
+                check(saw <= kept, "store-wait 1: the client saw seq %d, "
+                      "the promoted replica only has %d" % (saw, kept))
+                check(not c.gaps, "store-wait 1: a rewrite was reported: %s"
+                      % c.gaps)
+            else:
+                check(saw > kept, "the failover lost nothing (the client "
+                      "saw %d, the replica has %d): the test did not cut "
+                      "the replica off" % (saw, kept))
+                check(len(c.gaps) >= 1, "no RESUME_GAP after the client "
+                      "saw %d and the log was rewritten from %d"
+                      % (saw, kept + 1))
+                g = c.gaps[0]
+                check(g.get("from") == kept + 1 and g.get("epoch") and
+                      g["epoch"] in ep and g.get("oldestSeq") == 1,
+                      "RESUME_GAP %s; want from %d and the log's epoch "
+                      "(%s)" % (g, kept + 1, ep))
+                st = of_type(c.events, "session_state")[-1]
+                check(st.get("epoch") == g["epoch"], "session_state "
+                      "epoch %r, RESUME_GAP's %r" % (st.get("epoch"),
+                                                     g["epoch"]))
+            check(any(is_done(e) for e in log), "%s: no done in the log"
+                  % tag)
+    finally:
+        ss.destroy()
+
+
+async def test():
+    need_redis()
+    print("-- (a) store-wait 1", flush=True)
+    await scenario(True)
+    print("-- (b) no WAIT: epoch and RESUME_GAP", flush=True)
+    await scenario(False)
+
+run_test("redis_failover", test)
