@@ -43,9 +43,13 @@ const char rs_lua_renew[] =
  * retention epoch.  A log its last owner did not release cleanly (no
  * 'clean' marker equal to its last seq: a lapsed lease, a failed
  * handle) may have lost events that owner acknowledged, and the next
- * events would take their seqs: a new epoch starts after the last seq
- * (parley/epoch.h; at most 8 kept, the oldest's from folded into the
- * next).  The marker is used up either way.
+ * events would take their seqs, if the data changed hands since the
+ * last acquire: a failover (or restart) gives the master a new
+ * replication id, recorded at each acquire ('replid').  Then a new epoch
+ * starts after the last seq (parley/epoch.h; at most 8 kept, the
+ * oldest's from folded into the next).  Without a failover, what the
+ * master acknowledged it still holds: a dead worker's session keeps its
+ * epoch.  The marker is used up either way.
  */
 const char rs_lua_acquire[] =
 	"local cur = redis.call('GET', KEYS[3])\n"
@@ -61,10 +65,13 @@ const char rs_lua_acquire[] =
 	"  " RS_TTL("k", "ARGV[5]")
 	"end\n"
 	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos',\n"
-	"  'clean', 'epochs')\n"
+	"  'clean', 'epochs', 'replid')\n"
 	"local ep = m[5] or ''\n"
+	"local rid = string.match(redis.call('INFO', 'replication'),\n"
+	"  'master_replid:(%x+)') or ''\n"
 	"redis.call('HDEL', KEYS[2], 'clean')\n"
-	"if m[2] ~= '0' and m[4] ~= m[2] then\n"
+	"redis.call('HSET', KEYS[2], 'replid', rid)\n"
+	"if m[2] ~= '0' and m[4] ~= m[2] and m[6] ~= rid then\n"
 	"  local v = {}\n"
 	"  for t, f in string.gmatch(ep, '(%x+):(%d+)') do\n"
 	"    v[#v + 1] = {t, tonumber(f)}\n"

@@ -1429,9 +1429,11 @@ END_TEST
 
 /*
  * The log's epochs: a clean release leaves a marker and the next owner
- * keeps the epoch; a lapsed lease, a failed handle or a log shorter than
- * its owner acknowledged starts one after the last seq; a follower that
- * read into a rewrite fails; at most EPOCH_KEEP are kept.
+ * keeps the epoch, and so does one after a lapsed lease on the same
+ * master; after a failover (another replication id) a lapsed lease, a
+ * failed handle or a log shorter than its owner acknowledged starts one
+ * after the last seq; a follower that read into a rewrite fails; at most
+ * EPOCH_KEEP are kept.
  */
 START_TEST(test_epochs)
 {
@@ -1466,10 +1468,25 @@ START_TEST(test_epochs)
 	ck_assert_str_eq(store_epochs(sa), "");
 	ck_assert_int_eq(sint(c, "HEXISTS parley:{e}:meta clean"), 0);
 
-	/* The lease lapses (a host died): the next owner starts one. */
-	tappend(sa, "e", 4, 5);
+	/* The lease lapses (a host died) on the same master: what it
+	 * acknowledged is there, the epoch stays. */
+	tappend(sa, "e", 4, 4);
+	WAIT(base, ta.durable == 4, 3000);
+	ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
+	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
+	ck_assert_str_eq(store_epochs(sb), "");
+	ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
+	store_sess_close(sb);
+	ck_assert_int_eq(sint(c, "HEXISTS parley:{e}:meta clean"), 0);
+	store_sess_close(sa);
+	sa = topen(base, a, "e", 0, 0, STORE_OWNER);
+
+	/* The same after a failover (the data's master changed: another
+	 * replication id): the next owner starts one. */
+	tappend(sa, "e", 5, 5);
 	WAIT(base, ta.durable == 5, 3000);
 	ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
+	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"), 0);
 	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
 	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
 	    strlen(store_epochs(sb))), 0);
@@ -1499,6 +1516,7 @@ START_TEST(test_epochs)
 	freeReplyObject(scmd(c, "XSETID parley:{e}:log 6-0"));
 	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta last 6"), 0);
 	ck_assert_int_eq(sint(c, "HDEL parley:{e}:meta clean"), 1);
+	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"), 0);
 	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
 	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
 	    strlen(store_epochs(sb))), 0);
@@ -1520,11 +1538,14 @@ START_TEST(test_epochs)
 
 	/* At most EPOCH_KEEP, the newest last. */
 	for (i = 0; i < EPOCH_KEEP + 2; i++) {
+		ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"),
+		    0);
 		sb = topen(base, b, "e", 0, 0, STORE_OWNER);
 		ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
 		store_sess_close(sb);
 		spin(base, 20);
 	}
+	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"), 0);
 	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
 	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
 	    strlen(store_epochs(sb))), 0);
