@@ -40,16 +40,13 @@ const char rs_lua_renew[] =
 
 /*
  * KEYS log meta owner fence in kb; ARGV node lease create force
- * retention epoch.  A log its last owner did not release cleanly (no
- * 'clean' marker equal to its last seq: a lapsed lease, a failed
- * handle) may have lost events that owner acknowledged, and the next
- * events would take their seqs, if the data changed hands since the
- * last acquire: a failover (or restart) gives the master a new
- * replication id, recorded at each acquire ('replid').  Then a new epoch
- * starts after the last seq (parley/epoch.h; at most 8 kept, the
- * oldest's from folded into the next).  Without a failover, what the
- * master acknowledged it still holds: a dead worker's session keeps its
- * epoch.  The marker is used up either way.
+ * retention epoch.  When the data changed hands since the last acquire
+ * (a failover or a restart gives the master a new replication id,
+ * recorded here as 'replid'), events the last owner had acknowledged may
+ * be gone and the next events would take their seqs: a new epoch starts
+ * after the last seq (parley/epoch.h; at most 8 kept, the oldest's from
+ * folded into the next).  Without one the master still holds all it
+ * acknowledged: a dead worker's session keeps its epoch.
  */
 const char rs_lua_acquire[] =
 	"local cur = redis.call('GET', KEYS[3])\n"
@@ -65,13 +62,12 @@ const char rs_lua_acquire[] =
 	"  " RS_TTL("k", "ARGV[5]")
 	"end\n"
 	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos',\n"
-	"  'clean', 'epochs', 'replid')\n"
+	"  'replid', 'epochs')\n"
 	"local ep = m[5] or ''\n"
 	"local rid = string.match(redis.call('INFO', 'replication'),\n"
 	"  'master_replid:(%x+)') or ''\n"
-	"redis.call('HDEL', KEYS[2], 'clean')\n"
 	"redis.call('HSET', KEYS[2], 'replid', rid)\n"
-	"if m[2] ~= '0' and m[4] ~= m[2] and m[6] ~= rid then\n"
+	"if m[2] ~= '0' and m[4] ~= rid then\n"
 	"  local v = {}\n"
 	"  for t, f in string.gmatch(ep, '(%x+):(%d+)') do\n"
 	"    v[#v + 1] = {t, tonumber(f)}\n"
@@ -91,21 +87,10 @@ const char rs_lua_acquire[] =
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
 	"return {1, tok, m[1], m[2], m[3], f[1] and f[1][1] or false, ep}\n";
 
-/*
- * KEYS owner meta; ARGV token channel durable.  durable: the last seq
- * the owner acknowledged, "" for a handle that failed.  The log is left
- * clean (no epoch at the next acquire) only when it still holds all of
- * that.
- */
+/* KEYS owner; ARGV token channel */
 const char rs_lua_release[] =
 	"if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
 	"redis.call('DEL', KEYS[1])\n"
-	"if ARGV[3] ~= '' then\n"
-	"  local last = redis.call('HGET', KEYS[2], 'last')\n"
-	"  if last and tonumber(last) >= tonumber(ARGV[3]) then\n"
-	"    redis.call('HSET', KEYS[2], 'clean', last)\n"
-	"  end\n"
-	"end\n"
 	"redis.call('PUBLISH', ARGV[2], 'vacant')\n"
 	"return 1\n";
 
@@ -141,14 +126,9 @@ rs_sess_new(struct rstore *st, const char *id)
 	return s;
 }
 
-/*
- * Gives a lease back if it is still this token's (best effort).  clean:
- * the last seq this owner acknowledged (0: none), or -1 when its handle
- * failed (the next owner starts an epoch).
- */
+/* Gives a lease back if it is still this token's (best effort). */
 static void
-rs_release_token(struct rsess *s, const char *token, size_t len,
-    int64_t clean)
+rs_release_token(struct rsess *s, const char *token, size_t len)
 {
 	struct rstore	*st = s->st;
 	struct rargs	 a;
@@ -157,16 +137,11 @@ rs_release_token(struct rsess *s, const char *token, size_t len,
 	if (len == 0 || st->link != LINK_UP ||
 	    (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
 		return;
-	rs_args_init(&a, 10, 2);
-	rs_args_script(&a, st, SC_RELEASE, 2);
+	rs_args_init(&a, 8, 1);
+	rs_args_script(&a, st, SC_RELEASE, 1);
 	rs_args_str(&a, s->k_owner);
-	rs_args_str(&a, s->k_meta);
 	rs_args_add(&a, token, len);
 	rs_args_str(&a, s->ch_ev);
-	if (clean < 0)
-		rs_args_str(&a, "");
-	else
-		rs_args_u64(&a, (uint64_t)clean);
 	rs_eval(st, rc, SC_RELEASE, &a);
 	rs_args_free(&a);
 }
@@ -175,8 +150,7 @@ rs_release_token(struct rsess *s, const char *token, size_t len,
 void
 rs_demote(struct rsess *s)
 {
-	rs_release_token(s, s->token, strlen(s->token),
-	    (int64_t)s->base.durable_seq);
+	rs_release_token(s, s->token, strlen(s->token));
 	s->token[0] = '\0';
 	s->lease_gen++;
 	s->base.role = STORE_FOLLOWER;
@@ -345,7 +319,7 @@ rs_fill_done(struct rsess *s, struct rreq *req, int err)
 			return;
 		}
 		if (s->base.role == STORE_OWNER)
-			rs_release_token(s, s->token, strlen(s->token), 0);
+			rs_release_token(s, s->token, strlen(s->token));
 		rs_open_fail(s, err);
 		return;
 	}
@@ -496,7 +470,7 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 		/* Nobody wants it now: give back a lease just won. */
 		if (code == 1 && r->elements >= 2 && rs_isstr(r->element[1]))
 			rs_release_token(s, r->element[1]->str,
-			    r->element[1]->len, 0);
+			    r->element[1]->len);
 		return;
 	}
 	switch (code) {
@@ -506,15 +480,15 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 		if (rs_take_lease(s, r, rc->sent) == -1) {
 			if (r->elements >= 2 && rs_isstr(r->element[1]))
 				rs_release_token(s, r->element[1]->str,
-				    r->element[1]->len, 0);
+				    r->element[1]->len);
 			break;
 		}
 		/* A follower that read past where the history was rewritten
 		 * holds records that are not the log's: its user must read
-		 * the session again.  The lease goes back, the log clean. */
+		 * the session again.  The lease goes back. */
 		if (req != NULL && rs_rewritten(old, s->epochs,
 		    strlen(s->epochs), &from) == 1 && from <= seen) {
-			rs_release_token(s, s->token, strlen(s->token), 0);
+			rs_release_token(s, s->token, strlen(s->token));
 			s->token[0] = '\0';
 			s->lease_gen++;
 			rs_req_finish(req, -1, EIO);
@@ -651,8 +625,7 @@ rs_sess_close(struct store_sess *bs)
 			while (!TAILQ_EMPTY(&s->wq))
 				if (rs_batch_send(s) == -1)
 					break;
-		rs_release_token(s, s->token, strlen(s->token), s->failed ?
-		    -1 : (int64_t)s->base.durable_seq);
+		rs_release_token(s, s->token, strlen(s->token));
 	}
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);

@@ -191,8 +191,8 @@ enum store_role	 store_role(const struct store_sess *);
 /*
  * The log's epochs (parley/epoch.h's text form; "" for a log never
  * rewritten), as of the open (owner) or the last resync (follower).
- * Redis starts one when an owner takes a session its previous owner did
- * not release cleanly.  A backend that can cut a log's tail (the local
+ * Redis starts one when a session is taken after a failover (its
+ * previous owners may have acknowledged events that were lost).  A backend that can cut a log's tail (the local
  * store at open, after a crash) reports it here too: it sets the ops'
  * epochs and keeps the list with the log.
  */
