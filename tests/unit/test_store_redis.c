@@ -1353,6 +1353,7 @@ START_TEST(test_wait)
 	struct store_sess	*s, *s2;
 	struct tev		 t, t2;
 	struct store_params	 p;
+	struct tdone		 d;
 	char			 buf[64], err[256], url[64];
 	int			 nd;
 
@@ -1392,6 +1393,13 @@ START_TEST(test_wait)
 	WAIT(base, t.ndurable > nd, 3000);
 	ck_assert_str_eq(sget(c, buf, sizeof(buf),
 	    "HGET parley:{w}:meta doc"), "{\"v\":1}");
+	/* A document write too. */
+	memset(&d, 0, sizeof(d));
+	store_doc_put(s, "k", "{\"a\":1}", 7, tdone_cb, &d);
+	WAIT(base, d.n == 1, 3000);
+	ck_assert_int_eq(d.r, 0);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf), "HGET parley:{w}:kb k"),
+	    "{\"a\":1}");
 	ck_assert_int_eq(t.nfailed, 0);
 	ck_assert_int_eq(t.durable_back, 0);
 
@@ -1400,6 +1408,11 @@ START_TEST(test_wait)
 	st2 = tstore_wait(base, m.port, 2, 100, &t2);
 	WAIT(base, t2.health == 1, 3000);
 	s2 = topen(base, st2, "w2", 1, 0, STORE_OWNER);
+	memset(&d, 0, sizeof(d));
+	store_doc_put(s2, "k", "{}", 2, tdone_cb, &d);
+	WAIT(base, d.n == 1, 3000);
+	ck_assert_int_eq(d.r, -1);
+	ck_assert_int_eq(d.err, EIO);
 	tappend(s2, "w2", 1, 3);
 	WAIT(base, t2.nfailed == 1, 3000);
 	ck_assert_int_eq(t2.failed, EIO);
