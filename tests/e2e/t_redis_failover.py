@@ -13,7 +13,7 @@
 #     the new owner starts an epoch after the replica's last seq, and the
 #     client's resume gets RESUME_GAP with it and `from`, drops what it had
 #     from there and is replayed the log's history.
-import sys, os, signal, time, asyncio
+import sys, os, signal, time, asyncio, json, subprocess
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import *
@@ -99,6 +99,22 @@ class Client:
             check(a == b, "%s: seq %d: client %s, log %s"
                   % (what, a["seq"], short(a), short(b)))
         return log
+
+
+def sse_get(d, sid, last_event_id):
+    """GET /events with Last-Event-ID for 2 s: [(id line, event)]."""
+    out = subprocess.run(["curl", "-s", "-N", "-m", "2", "-H",
+                          "Last-Event-ID: " + last_event_id,
+                          d.url("/sessions/%s/events" % sid, "http")],
+                         capture_output=True, text=True).stdout
+    evs = []
+    for block in out.split("\n\n"):
+        lines = block.split("\n")
+        i = [l[4:] for l in lines if l.startswith("id: ")]
+        data = "".join(l[6:] for l in lines if l.startswith("data: "))
+        if data:
+            evs.append((i[0] if i else None, json.loads(data)))
+    return evs
 
 
 def meta_last(red, sid):
@@ -190,6 +206,18 @@ async def scenario(wait):
                                                  g["epoch"]))
             check(any(is_done(e) for e in log), "%s: no done in the log"
                   % tag)
+            # SSE: ids carry the epoch; Last-Event-ID without it is stale,
+            # with it current.
+            ev = sse_get(d, sid, "%d" % (kept + 3))
+            check(len(ev) > 3 and ev[0][1]["type"] == "session_state" and
+                  ev[1][1].get("code") == "RESUME_GAP" and
+                  ev[1][1].get("from") == kept + 1 and
+                  ev[2][0] == "%d.%s" % (kept + 1, g["epoch"]),
+                  "SSE after %d, no epoch: %s" % (kept + 3, ev[:3]))
+            ev = sse_get(d, sid, "%d.%s" % (kept + 3, g["epoch"]))
+            check(len(ev) > 2 and ev[0][1]["type"] == "session_state" and
+                  ev[1][0] == "%d.%s" % (kept + 4, g["epoch"]),
+                  "SSE after %d.%s: %s" % (kept + 3, g["epoch"], ev[:2]))
     finally:
         ss.destroy()
 
