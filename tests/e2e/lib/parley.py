@@ -1143,6 +1143,13 @@ async def kill_owner(d, ws, ev):
     return await drain_logged(ws, ev, 5)
 
 
+# The log epoch the helpers resume a session with, by session id (learned
+# from the session_state an event followed, or a RESUME_GAP): a Redis
+# restart or failover starts one, and a resume that names none is told to
+# drop what it has from the rewrite on.
+EPOCHS = {}
+
+
 def epoch_of(events, epoch=""):
     """The log epoch a client that received events (in order, across
     connections) resumes with: a session_state's once an event with a seq
@@ -1175,10 +1182,11 @@ async def resume_until(d, sid, seen, until, what, patience=60,
     after, drops, attempts = [], [], []
     errors = (websockets.exceptions.WebSocketException, OSError,
               asyncio.TimeoutError) + ((Fail,) if retry_fail else ())
-    epoch = ""
     while True:
         last = (seen + after)[-1]["seq"]
-        epoch = epoch_of([e for a in attempts for e in a], epoch_of(seen))
+        epoch = epoch_of([e for a in attempts for e in a],
+                         epoch_of(seen, EPOCHS.get(sid, "")))
+        EPOCHS[sid] = epoch
         ev2 = []
         attempts.append(ev2)
         try:
@@ -1196,6 +1204,7 @@ async def resume_until(d, sid, seen, until, what, patience=60,
                 raise Fail("%s; attempts: %s; parleyd exit status %s"
                            % (what, drops, d.proc.poll()))
             await asyncio.sleep(0.2)
+    EPOCHS[sid] = epoch_of(attempts[-1], EPOCHS[sid])
     if drops:
         print("reconnects that dropped: %s" % drops)
     return after, attempts
