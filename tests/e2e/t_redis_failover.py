@@ -12,8 +12,10 @@
 # (b) no WAIT: the client saw events the promoted replica lacks (checked);
 #     the new owner starts an epoch after the replica's last seq, and the
 #     client's resume gets RESUME_GAP with it and `from`, drops what it had
-#     from there and is replayed the log's history.
+#     from there and is replayed the log's history; so does a client of a
+#     second host that followed the session (and SSE, with its ids).
 import sys, os, signal, time, asyncio, json, subprocess
+from contextlib import nullcontext
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import *
@@ -46,7 +48,13 @@ class Client:
                            % (e["seq"], old, e))
             self.view[e["seq"]] = e
 
-    async def start(self, msg):
+    async def start(self, msg=None):
+        """Sends msg on /chat, or (None) watches the session's stream
+        from its start."""
+        if msg is None:
+            self.ws = await ws_connect(self.d.url(
+                "/sessions/%s/stream?lastSeq=0" % self.sid))
+            return
         self.ws = await ws_connect(self.d.url("/chat"))
         await ws_send(self.ws, {"v": 1, "type": "chat", "sessionId": self.sid,
                                 "id": "c-1", "message": msg})
@@ -132,10 +140,20 @@ async def scenario(wait):
         d = Daemon(providers=prov, default="slow", store=ss.url(),
                    host_id="fo", lease="2s", workers=1,
                    extra="store-wait 1 300ms\n" if wait else "")
-        with with_daemon(d):
+        # (b) a second host follows the session: its client must be
+        # told too (its follower read the lost events from the master).
+        d2 = Daemon(providers=prov, default="slow", store=ss.url(),
+                    host_id="fo2", lease="2s", workers=1) if not wait \
+            else None
+        with with_daemon(d), (with_daemon(d2) if d2 else nullcontext()):
             c = Client(d, sid)
             await c.start("go")
             await c.until(lambda: len(of_type(c.view.values(), "token")) >= 10)
+            c2 = None
+            if d2:
+                c2 = Client(d2, sid)
+                await c2.start()
+                await c2.until(lambda: c2.last() >= c.last())
             ss.wait_synced()
             # The replica stops hearing the master: what it has buffered
             # it applies later; nothing after the kill reaches it.
@@ -149,6 +167,7 @@ async def scenario(wait):
                 else:
                     seen = c.last()
                     await c.until(lambda: c.last() >= seen + 5, timeout=5)
+                    await c2.until(lambda: c2.last() >= seen + 5, timeout=3)
                 ss.master.kill()
                 pids = d.workers_pids()
                 for p in pids:
@@ -186,6 +205,14 @@ async def scenario(wait):
             c.ws = None
             await c.follow_to_done()
             log = c.equals_log(tag)
+            # On the connection it had, if it is still open: the
+            # follower host must cut it (or it would go on past the lost
+            # events with the new history's).
+            await c2.follow_to_done()
+            c2.equals_log(tag + " (the follower host)")
+            check(c2.gaps and c2.gaps[0].get("from") == kept + 1,
+                  "the follower host's client saw up to %d and got no "
+                  "RESUME_GAP from %d: %s" % (seen + 5, kept + 1, c2.gaps))
             ep = s(ss.replica.cmd("HGET", "parley:{%s}:meta" % sid,
                                   "epochs") or b"")
             print("%s: epochs %r, gaps %s" % (tag, ep, c.gaps), flush=True)
