@@ -12,7 +12,10 @@ the events the store holds at the end over the time from the first chat to
 the last `done`.  Beside it: `redis-benchmark` XADD of an event-sized
 record, 50 clients, plain and pipelined (-P 16), against the same server.
 The same sessions against the local store are run too, as the other
-baseline.  Prints one JSON object.  Needs redis-server, redis-benchmark
+baseline.  The Redis server has one replica, and the same sessions run
+once more with `store-wait 1` (a WAIT for the replica after every batch
+of appends): redis_wait1_appends_per_s and its ratio to the run without.
+Prints one JSON object.  Needs redis-server, redis-benchmark
 (Debian's redis-server and redis-tools) and curl.
 """
 import argparse
@@ -45,6 +48,19 @@ def wait_port(port, timeout=10):
         except OSError:
             time.sleep(0.05)
     raise SystemExit("nothing listens on %d" % port)
+
+
+def wait_replica(port, timeout=10):
+    """Until the master on port has its replica online."""
+    end = time.time() + timeout
+    while time.time() < end:
+        out = subprocess.run(["redis-cli", "-p", str(port), "INFO",
+                              "replication"], capture_output=True,
+                             text=True).stdout
+        if "state=online" in out:
+            return
+        time.sleep(0.1)
+    raise SystemExit("the replica of %d did not come online" % port)
 
 
 def run_parley(parleyd, tmp, store, sessions, per):
@@ -102,7 +118,7 @@ def main():
     ap.add_argument("--events", type=int, default=200000)
     ap.add_argument("--sessions", type=int, default=20)
     args = ap.parse_args()
-    for tool in ("redis-server", "redis-benchmark", "curl"):
+    for tool in ("redis-server", "redis-benchmark", "redis-cli", "curl"):
         if shutil.which(tool) is None:
             raise SystemExit("%s not found (apt-get install redis-server "
                              "redis-tools curl)" % tool)
@@ -112,11 +128,24 @@ def main():
         ["redis-server", "--port", str(rport), "--bind", "127.0.0.1",
          "--save", "", "--appendonly", "yes", "--appendfsync", "everysec",
          "--dir", tmp], stdout=subprocess.DEVNULL)
+    rdir = os.path.join(tmp, "replica")
+    os.mkdir(rdir)
+    rep_port = free_port()
+    replica = None
     try:
         wait_port(rport)
+        replica = subprocess.Popen(
+            ["redis-server", "--port", str(rep_port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", rdir,
+             "--replicaof", "127.0.0.1", str(rport)],
+            stdout=subprocess.DEVNULL)
+        wait_replica(rport)
         per = max(1, args.events // args.sessions)
         ev, dt = run_parley(args.parleyd, tmp, "store redis://127.0.0.1:%d\n"
                             % rport, args.sessions, per)
+        wev, wdt = run_parley(args.parleyd, tmp,
+                              "store redis://127.0.0.1:%d\nstore-wait 1\n"
+                              % rport, args.sessions, per)
         rec = ('{"v":1,"type":"token","sessionId":"bench-session-0001",'
                '"seq":123456,"ts":"2026-11-21T22:44:54.646Z","agentId":'
                '"assistant-86b9a5ff","messageId":"m-1","content":"x"}')
@@ -130,6 +159,9 @@ def main():
             bench[name] = float(m[-1]) if m else None
         lev, ldt = run_parley(args.parleyd, tmp, "", args.sessions, per)
     finally:
+        if replica is not None:
+            replica.terminate()
+            replica.wait(10)
         redis.terminate()
         redis.wait(10)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -139,6 +171,8 @@ def main():
         "events": ev,
         "redis_appends_per_s": round(ev / dt),
         "local_appends_per_s": round(lev / ldt),
+        "redis_wait1_appends_per_s": round(wev / wdt),
+        "ratio_wait1_vs_no_wait": round((wev / wdt) / (ev / dt), 3),
         "redis_benchmark_xadd_per_s": bench,
         "ratio_vs_xadd_plain": round(ev / dt / bench["plain"], 3)
         if bench.get("plain") else None,

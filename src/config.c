@@ -39,7 +39,8 @@
 /* The handlers in this file; config_int.h declares the others (cfg_kw_*). */
 static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
     kw_duration, kw_size, kw_number, kw_count, kw_default_provider, kw_log_level,
-    kw_log_format, kw_log_file, kw_tool_policy, kw_autonomy, kw_audit_log;
+    kw_log_format, kw_log_file, kw_tool_policy, kw_autonomy, kw_audit_log,
+    kw_store_wait;
 
 /*
  * The one list of directives; both the keyword table and
@@ -67,6 +68,8 @@ static cfg_kw_fn kw_workers, kw_path, kw_store, kw_host_id, kw_fsync,
 	X("host-id", KW_TOP, 1, 1, 0, kw_host_id, 0, 0, 0, "host-id NAME") \
 	X("lease-time", KW_TOP, 1, 1, 0, kw_duration, C(lease_ms), \
 	    500, 10 * MS_M, "lease-time DURATION") \
+	X("store-wait", KW_TOP, 1, 2, 0, kw_store_wait, 0, 0, 0, \
+	    "store-wait REPLICAS [TIMEOUT]") \
 	X("fsync", KW_TOP, 1, 1, 0, kw_fsync, 0, 0, 0, \
 	    "fsync always|batch|no") \
 	X("retention", KW_TOP, 1, 1, 0, kw_duration, C(retention_ms), \
@@ -566,6 +569,30 @@ kw_store(struct parser *p, const struct keyword *kw, int argc, char **argv)
 	    kw->name);
 }
 
+/*
+ * store-wait REPLICAS [TIMEOUT]: a Redis WAIT after every write.  The
+ * timeout stays under the store's command deadline (5s): WAIT holds the
+ * connection, and a reply later than that tears the link down.
+ */
+static int
+kw_store_wait(struct parser *p, const struct keyword *kw, int argc,
+    char **argv)
+{
+	uint64_t	n, ms = CFG_STORE_WAIT_MS;
+
+	if (cfg_parse_uint(argv[0], &n) == -1 || n > CFG_STORE_WAIT_MAX)
+		return perr(p, "%s: expected a number of replicas from 0 (off) "
+		    "to %u, got '%.80s'", kw->name, CFG_STORE_WAIT_MAX,
+		    argv[0]);
+	if (argc > 1 && (parse_duration(argv[1], &ms) == -1 || ms < 10 ||
+	    ms > CFG_STORE_WAIT_MAX_MS))
+		return perr(p, "%s: expected a timeout from 10ms to %ums, got "
+		    "'%.80s'", kw->name, CFG_STORE_WAIT_MAX_MS, argv[1]);
+	p->conf->store_wait = (unsigned)n;
+	p->conf->store_wait_ms = (unsigned)ms;
+	return 0;
+}
+
 /* host-id names this host in session leases; other hosts read it. */
 static int
 kw_host_id(struct parser *p, const struct keyword *kw, int argc, char **argv)
@@ -1015,6 +1042,7 @@ config_init(struct config *c)
 	c->fsync = CFG_FSYNC_BATCH;
 	c->retention_ms = 24 * MS_H;
 	c->lease_ms = 10 * MS_S;
+	c->store_wait_ms = CFG_STORE_WAIT_MS;
 	c->idle_timeout_ms = 10 * MS_M;
 	c->flush_interval_ms = 20;
 	c->heartbeat_ms = 15 * MS_S;
@@ -1150,6 +1178,11 @@ config_check(struct parser *p)
 	}
 	if (cfg_tls_check(p) == -1)
 		return -1;
+	if (c->store_wait > 0 && strcmp(c->store, "local") == 0 &&
+	    keyword_find("store-wait", &ai) != NULL)
+		return cfg_perr_at(p, p->seen[ai], "store-wait: only a shared "
+		    "store (redis:// or sentinel://) has replicas to wait for; "
+		    "remove the line or set store-wait 0");
 	/* Here, not at index-root: state-dir may come later in the file. */
 	TAILQ_FOREACH(o, &c->index_roots, entry) {
 		char	sd[PATH_MAX];

@@ -317,6 +317,12 @@ store_role(const struct store_sess *s)
 	return s->role ? s->role : STORE_OWNER;
 }
 
+const char *
+store_epochs(const struct store_sess *s)
+{
+	return s->store->ops->epochs != NULL ? s->store->ops->epochs(s) : "";
+}
+
 uint64_t
 store_durable_seq(const struct store_sess *s)
 {

@@ -186,6 +186,7 @@ const struct store_ops name = {						\
 	.doc_put_async = rs_doc_put,					\
 	.doc_del_async = rs_doc_del,					\
 	.doc_all_async = rs_doc_all,					\
+	.epochs = rs_epochs,						\
 }
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);
@@ -610,6 +611,9 @@ rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 		case RC_SLOTS:
 			rs_cl_on_slots(rc, r);
 			break;
+		case RC_WAIT:
+			rs_on_wait(rc, r);
+			break;
 		}
 		/* A replica now (failover): find the master again. */
 		if (ro)
@@ -921,6 +925,16 @@ rs_attach(struct store *bst, char *err, size_t errlen)
 	snprintf(st->lease_s, sizeof(st->lease_s), "%u", p->lease_ms);
 	snprintf(st->retention_s, sizeof(st->retention_s), "%" PRIu64,
 	    p->retention_ms);
+	/* WAIT holds the connection: its timeout stays under the deadline
+	 * every command gets. */
+	st->wait_n = p->wait_replicas;
+	st->wait_ms = p->wait_ms == 0 ? 1000 : p->wait_ms;
+	if (st->wait_n > 0 && st->wait_ms >= st->deadline_ms) {
+		snprintf(err, errlen, "store: the WAIT timeout (%u ms) must "
+		    "be under the command deadline (%u ms)", st->wait_ms,
+		    st->deadline_ms);
+		return -1;
+	}
 	st->ev_tick = event_new(p->base, -1, EV_PERSIST, rs_tick, st);
 	st->ev_retry = evtimer_new(p->base, rs_retry_cb, st);
 	st->ev_timeout = evtimer_new(p->base, rs_timeout_cb, st);

@@ -21,6 +21,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
+#include "parley/epoch.h"
 #include "parley/store.h"
 
 #define RS_HOSTS_MAX	16		/* sentinels in one url */
@@ -95,7 +96,8 @@ enum rs_kind {
 	RC_TRIM_SCAN,
 	RC_TRIM,
 	RC_DOC,		/* a document command (store_redis_doc.c) */
-	RC_SLOTS	/* CLUSTER SLOTS (store_redis_cluster.c) */
+	RC_SLOTS,	/* CLUSTER SLOTS (store_redis_cluster.c) */
+	RC_WAIT		/* WAIT after a batch (store-wait) */
 };
 
 enum rs_hs { HS_AUTH, HS_SELECT, HS_ROLE, HS_SCRIPT };
@@ -144,6 +146,7 @@ struct wbatch {
 	size_t			 bytes;
 	int			 meta;
 	int			 orphan;	/* off s->inflight: ignore */
+	int			 landed;	/* in the log, WAIT pending */
 	char			 inpos[RS_SID_MAX];
 };
 
@@ -210,6 +213,8 @@ struct rsess {
 	uint64_t		 lease_from;	/* send time of last renewal */
 	unsigned		 lease_gen; /* bumped when the token changes */
 	int			 renewing;
+	/* the log's epochs (parley/epoch.h text), from acquire or peek */
+	char			 epochs[EPOCH_TEXT_MAX];
 	/* meta (the latest written, queued or not) */
 	char			*doc;
 	size_t			 doclen;
@@ -307,6 +312,8 @@ struct rstore {
 	unsigned		 lease_ms;
 	char			 lease_s[RS_NUMLEN];
 	char			 retention_s[RS_NUMLEN];
+	unsigned		 wait_n;	/* WAIT for replicas, 0: off */
+	unsigned		 wait_ms;
 	unsigned		 deadline_ms;	/* tests shorten these */
 	unsigned		 connect_ms;
 	unsigned		 poll_ms;
@@ -513,6 +520,12 @@ extern const char rs_lua_peek[];
 extern const char rs_lua_post[];
 int		 rs_parse_peek(const redisReply *, uint64_t *, int *,
 		    uint64_t *);
+/* Takes the epochs a script answered (nil: none).  0, -1 malformed. */
+int		 rs_set_epochs(struct rsess *, const redisReply *);
+const char	*rs_epochs(const struct store_sess *);
+/* Where cur's epochs rewrote the history since old's: 1 (*from), 0 no,
+ * -1 unreadable. */
+int		 rs_rewritten(const char *, const char *, size_t, uint64_t *);
 int		 rs_peek_send(struct rsess *, enum rs_kind, int with_doc);
 void		 rs_poll_send(struct rsess *);
 void		 rs_grown(struct rsess *, uint64_t);
@@ -575,6 +588,7 @@ int		 rs_append_async(struct store_sess *, uint64_t, uint64_t,
 int		 rs_meta_write_async(struct store_sess *, const char *, size_t);
 void		 rs_repair(struct rsess *, uint64_t, struct wbatch *);
 void		 rs_on_batch(struct rcmd *, redisReply *);
+void		 rs_on_wait(struct rcmd *, redisReply *);
 void		 rs_on_range(struct rcmd *, redisReply *);
 size_t		 rs_cache_deliver(struct rsess *, uint64_t, uint64_t,
 		    store_range_cb, void *);

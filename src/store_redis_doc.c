@@ -51,7 +51,8 @@
 #define RS_DOC_INFLIGHT		(4u << 20)	/* write bytes on the wire */
 #define RS_DOC_QUEUE		(256u << 20)	/* write bytes held back */
 
-enum { DOC_PUT, DOC_DEL, DOC_SCAN };	/* rcmd u1 */
+/* rcmd u1; DOC_WAITED + what: the WAIT after a write (store-wait). */
+enum { DOC_PUT, DOC_DEL, DOC_SCAN, DOC_WAITED };
 
 /* KEYS owner kb; ARGV token retention name json */
 const char rs_lua_docput[] =
@@ -309,11 +310,42 @@ rs_doc_del(struct store_sess *bs, const char *name, store_done_cb done,
 
 static void	doc_write_answer(struct rcmd *, redisReply *);
 
+/*
+ * store-wait: a write that landed waits for the replicas before it is
+ * answered; the WAIT carries the write's answer (count) and its bytes,
+ * still in flight.  0 sent, -1 not (answer the write as it is).
+ */
+static int
+doc_wait_send(struct rcmd *rc, redisReply *r)
+{
+	struct rstore	*st = rc->st;
+	struct rcmd	*wrc;
+	struct rargs	 a;
+	int		 rv;
+
+	if (st->wait_n == 0 || rc->u1 >= DOC_WAITED || r == NULL ||
+	    r->type != REDIS_REPLY_INTEGER || rc->req->dead || rc->s->closed ||
+	    (wrc = rs_cmd_new(st, RC_DOC, rc->s, rc->req)) == NULL)
+		return -1;
+	wrc->u1 = DOC_WAITED + rc->u1;
+	wrc->u2 = rc->u2;
+	wrc->count = r->integer > 0 ? 1 : 0;
+	rs_args_init(&a, 3, 2);
+	rs_args_str(&a, "WAIT");
+	rs_args_u64(&a, st->wait_n);
+	rs_args_u64(&a, st->wait_ms);
+	rv = rs_send(st, wrc, &a);
+	rs_args_free(&a);
+	return rv;
+}
+
 static void
 doc_on_write(struct rcmd *rc, redisReply *r)
 {
 	struct rstore	*st = rc->st;
 
+	if (doc_wait_send(rc, r) == 0)
+		return;
 	st->doc_bytes -= rc->u2 < st->doc_bytes ? rc->u2 : st->doc_bytes;
 	/* After this one's callbacks, which may close anything: held ones
 	 * go in order behind it (rs_reply runs nothing once closing). */
@@ -330,6 +362,21 @@ doc_write_answer(struct rcmd *rc, redisReply *r)
 
 	if (req->dead || s->closed)
 		return;
+	if (rc->u1 >= DOC_WAITED && r != NULL &&
+	    r->type == REDIS_REPLY_INTEGER) {
+		if (r->integer >= (long long)s->st->wait_n) {
+			rs_req_finish(req, rc->u1 == DOC_WAITED + DOC_DEL ?
+			    (ssize_t)rc->count : 0, 0);
+			return;
+		}
+		log_warnx("store: session %s: only %lld of the %u replicas "
+		    "store-wait asks for acknowledged a document write within "
+		    "%u ms: not acknowledged; check the replicas and their "
+		    "link to the master or lower store-wait", s->base.id,
+		    r->integer, s->st->wait_n, s->st->wait_ms);
+		rs_req_finish(req, -1, EIO);
+		return;
+	}
 	if (r != NULL && r->type == REDIS_REPLY_INTEGER) {
 		rs_req_finish(req, rc->u1 == DOC_DEL && r->integer > 0 ? 1 : 0,
 		    0);
@@ -347,7 +394,8 @@ doc_write_answer(struct rcmd *rc, redisReply *r)
 	/* Lost with the connection, it may or may not have landed: the
 	 * caller hears EIO and may write it again. */
 	log_warnx("store: session %s: document %s: %s", s->base.id,
-	    rc->u1 == DOC_PUT ? "write" : "removal", rs_errstr(r));
+	    rc->u1 % DOC_WAITED == DOC_PUT ? "write" : "removal",
+	    rs_errstr(r));
 	rs_req_finish(req, -1, EIO);
 }
 

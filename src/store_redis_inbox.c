@@ -28,7 +28,8 @@ const char rs_lua_peek[] =
 	"local doc = false\n"
 	"if ARGV[1] == '1' then doc = redis.call('HGET', KEYS[2], 'doc') end\n"
 	"return {redis.call('HGET', KEYS[2], 'last') or '0',\n"
-	"  redis.call('GET', KEYS[3]), f[1] and f[1][1] or false, doc}\n";
+	"  redis.call('GET', KEYS[3]), f[1] and f[1][1] or false, doc,\n"
+	"  redis.call('HGET', KEYS[2], 'epochs') or ''}\n";
 
 /* KEYS in; ARGV message retention channel maxlen */
 const char rs_lua_post[] =
@@ -38,12 +39,12 @@ const char rs_lua_post[] =
 	"redis.call('PUBLISH', ARGV[3], id)\n"
 	"return id\n";
 
-/* PEEK: {last, owner's token or nil, first id or nil, doc or nil}. */
+/* PEEK: {last, owner's token or nil, first id or nil, doc or nil, epochs}. */
 int
 rs_parse_peek(const redisReply *r, uint64_t *last, int *exists,
     uint64_t *first)
 {
-	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
+	if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
 	    rs_replyu64(r->element[0], last) == -1 ||
 	    (r->element[1]->type != REDIS_REPLY_NIL &&
 	    !rs_isstr(r->element[1])))
@@ -52,6 +53,95 @@ rs_parse_peek(const redisReply *r, uint64_t *last, int *exists,
 	if (rs_isstr(r->element[2]))
 		return rs_idseq(r->element[2]->str, r->element[2]->len, first);
 	*first = *last + 1;
+	return 0;
+}
+
+int
+rs_set_epochs(struct rsess *s, const redisReply *r)
+{
+	struct epochs	 e;
+
+	if (!rs_isstr(r)) {
+		s->epochs[0] = '\0';
+		return 0;
+	}
+	if (r->len >= sizeof(s->epochs) ||
+	    epoch_parse(&e, r->str, r->len) == -1) {
+		log_warnx("store: session %s: the epochs field of %s is "
+		    "malformed (%.*s); it was not written by parleyd: delete "
+		    "the field (HDEL %s epochs)", s->base.id, s->k_meta,
+		    (int)(r->len > 80 ? 80 : r->len), r->str, s->k_meta);
+		return -1;
+	}
+	memcpy(s->epochs, r->str, r->len);
+	s->epochs[r->len] = '\0';
+	return 0;
+}
+
+const char *
+rs_epochs(const struct store_sess *bs)
+{
+	return ((const struct rsess *)bs)->epochs;
+}
+
+/*
+ * The earliest from among the epochs of cur that old does not hold into
+ * *from: where the history was rewritten since old.  1 found, 0 none,
+ * -1 unreadable.
+ */
+int
+rs_rewritten(const char *old, const char *cur, size_t curlen,
+    uint64_t *from)
+{
+	struct epochs	 o, c;
+	size_t		 i, j;
+	int		 found = 0;
+
+	if (epoch_parse(&o, old, strlen(old)) == -1 ||
+	    curlen >= EPOCH_TEXT_MAX || epoch_parse(&c, cur, curlen) == -1)
+		return -1;
+	*from = UINT64_MAX;
+	for (i = 0; i < c.n; i++) {
+		for (j = 0; j < o.n; j++)
+			if (strcmp(c.v[i].token, o.v[j].token) == 0)
+				break;
+		if (j == o.n && c.v[i].from < *from) {
+			*from = c.v[i].from;
+			found = 1;
+		}
+	}
+	return found;
+}
+
+/*
+ * A follower's resync found other epochs: the log's history was
+ * rewritten from the earliest new epoch's from.  When that reaches into
+ * what this handle read, its records (and its user's) are not the log's
+ * any more: it fails, and its clients read the session again.  0 taken,
+ * -1 failed.
+ */
+static int
+rs_epochs_changed(struct rsess *s, const redisReply *r)
+{
+	uint64_t	 from;
+	int		 rw;
+
+	if (!rs_isstr(r) || (r->len == strlen(s->epochs) &&
+	    memcmp(r->str, s->epochs, r->len) == 0))
+		return 0;
+	if ((rw = rs_rewritten(s->epochs, r->str, r->len, &from)) == -1) {
+		rs_sess_fail(s, EIO, "the log's epochs are unreadable; letting "
+		    "the session go");
+		return -1;
+	}
+	if (rw == 1 && from <= s->base.last_seq) {
+		rs_sess_fail(s, EIO, "the log's history was rewritten from seq "
+		    "%" PRIu64 " (a store failover lost events); letting the "
+		    "session go so its clients read it again", from);
+		return -1;
+	}
+	memcpy(s->epochs, r->str, r->len);
+	s->epochs[r->len] = '\0';
 	return 0;
 }
 
@@ -111,7 +201,8 @@ rs_on_poll(struct rcmd *rc, redisReply *r)
 
 	s->polling = 0;
 	if (s->closed || s->base.role != STORE_FOLLOWER ||
-	    rs_parse_peek(r, &last, &exists, &first) == -1)
+	    rs_parse_peek(r, &last, &exists, &first) == -1 ||
+	    rs_epochs_changed(s, r->element[4]) == -1)
 		return;
 	if (exists)
 		rs_feed_owner(s, r->element[1]->str, r->element[1]->len);

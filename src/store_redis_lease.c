@@ -11,6 +11,7 @@
 #include <sys/queue.h>
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 
+#include "parley/epoch.h"
 #include "parley/log.h"
 #include "parley/store.h"
 #include "parley/util.h"
@@ -37,8 +39,16 @@ const char rs_lua_renew[] =
 	"end\n"
 	"return {1, redis.call('HGET', KEYS[2], 'last') or '0'}\n";
 
-/* KEYS log meta owner fence in kb; ARGV node lease create force
- * retention */
+/*
+ * KEYS log meta owner fence in kb; ARGV node lease create force
+ * retention epoch.  When the data changed hands since the last acquire
+ * (a failover or a restart gives the master a new replication id,
+ * recorded here as 'replid'), events the last owner had acknowledged may
+ * be gone and the next events would take their seqs: a new epoch starts
+ * after the last seq (parley/epoch.h; at most 8 kept, the oldest's from
+ * folded into the next).  Without one the master still holds all it
+ * acknowledged: a dead worker's session keeps its epoch.
+ */
 const char rs_lua_acquire[] =
 	"local cur = redis.call('GET', KEYS[3])\n"
 	"if cur and cur ~= ARGV[4] then return {0, cur} end\n"
@@ -52,9 +62,31 @@ const char rs_lua_acquire[] =
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  " RS_TTL("k", "ARGV[5]")
 	"end\n"
-	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos')\n"
+	"local m = redis.call('HMGET', KEYS[2], 'doc', 'last', 'inpos',\n"
+	"  'replid', 'epochs')\n"
+	"local ep = m[5] or ''\n"
+	"local rid = string.match(redis.call('INFO', 'replication'),\n"
+	"  'master_replid:(%x+)') or ''\n"
+	"redis.call('HSET', KEYS[2], 'replid', rid)\n"
+	"if m[2] ~= '0' and m[4] ~= rid then\n"
+	"  local v = {}\n"
+	"  for t, f in string.gmatch(ep, '(%x+):(%d+)') do\n"
+	"    v[#v + 1] = {t, tonumber(f)}\n"
+	"  end\n"
+	"  v[#v + 1] = {ARGV[6], tonumber(m[2]) + 1}\n"
+	"  if #v > 8 then\n"
+	"    if v[1][2] < v[2][2] then v[2][2] = v[1][2] end\n"
+	"    table.remove(v, 1)\n"
+	"  end\n"
+	"  local o = {}\n"
+	"  for i, e in ipairs(v) do\n"
+	"    o[i] = e[1] .. ':' .. string.format('%.0f', e[2])\n"
+	"  end\n"
+	"  ep = table.concat(o, ',')\n"
+	"  redis.call('HSET', KEYS[2], 'epochs', ep)\n"
+	"end\n"
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
-	"return {1, tok, m[1], m[2], m[3], f[1] and f[1][1] or false}\n";
+	"return {1, tok, m[1], m[2], m[3], f[1] and f[1][1] or false, ep}\n";
 
 /* KEYS owner; ARGV token channel */
 const char rs_lua_release[] =
@@ -135,6 +167,7 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	struct rstore	*st = s->st;
 	struct rargs	 a;
 	struct rcmd	*rc;
+	char		 tok[EPOCH_TOKEN_LEN + 1];
 	int		 r;
 
 	if ((rc = rs_cmd_new(st, RC_ACQUIRE, s, req)) == NULL)
@@ -148,6 +181,8 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	rs_args_str(&a, create ? "1" : "0");
 	rs_args_add(&a, force, forcelen);
 	rs_args_str(&a, rs_retention(s));
+	epoch_token(tok);
+	rs_args_str(&a, tok);
 	r = rs_eval(st, rc, SC_ACQUIRE, &a);
 	rs_args_free(&a);
 	return r;
@@ -191,7 +226,7 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 	uint64_t		 last, first;
 	char			*doc = NULL;
 
-	if (r->elements < 6 || !rs_isstr(e[1]) ||
+	if (r->elements < 7 || !rs_isstr(e[1]) ||
 	    e[1]->len >= sizeof(s->token) || rs_replyu64(e[3], &last) == -1)
 		return -1;
 	if (rs_isstr(e[5])) {
@@ -199,6 +234,8 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 			return -1;
 	} else
 		first = last + 1;
+	if (rs_set_epochs(s, e[6]) == -1)
+		return -1;
 	if (rs_isstr(e[2])) {
 		if (e[2]->len > STORE_META_MAX ||
 		    (doc = malloc(e[2]->len + 1)) == NULL)
@@ -394,6 +431,10 @@ rs_on_peek(struct rcmd *rc, redisReply *r)
 		rs_open_fail(s, EIO);
 		return;
 	}
+	if (rs_set_epochs(s, r->element[4]) == -1) {
+		rs_open_fail(s, EIO);
+		return;
+	}
 	d = r->element[3];
 	if (rs_isstr(d) && d->len <= STORE_META_MAX &&
 	    (doc = malloc(d->len + 1)) != NULL) {
@@ -423,6 +464,8 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 	struct rreq		*req = rc->req;
 	const redisReply	*h;
 	long long		 code = -2;
+	uint64_t		 seen, from;
+	char			 old[EPOCH_TEXT_MAX];
 
 	if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 	    r->element[0]->type == REDIS_REPLY_INTEGER)
@@ -437,11 +480,28 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 	}
 	switch (code) {
 	case 1:
+		seen = s->base.last_seq;
+		memcpy(old, s->epochs, sizeof(old));
 		if (rs_take_lease(s, r, rc->sent) == -1) {
 			if (r->elements >= 2 && rs_isstr(r->element[1]))
 				rs_release_token(s, r->element[1]->str,
 				    r->element[1]->len);
 			break;
+		}
+		/* A follower that read past where the history was rewritten
+		 * holds records that are not the log's: its user must read
+		 * the session again.  The lease goes back. */
+		if (req != NULL && rs_rewritten(old, s->epochs,
+		    strlen(s->epochs), &from) == 1 && from <= seen) {
+			rs_release_token(s, s->token, strlen(s->token));
+			s->token[0] = '\0';
+			s->lease_gen++;
+			rs_req_finish(req, -1, EIO);
+			rs_sess_fail(s, EIO, "the log's history was rewritten "
+			    "from seq %" PRIu64 " (a store failover lost "
+			    "events); letting the session go so its clients "
+			    "read it again", from);
+			return;
 		}
 		s->base.role = STORE_OWNER;
 		if (req != NULL)

@@ -587,7 +587,13 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 		s->wq_bytes += r->len;
 	}
 	/* Everything sent after n fails the same SEQ check: send it again
-	 * after the repair, in order. */
+	 * after the repair, in order (batches that landed and wait for
+	 * replicas come before the failed one). */
+	while ((b = TAILQ_FIRST(&s->inflight)) != NULL && b->landed) {
+		TAILQ_REMOVE(&s->inflight, b, entry);
+		b->orphan = 1;
+		TAILQ_CONCAT(&redo, &b->ops, entry);
+	}
 	if (failed != NULL)
 		TAILQ_CONCAT(&redo, &failed->ops, entry);
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
@@ -602,44 +608,17 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 	rs_flush_sess(s);
 }
 
-void
-rs_on_batch(struct rcmd *rc, redisReply *r)
+/* The batch is in the log (and on enough replicas): it is durable. */
+static void
+rs_batch_durable(struct rsess *s, struct wbatch *b)
 {
-	struct rsess	*s = rc->s;
 	struct rstore	*st = s->st;
-	struct wbatch	*b = rc->b;
 	struct wop	*op;
-	uint64_t	 n, before = s->base.durable_seq;
-	const char	*sp;
+	uint64_t	 before = s->base.durable_seq;
 
-	if (b->orphan || s->closed || s->failed)
-		return;
-	if (b != TAILQ_FIRST(&s->inflight)) {
-		rs_sess_fail(s, EIO, "write replies out of order");
-		return;
-	}
 	TAILQ_REMOVE(&s->inflight, b, entry);
 	s->ninflight--;
 	b->orphan = 1;
-	if (r == NULL) {
-		/* It may or may not have landed: the user re-opens. */
-		rs_sess_fail(s, EIO, "the store connection was lost with "
-		    "writes in flight");
-		return;
-	}
-	if (r->type == REDIS_REPLY_ERROR) {
-		if (strncmp(r->str, "FENCED", 6) == 0)
-			rs_sess_fail(s, ESTALE, "fenced: another process "
-			    "owns the session now");
-		else if (strncmp(r->str, "SEQ ", 4) == 0 && !b->meta &&
-		    (sp = strchr(r->str + 4, ' '), rs_u64(r->str + 4,
-		    sp ? (size_t)(sp - r->str - 4) : strlen(r->str + 4),
-		    &n) == 0) && n < before)
-			rs_repair(s, n, b);
-		else
-			rs_sess_fail(s, EIO, "write failed: %s", r->str);
-		return;
-	}
 	s->wq_recs -= b->nrec;
 	s->wq_bytes -= b->bytes;
 	while ((op = TAILQ_FIRST(&b->ops)) != NULL) {
@@ -661,6 +640,123 @@ rs_on_batch(struct rcmd *rc, redisReply *r)
 		st->ev->durable(st->arg, &s->base, s->base.durable_seq);
 		rs_sess_unref(s);
 	}
+}
+
+/*
+ * store-wait: the batch landed; WAIT for the replicas before it counts
+ * as durable.  The WAIT command takes the batch (it stays first among
+ * the session's unanswered ones).  Sent after the script's reply, not
+ * pipelined with it, so a script re-sent after NOSCRIPT is never waited
+ * for before it ran.
+ */
+static void
+rs_wait_send(struct rsess *s, struct rcmd *rc)
+{
+	struct rstore	*st = s->st;
+	struct rargs	 a;
+	struct rcmd	*wrc;
+
+	if ((wrc = rs_cmd_new(st, RC_WAIT, s, NULL)) == NULL) {
+		rs_sess_fail(s, EIO, "out of memory sending WAIT");
+		return;
+	}
+	rs_args_init(&a, 3, 2);
+	rs_args_str(&a, "WAIT");
+	rs_args_u64(&a, st->wait_n);
+	rs_args_u64(&a, st->wait_ms);
+	if (rs_send(st, wrc, &a) == -1) {
+		rs_args_free(&a);
+		rs_sess_fail(s, EIO, "could not send WAIT (the store "
+		    "connection is down): writes not acknowledged");
+		return;
+	}
+	rs_args_free(&a);
+	wrc->b = rc->b;
+	rc->b = NULL;
+	wrc->b->landed = 1;
+}
+
+void
+rs_on_batch(struct rcmd *rc, redisReply *r)
+{
+	struct rsess	*s = rc->s;
+	struct rstore	*st = s->st;
+	struct wbatch	*b = rc->b, *first;
+	uint64_t	 n, before = s->base.durable_seq;
+	const char	*sp;
+
+	if (b->orphan || s->closed || s->failed)
+		return;
+	/* Batches that landed and wait for replicas come before it. */
+	first = TAILQ_FIRST(&s->inflight);
+	while (first != NULL && first->landed)
+		first = TAILQ_NEXT(first, entry);
+	if (b != first) {
+		rs_sess_fail(s, EIO, "write replies out of order");
+		return;
+	}
+	if (r == NULL) {
+		/* It may or may not have landed: the user re-opens. */
+		rs_sess_fail(s, EIO, "the store connection was lost with "
+		    "writes in flight");
+		return;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		TAILQ_REMOVE(&s->inflight, b, entry);
+		s->ninflight--;
+		b->orphan = 1;
+		if (strncmp(r->str, "FENCED", 6) == 0)
+			rs_sess_fail(s, ESTALE, "fenced: another process "
+			    "owns the session now");
+		else if (strncmp(r->str, "SEQ ", 4) == 0 && !b->meta &&
+		    (sp = strchr(r->str + 4, ' '), rs_u64(r->str + 4,
+		    sp ? (size_t)(sp - r->str - 4) : strlen(r->str + 4),
+		    &n) == 0) && n < before)
+			rs_repair(s, n, b);
+		else
+			rs_sess_fail(s, EIO, "write failed: %s", r->str);
+		return;
+	}
+	if (st->wait_n > 0)
+		rs_wait_send(s, rc);
+	else
+		rs_batch_durable(s, b);
+}
+
+/* The reply to the WAIT after a batch (rc owns the batch). */
+void
+rs_on_wait(struct rcmd *rc, redisReply *r)
+{
+	struct rsess	*s = rc->s;
+	struct rstore	*st = s->st;
+	struct wbatch	*b = rc->b;
+
+	if (b == NULL || b->orphan || s->closed || s->failed)
+		return;
+	if (b != TAILQ_FIRST(&s->inflight)) {
+		rs_sess_fail(s, EIO, "write replies out of order");
+		return;
+	}
+	if (r == NULL) {
+		rs_sess_fail(s, EIO, "the store connection was lost waiting "
+		    "for replicas: events %" PRIu64 "-%" PRIu64 " are not "
+		    "acknowledged", b->prev + 1, b->last);
+		return;
+	}
+	if (r->type != REDIS_REPLY_INTEGER) {
+		rs_sess_fail(s, EIO, "WAIT failed: %s", rs_errstr(r));
+		return;
+	}
+	if (r->integer < (long long)st->wait_n) {
+		rs_sess_fail(s, EIO, "only %lld of the %u replicas store-wait "
+		    "asks for acknowledged %s within %u ms: not acknowledged; "
+		    "check the replicas and their link to the master (INFO "
+		    "replication on %s:%d) or lower store-wait", r->integer,
+		    st->wait_n, b->meta ? "a state write" : "the events",
+		    st->wait_ms, st->master.host, st->master.port);
+		return;
+	}
+	rs_batch_durable(s, b);
 }
 
 /* --- reading the log --- */

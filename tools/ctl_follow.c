@@ -21,6 +21,39 @@
 #include "ctl_follow.h"
 #include "parleyctl.h"
 
+/*
+ * Keeps the epoch session_state or RESUME_GAP names; a RESUME_GAP whose
+ * history was rewritten from `from` replays from there, so the events
+ * from `from` on are handed on again (they replace those shown).
+ */
+static void
+follow_epoch(struct follow *f, cJSON *ev)
+{
+	cJSON *t = cJSON_GetObjectItem(ev, "type"), *e, *from;
+
+	if (!cJSON_IsString(t))
+		return;
+	e = cJSON_GetObjectItem(ev, "epoch");
+	if (strcmp(t->valuestring, "session_state") == 0) {
+		snprintf(f->next_epoch, sizeof(f->next_epoch), "%s",
+		    cJSON_IsString(e) ? e->valuestring : "");
+		f->has_next = 1;
+		return;
+	}
+	if (f->has_next && jseq(ev) != 0) {
+		memcpy(f->epoch, f->next_epoch, sizeof(f->epoch));
+		f->has_next = 0;
+	}
+	if (strcmp(t->valuestring, "error") != 0 || !cJSON_IsString(e))
+		return;
+	snprintf(f->epoch, sizeof(f->epoch), "%s", e->valuestring);
+	f->has_next = 0;
+	from = cJSON_GetObjectItem(ev, "from");
+	if (cJSON_IsNumber(from) && from->valuedouble >= 1 &&
+	    (uint64_t)from->valuedouble <= f->last)
+		f->last = (uint64_t)from->valuedouble - 1;
+}
+
 static int
 follow_cb(void *arg, const char *type, const char *data, size_t len)
 {
@@ -30,6 +63,7 @@ follow_cb(void *arg, const char *type, const char *data, size_t len)
 
 	if ((ev = cJSON_ParseWithLength(data, len)) == NULL)
 		return 0;	/* not an event of ours: skip it */
+	follow_epoch(f, ev);
 	seq = jseq(ev);
 	if (seq != 0) {
 		/* A replay after a reconnect starts after f->last; never
@@ -53,6 +87,7 @@ follow_lost(struct follow *f)
 	hc_close(&f->h);
 	sse_parser_free(f->parser);
 	f->parser = NULL;
+	f->has_next = 0;
 	if (f->down_since == 0) {
 		f->down_since = now;
 		f->backoff = 0;
@@ -80,7 +115,8 @@ follow_open(struct follow *f)
 	char *path, *sub;
 	int r, rc;
 
-	sub = xprintf("/events?lastSeq=%" PRIu64, f->last);
+	sub = xprintf("/events?lastSeq=%" PRIu64 "%s%s", f->last,
+	    f->epoch[0] ? "&epoch=" : "", f->epoch);
 	path = session_path(f->sid, sub);
 	free(sub);
 	hc_err[0] = '\0';

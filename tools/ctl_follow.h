@@ -15,6 +15,14 @@ struct sse_parser;
 struct follow {
 	const char	*sid;
 	uint64_t	 last;		/* highest seq handed on */
+	/* The log's epoch it was in ("" none): a resume names it, so that
+	 * a history a failover rewrote is replayed (RESUME_GAP). */
+	char		 epoch[16];
+	/* session_state's, taken once an event follows it: a RESUME_GAP
+	 * would have come first, and a stream lost before it must resume
+	 * with the epoch the events shown were in. */
+	char		 next_epoch[16];
+	int		 has_next;
 	struct hc	 h;		/* h.fd is -1 while there is no stream */
 	struct sse_parser *parser;
 	uint64_t	 down_since;	/* 0 while the daemon answers */

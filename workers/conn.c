@@ -508,7 +508,7 @@ write_evt(struct conn *c, struct evt *e, int live)
 	if (c->kind == CONN_WS)
 		data = (const char *)evt_ws(e, &len);
 	else
-		data = evt_sse(e, &len);
+		data = evt_sse(e, sess_epoch(c->sess), &len);
 	if (data == NULL)
 		return;
 	/* Only what the socket did not take is gathered. */

@@ -4,6 +4,7 @@
  * reference across every connection that writes them.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,12 +87,32 @@ evt_ws(struct evt *e, size_t *len)
 }
 
 const char *
-evt_sse(struct evt *e, size_t *len)
+evt_sse(struct evt *e, const char *epoch, size_t *len)
 {
-	if (e->sse == NULL &&
+	char	*body, id[64];
+	size_t	 blen, ilen;
+
+	if (e->sse == NULL && epoch[0] == '\0' &&
 	    (e->sse = sse_event_string(e->seq, e->type[0] ? e->type : NULL,
 	    e->json, e->len, &e->sselen)) == NULL)
 		return NULL;
+	if (e->sse == NULL) {
+		/* EventSource hands the id back as Last-Event-ID: the epoch
+		 * comes back with the seq. */
+		ilen = (size_t)snprintf(id, sizeof(id), "id: %llu.%.16s\n",
+		    (unsigned long long)e->seq, epoch);
+		if ((body = sse_event_string(0, e->type[0] ? e->type : NULL,
+		    e->json, e->len, &blen)) == NULL)
+			return NULL;
+		if ((e->sse = malloc(ilen + blen + 1)) == NULL) {
+			free(body);
+			return NULL;
+		}
+		memcpy(e->sse, id, ilen);
+		memcpy(e->sse + ilen, body, blen + 1);
+		e->sselen = ilen + blen;
+		free(body);
+	}
 	*len = e->sselen;
 	return e->sse;
 }

@@ -39,6 +39,7 @@ void		 evt_unref(struct evt *);
 int		 evt_json_scoped(const char *json, size_t len);
 void		 evt_unref_cb(const void *data, size_t len, void *arg);
 const unsigned char *evt_ws(struct evt *, size_t *len);
-const char	*evt_sse(struct evt *, size_t *len);
+/* SSE framing; its id is "SEQ.EPOCH" once the log has an epoch. */
+const char	*evt_sse(struct evt *, const char *epoch, size_t *len);
 
 #endif

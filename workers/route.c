@@ -16,6 +16,8 @@
 #include <event2/event.h>
 
 #include "parley/config.h"
+#include "parley/epoch.h"
+#include "parley/log.h"
 #include "parley/proto.h"
 #include "parley/store.h"
 #include "parley/util.h"
@@ -110,14 +112,85 @@ open_error(const char *err)
 }
 
 /*
- * Positions a stream: session_state first, then RESUME_GAP if the log no
- * longer holds what the client asks for, then replay and live.
+ * Tells a client that the log's history was rewritten from seq `from`
+ * after what it saw (a store failover lost events, parley/epoch.h): it
+ * drops what it has from `from` on and gets the log's from there.
  */
 static void
-stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
+send_rewrite_gap(struct conn *c, struct sess *s, uint64_t from,
+    uint64_t first, uint64_t last)
+{
+	cJSON *x;
+	char *j;
+
+	/* Another protocol's translation cannot say it: conn_send_gap cuts
+	 * its stream. */
+	if (c->adapt != NULL) {
+		conn_send_gap(c, first, last);
+		return;
+	}
+	c->wk->metrics.resume_gaps++;
+	log_rinfo(c->reqid, s->id, "RESUME_GAP: the client saw seq %llu of "
+	    "an older epoch; the history was rewritten from %llu (epoch %s)",
+	    (unsigned long long)last, (unsigned long long)from,
+	    sess_epoch(s));
+	x = cJSON_CreateObject();
+	cJSON_AddStringToObject(x, "epoch", sess_epoch(s));
+	cJSON_AddNumberToObject(x, "from", (double)from);
+	cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
+	cJSON_AddNumberToObject(x, "lastSeq", (double)last);
+	j = proto_error(s->id, "RESUME_GAP", "the session's history was "
+	    "rewritten after events you have (a store failover lost them): "
+	    "drop your events from seq `from` on; replaying from there",
+	    "warning", x);
+	conn_send_json(c, j);
+	free(j);
+}
+
+/*
+ * Where a resume after seq last of epoch cep ("" none) starts: RESUME_GAP
+ * first when the log rewrote what the client saw (an epoch since cep
+ * starts at or below last) or retention removed what follows it.  Sets
+ * c->sub.next_seq.
+ */
+static void
+stream_position(struct conn *c, struct sess *s, uint64_t last,
+    const char *cep)
+{
+	uint64_t first = deliver_first(&s->feed), top = sess_last_seq(s);
+	uint64_t from;
+	const char *t = sess_epochs(s);
+	struct epochs ep;
+
+	if (t[0] != '\0' && epoch_parse(&ep, t, strlen(t)) == 0 &&
+	    epoch_resume(&ep, cep, last, &from) == 1) {
+		if (from < first)
+			from = first;
+		send_rewrite_gap(c, s, from, first, last);
+		c->sub.next_seq = from;
+		return;
+	}
+	/* Past the end: the owner knows the log ends at top; a follower
+	 * may not have heard of what the client saw. */
+	if (last > top && !s->follower)
+		last = top;
+	c->sub.next_seq = last + 1;
+	if (c->sub.next_seq < first) {
+		conn_send_gap(c, first, last);
+		c->sub.next_seq = first;
+	}
+}
+
+/*
+ * Positions a stream: session_state first, then RESUME_GAP if the log no
+ * longer holds what the client asks for, then replay and live.  epoch:
+ * the client's (resume only; "" when it named none).
+ */
+static void
+stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last,
+    const char *epoch)
 {
 	char *j;
-	uint64_t first = deliver_first(&s->feed), top = sess_last_seq(s);
 
 	conn_attach(c, s);
 	j = proto_reply("session_state", s->id, sess_state(s));
@@ -125,21 +198,54 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last)
 	free(j);
 	c->sub.live = 0;
 	if (!have_last) {
-		c->sub.next_seq = top + 1;
+		c->sub.next_seq = sess_last_seq(s) + 1;
 	} else {
 		deliver_replay_begin(&c->sub);
-		/* Past the end: the owner knows the log ends at top; a
-		 * follower may not have heard of what the client saw. */
-		if (last > top && !s->follower)
-			last = top;
-		c->sub.next_seq = last + 1;
-		if (c->sub.next_seq < first) {
-			conn_send_gap(c, first, last);
-			c->sub.next_seq = first;
-		}
+		stream_position(c, s, last, epoch);
 	}
 	c->sub.live_from = c->sub.next_seq;
 	deliver_pump(&c->sub);
+}
+
+/*
+ * A resume message's epoch into out ("" when absent).  0, or -1 with a
+ * message in msg.
+ */
+static int
+resume_epoch(cJSON *root, char *out, char *msg, size_t msglen)
+{
+	cJSON *e = cJSON_GetObjectItem(root, "epoch");
+
+	out[0] = '\0';
+	if (e == NULL || cJSON_IsNull(e))
+		return 0;
+	if (!cJSON_IsString(e) || !epoch_valid(e->valuestring)) {
+		snprintf(msg, msglen, "epoch must be the string session_state "
+		    "or RESUME_GAP gave (8 hex digits), or \"\"");
+		return -1;
+	}
+	snprintf(out, EPOCH_TOKEN_LEN + 1, "%s", e->valuestring);
+	return 0;
+}
+
+/* ?epoch=E into out ("" when absent).  0, or -1: a 400 was sent. */
+static int
+query_epoch(struct conn *c, const struct http_request *r, char *out)
+{
+	char v[EPOCH_TOKEN_LEN + 2];
+	int rc;
+
+	out[0] = '\0';
+	if (r->query == NULL ||
+	    (rc = http_query_param(r->query, "epoch", v, sizeof(v))) == -1)
+		return 0;
+	if (rc != 0 || !epoch_valid(v)) {
+		conn_http_error(c, 400, "BAD_REQUEST", "epoch must be what "
+		    "session_state or RESUME_GAP gave (8 hex digits)");
+		return -1;
+	}
+	memcpy(out, v, EPOCH_TOKEN_LEN + 1);
+	return 0;
 }
 
 /* As /stream's (route_request): a resume as first message must not
@@ -264,7 +370,7 @@ route_text(struct conn *c, const char *text, size_t len)
 	struct sess *s;
 	const struct sess_creator *cr;
 	const char *code, *err;
-	char msg[256];
+	char msg[256], cep[EPOCH_TOKEN_LEN + 1];
 	uint64_t last = 0;
 	char *j;
 	cJSON *b;
@@ -337,17 +443,18 @@ route_text(struct conn *c, const char *text, size_t len)
 		}
 		if (strcmp(in.type, "resume") == 0) {
 			if (proto_u64(in.root, "lastSeq", 1, &last, msg,
-			    sizeof(msg)) == -1) {
+			    sizeof(msg)) == -1 || resume_epoch(in.root, cep,
+			    msg, sizeof(msg)) == -1) {
 				conn_send_error(c, "BAD_REQUEST", msg, in.id);
 				proto_in_free(&in);
 				return;
 			}
 			c->got_first = 1;
-			stream_open(c, s, 1, last);
+			stream_open(c, s, 1, last, cep);
 			proto_in_free(&in);
 			return;
 		}
-		stream_open(c, s, 0, 0);
+		stream_open(c, s, 0, 0, "");
 	}
 	s = c->sess;
 	if (s == NULL) {
@@ -378,6 +485,7 @@ route_text(struct conn *c, const char *text, size_t len)
 			goto out;
 		}
 		if (proto_u64(in.root, "lastSeq", 1, &last, msg,
+		    sizeof(msg)) == -1 || resume_epoch(in.root, cep, msg,
 		    sizeof(msg)) == -1) {
 			conn_send_error(c, "BAD_REQUEST", msg, in.id);
 			goto out;
@@ -398,19 +506,8 @@ route_text(struct conn *c, const char *text, size_t len)
 		c->sub.hold = 0;
 		evtimer_del(c->tmo_ev);
 		deliver_replay_begin(&c->sub);
-		{
-			uint64_t top = sess_last_seq(s), first;
-
-			if (last > top && !s->follower)
-				last = top;
-			c->sub.next_seq = last + 1;
-			first = deliver_first(&s->feed);
-			conn_attach(c, s);
-			if (c->sub.next_seq < first) {
-				conn_send_gap(c, first, last);
-				c->sub.next_seq = first;
-			}
-		}
+		conn_attach(c, s);
+		stream_position(c, s, last, cep);
 		c->sub.live = 0;
 		c->got_first = 1;
 		deliver_pump(&c->sub);
@@ -1120,7 +1217,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 {
 	const struct http_request *r = &c->hp.req;
 	const char *path = r->path, *sub = NULL, *err;
-	char sid[IPC_SID_MAX + 1], lastbuf[32];
+	char sid[IPC_SID_MAX + 1], lastbuf[32], cep[EPOCH_TOKEN_LEN + 1];
 	struct sess *s;
 	uint64_t last = 0;
 	int have_last, role = (int)c->ic.role;
@@ -1232,6 +1329,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		    "number: the highest seq the client has seen");
 		return;
 	}
+	if (query_epoch(c, r, cep) == -1)
+		return;
 	if (strcmp(sub, "stream") == 0) {
 		/* Made only for a role that creates (route_creator); a
 		 * project only by its first batch. */
@@ -1253,7 +1352,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			return;
 		}
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last);
+		stream_open(c, s, have_last, last, cep);
 		if (!have_last) {
 			struct timeval tv;
 
@@ -1282,14 +1381,21 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		if (http_header(r, "Last-Event-ID") != NULL) {
 			char *end;
 
+			/* "SEQ" or "SEQ.EPOCH" (our id: lines). */
 			snprintf(lastbuf, sizeof(lastbuf), "%s",
 			    http_header(r, "Last-Event-ID"));
+			errno = 0;
 			last = strtoull(lastbuf, &end, 10);
-			have_last = *end == '\0' && lastbuf[0] >= '0' &&
-			    lastbuf[0] <= '9';
+			have_last = lastbuf[0] >= '0' && lastbuf[0] <= '9' &&
+			    errno == 0 && (*end == '\0' || (*end == '.' &&
+			    end[1] != '\0' && epoch_valid(end + 1)));
+			if (have_last && *end == '.')
+				memcpy(cep, end + 1, EPOCH_TOKEN_LEN + 1);
+			else if (have_last)
+				cep[0] = '\0';
 		}
 		conn_sse_start(c);
-		stream_open(c, s, have_last, last);
+		stream_open(c, s, have_last, last, cep);
 		return;
 	}
 	if (strcmp(sub, "messages") == 0) {
@@ -1330,7 +1436,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			return;
 		c->control = 1;
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last);
+		stream_open(c, s, have_last, last, cep);
 		return;
 	}
 	if (strcmp(sub, "dashboard") == 0) {
@@ -1346,7 +1452,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		c->sub.dash = 1;
 		c->agent[0] = '\0';	/* no agent's presence, no author's view */
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last);
+		stream_open(c, s, have_last, last, cep);
 		if (!have_last)
 			stream_hold(c);
 		dash_hello(c);

@@ -1014,6 +1014,24 @@ sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
 	return s;
 }
 
+const char *
+sess_epochs(const struct sess *s)
+{
+	return s->st != NULL ? store_epochs(s->st) : "";
+}
+
+const char *
+sess_epoch(struct sess *s)
+{
+	struct epochs	 e;
+	const char	*t = sess_epochs(s);
+
+	if (t[0] == '\0' || epoch_parse(&e, t, strlen(t)) == -1)
+		return "";
+	memcpy(s->epoch, epoch_current(&e), sizeof(s->epoch));
+	return s->epoch;
+}
+
 /* session_state's body (info 0), or the start of GET /sessions/{id}'s. */
 static cJSON *
 state_build(struct sess *s, int info)
@@ -1023,6 +1041,9 @@ state_build(struct sess *s, int info)
 	cJSON_AddStringToObject(o, "status", sess_status(s));
 	agents = cJSON_AddArrayToObject(o, "agents");
 	cJSON_AddNumberToObject(o, "lastSeq", (double)sess_last_seq(s));
+	/* Only once rewritten: a log never rewritten looks as it did. */
+	if (sess_epoch(s)[0] != '\0')
+		cJSON_AddStringToObject(o, "epoch", sess_epoch(s));
 	cJSON_AddItemToObject(o, "autonomy", cJSON_Duplicate(
 	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
 	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "parley/epoch.h"
 #include "parley/ipc.h"
 #include "deliver.h"
 #include "evt.h"
@@ -90,6 +91,7 @@ struct sess {
 	struct wk		*wk;
 	char			 id[IPC_SID_MAX + 1];
 	struct store_sess	*st;
+	char			 epoch[EPOCH_TOKEN_LEN + 1]; /* sess_epoch's */
 	struct deliver		 feed;		/* its subscribers */
 	cJSON			*meta;		/* the persisted state */
 	char			 agent_id[64];
@@ -205,6 +207,12 @@ cJSON		*sess_state(struct sess *);	/* session_state body */
 cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
 int		 sess_busy(const struct sess *);
 const char	*sess_status(const struct sess *);
+/*
+ * The log's current epoch ("" for a log never rewritten) and all of them
+ * (parley/epoch.h's text form), as the store last said.
+ */
+const char	*sess_epoch(struct sess *);
+const char	*sess_epochs(const struct sess *);
 /* Paused by an operator: input is logged, no turn starts (sess.c). */
 int		 sess_paused(const struct sess *);
 /*

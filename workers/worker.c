@@ -477,6 +477,8 @@ worker_main(struct config *conf, int slot, int ipc_fd, struct quota *quota)
 	sp.node = wk->node;
 	sp.lease_ms = (unsigned)conf->lease_ms;
 	sp.retention_ms = conf->retention_ms;
+	sp.wait_replicas = conf->store_wait;
+	sp.wait_ms = conf->store_wait_ms;
 	sp.ev = &wk_store_events;
 	sp.arg = wk;
 	wk->store_up = 1;

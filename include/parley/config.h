@@ -64,6 +64,9 @@ TAILQ_HEAD(cfg_names, cfg_name);
  * delay and stamp are only set for script; url .. max_reply only for
  * openai and anthropic (for script they keep their defaults).
  */
+#define CFG_STORE_WAIT_MAX	16	/* store-wait replicas */
+#define CFG_STORE_WAIT_MS	1000	/* its default timeout */
+#define CFG_STORE_WAIT_MAX_MS	4000	/* under the store's 5s deadline */
 #define CFG_ATTEMPT_TIMEOUT	(10 * 60 * 1000ULL)	/* ms */
 #define CFG_MAX_REPLY_BODY	((size_t)64 * 1024 * 1024)
 #define CFG_MAX_RESULT		((size_t)1024 * 1024)	/* mcp-server */
@@ -128,6 +131,9 @@ struct config {
 	char			*store;		/* "local" */
 	char			*host_id;	/* default: the host name */
 	uint64_t		 lease_ms;	/* default 10s (redis) */
+	/* Redis WAIT after each write: replicas (0 = off), its timeout. */
+	unsigned		 store_wait;
+	unsigned		 store_wait_ms;		/* default 1s */
 	enum cfg_fsync		 fsync;		/* default batch */
 	uint64_t		 retention_ms;	/* default 24h */
 	uint64_t		 idle_timeout_ms;	/* default 10m */

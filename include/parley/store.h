@@ -154,6 +154,10 @@ struct store_params {
 	const char		*node;
 	unsigned		 lease_ms;	/* ownership lease (redis) */
 	uint64_t		 retention_ms;	/* keys expire after (redis) */
+	/* Redis: after each write a WAIT for this many replicas (0: none)
+	 * for at most wait_ms; a write is durable only once they answer. */
+	unsigned		 wait_replicas;
+	unsigned		 wait_ms;
 	const struct store_events *ev;
 	void			*arg;
 };
@@ -184,6 +188,15 @@ typedef void (*store_open_cb)(void *arg, int err, struct store_sess *,
 void		 store_open_async(struct store *, const char *id, int create,
 		    size_t tail, store_open_cb, void *arg);
 enum store_role	 store_role(const struct store_sess *);
+/*
+ * The log's epochs (parley/epoch.h's text form; "" for a log never
+ * rewritten), as of the open (owner) or the last resync (follower).
+ * Redis starts one when a session is taken after a failover (its
+ * previous owners may have acknowledged events that were lost).  A backend that can cut a log's tail (the local
+ * store at open, after a crash) reports it here too: it sets the ops'
+ * epochs and keeps the list with the log.
+ */
+const char	*store_epochs(const struct store_sess *);
 
 /*
  * Owner: queues an append (same checks as store_append).  0 queued:
@@ -337,6 +350,8 @@ struct store_ops {
 			    store_done_cb, void *);
 	struct store_req *(*doc_all_async)(struct store_sess *, store_doc_cb,
 			    store_done_cb, void *);
+	/* The log's epochs; NULL: never rewritten (""). */
+	const char	*(*epochs)(const struct store_sess *);
 };
 
 struct store_sess {

@@ -941,6 +941,50 @@ START_TEST(test_robust)
 END_TEST
 
 /* The operations directives: control socket, accounts, drain, logs. */
+/* store-wait: replicas, an optional timeout, a shared store only. */
+START_TEST(test_store_wait)
+{
+	struct config	*c;
+
+	c = parse("listen 7777\n");
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->store_wait, 0);
+	ck_assert_uint_eq(c->store_wait_ms, 1000);
+	config_free(c);
+	c = parse("store redis://127.0.0.1:6379\nstore-wait 1\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_uint_eq(c->store_wait, 1);
+	ck_assert_uint_eq(c->store_wait_ms, 1000);
+	config_free(c);
+	/* The store may come after it. */
+	c = parse("store-wait 2 250ms\nstore sentinel://h:26379/m\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_uint_eq(c->store_wait, 2);
+	ck_assert_uint_eq(c->store_wait_ms, 250);
+	config_free(c);
+	c = parse("store-wait 0\n");
+	ck_assert_msg(c != NULL, "%s", errbuf);
+	ck_assert_uint_eq(c->store_wait, 0);
+	config_free(c);
+	expect_err("store redis://h:1\nstore-wait 17\n", "x.conf:2: "
+	    "store-wait: expected a number of replicas from 0 (off) to 16, "
+	    "got '17'");
+	expect_err("store redis://h:1\nstore-wait one\n", "x.conf:2: "
+	    "store-wait: expected a number of replicas from 0 (off) to 16, "
+	    "got 'one'");
+	expect_err("store redis://h:1\nstore-wait 1 5s\n", "x.conf:2: "
+	    "store-wait: expected a timeout from 10ms to 4000ms, got '5s'");
+	expect_err("store redis://h:1\nstore-wait 1 5ms\n", "x.conf:2: "
+	    "store-wait: expected a timeout from 10ms to 4000ms, got '5ms'");
+	expect_err("store redis://h:1\nstore-wait 1 1s 2\n", "x.conf:2: "
+	    "store-wait: wrong number of arguments; usage: store-wait "
+	    "REPLICAS [TIMEOUT]");
+	expect_err("listen 7777\nstore-wait 1\n", "x.conf:2: store-wait: "
+	    "only a shared store (redis:// or sentinel://) has replicas to "
+	    "wait for; remove the line or set store-wait 0");
+}
+END_TEST
+
 START_TEST(test_operations)
 {
 	struct config	*c;
@@ -1470,6 +1514,7 @@ config_suite(void)
 	tcase_add_test(tc, test_llm_providers);
 	tcase_add_test(tc, test_robust);
 	tcase_add_test(tc, test_operations);
+	tcase_add_test(tc, test_store_wait);
 	tcase_add_test(tc, test_approvals);
 	tcase_add_test(tc, test_man_page);
 	tcase_add_test(tc, test_example_file);

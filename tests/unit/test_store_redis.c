@@ -1401,6 +1401,275 @@ START_TEST(test_sentinel_failover)
 }
 END_TEST
 
+/* Waits until the master at port sees n replicas online. */
+static void
+replicas_online(int port, int n)
+{
+	redisContext	*c = sconn(port);
+	redisReply	*rp;
+	uint64_t	 deadline = util_mono_ms() + 5000;
+	char		 want[32];
+
+	snprintf(want, sizeof(want), "connected_slaves:%d", n);
+	for (;;) {
+		rp = scmd(c, "INFO replication");
+		if (strstr(rp->str, want) != NULL &&
+		    strstr(rp->str, "state=online") != NULL) {
+			freeReplyObject(rp);
+			break;
+		}
+		freeReplyObject(rp);
+		ck_assert_msg(util_mono_ms() < deadline, "replica not online");
+		usleep(20000);
+	}
+	redisFree(c);
+}
+
+static struct store *
+tstore_wait(struct event_base *base, int port, unsigned n, unsigned ms,
+    struct tev *t)
+{
+	struct store_params	 p;
+	struct store		*st;
+	char			 url[64], err[256];
+
+	memset(t, 0, sizeof(*t));
+	t->health = -1;
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port);
+	st = store_open(url, "/nonexistent", STORE_FSYNC_NO, err, sizeof(err));
+	ck_assert_msg(st != NULL, "store_open: %s", err);
+	memset(&p, 0, sizeof(p));
+	p.base = base;
+	p.node = "hw/1";
+	p.lease_ms = 30000;
+	p.retention_ms = 3600 * 1000;
+	p.wait_replicas = n;
+	p.wait_ms = ms;
+	p.ev = &tevents;
+	p.arg = t;
+	ck_assert_msg(store_attach(st, &p, err, sizeof(err)) == 0,
+	    "store_attach: %s", err);
+	return st;
+}
+
+/*
+ * store-wait: a write is durable only once the replicas hold it; fewer
+ * than asked for in time fail the session's writes, none reported
+ * durable.
+ */
+START_TEST(test_wait)
+{
+	struct srv		 m, rep;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*st, *st2;
+	struct store_sess	*s, *s2;
+	struct tev		 t, t2;
+	struct store_params	 p;
+	struct tdone		 d;
+	char			 buf[64], err[256], url[64];
+	int			 nd;
+
+	srv_start(&m);
+	srv_start_of(&rep, m.port);
+	replicas_online(m.port, 1);
+
+	/* A timeout the command deadline would cut short is refused. */
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", m.port);
+	st = store_open(url, "/nonexistent", STORE_FSYNC_NO, err, sizeof(err));
+	ck_assert_ptr_nonnull(st);
+	memset(&p, 0, sizeof(p));
+	p.base = base;
+	p.node = "hw/1";
+	p.lease_ms = 30000;
+	p.retention_ms = 3600 * 1000;
+	p.wait_replicas = 1;
+	p.wait_ms = 6000;
+	p.ev = &tevents;
+	p.arg = &t;
+	ck_assert_int_eq(store_attach(st, &p, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "WAIT timeout") != NULL, "%s", err);
+	store_close(st);
+
+	st = tstore_wait(base, m.port, 1, 1000, &t);
+	WAIT(base, t.health == 1, 3000);
+	s = topen(base, st, "w", 1, 0, STORE_OWNER);
+	tappend(s, "w", 1, 40);
+	WAIT(base, t.durable == 40, 5000);
+	/* Durable means on the replica, already. */
+	c = sconn(rep.port);
+	ck_assert_int_eq(sint(c, "XLEN parley:{w}:log"), 40);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{w}:meta last"), "40");
+	nd = t.ndurable;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"v\":1}", 7), 0);
+	WAIT(base, t.ndurable > nd, 3000);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{w}:meta doc"), "{\"v\":1}");
+	/* A document write too. */
+	memset(&d, 0, sizeof(d));
+	store_doc_put(s, "k", "{\"a\":1}", 7, tdone_cb, &d);
+	WAIT(base, d.n == 1, 3000);
+	ck_assert_int_eq(d.r, 0);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf), "HGET parley:{w}:kb k"),
+	    "{\"a\":1}");
+	ck_assert_int_eq(t.nfailed, 0);
+	ck_assert_int_eq(t.durable_back, 0);
+
+	/* Two replicas asked for, one there: the write lands on the master
+	 * but is never reported durable; the session fails. */
+	st2 = tstore_wait(base, m.port, 2, 100, &t2);
+	WAIT(base, t2.health == 1, 3000);
+	s2 = topen(base, st2, "w2", 1, 0, STORE_OWNER);
+	memset(&d, 0, sizeof(d));
+	store_doc_put(s2, "k", "{}", 2, tdone_cb, &d);
+	WAIT(base, d.n == 1, 3000);
+	ck_assert_int_eq(d.r, -1);
+	ck_assert_int_eq(d.err, EIO);
+	tappend(s2, "w2", 1, 3);
+	WAIT(base, t2.nfailed == 1, 3000);
+	ck_assert_int_eq(t2.failed, EIO);
+	ck_assert_int_eq(t2.durable, 0);
+	ck_assert_int_eq(store_durable_seq(s2), 0);
+	ck_assert_int_eq(store_append_async(s2, 1, 1004, "{}", 2), -1);
+	ck_assert_int_eq(errno, EPIPE);
+
+	/* A stopped replica: the same, within the timeout. */
+	kill(rep.pid, SIGSTOP);
+	tappend(s, "w", 41, 41);
+	WAIT(base, t.nfailed == 1, 3000);
+	ck_assert_int_eq(t.failed, EIO);
+	ck_assert_int_eq(t.durable, 40);
+	kill(rep.pid, SIGCONT);
+
+	store_sess_close(s2);
+	store_close(st2);
+	store_sess_close(s);
+	store_close(st);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&rep);
+	srv_stop(&m);
+}
+END_TEST
+
+/*
+ * The log's epochs: a session taken on the master that acknowledged its
+ * events keeps its epoch, whether its last owner gave it back or died;
+ * after a failover (another replication id), even one given back cleanly
+ * (a later owner's whole tenure may be what was lost), the next owner
+ * starts one after the last seq; a follower that read into a rewrite
+ * fails; at most EPOCH_KEEP are kept.
+ */
+START_TEST(test_epochs)
+{
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*a, *b;
+	struct store_sess	*sa, *sb;
+	struct tev		 ta, tb;
+	struct epochs		 e;
+	char			 buf[EPOCH_TEXT_MAX], ep1[EPOCH_TOKEN_LEN + 1];
+	int			 i;
+
+	srv_start(&r);
+	c = sconn(r.port);
+	a = tstore(base, r.port, "hostA/100", 30000, &ta);
+	b = tstore(base, r.port, "hostB/200", 30000, &tb);
+	((struct rstore *)b)->poll_ms = 100;
+	WAIT(base, ta.health == 1 && tb.health == 1, 3000);
+
+	/* New, closed, reopened: no epoch; the master's id recorded. */
+	sa = topen(base, a, "e", 1, 0, STORE_OWNER);
+	ck_assert_str_eq(store_epochs(sa), "");
+	tappend(sa, "e", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	store_sess_close(sa);
+	spin(base, 50);
+	sa = topen(base, a, "e", 0, 0, STORE_OWNER);
+	ck_assert_str_eq(store_epochs(sa), "");
+	ck_assert_uint_eq(strlen(sget(c, buf, sizeof(buf),
+	    "HGET parley:{e}:meta replid")), 40);
+
+	/* The lease lapses (a host died) on the same master: what it
+	 * acknowledged is there, the epoch stays. */
+	tappend(sa, "e", 4, 4);
+	WAIT(base, ta.durable == 4, 3000);
+	ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
+	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
+	ck_assert_str_eq(store_epochs(sb), "");
+	ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
+	store_sess_close(sb);
+	store_sess_close(sa);
+
+	/* Given back cleanly, then a failover (the data's master changed:
+	 * another replication id): the next owner starts one after 4. */
+	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"), 0);
+	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
+	    strlen(store_epochs(sb))), 0);
+	ck_assert_uint_eq(e.n, 1);
+	ck_assert_uint_eq(e.v[0].from, 5);
+	snprintf(ep1, sizeof(ep1), "%s", e.v[0].token);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{e}:meta epochs"), store_epochs(sb));
+
+	/* A follower that has read up to 8. */
+	tappend(sb, "e", 5, 8);
+	WAIT(base, tb.durable == 8, 3000);
+	sa = topen(base, a, "e", 0, 0, STORE_FOLLOWER);
+	ck_assert_int_eq(store_last_seq(sa), 8);
+	ck_assert_str_eq(store_epochs(sa), store_epochs(sb));
+
+	/* A failover lost 7-8 with their owner: an epoch from 7, and the
+	 * follower that read them fails. */
+	ck_assert_int_eq(sint(c, "DEL parley:{e}:owner"), 1);
+	store_sess_close(sb);
+	ck_assert_int_eq(sint(c, "XDEL parley:{e}:log 7-0 8-0"), 2);
+	/* The replica never had them: its stream's top is 6. */
+	freeReplyObject(scmd(c, "XSETID parley:{e}:log 6-0"));
+	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta last 6"), 0);
+	ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"), 0);
+	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
+	    strlen(store_epochs(sb))), 0);
+	ck_assert_uint_eq(e.n, 2);
+	ck_assert_str_eq(e.v[0].token, ep1);
+	ck_assert_uint_eq(e.v[1].from, 7);
+	ck_assert_str_ne(e.v[1].token, ep1);
+	WAIT(base, ta.nfailed == 1, 3000);
+	ck_assert_int_eq(ta.failed, EIO);
+	store_sess_close(sa);
+	tappend(sb, "e", 7, 9);
+	WAIT(base, tb.durable == 9, 3000);
+	store_sess_close(sb);
+
+	/* At most EPOCH_KEEP, the newest last. */
+	for (i = 0; i < EPOCH_KEEP + 2; i++) {
+		ck_assert_int_eq(sint(c, "HSET parley:{e}:meta replid 0f0f"),
+		    0);
+		sb = topen(base, b, "e", 0, 0, STORE_OWNER);
+		store_sess_close(sb);
+		spin(base, 20);
+	}
+	sb = topen(base, b, "e", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
+	    strlen(store_epochs(sb))), 0);
+	ck_assert_uint_eq(e.n, EPOCH_KEEP);
+	ck_assert_uint_eq(e.v[0].from, 5);	/* folded: ep1's */
+	ck_assert_uint_eq(e.v[EPOCH_KEEP - 1].from, 10);
+	store_sess_close(sb);
+	store_close(a);
+	store_close(b);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
 static Suite *
 store_redis_suite(void)
 {
@@ -1428,6 +1697,8 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_unreachable);
 	tcase_add_test(tc, test_sentinel);
 	tcase_add_test(tc, test_sentinel_failover);
+	tcase_add_test(tc, test_wait);
+	tcase_add_test(tc, test_epochs);
 	suite_add_tcase(s, tc);
 	return s;
 }

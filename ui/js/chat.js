@@ -960,6 +960,9 @@ export function create(ctx) {
   function errorBox(ev, dismissible, live = true) {
     const code = str(ev.code) || "ERROR";
     let hint = Object.hasOwn(HINTS, code) ? HINTS[code] : "Retry, or reload the page.";
+    if (code === "RESUME_GAP" && typeof ev.from === "number")
+      hint = "A server failover lost events this page showed; the session goes on from event " +
+        ev.from + " as stored. Reload the page for a transcript without the lost ones.";
     if (code === "LLM_ERROR" && ev.retrying) hint = "The provider's stream broke; the model call is starting over.";
     if (code === "RATE_LIMITED" && (ev.retryAfterMs || ev.retryAfter)) {
       const ms = ev.retryAfterMs || ev.retryAfter * 1000;

@@ -38,6 +38,11 @@ export class Conn {
     this.state = "closed";
     this.seq = 0;		// highest seq delivered
     this.liveAfter = null;	// lastSeq of the first session_state
+    // The log's epoch the delivered events are of ("" none), sent with
+    // lastSeq; a session_state's is taken once an event follows it (a
+    // RESUME_GAP for a rewritten history would come first).
+    this.epoch = "";
+    this.nextEpoch = null;
     this.outbox = [];		// [{id, msg, sent}] until acked
     this.attempt = 0;
     this.ws = null;
@@ -84,6 +89,7 @@ export class Conn {
     // catchUp() reads the past up to there over HTTP, unless from "live").
     const q = new URLSearchParams(this.liveAfter === null && (this.fromLive || this.viaLog()) ?
       {} : { lastSeq: String(this.seq) });
+    if (q.has("lastSeq") && this.epoch) q.set("epoch", this.epoch);
     if (this.path === "stream" && this.role !== "user") q.set("role", this.role);
     if (token) q.set("access_token", token);
     return scheme + "//" + location.host + "/sessions/" +
@@ -194,7 +200,10 @@ export class Conn {
     ws.onclose = (c) => {
       clearTimeout(openTimer);
       clearTimeout(stale);
-      if (this.ws === ws) this.ws = null;
+      if (this.ws === ws) {
+        this.ws = null;
+        this.nextEpoch = null;	// its session_state named no event's epoch
+      }
       if (this.closed) return;
       if (c.code === 4001) authNeeded("the token expired; enter a new one");
       this.retry(opened);
@@ -207,6 +216,7 @@ export class Conn {
     if (ev.type === "session_state") {
       const first = this.liveAfter === null;
       const catchUp = first && this.viaLog();
+      this.nextEpoch = typeof ev.epoch === "string" ? ev.epoch : "";
       if (first) {
         this.liveAfter = typeof ev.lastSeq === "number" ? ev.lastSeq : 0;
         if (this.fromLive) this.seq = this.liveAfter;
@@ -217,6 +227,17 @@ export class Conn {
       this.flushOutbox(true);
       if (catchUp && this.liveAfter > this.seq) this.catchUp(this.liveAfter);
       return;
+    }
+    if (typeof ev.seq === "number" && this.nextEpoch !== null) {
+      this.epoch = this.nextEpoch;
+      this.nextEpoch = null;
+    }
+    if (ev.type === "error" && ev.code === "RESUME_GAP" && typeof ev.epoch === "string") {
+      // The history was rewritten from ev.from: what this page has from
+      // there on is replaced by the replay that follows.
+      this.epoch = ev.epoch;
+      this.nextEpoch = null;
+      if (typeof ev.from === "number" && ev.from >= 1) this.seq = Math.min(this.seq, ev.from - 1);
     }
     if (this.catchingUp && typeof ev.seq === "number") {
       this.held.push(ev);

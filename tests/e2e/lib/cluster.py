@@ -39,8 +39,8 @@ import tempfile
 import threading
 import time
 
-from parley import (Daemon, Fail, check, check_seqs, free_port, short,
-                    ws_connect, ws_recv, ws_send)
+from parley import (EPOCHS, Daemon, Fail, check, check_seqs, free_port,
+                    resume_query, short, ws_connect, ws_recv, ws_send)
 
 REDIS_SERVER = os.environ.get("REDIS_SERVER", "/usr/bin/redis-server")
 REDIS_CLI = os.environ.get("REDIS_CLI", "/usr/bin/redis-cli")
@@ -1110,8 +1110,9 @@ async def turn(d, sid, last, msg_id, message="go on", patience=30, into=None,
         seen_last = got[-1]["seq"] if got else last
         ws = None
         try:
-            ws = await ws_connect(h.url("/sessions/%s/stream?lastSeq=%d"
-                                        % (sid, seen_last)))
+            ws = await ws_connect(h.url("/sessions/%s/stream?%s" % (
+                sid, resume_query(seen_last, EPOCHS.get(sid, "")))))
+            pending = None
             if send:
                 await ws_send(ws, {"v": 1, "type": "chat", "sessionId": sid,
                                    "id": msg_id, "message": message})
@@ -1124,6 +1125,10 @@ async def turn(d, sid, last, msg_id, message="go on", patience=30, into=None,
                 if left <= 0:
                     raise asyncio.TimeoutError()
                 e = await ws_recv(ws, left)
+                if e.get("type") == "session_state":
+                    pending = e.get("epoch", "")
+                elif "seq" in e and pending is not None:
+                    EPOCHS[sid], pending = pending, None
                 if e.get("type") == "ack":
                     acks.append(e)
                     continue

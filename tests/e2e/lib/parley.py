@@ -1197,6 +1197,35 @@ async def kill_owner(d, ws, ev):
     return await drain_logged(ws, ev, 5)
 
 
+# The log epoch the helpers resume a session with, by session id (learned
+# from the session_state an event followed, or a RESUME_GAP): a Redis
+# restart or failover starts one, and a resume that names none is told to
+# drop what it has from the rewrite on.
+EPOCHS = {}
+
+
+def epoch_of(events, epoch=""):
+    """The log epoch a client that received events (in order, across
+    connections) resumes with: a session_state's once an event with a seq
+    follows it (a RESUME_GAP would have come first), a RESUME_GAP's at
+    once.  PROTOCOL: "Resume"."""
+    pending = None
+    for e in events:
+        if e.get("type") == "session_state":
+            pending = e.get("epoch", "")
+        elif e.get("type") == "error" and e.get("code") == "RESUME_GAP" \
+                and "epoch" in e:
+            epoch, pending = e["epoch"], None
+        elif "seq" in e and pending is not None:
+            epoch, pending = pending, None
+    return epoch
+
+
+def resume_query(last, epoch):
+    """?lastSeq=N[&epoch=E] for a resume."""
+    return "lastSeq=%d%s" % (last, "&epoch=" + epoch if epoch else "")
+
+
 async def resume_until(d, sid, seen, until, what, patience=60,
                        retry_fail=False):
     """Reconnects with lastSeq after seen (logged events) until until(event),
@@ -1209,11 +1238,14 @@ async def resume_until(d, sid, seen, until, what, patience=60,
               asyncio.TimeoutError) + ((Fail,) if retry_fail else ())
     while True:
         last = (seen + after)[-1]["seq"]
+        epoch = epoch_of([e for a in attempts for e in a],
+                         epoch_of(seen, EPOCHS.get(sid, "")))
+        EPOCHS[sid] = epoch
         ev2 = []
         attempts.append(ev2)
         try:
-            ws = await ws_connect(d.url("/sessions/%s/stream?lastSeq=%d"
-                                        % (sid, last)))
+            ws = await ws_connect(d.url("/sessions/%s/stream?%s"
+                                        % (sid, resume_query(last, epoch))))
             await ws_until(ws, until, into=ev2, timeout=30)
             await ws.close()
             after += logged(ev2)
@@ -1226,6 +1258,7 @@ async def resume_until(d, sid, seen, until, what, patience=60,
                 raise Fail("%s; attempts: %s; parleyd exit status %s"
                            % (what, drops, d.proc.poll()))
             await asyncio.sleep(0.2)
+    EPOCHS[sid] = epoch_of(attempts[-1], EPOCHS[sid])
     if drops:
         print("reconnects that dropped: %s" % drops)
     return after, attempts
