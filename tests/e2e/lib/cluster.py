@@ -248,6 +248,7 @@ class RedisServer:
                  announce_ip=None, extra=()):
         need_redis()
         self.port = port or free_port()
+        self.own_port = port is None
         self.own_dir = dir is None
         self.dir = dir or tempfile.mkdtemp(
             prefix="parley-e2e-redis-%d-" % os.getpid(), dir="/tmp")
@@ -284,16 +285,36 @@ class RedisServer:
         return "\n".join(lines + self.extra) + "\n"
 
     def start(self, timeout=10):
-        with open(self.conf, "w") as f:
-            f.write(self.conf_text())
-        self.proc = subprocess.Popen(
-            [REDIS_SERVER, self.conf], stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-            close_fds=True, cwd=self.dir, preexec_fn=_preexec())
-        if self._cleanup is None:
-            self._cleanup = at_cleanup(self.destroy)
-        self.wait_ready(timeout)
+        # free_port() only finds a port that was free: another test
+        # running beside this one may bind it first.  A port we chose
+        # ourselves is chosen again then (a few times).
+        for attempt in range(5):
+            with open(self.conf, "w") as f:
+                f.write(self.conf_text())
+            if attempt > 0:
+                try:
+                    os.unlink(self.logpath)
+                except OSError:
+                    pass
+            self.proc = subprocess.Popen(
+                [REDIS_SERVER, self.conf], stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                close_fds=True, cwd=self.dir, preexec_fn=_preexec())
+            if self._cleanup is None:
+                self._cleanup = at_cleanup(self.destroy)
+            try:
+                self.wait_ready(timeout)
+                return self
+            except Fail:
+                if (not self.own_port or attempt == 4 or
+                        self.proc.poll() is None or
+                        "Failed listening on port" not in self.log_tail()):
+                    raise
+                self.new_ports()
         return self
+
+    def new_ports(self):
+        self.port = free_port()
 
     def wait_ready(self, timeout=10):
         deadline = time.time() + timeout
@@ -304,7 +325,10 @@ class RedisServer:
                            % (self.port, self.proc.returncode,
                               self.log_tail()))
             try:
-                if self.cmd("PING") == b"PONG":
+                # The pid: a server of another test that took our port
+                # answers PING too.
+                if self.cmd("PING") == b"PONG" and b"process_id:%d\r\n" % \
+                        self.proc.pid in self.cmd("INFO", "server"):
                     return
             except (OSError, RespError) as e:  # LOADING while reading AOF
                 last = e

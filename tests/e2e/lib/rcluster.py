@@ -84,6 +84,13 @@ class Node(RedisServer):
         ] + list(extra))
         self.node_id = None
 
+    def new_ports(self):
+        RedisServer.new_ports(self)
+        old = "cluster-port %d" % self.bus_port
+        self.bus_port = free_port()
+        self.extra = [("cluster-port %d" % self.bus_port) if x == old else x
+                      for x in self.extra]
+
     def addr(self):
         return "%s:%d" % (self.host, self.port)
 
