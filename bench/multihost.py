@@ -489,7 +489,12 @@ def start_redis(b, net, masters):
         nodes.append((net.gw, port))
     if not masters:
         return "redis://%s:%d" % nodes[0], nodes, procs
-    form_cluster(nodes)
+    try:
+        form_cluster(nodes)
+    except (OSError, RuntimeError):
+        for p in procs:         # not left running into the next --repeat
+            b.stop(p)
+        raise
     return "cluster://" + ",".join("%s:%d" % n for n in nodes), nodes, procs
 
 
