@@ -26,6 +26,7 @@ IP = shutil.which("ip") or "/usr/sbin/ip"
 NS_RE = re.compile(r"^pbn-(\d+)-h(\d+)$")
 LINK_RE = re.compile(r"^pb[bv](\d+)(h\d+)?$")
 MAX_HOSTS = 8
+SLOTS = 16384               # a Redis Cluster's hash slots
 
 # The model's assumptions (bench/README.md says why).
 MODEL_HOSTS = 100
@@ -204,13 +205,15 @@ def redis_info(host, port):
 
 def info_delta(a, b):
     """What Redis did between two redis_info() snapshots (several
-    masters: lists of them, summed).  INFO's own calls are left out."""
+    masters: lists of them, summed).  The bench's own calls (INFO, PING,
+    CLUSTER INFO; Redis 7 names a subcommand cmd|sub) are left out;
+    parleyd's CLUSTER SLOTS, its watch of the map, stays in."""
     if isinstance(a, dict):
         a, b = [a], [b]
     calls, usec, cpu = {}, {}, 0.0
     for x, y in zip(a, b):
         for k, v in y["calls"].items():
-            if k in ("info", "ping", "cluster"):
+            if k in ("info", "ping", "cluster", "cluster|info"):
                 continue
             d = v - x["calls"].get(k, 0)
             if d:
@@ -272,6 +275,9 @@ def scaling_model(runs):
     out = {"measured_at_hosts": max(int(k) for res in runs for k in
                                     ((res.get("multihost") or {})
                                      .get("hosts") or {"0": 0})),
+           # 0: one redis-server; M: Redis CPU summed over M masters
+           "measured_on_masters": max((res.get("multihost") or {}).get(
+               "cluster_masters") or 0 for res in runs),
            "host_cpu_us_per_event": host_us,
            "redis_cpu_us_per_append": redis_us,
            "redis_cpu_pct_per_1000_appends_s":
@@ -334,7 +340,8 @@ def summary(r):
             "delivered_per_s", "host_cpu_us_per_event",
             "redis_cpu_us_per_append", "redis_calls_per_append",
             "events_per_script", "lost",
-            "duplicated", "clients_done", "exit")}
+            "duplicated", "clients_done", "exit", "masters")
+            if s.get(k) is not None}
         keep["idle"] = {k: i.get(k) for k in (
             "clients_held", "redis_calls_per_session_s",
             "redis_scripts_per_session_s", "redis_cpu_us_per_session_s",
@@ -355,10 +362,13 @@ def model_text(mo):
     a = mo["assumptions"]
     return "\n".join([
         "scaling model (%d hosts of %d cores, %d masters, %.0f %% of each "
-        "core; from the %d-host run):" % (a["hosts"], a["cores_per_host"],
-                                          a["masters"],
-                                          100 * a["headroom"],
-                                          mo["measured_at_hosts"]),
+        "core; from the %d-host run on %s):" % (
+            a["hosts"], a["cores_per_host"], a["masters"],
+            100 * a["headroom"], mo["measured_at_hosts"],
+            "one redis-server" if not mo.get("measured_on_masters") else
+            "a cluster of %d master%s, Redis CPU summed over them" % (
+                mo["measured_on_masters"],
+                "s" if mo["measured_on_masters"] > 1 else "")),
         "  per appended event (2 deliveries): host CPU %s us, Redis CPU %s "
         "us (%s %% of a core per 1,000 appends/s; %s events a script "
         "call; worst count %s us), %s Redis calls" % (
@@ -392,7 +402,9 @@ def mh_rows(r, add, host_counts):
     events appended and delivered per second, and Redis calls per session
     per second while idle; the ratio is against one host."""
     hosts = r.get("hosts") or {}
-    store = "cluster" if r.get("cluster_masters") else "redis"
+    m = r.get("cluster_masters")
+    store = ("cluster, %d master%s" % (m, "s" if m > 1 else "")) if m \
+        else "redis"
     base = (hosts.get(str(host_counts[0])) or {}).get("stream") or {}
     for h in host_counts:
         s = (hosts.get(str(h)) or {}).get("stream") or {}
@@ -405,6 +417,13 @@ def mh_rows(r, add, host_counts):
             qv, "higher", "", None)
         add("multihost %d host%s, deliveries/s" % (h, "s" if h > 1 else ""),
             s.get("delivered_per_s"), "-", None, None, "", None)
+    # what the masters' capacity depends on: with a cluster, summed over
+    # its masters (every master also takes every append's notice)
+    for h in host_counts:
+        s = (hosts.get(str(h)) or {}).get("stream") or {}
+        add("multihost %d host%s, Redis CPU per append"
+            % (h, "s" if h > 1 else ""), s.get("redis_cpu_us_per_append"),
+            "-", None, None, "", None, unit=" us")
     for h in host_counts:
         i = (hosts.get(str(h)) or {}).get("idle") or {}
         add("multihost %d host%s, Redis calls/s per idle session"
@@ -460,30 +479,48 @@ def start_redis(b, net, masters):
                 "--protected-mode", "no",
                 "--dir", d]
         if masters:
+            # announced: the address CLUSTER SLOTS gives the hosts, which
+            # reach the masters over the bridge only
             argv += ["--cluster-enabled", "yes", "--cluster-config-file",
-                     os.path.join(d, "nodes.conf")]
+                     os.path.join(d, "nodes.conf"),
+                     "--cluster-announce-ip", net.gw]
         procs.append(b.start(argv, "mh-redis%d" % k))
         b.wait_port(port, procs[-1])
         nodes.append((net.gw, port))
     if not masters:
         return "redis://%s:%d" % nodes[0], nodes, procs
-    r = subprocess.run(["redis-cli", "--cluster", "create"] +
-                       ["%s:%d" % n for n in nodes] +
-                       ["--cluster-replicas", "0", "--cluster-yes"],
-                       capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        raise RuntimeError("redis-cli --cluster create: %s" %
-                           (r.stderr or r.stdout).strip()[-300:])
-    end = time.monotonic() + 30
-    while time.monotonic() < end:
-        if all("cluster_state:ok" in redis_cmd(h, p, "CLUSTER", "INFO")
-               for h, p in nodes):
-            break
-        time.sleep(0.2)
-    else:
-        raise RuntimeError("the cluster of %d masters is not ok after 30 s"
-                           % masters)
+    try:
+        form_cluster(nodes)
+    except (OSError, RuntimeError):
+        for p in procs:         # not left running into the next --repeat
+            b.stop(p)
+        raise
     return "cluster://" + ",".join("%s:%d" % n for n in nodes), nodes, procs
+
+
+def form_cluster(nodes, timeout=30):
+    """Makes a cluster of the empty nodes, all masters: the 16384 slots in
+    equal ranges, then every node meets the first.  By hand rather than
+    with `redis-cli --cluster create`, which wants 3 masters at least (the
+    comparison needs one).  Waits, bounded, until every node has the whole
+    map and says cluster_state:ok."""
+    n = len(nodes)
+    for k, (h, p) in enumerate(nodes):
+        lo, hi = k * SLOTS // n, (k + 1) * SLOTS // n - 1
+        redis_cmd(h, p, "CLUSTER", "ADDSLOTSRANGE", lo, hi)
+    for h, p in nodes[1:]:
+        redis_cmd(nodes[0][0], nodes[0][1], "CLUSTER", "MEET", h, p)
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        last = [redis_cmd(h, p, "CLUSTER", "INFO") for h, p in nodes]
+        if all("cluster_state:ok" in t and
+               "cluster_known_nodes:%d" % n in t and
+               "cluster_slots_assigned:%d" % SLOTS in t for t in last):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the cluster of %d masters is not ok after %d s: %s"
+                       % (n, timeout, (last or ["?"])[0].split()[:3]))
 
 
 def host_conf(b, net, i, store, reply):
@@ -674,6 +711,17 @@ def one_count(b, net, h, nodes, redis_pids, hosts, sessions, tokens,
             st["redis_cpu_us_per_append"] = round(rc * 1e6 / appended, 3)
         st["redis_calls_per_append"] = round(d["total_calls"] / appended,
                                              3)
+        if len(nodes) > 1:
+            # how the sessions' hash tags spread the appends over the
+            # masters, and what each master spent (every master also
+            # takes every PUBLISH, forwarded on the cluster bus)
+            st["masters"] = [{
+                "node": "%s:%d" % n, "xadd": x["calls"].get("xadd", 0),
+                "publish": x["calls"].get("publish", 0),
+                "cpu_s": round(y["cpu_s"] - x0["cpu_s"], 3)}
+                for n, x0, y, x in zip(
+                    nodes, i0, i1,
+                    [info_delta(p, q) for p, q in zip(i0, i1)])]
         # how many events one append script carried: what Redis' cost per
         # event mostly depends on (each call also renews every key's TTL)
         if d["scripts"]:
