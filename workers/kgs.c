@@ -678,7 +678,7 @@ records_files(const cJSON *body)
 	return 0;
 }
 
-static void	waits_settle(struct sess *, const char *, uint64_t);
+static void	waits_settle(struct sess *, const char *, uint64_t, int);
 
 static void
 act_run(struct kgs_op *op)
@@ -764,7 +764,7 @@ act_run(struct kgs_op *op)
 	sess_id_add(s, op->id, seq);
 	/* A follower promoted before it saw its own posted batch come
 	 * back logs it from its inbox: its waiting op is answered here. */
-	waits_settle(s, op->id, seq);
+	waits_settle(s, op->id, seq, 1);
 	r.seq = seq;
 	r.http = 202;
 	op_answer_durable(op, &r, ANSWER_NEW);
@@ -1199,9 +1199,13 @@ part_own(struct sess *s)
 		load_start(s);
 }
 
-/* Answers the follower's act waiting for batch bid, logged at seq. */
+/*
+ * Answers the follower's act waiting for batch bid, logged at seq: once
+ * durable when this process just appended it (appended), at once when it
+ * was read from the log.
+ */
 static void
-waits_settle(struct sess *s, const char *bid, uint64_t seq)
+waits_settle(struct sess *s, const char *bid, uint64_t seq, int appended)
 {
 	struct kgs_state *kg = STATE(s);
 	struct kgs_op *op, *next;
@@ -1214,7 +1218,10 @@ waits_settle(struct sess *s, const char *bid, uint64_t seq)
 		memset(&r, 0, sizeof(r));
 		r.http = 202;
 		r.seq = seq;
-		op_answer(op, &r);
+		if (appended)
+			op_answer_durable(op, &r, ANSWER_NEW);
+		else
+			op_answer(op, &r);
 		op_end(op);
 	}
 }
@@ -1252,7 +1259,7 @@ part_scan(struct sess *s, uint64_t seq, const char *json, size_t len)
 	} else if (s->follower && kg->load == L_LOADING)
 		kg->more = 1;
 	if (bid != NULL)
-		waits_settle(s, bid, seq);
+		waits_settle(s, bid, seq, 0);
 	cJSON_Delete(o);
 }
 
