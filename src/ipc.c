@@ -173,12 +173,19 @@ int
 ipc_owner_allows(const char *owner, const struct ipc_conn *ic,
     const char *sid)
 {
-	if (owner == NULL || owner[0] == '\0' || ic->role == IPC_ROLE_ADMIN)
+	return ipc_who_allows(owner, ic->role, ic->subject, ic->scope, sid);
+}
+
+int
+ipc_who_allows(const char *owner, uint32_t role, const char *subject,
+    const char *scope, const char *sid)
+{
+	if (owner == NULL || owner[0] == '\0' || role == IPC_ROLE_ADMIN)
 		return 1;
-	if (ic->subject[0] != '\0' && strcmp(ic->subject, owner) == 0)
+	if (subject[0] != '\0' && strcmp(subject, owner) == 0)
 		return 1;
 	/* Another subject, or a static token (no subject): a share. */
-	return ipc_scope_names(ic->scope, sid);
+	return ipc_scope_names(scope, sid);
 }
 
 static void

@@ -59,6 +59,38 @@ conn_sid(const struct conn *c)
 	return NULL;
 }
 
+/* What conn_who_str answers for an empty string: never freed. */
+static char who_none[1];
+
+char *
+conn_who_str(const char *s)
+{
+	return s[0] == '\0' ? who_none : strdup(s);
+}
+
+void
+conn_who_free(char *s)
+{
+	if (s != who_none)
+		free(s);
+}
+
+void
+conn_who_ipc(const struct conn *c, struct ipc_conn *ic)
+{
+	memset(ic, 0, sizeof(*ic));
+	ic->kind = c->ic.kind;
+	ic->role = c->ic.role;
+	ic->conn_id = c->ic.conn_id;
+	ic->hseq = c->ic.hseq;
+	ic->expires_ms = c->ic.expires_ms;
+	/* Each fits: conn_new and conn_auth copied them from the wire's. */
+	snprintf(ic->session, sizeof(ic->session), "%s", c->ic.session);
+	snprintf(ic->scope, sizeof(ic->scope), "%s", c->ic.scope);
+	snprintf(ic->subject, sizeof(ic->subject), "%s", c->ic.subject);
+	snprintf(ic->peer, sizeof(ic->peer), "%s", c->ic.peer);
+}
+
 static const char *
 conn_transport(const struct conn *c)
 {
@@ -705,8 +737,9 @@ conn_auth(struct conn *c, const struct proto_in *in)
 	const struct config *conf = c->wk->conf;
 	const char *tok = NULL, *sid = conn_sid(c);
 	const struct sess *s;
-	struct ipc_conn nic;
 	struct jwt_claims cl;
+	uint32_t role;
+	char *scope;
 	char msg[300], why[200];
 	cJSON *b;
 	char *j;
@@ -738,23 +771,30 @@ conn_auth(struct conn *c, const struct proto_in *in)
 		    "this connection's session", in->id);
 		return;
 	}
-	nic = c->ic;
-	memcpy(nic.scope, cl.scope, sizeof(nic.scope));
-	nic.expires_ms = cl.exp > 0 ? (uint64_t)cl.exp * 1000 : 0;
+	role = c->ic.role;
 	/* An observer stream or dashboard stays one, whatever the token. */
-	if (nic.role != IPC_ROLE_OBSERVER)
-		nic.role = (uint32_t)cl.role;
+	if (role != IPC_ROLE_OBSERVER)
+		role = (uint32_t)cl.role;
 	/* A session reached through the old token's admin role or share
 	 * must still be reachable through the new one's. */
 	if (sid[0] != '\0' && (s = sess_find(c->wk, sid)) != NULL &&
-	    s->meta != NULL && !ipc_owner_allows(cJSON_GetStringValue(
-	    cJSON_GetObjectItem(s->meta, "owner")), &nic, sid)) {
+	    s->meta != NULL && !ipc_who_allows(cJSON_GetStringValue(
+	    cJSON_GetObjectItem(s->meta, "owner")), role, c->ic.subject,
+	    cl.scope, sid)) {
 		conn_send_error(c, "FORBIDDEN", "the session belongs to "
 		    "another subject and the new token neither has the admin "
 		    "role nor names the session", in->id);
 		return;
 	}
-	c->ic = nic;
+	if ((scope = conn_who_str(cl.scope)) == NULL) {
+		conn_send_error(c, "INTERNAL", "out of memory: the connection "
+		    "keeps its old token; retry", in->id);
+		return;
+	}
+	conn_who_free(c->ic.scope);
+	c->ic.scope = scope;
+	c->ic.expires_ms = cl.exp > 0 ? (uint64_t)cl.exp * 1000 : 0;
+	c->ic.role = role;
 	c->sub.role = (int)c->ic.role;
 	c->auth_asked = 0;
 	if (c->auth_ev != NULL)
@@ -869,9 +909,10 @@ chat_handoff(struct conn *c)
 	struct evbuffer *in = bufferevent_get_input(c->bev);
 	size_t rest = evbuffer_get_length(in);
 	unsigned char *buf;
-	struct ipc_conn ic = c->ic;
+	struct ipc_conn ic;
 	int fd;
 
+	conn_who_ipc(c, &ic);
 	if ((buf = malloc(c->first_len + rest + 1)) == NULL ||
 	    (fd = dup(bufferevent_getfd(c->bev))) == -1) {
 		free(buf);
@@ -1110,6 +1151,8 @@ conn_free(struct conn *c)
 	if (c->kind == CONN_WS)
 		ws_parser_free(&c->wp);
 	free(c->first);
+	conn_who_free(c->ic.scope);
+	conn_who_free(c->ic.subject);
 	free(c);
 	wk_maybe_exit(wk);
 }
@@ -1162,9 +1205,24 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 		close(fd);
 		return;
 	}
+	c->ic.scope = conn_who_str(ic->scope);
+	c->ic.subject = conn_who_str(ic->subject);
+	if (c->ic.scope == NULL || c->ic.subject == NULL) {
+		conn_who_free(c->ic.scope);
+		conn_who_free(c->ic.subject);
+		free(c);
+		close(fd);
+		return;
+	}
+	c->ic.kind = ic->kind;
+	c->ic.role = ic->role;
+	c->ic.conn_id = ic->conn_id;
+	c->ic.hseq = ic->hseq;
+	c->ic.expires_ms = ic->expires_ms;
+	memcpy(c->ic.session, ic->session, sizeof(c->ic.session));
+	memcpy(c->ic.peer, ic->peer, sizeof(c->ic.peer));
 	evutil_make_socket_nonblocking(fd);
 	c->wk = wk;
-	c->ic = *ic;
 	log_reqid(c->reqid, ic->conn_id);
 	deliver_sub_init(&c->sub, wk, &conn_deliver_ops, c->reqid);
 	c->sub.role = (int)c->ic.role;
@@ -1185,6 +1243,8 @@ conn_new(struct wk *wk, int fd, const struct ipc_conn *ic,
 			close(fd);
 		if (c->tmo_ev)
 			event_free(c->tmo_ev);
+		conn_who_free(c->ic.scope);
+		conn_who_free(c->ic.subject);
 		free(c);
 		return;
 	}

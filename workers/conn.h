@@ -47,6 +47,25 @@ struct conn_page {
 	size_t		 scanned;	/* audit: bytes read */
 };
 
+/*
+ * Who a connection is: the worker's copy of its hand-off (struct
+ * ipc_conn).  The token's scope and subject are heap strings of their
+ * length, or the shared "" when the token has none (conn_who_str), not
+ * the wire's fixed 1 KiB and 129 bytes: an idle connection holds them
+ * for its whole life.
+ */
+struct conn_who {
+	uint32_t	 kind;		/* enum ipc_conn_kind */
+	uint32_t	 role;		/* enum ipc_role */
+	uint64_t	 conn_id;	/* request id carried into logs */
+	uint64_t	 hseq;		/* hand-off order (REROUTE's release) */
+	uint64_t	 expires_ms;	/* token expiry, Unix ms; 0: never */
+	char		*scope;		/* as ipc_conn.scope: "" allows any */
+	char		*subject;	/* JWT "sub", or "" */
+	char		 session[IPC_SID_MAX + 1];	/* routed, or "" */
+	char		 peer[64];
+};
+
 struct conn {
 	TAILQ_ENTRY(conn)	 entry;		/* wk->conns */
 	TAILQ_ENTRY(conn)	 gentry;	/* wk->gather */
@@ -55,7 +74,7 @@ struct conn {
 	struct wk		*wk;
 	const struct conn_handler *h;
 	struct bufferevent	*bev;
-	struct ipc_conn		 ic;		/* who, role, scope */
+	struct conn_who		 ic;		/* who, role, scope */
 	enum conn_kind		 kind;
 	struct http_parser	 hp;
 	struct ws_parser	 wp;
@@ -106,6 +125,14 @@ struct conn {
 	void			*adapt_st;	/* its state */
 };
 
+/*
+ * A heap copy of s (a token's scope or subject), or the shared "" for an
+ * empty one; NULL when out of memory.  conn_who_free releases it.
+ */
+char	*conn_who_str(const char *s);
+void	conn_who_free(char *);
+/* The wire form of c->ic, for handing the connection on (REROUTE). */
+void	conn_who_ipc(const struct conn *, struct ipc_conn *);
 void	conn_new(struct wk *, int fd, const struct ipc_conn *,
 	    const unsigned char *bytes, const struct conn_handler *);
 /* Writes the live events gathered in this loop pass (wk->gather_ev). */

@@ -88,10 +88,10 @@ route_msg_creates(const struct conn *c, const struct proto_in *in)
 }
 
 int
-route_may_access(const struct sess *s, const struct ipc_conn *ic)
+route_may_access(const struct sess *s, const struct conn_who *w)
 {
-	return ipc_owner_allows(cJSON_GetStringValue(cJSON_GetObjectItem(
-	    s->meta, "owner")), ic, s->id);
+	return ipc_who_allows(cJSON_GetStringValue(cJSON_GetObjectItem(
+	    s->meta, "owner")), w->role, w->subject, w->scope, s->id);
 }
 
 /* The message a session that could not be opened is answered with. */
@@ -1137,8 +1137,9 @@ route_leaving(struct conn *c, const char *sid, const unsigned char *raw,
 		return 0;
 	if (raw != NULL && c->wk->draining) {
 		int fd = dup(bufferevent_getfd(c->bev));
-		struct ipc_conn ic = c->ic;
+		struct ipc_conn ic;
 
+		conn_who_ipc(c, &ic);
 		snprintf(ic.session, sizeof(ic.session), "%s", sid);
 		ic.flags = IPC_CONN_F_NOT_HELD;
 		if (fd != -1)

@@ -7,7 +7,7 @@ struct conn_handler;
 struct http_request;
 struct proto_in;
 struct sess;
-struct ipc_conn;
+struct conn_who;
 
 /* Given to conn_new: the REST endpoints and the streams' messages. */
 extern const struct conn_handler route_handler;
@@ -30,6 +30,6 @@ int		 route_msg_creates(const struct conn *, const struct proto_in *);
  * another token needs the admin role or a share (a scope that names the
  * id itself, not a prefix*).  An unowned session is anyone's in scope.
  */
-int		 route_may_access(const struct sess *, const struct ipc_conn *);
+int		 route_may_access(const struct sess *, const struct conn_who *);
 
 #endif

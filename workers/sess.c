@@ -605,6 +605,53 @@ sess_check_idle(struct sess *s)
 	evtimer_add(s->idle_ev, &tv);
 }
 
+/*
+ * The keys every session's meta has.  A session held idle keeps its meta
+ * tree for its whole life, and cJSON copies each key onto the heap: one
+ * allocation of its own per member.  meta_share_keys points the members
+ * named here at these (cJSON_StringIsConst: never freed, copied as
+ * pointers by cJSON_Duplicate) instead.  Sorted, for bsearch.
+ */
+static const char *const meta_keys[] = {
+	"active", "agentId", "agents", "at", "autonomy", "config",
+	"connected", "content", "cost", "createdAt", "deadline",
+	"ending", "external", "from", "history", "id", "inputTokens",
+	"kind", "maxTeamTurns", "metadata", "model", "name",
+	"objective", "outputTokens", "owner", "projectId", "provider",
+	"providerType", "queue", "required", "result", "role", "scope",
+	"seq", "sessionId", "status", "strategy", "systemPrompt",
+	"team", "tokens", "turn", "turns", "usage", "version"
+};
+
+static int
+meta_key_cmp(const void *k, const void *e)
+{
+	return strcmp(k, *(const char *const *)e);
+}
+
+/* Shares the known keys of m's members, at every depth (bounded by the
+ * parser's nesting limit); returns m. */
+static cJSON *
+meta_share_keys(cJSON *m)
+{
+	const char *const *k;
+	cJSON *e;
+
+	cJSON_ArrayForEach(e, m) {
+		if (e->string != NULL && !(e->type & cJSON_StringIsConst) &&
+		    (k = bsearch(e->string, meta_keys, sizeof(meta_keys) /
+		    sizeof(meta_keys[0]), sizeof(meta_keys[0]),
+		    meta_key_cmp)) != NULL) {
+			cJSON_free(e->string);
+			e->string = (char *)(uintptr_t)*k;
+			e->type |= cJSON_StringIsConst;
+		}
+		if (e->child != NULL)
+			meta_share_keys(e);
+	}
+	return m;
+}
+
 static cJSON *
 meta_new(struct sess *s, cJSON *body)
 {
@@ -653,7 +700,7 @@ meta_new(struct sess *s, cJSON *body)
 	PARTS(s, part)
 		if (part->meta_new != NULL)
 			part->meta_new(s, m, body);
-	return m;
+	return meta_share_keys(m);
 }
 
 /* --- loading --- */
@@ -686,7 +733,8 @@ sess_new(struct wk *wk, const char *id)
 	TAILQ_INIT(&s->loads);
 	TAILQ_INIT(&s->acks);
 	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
-	wk->agent->init(s);
+	if (wk->agent->init != NULL)
+		wk->agent->init(s);
 	PARTS(s, part)
 		if (part->init != NULL)
 			part->init(s);
@@ -728,7 +776,8 @@ meta_load(struct sess *s)
 			    "starting a fresh one (the log is kept)", s->id);
 			cJSON_Delete(s->meta);
 			s->meta = NULL;
-		}
+		} else
+			meta_share_keys(s->meta);
 	}
 	if (s->meta == NULL) {
 		s->meta = meta_new(s, NULL);
@@ -1129,7 +1178,8 @@ sess_free(struct sess *s)
 	if (s->flush_ev != NULL)
 		event_free(s->flush_ev);
 	event_free(s->idle_ev);
-	event_free(s->start_ev);
+	if (s->start_ev != NULL)
+		event_free(s->start_ev);
 	for (i = 0; i < s->id_n; i++)
 		free(s->idr[i].id);
 	free(s->idr);

@@ -349,7 +349,7 @@ int		 sess_held(const struct sess *);
  * drives it; the worker names it (wk->agent).
  */
 struct sess_agent {
-	void	(*init)(struct sess *);		/* made: its timers */
+	void	(*init)(struct sess *);		/* made (may be NULL) */
 	void	(*resume)(struct sess *);	/* owned here: go on */
 	void	(*flush)(struct sess *);	/* log what is coalesced */
 	void	(*drop)(struct sess *);		/* stop the turn, log nothing */

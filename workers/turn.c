@@ -1082,6 +1082,14 @@ turn_next(struct sess *s)
 	}
 	if (s->turn == NULL && (cJSON_GetArraySize(q) > 0 || team_pending(s)) &&
 	    tools_pending(s)) {
+		/* Made on first use: most sessions never wait for MCP. */
+		if (s->start_ev == NULL && (s->start_ev = evtimer_new(
+		    s->wk->base, start_cb, s)) == NULL) {
+			log_warnx("session %s: no timer to wait for its MCP "
+			    "tools; the queue waits for the next event",
+			    s->id);
+			return;
+		}
 		util_tv(&tv, 100);
 		evtimer_add(s->start_ev, &tv);
 		return;
@@ -1302,13 +1310,6 @@ recover_ready(void *arg, ssize_t n)
 	evtimer_add(s->recover_ev, &tv);
 }
 
-/* Its timer for a start that waits for MCP (the flush's is made on use). */
-static void
-turn_init(struct sess *s)
-{
-	s->start_ev = evtimer_new(s->wk->base, start_cb, s);
-}
-
 /* A new owner continues what meta says: the interrupted turn, or the queue. */
 static void
 turn_resume(struct sess *s)
@@ -1360,7 +1361,6 @@ turn_cancel(struct sess *s)
 }
 
 const struct sess_agent turn_agent = {
-	.init = turn_init,
 	.resume = turn_resume,
 	.flush = turn_flush,
 	.drop = turn_drop,

@@ -178,6 +178,9 @@ int		 ipc_scope_names(const char *scope, const char *sid);
  */
 int		 ipc_owner_allows(const char *owner, const struct ipc_conn *ic,
 		    const char *sid);
+/* The same, of a role, subject and scope held apart (a worker's copy). */
+int		 ipc_who_allows(const char *owner, uint32_t role,
+		    const char *subject, const char *scope, const char *sid);
 /*
  * Delivers what the peer sent before it exited and is still unread (the
  * supervisor, reaping a worker); never waits.

@@ -878,6 +878,21 @@ START_TEST(owner_checks)
 }
 END_TEST
 
+/* The worker's form (strings held apart) answers as the wire's. */
+START_TEST(who_checks)
+{
+	ck_assert(ipc_who_allows(NULL, IPC_ROLE_USER, "", "", "s1"));
+	ck_assert(!ipc_who_allows("alice", IPC_ROLE_USER, "", "", "s1"));
+	ck_assert(ipc_who_allows("alice", IPC_ROLE_USER, "alice", "", "s1"));
+	ck_assert(!ipc_who_allows("alice", IPC_ROLE_USER, "bob", "s*", "s1"));
+	ck_assert(ipc_who_allows("alice", IPC_ROLE_USER, "bob", "x\ns1",
+	    "s1"));
+	ck_assert(!ipc_who_allows("alice", IPC_ROLE_USER, "bob", "x\ns1",
+	    "s2"));
+	ck_assert(ipc_who_allows("alice", IPC_ROLE_ADMIN, "", "", "s1"));
+}
+END_TEST
+
 START_TEST(byte_by_byte_fd)
 {
 	struct fx f;
@@ -948,6 +963,7 @@ ipc_suite(void)
 	tcase_add_test(tc, byte_by_byte_fd);
 	tcase_add_test(tc, scope_patterns);
 	tcase_add_test(tc, owner_checks);
+	tcase_add_test(tc, who_checks);
 	suite_add_tcase(s, tc);
 	return s;
 }
