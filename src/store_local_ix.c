@@ -39,6 +39,7 @@
 
 #define IX_BATCH	1024		/* entries read at once */
 #define IX_CONV_CHUNK	(4u << 20)	/* conversion: bytes per write */
+#define IX_ABSENT	(-2)		/* ix_frame: read, frame not there */
 
 static off_t
 ix_off(uint64_t k)
@@ -234,7 +235,9 @@ struct ix_blk {
 
 /*
  * The frame e points to, checked (its session and seq): 0 with f filled
- * (pointers into blk), -1 with errno (EIO: not what the index says).
+ * (pointers into blk); IX_ABSENT (errno EIO) when the segment was read
+ * and the frame is not there (short, torn, another record); -1 with
+ * errno when it could not be read (EIO for a missing segment: said).
  */
 static int
 ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
@@ -260,8 +263,13 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 			blk->cap = want + 1;
 		}
 		if ((fd = local_seg_fd(lst, e->segid)) == -1) {
-			if (errno == ENOENT)
+			if (errno == ENOENT) {
+				log_warnx("store: session %s: segment %016"
+				    PRIx64 " is missing (seq %" PRIu64 " is "
+				    "indexed there): restore segments/ from "
+				    "a backup", ls->base.id, e->segid, e->seq);
 				errno = EIO;
+			}
 			return -1;
 		}
 		blk->len = 0;
@@ -281,7 +289,10 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 		}
 		blk->len = got;
 	}
-	if (seg_frame_decode(blk->buf + (e->off - (uint64_t)blk->off),
+	/* Bytes a short read did not fill are not decoded: the segment
+	 * ends before the frame does. */
+	if ((off_t)(e->off + e->len) > blk->off + (off_t)blk->len ||
+	    seg_frame_decode(blk->buf + (e->off - (uint64_t)blk->off),
 	    e->len, f, &flen) != 1 || flen != e->len || f->seq != e->seq ||
 	    f->idlen != strlen(ls->base.id) ||
 	    memcmp(f->id, ls->base.id, f->idlen) != 0) {
@@ -289,7 +300,7 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 		    "match the index at seq %" PRIu64, ls->base.id, e->segid,
 		    e->seq);
 		errno = EIO;
-		return -1;
+		return IX_ABSENT;
 	}
 	return 0;
 }
@@ -354,7 +365,7 @@ local_ix_range(struct store_sess *s, uint64_t after, size_t limit,
 			span = ents[j - 1].off + ents[j - 1].len >
 			    ents[i].off ? ents[j - 1].off + ents[j - 1].len -
 			    ents[i].off : ents[i].len;
-			if (ix_frame(ls, &blk, &ents[i], span, &f) == -1)
+			if (ix_frame(ls, &blk, &ents[i], span, &f) != 0)
 				goto fail;
 			/* The byte after the json is the block's (cap has
 			 * one more): NUL-terminated for the callback. */
@@ -416,7 +427,11 @@ ix_tail_cb(void *arg, const struct seg_frame *f, off_t off, size_t flen)
 /*
  * Checks the index's last entries against their frames, dropping those
  * that point at nothing (an index written, its segment not, then a power
- * failure).  0 or -1/errno.
+ * failure).  An entry goes only when its segment was read and the frame
+ * is not there, or the entry itself is torn: any other error (no
+ * descriptor, EACCES, a missing segment) fails the open and changes
+ * nothing, or a process short of descriptors would lose the index.
+ * 0 or -1/errno.
  */
 static int
 ix_check_tail(struct local_sess *ls)
@@ -425,33 +440,36 @@ ix_check_tail(struct local_sess *ls)
 	struct seg_ient		 e;
 	struct seg_frame	 f;
 	unsigned char		 b[SEG_IENT_LEN];
-	int			 ok;
+	int			 r, save;
 
 	memset(&blk, 0, sizeof(blk));
 	while (ls->ix_n > 0) {
-		ok = ix_pread(ls->ixfd, b, sizeof(b), ix_off(ls->ix_n - 1)) ==
-		    0 && seg_ient_decode(b, &e) == 0 &&
-		    e.seq == ls->base.first_seq + ls->ix_n - 1 &&
-		    ix_frame(ls, &blk, &e, e.len, &f) == 0;
-		if (ok) {
-			ls->ix_segid = e.segid;
-			break;
-		}
-		if (errno == EPROTONOSUPPORT) {
-			free(blk.buf);
-			return -1;
+		if (ix_pread(ls->ixfd, b, sizeof(b), ix_off(ls->ix_n - 1)) ==
+		    -1)
+			goto fail;
+		if (seg_ient_decode(b, &e) == 0 &&
+		    e.seq == ls->base.first_seq + ls->ix_n - 1) {
+			if ((r = ix_frame(ls, &blk, &e, e.len, &f)) == 0) {
+				ls->ix_segid = e.segid;
+				break;
+			}
+			if (r != IX_ABSENT)
+				goto fail;
 		}
 		log_warnx("store: session %s: dropping index entry %" PRIu64
 		    " (no such record in its segment)", ls->base.id,
 		    ls->base.first_seq + ls->ix_n - 1);
 		ls->ix_n--;
-		if (ftruncate(ls->ixfd, ix_off(ls->ix_n)) == -1) {
-			free(blk.buf);
-			return -1;
-		}
+		if (ftruncate(ls->ixfd, ix_off(ls->ix_n)) == -1)
+			goto fail;
 	}
 	free(blk.buf);
 	return 0;
+fail:
+	save = errno;
+	free(blk.buf);
+	errno = save;
+	return -1;
 }
 
 /* Loads an open, locked index file fd into ls; 0 or -1/errno. */

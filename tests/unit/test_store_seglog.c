@@ -3,6 +3,8 @@
  * sessions changing processes, a writer dead mid-frame, trimming, the
  * sweep of segments, the conversion of v1 logs, format versions.
  */
+#include <sys/resource.h>
+
 #include "store_local_fixture.h"
 
 /* --- group commit into the shared segments --- */
@@ -311,6 +313,90 @@ START_TEST(test_writer_died)
 }
 END_TEST
 
+/* The path of the only (or first listed) segment, in p. */
+static void
+first_segment(char *p, size_t len)
+{
+	DIR		*d;
+	struct dirent	*de;
+
+	snprintf(p, len, "%s/segments", tdir);
+	ck_assert_ptr_nonnull(d = opendir(p));
+	while ((de = readdir(d)) != NULL)
+		if (strstr(de->d_name, ".seg") != NULL)
+			break;
+	ck_assert_ptr_nonnull(de);
+	snprintf(p, len, "%s/segments/%s", tdir, de->d_name);
+	closedir(d);
+}
+
+/*
+ * An open that cannot read a segment (no descriptor left, the segment
+ * gone) fails and leaves the index whole: only a frame read and found
+ * missing drops an entry.
+ */
+START_TEST(test_open_read_error_keeps_index)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	struct rlimit		 rl, low;
+	char			 p[512], q[520];
+	int			 fds[256], n = 0, i, r;
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 20);
+	store_sess_close(s);
+	store_close(st);
+	ck_assert_int_eq(file_size("a", "index"), 64 + 20 * 40);
+
+	/* No descriptor for the segment: EMFILE, nothing dropped. */
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = 64;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (n < 256 && (fds[n] = dup(0)) != -1)
+		n++;
+	ck_assert_int_ge(n, 2);
+	close(fds[--n]);
+	close(fds[--n]);	/* two free: the directory and the index */
+	r = store_sess_open(st, "a", 0, &s);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ck_assert_int_eq(r, -1);
+	ck_assert_int_eq(file_size("a", "index"), 64 + 20 * 40);
+	store_close(st);
+
+	/* The segment missing: the open fails loudly, nothing dropped. */
+	first_segment(p, sizeof(p));
+	snprintf(q, sizeof(q), "%s.away", p);
+	ck_assert_int_eq(rename(p, q), 0);
+	st = open_store(STORE_FSYNC_NO);
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), -1);
+	ck_assert_int_eq(errno, EIO);
+	ck_assert_int_eq(file_size("a", "index"), 64 + 20 * 40);
+	store_close(st);
+	ck_assert_int_eq(rename(q, p), 0);
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 20);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 20);
+	store_sess_close(s);
+
+	/* A frame really missing (the segment cut short): dropped. */
+	ck_assert_int_eq(truncate(p, SEG_HDR_LEN + 9 * 40 + 20), 0);
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 9);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 9);
+	store_sess_close(s);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -498,6 +584,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_expire_segments);
 	tcase_add_test(tc, test_v1_convert);
 	tcase_add_test(tc, test_seg_version);
+	tcase_add_test(tc, test_open_read_error_keeps_index);
 	suite_add_tcase(su, tc);
 	return su;
 }
