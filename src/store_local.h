@@ -181,7 +181,6 @@ int		 local_seg_due(struct local_store *);
 void		 local_seg_kick(struct local_store *);
 int		 local_seg_write_raw(struct local_store *, const void *, size_t,
 		    uint64_t *, off_t *);
-int		 local_seg_locked(struct local_store *, uint64_t);
 int		 local_seg_cut(struct local_store *, uint64_t, off_t);
 void		 local_seg_forget(struct local_store *, struct local_sess *);
 int		 local_seg_queue_meta(struct local_sess *, const char *,

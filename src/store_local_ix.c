@@ -541,8 +541,8 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 			errno = t.err;
 			return -1;
 		}
-		if (good < end && !local_seg_locked(lst, e.segid) &&
-		    local_seg_cut(lst, e.segid, good) == -1)
+		/* Cut where a scan under the segment's lock says. */
+		if (good < end && local_seg_cut(lst, e.segid, good) == -1)
 			log_warn("store: session %s: cutting segment %016"
 			    PRIx64, s->id, e.segid);
 		if (t.found > 0 && (local_ix_flush(ls) == -1 ||

@@ -701,32 +701,19 @@ local_seg_write_raw(struct local_store *lst, const void *buf, size_t len,
 	return 0;
 }
 
-/* 1 when a live process writes segment segid (this one included). */
-int
-local_seg_locked(struct local_store *lst, uint64_t segid)
-{
-	char	 name[SEG_NAME_LEN + 4];
-	int	 fd, r;
-
-	if (lst->w.fd != -1 && segid == lst->w.segid)
-		return 1;
-	seg_name(name, sizeof(name), segid);
-	if ((fd = openat(lst->segfd, name, O_RDONLY | O_CLOEXEC |
-	    O_NOFOLLOW)) == -1)
-		return 0;
-	r = flock(fd, LOCK_SH | LOCK_NB) == -1;
-	close(fd);
-	return r;
-}
-
 /*
- * Cuts segment segid at off (a torn tail) if no live process writes it:
- * 1 cut, 0 left alone (a writer holds it), -1 on error.
+ * Cuts the torn tail of segment segid if no live process writes it: the
+ * tail is found again from off (the end of a valid frame) once the lock
+ * is held, since a scan made without it may have seen a frame half
+ * copied by a writer that has since completed it, acknowledged it and
+ * died.  Only what follows the last valid frame goes.  1 cut, 0 left
+ * alone (a writer holds it, or nothing is torn), -1 on error.
  */
 int
 local_seg_cut(struct local_store *lst, uint64_t segid, off_t off)
 {
 	char	 name[SEG_NAME_LEN + 4];
+	off_t	 good, end;
 	int	 fd, save;
 
 	if (lst->w.fd != -1 && segid == lst->w.segid)
@@ -739,17 +726,24 @@ local_seg_cut(struct local_store *lst, uint64_t segid, off_t off)
 		close(fd);
 		return 0;
 	}
-	log_warnx("store: segments/%s: cutting a torn tail at offset %lld "
-	    "(its writer died mid-write)", name, (long long)off);
-	if (ftruncate(fd, off) == -1 || (!local_nosync(&lst->base) &&
-	    fdatasync(fd) == -1)) {
-		save = errno;
+	if (seg_scan(fd, off, NULL, NULL, &good, &end) == -1)
+		goto fail;
+	if (good >= end) {
 		close(fd);
-		errno = save;
-		return -1;
+		return 0;
 	}
+	log_warnx("store: segments/%s: cutting a torn tail at offset %lld "
+	    "(its writer died mid-write)", name, (long long)good);
+	if (ftruncate(fd, good) == -1 || (!local_nosync(&lst->base) &&
+	    fdatasync(fd) == -1))
+		goto fail;
 	close(fd);
 	return 1;
+fail:
+	save = errno;
+	close(fd);
+	errno = save;
+	return -1;
 }
 
 /* --- deleting segments no retained record is in --- */

@@ -5,6 +5,8 @@
  */
 #include <sys/resource.h>
 
+#include <signal.h>
+
 #include "store_local_fixture.h"
 
 /* --- group commit into the shared segments --- */
@@ -397,6 +399,81 @@ START_TEST(test_open_read_error_keeps_index)
 }
 END_TEST
 
+/*
+ * A torn tail seen by a scan made without the lock, completed by its
+ * writer, acknowledged, then the writer dead: the cut scans again under
+ * the lock and keeps the frame.
+ */
+START_TEST(test_cut_rescans_under_lock)
+{
+	struct store		*st;
+	struct store_sess	*a, *b;
+	struct local_store	*lst;
+	char			 segp[600], c;
+	unsigned char		 part[20];
+	uint64_t		 segid;
+	off_t			 good, end, sz;
+	struct stat		 sb;
+	int			 p1[2], p2[2], status, fd;
+	pid_t			 pid;
+
+	ck_assert_int_eq(pipe(p1), 0);
+	ck_assert_int_eq(pipe(p2), 0);
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		/* P1, the writer: a closed unclean, b goes on. */
+		st = store_open("local", tdir, STORE_FSYNC_ALWAYS, segp, 100);
+		if (st == NULL || store_sess_open(st, "a", 1, &a) == -1 ||
+		    store_sess_open(st, "b", 1, &b) == -1)
+			_exit(2);
+		fill(a, 1, 2);
+		fill(b, 1, 2);
+		((struct local_sess *)a)->failed = 1;
+		store_sess_close(a);
+		segid = ((struct local_store *)st)->w.segid;
+		if (write(p1[1], &segid, sizeof(segid)) != sizeof(segid) ||
+		    read(p2[0], &c, 1) != 1)
+			_exit(3);
+		fill(b, 3, 3);		/* acknowledged: fdatasynced */
+		raise(SIGKILL);
+		_exit(4);
+	}
+	ck_assert_int_eq(read(p1[0], &segid, sizeof(segid)), sizeof(segid));
+	snprintf(segp, sizeof(segp), "%s/segments/%016" PRIx64 ".seg", tdir,
+	    segid);
+	/* P1 mid-pwrite of b:3: the start of a frame at the end. */
+	ck_assert_int_eq(stat(segp, &sb), 0);
+	memset(part, 0, sizeof(part));
+	part[0] = 60;
+	ck_assert_int_ne(fd = open(segp, O_WRONLY), -1);
+	ck_assert_int_eq(pwrite(fd, part, sizeof(part), sb.st_size),
+	    sizeof(part));
+	close(fd);
+	/* P2 opening a: its scan, without the lock, sees the torn tail. */
+	st = open_store(STORE_FSYNC_ALWAYS);
+	lst = (struct local_store *)st;
+	ck_assert_int_eq(seg_scan(local_seg_fd(lst, segid), SEG_HDR_LEN,
+	    NULL, NULL, &good, &end), 0);
+	ck_assert_int_lt(good, end);
+	ck_assert_int_eq(write(p2[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+	ck_assert_int_eq(stat(segp, &sb), 0);
+	sz = sb.st_size;
+	/* P1 is dead, its lock gone: the cut finds b:3 whole. */
+	ck_assert_int_eq(local_seg_cut(lst, segid, good), 0);
+	ck_assert_int_eq(stat(segp, &sb), 0);
+	ck_assert_int_eq(sb.st_size, sz);
+	store_close(st);
+	st = open_store(STORE_FSYNC_ALWAYS);
+	ck_assert_int_eq(store_sess_open(st, "b", 0, &b), 0);
+	ck_assert_uint_eq(store_last_seq(b), 3);
+	ck_assert_int_eq(range_count(b, 0, 0, NULL), 3);
+	store_sess_close(b);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -585,6 +662,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_v1_convert);
 	tcase_add_test(tc, test_seg_version);
 	tcase_add_test(tc, test_open_read_error_keeps_index);
+	tcase_add_test(tc, test_cut_rescans_under_lock);
 	suite_add_tcase(su, tc);
 	return su;
 }
