@@ -27,6 +27,7 @@
 #define LOCAL_PEND_MAX	4096		/* index entries held per session */
 #define LOCAL_IX_MS	1000		/* index entries written within */
 #define LOCAL_GC_US	1000		/* a queued write waits at most */
+#define LOCAL_META_SLOTS 3		/* meta.0 .. meta.2 */
 
 struct local_sess;
 
@@ -113,8 +114,9 @@ struct local_sess {
 	int			 meta_slot;	/* the newest, or -1: none */
 	int			 meta_legacy;	/* a v1 "meta" file is there */
 	int			 meta_synced;	/* the newest is on disk */
-	int			 meta_exists[2];
-	size_t			 meta_size[2];
+	int			 meta_dslot;	/* newest known on disk, or -1 */
+	int			 meta_exists[LOCAL_META_SLOTS];
+	size_t			 meta_size[LOCAL_META_SLOTS];
 	uint64_t		 meta_gen;	/* the newest's generation */
 	uint64_t		 meta_ticket;	/* local_synced() of the newest */
 	/*

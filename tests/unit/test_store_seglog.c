@@ -474,6 +474,63 @@ START_TEST(test_cut_rescans_under_lock)
 }
 END_TEST
 
+/*
+ * BATCH in a worker: gen 1 synced, gen 2 written (acknowledged), gen 3
+ * torn by a crash.  The reader gets gen 2, not gen 1: a write never goes
+ * to the newest slot, nor to the newest synced one.
+ */
+START_TEST(test_meta_torn_keeps_newest)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_grouped(base, STORE_FSYNC_BATCH);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	struct local_sess	*ls;
+	char			 p[512], *m;
+	int			 fd, i, s1, s2, s3;
+
+	ck_assert_int_eq(store_sess_open(st, "m", 1, &s), 0);
+	ls = (struct local_sess *)s;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":1}", 7), 0);
+	local_seg_flush(lst);
+	store_sync(st);
+	for (i = 0; i < 500 && !local_synced(lst, ls->meta_ticket); i++)
+		usleep(10000);
+	ck_assert(local_synced(lst, ls->meta_ticket));
+	s1 = ls->meta_slot;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":2}", 7), 0);
+	local_seg_flush(lst);
+	s2 = ls->meta_slot;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":3}", 7), 0);
+	local_seg_flush(lst);
+	s3 = ls->meta_slot;
+	ck_assert_int_ne(s3, s2);
+	ck_assert_int_ne(s3, s1);
+	/* A crash mid-write of gen 3: its slot torn. */
+	snprintf(p, sizeof(p), "%s/sessions/m/meta.%d", tdir, s3);
+	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
+	ck_assert_int_eq(pwrite(fd, "X", 1, SEG_META_HDR + 2), 1);
+	close(fd);
+	m = meta_on_disk("m");
+	ck_assert_str_eq(m, "{\"g\":2}");
+	free(m);
+	/* The store's reader agrees, and writes go on. */
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "m", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"g\":2}");
+	free(m);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":4}", 7), 0);
+	local_seg_flush(lst);
+	m = meta_on_disk("m");
+	ck_assert_str_eq(m, "{\"g\":4}");
+	free(m);
+	store_sess_close(s);
+	store_close(st);
+	event_base_free(base);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -663,6 +720,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_seg_version);
 	tcase_add_test(tc, test_open_read_error_keeps_index);
 	tcase_add_test(tc, test_cut_rescans_under_lock);
+	tcase_add_test(tc, test_meta_torn_keeps_newest);
 	suite_add_tcase(su, tc);
 	return su;
 }
