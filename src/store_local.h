@@ -134,6 +134,8 @@ struct local_sess {
 	size_t			 pcap;
 	uint64_t		 pend_us;	/* when pend's first was held */
 	uint64_t		 written;	/* last seq in a segment */
+	int			 ix_clean;	/* the header says clean */
+	uint64_t		 tick_written;	/* written at the last tick */
 	size_t			 queued;	/* records in the writer's queue */
 	char			*meta_q;	/* a meta write queued */
 	size_t			 meta_qlen;
@@ -195,6 +197,8 @@ int		 local_ix_convert(struct local_sess *);
 void		 local_ix_close(struct local_sess *);
 int		 local_ix_add(struct local_sess *, const struct seg_ient *, int);
 int		 local_ix_flush(struct local_sess *);
+int		 local_ix_dirty(struct local_sess *);
+void		 local_ix_idle(struct local_sess *);
 int		 local_ix_get(struct local_sess *, uint64_t, struct seg_ient *);
 int		 local_ix_append(struct store_sess *, uint64_t, uint64_t,
 		    const char *, size_t);

@@ -8,9 +8,12 @@
  * a session puts in a segment, whose entry is written by the group commit
  * itself.  So the records an index lacks (its writer died) are all after
  * its last entry, in that entry's segment: the next open scans that
- * segment from there (a second of the dead writer's output at most), not
- * everything.  The header's CLEAN flag, set at close, says there is
- * nothing to scan for.
+ * segment from there, not everything.  The header's CLEAN flag says there
+ * is nothing to scan for: set at close and whenever nothing of the
+ * session is held or queued (local_ix_idle: after an unattached append,
+ * by the timer for a session idle a tick), cleared before its next frame
+ * is queued (local_ix_dirty).  So only a session appending when its
+ * writer died is scanned, over about a second of that writer's output.
  *
  * Opening a session that still has a v1 log converts it: its records are
  * written to a segment and synced, the index written as index.tmp, synced
@@ -549,10 +552,14 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 		    ix_synced(ls) == -1))
 			return -1;
 	}
-	/* Open: not clean until closed, so a crash is scanned after. */
-	if ((ih.flags & SEG_IDX_CLEAN) && (ix_hdr_mark(ls, 0) == -1 ||
-	    ix_synced(ls) == -1))
+	/* A clean header that says it all stays clean until a frame is
+	 * queued (local_ix_dirty); a stale one is marked now. */
+	ls->ix_clean = ls->ix_n > 0 && (ih.flags & SEG_IDX_CLEAN) &&
+	    ih.clean_last == ls->written;
+	if ((ih.flags & SEG_IDX_CLEAN) && !ls->ix_clean &&
+	    (ix_hdr_mark(ls, 0) == -1 || ix_synced(ls) == -1))
 		return -1;
+	ls->tick_written = ls->written;
 	s->last_seq = s->durable_seq = ls->written;
 	return 0;
 }
@@ -806,6 +813,42 @@ fail:
 	return -1;
 }
 
+/*
+ * Before a frame of ls is queued: a header marked clean says no frame
+ * follows its last entry, so it is marked not clean first, synced as the
+ * entries are (ALWAYS: before the frame can be reported durable).  One
+ * write per idle-to-active change.  0 or -1/errno.
+ */
+int
+local_ix_dirty(struct local_sess *ls)
+{
+	if (!ls->ix_clean)
+		return 0;
+	if (ix_hdr_mark(ls, 0) == -1 || ix_synced(ls) == -1)
+		return -1;
+	ls->ix_clean = 0;
+	return 0;
+}
+
+/*
+ * Marks the header clean when nothing of ls is held or queued: its last
+ * frame is indexed, so an open after a crash need not scan (a scan from
+ * an idle session's last entry could read a whole segment of other
+ * sessions' frames).  Not synced: a clean mark lost only means a scan.
+ */
+void
+local_ix_idle(struct local_sess *ls)
+{
+	if (ls->ix_clean || !ls->seg || ls->ixfd == -1 || ls->failed ||
+	    ls->npend > 0 || ls->queued > 0 || ls->ix_n == 0)
+		return;
+	if (ix_hdr_mark(ls, 1) == -1) {
+		log_warn("store: session %s: index header", ls->base.id);
+		return;
+	}
+	ls->ix_clean = 1;
+}
+
 /* Closes the index: held entries written, the header CLEAN. */
 void
 local_ix_close(struct local_sess *ls)
@@ -844,6 +887,9 @@ local_ix_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
 		s->last_seq = ls->written;
 		return -1;
 	}
+	/* Unattached, the entry is written: nothing is held. */
+	if (!s->store->attached)
+		local_ix_idle(ls);
 	return 0;
 }
 
@@ -897,6 +943,7 @@ local_ix_trim(struct local_sess *ls, uint64_t cutoff)
 		return -1;
 	close(ls->ixfd);
 	ls->ixfd = fd;
+	ls->ix_clean = 0;		/* the new header says not clean */
 	ls->ix_n -= drop;
 	s->first_seq += drop;
 	return (int)(drop > INT_MAX ? INT_MAX : drop);

@@ -206,10 +206,21 @@ ix_tick(evutil_socket_t fd, short ev, void *arg)
 	 */
 	LIST_FOREACH(s, &lst->base.sessions, entry) {
 		ls = (struct local_sess *)s;
-		if (ls->seg && ls->npend > 0 && !ls->failed &&
+		if (!ls->seg || ls->failed)
+			continue;
+		if (ls->npend > 0 &&
 		    now - ls->pend_us >= LOCAL_IX_MS * 1000ULL &&
-		    local_ix_flush(ls) == -1)
+		    local_ix_flush(ls) == -1) {
 			log_warn("store: session %s: index", s->id);
+			continue;
+		}
+		/* Idle since the last tick, everything indexed: clean, so
+		 * that an open after a crash does not scan for it.  A
+		 * session still appending is left alone (no header write
+		 * per second per session). */
+		if (ls->written == ls->tick_written)
+			local_ix_idle(ls);
+		ls->tick_written = ls->written;
 	}
 }
 
@@ -422,7 +433,7 @@ local_seg_queue(struct local_sess *ls, uint64_t seq, uint64_t ts,
 	size_t			 flen = seg_frame_size(idlen, len);
 	struct local_q		*q;
 
-	if (seg_reserve(w, flen) == -1)
+	if (seg_reserve(w, flen) == -1 || local_ix_dirty(ls) == -1)
 		return -1;
 	seg_frame_encode(w->buf + w->blen, seq, ts, ls->base.id, idlen, json,
 	    len);

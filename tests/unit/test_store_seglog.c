@@ -531,6 +531,113 @@ START_TEST(test_meta_torn_keeps_newest)
 }
 END_TEST
 
+/* The index header of session id as on disk. */
+static void
+ihdr_of(const char *id, struct seg_ihdr *ih)
+{
+	unsigned char	 h[SEG_IHDR_LEN];
+	char		 p[512];
+	uint32_t	 v;
+	int		 fd;
+
+	path_of(p, sizeof(p), id, "index");
+	ck_assert_int_ne(fd = open(p, O_RDONLY), -1);
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), sizeof(h));
+	close(fd);
+	ck_assert_int_eq(seg_ihdr_decode(h, sizeof(h), ih, &v), 0);
+}
+
+static uint64_t
+rchar(void)
+{
+	FILE			*f = fopen("/proc/self/io", "r");
+	char			 l[128];
+	unsigned long long	 v = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(l, sizeof(l), f) != NULL)
+		if (sscanf(l, "rchar: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/*
+ * A session idle while its writer goes on with others, then the writer
+ * killed: its header says clean, so its open reads its last entry, not
+ * the rest of the segment.  Attached, the timer marks an idle session
+ * clean; its next frame marks it not clean before it is queued.
+ */
+START_TEST(test_idle_session_clean)
+{
+	struct store		*st;
+	struct store_sess	*a, *b;
+	struct seg_ihdr		 ih;
+	char			 j[1000];
+	uint64_t		 q, r0;
+	pid_t			 pid;
+	int			 status;
+
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		st = store_open("local", tdir, STORE_FSYNC_NO, j, 100);
+		if (st == NULL || store_sess_open(st, "a", 1, &a) == -1 ||
+		    store_sess_open(st, "b", 1, &b) == -1)
+			_exit(2);
+		fill(a, 1, 3);
+		memset(j, 'x', sizeof(j));
+		memcpy(j, "{\"x\":\"", 6);
+		memcpy(j + sizeof(j) - 2, "\"}", 2);
+		for (q = 1; q <= 4000; q++)
+			if (store_append(b, q, q, j, sizeof(j)) == -1)
+				_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+	ihdr_of("a", &ih);
+	ck_assert(ih.flags & SEG_IDX_CLEAN);
+	ck_assert_uint_eq(ih.clean_last, 3);
+	st = open_store(STORE_FSYNC_NO);
+	r0 = rchar();
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &a), 0);
+	/* 4 MB of b's frames follow a's last: none of it is read. */
+	ck_assert_uint_lt(rchar() - r0, 512 * 1024);
+	ck_assert_uint_eq(store_last_seq(a), 3);
+	store_sess_close(a);
+	store_close(st);
+
+	/* Attached: the tick after an idle one marks it clean. */
+	{
+		struct event_base *base = event_base_new();
+		struct local_store *lst;
+
+		st = open_grouped(base, STORE_FSYNC_NO);
+		lst = (struct local_store *)st;
+		ck_assert_int_eq(store_sess_open(st, "c", 1, &a), 0);
+		fill_async(a, 1, 5);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		ihdr_of("c", &ih);
+		ck_assert(!(ih.flags & SEG_IDX_CLEAN));
+		((struct local_sess *)a)->pend_us = 0;	/* held long */
+		ix_tick(-1, 0, lst);
+		ix_tick(-1, 0, lst);
+		ihdr_of("c", &ih);
+		ck_assert(ih.flags & SEG_IDX_CLEAN);
+		ck_assert_uint_eq(ih.clean_last, 5);
+		/* Not clean once a frame is queued, before it is written. */
+		fill_async(a, 6, 6);
+		ihdr_of("c", &ih);
+		ck_assert(!(ih.flags & SEG_IDX_CLEAN));
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		store_sess_close(a);
+		store_close(st);
+		event_base_free(base);
+	}
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -721,6 +828,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_open_read_error_keeps_index);
 	tcase_add_test(tc, test_cut_rescans_under_lock);
 	tcase_add_test(tc, test_meta_torn_keeps_newest);
+	tcase_add_test(tc, test_idle_session_clean);
 	suite_add_tcase(su, tc);
 	return su;
 }
