@@ -482,18 +482,33 @@ rep_add(struct seg_rep *r, struct local_sess *ls)
 	ls->rep_refs++;
 }
 
-/* Takes a closing session out of the queue: its frames go unreferenced. */
+/*
+ * Takes a closing session out of the queue, its frames with it: written
+ * unindexed after its clean close, a frame would wait in the segment for
+ * a later scan of the session (after a crash of a later open) to take it
+ * for the record of that seq, over the real one written since.
+ */
 void
 local_seg_forget(struct local_store *lst, struct local_sess *ls)
 {
 	struct local_writer	*w = &lst->w;
-	size_t			 i;
+	size_t			 i, n = 0, at = 0;
 
-	for (i = 0; i < w->nq && ls->queued > 0; i++)
-		if (w->q[i].ls == ls) {
-			w->q[i].ls = NULL;
-			ls->queued--;
+	if (ls->queued > 0) {
+		for (i = 0; i < w->nq; i++) {
+			if (w->q[i].ls == ls)
+				continue;
+			if (w->q[i].off != at)
+				memmove(w->buf + at, w->buf + w->q[i].off,
+				    w->q[i].len);
+			w->q[i].off = at;
+			at += w->q[i].len;
+			w->q[n++] = w->q[i];
 		}
+		w->nq = n;
+		w->blen = at;
+		ls->queued = 0;
+	}
 	if (ls->meta_q != NULL) {
 		for (i = 0; i < w->nmq; i++)
 			if (w->mq[i] == ls)

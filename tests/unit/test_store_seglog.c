@@ -638,6 +638,77 @@ START_TEST(test_idle_session_clean)
 }
 END_TEST
 
+struct frames_of {
+	const char	*id;
+	uint64_t	 max;
+	int		 n;
+};
+
+static int
+frames_of_cb(void *arg, const struct seg_frame *f, off_t off, size_t flen)
+{
+	struct frames_of	*c = arg;
+
+	(void)off;
+	(void)flen;
+	if (f->idlen == strlen(c->id) && memcmp(f->id, c->id, f->idlen) == 0) {
+		c->n++;
+		if (f->seq > c->max)
+			c->max = f->seq;
+	}
+	return 0;
+}
+
+/*
+ * A closing session's frames still queued are dropped with it, not
+ * written unindexed: such a frame would be taken for its seq by a later
+ * scan of the session, over the real record written since.
+ */
+START_TEST(test_forget_drops_frames)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_grouped(base, STORE_FSYNC_NO);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*a, *b;
+	struct frames_of	 c;
+	char			 p[512];
+	off_t			 good, end;
+	int			 fd;
+
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &a), 0);
+	ck_assert_int_eq(store_sess_open(st, "b", 1, &b), 0);
+	fill_async(a, 1, 2);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	fill_async(b, 1, 1);
+	fill_async(a, 3, 4);
+	fill_async(b, 2, 3);
+	local_seg_forget(lst, (struct local_sess *)a);
+	ck_assert_uint_eq(((struct local_sess *)a)->queued, 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(range_count(b, 0, 0, NULL), 3);
+	store_sess_close(a);
+	store_sess_close(b);
+	store_close(st);
+	event_base_free(base);
+
+	first_segment(p, sizeof(p));
+	ck_assert_int_ne(fd = open(p, O_RDONLY), -1);
+	memset(&c, 0, sizeof(c));
+	c.id = "a";
+	ck_assert_int_eq(seg_scan(fd, SEG_HDR_LEN, frames_of_cb, &c, &good,
+	    &end), 0);
+	ck_assert_int_eq(good, end);
+	ck_assert_int_eq(c.n, 2);
+	ck_assert_uint_eq(c.max, 2);
+	memset(&c, 0, sizeof(c));
+	c.id = "b";
+	ck_assert_int_eq(seg_scan(fd, SEG_HDR_LEN, frames_of_cb, &c, &good,
+	    &end), 0);
+	ck_assert_int_eq(c.n, 3);
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -829,6 +900,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_cut_rescans_under_lock);
 	tcase_add_test(tc, test_meta_torn_keeps_newest);
 	tcase_add_test(tc, test_idle_session_clean);
+	tcase_add_test(tc, test_forget_drops_frames);
 	suite_add_tcase(su, tc);
 	return su;
 }
