@@ -23,6 +23,7 @@
 
 #define LOCAL_SEG_MAX	(64u << 20)	/* a segment is sealed past this */
 #define LOCAL_GC_MAX	(4u << 20)	/* queued bytes flushed at once */
+#define LOCAL_BUF_KEEP	(2 * LOCAL_GC_MAX) /* queue buffer kept past a flush */
 #define LOCAL_RD_FDS	8		/* segments kept open for reading */
 #define LOCAL_PEND_MAX	4096		/* index entries held per session */
 #define LOCAL_IX_MS	1000		/* index entries written within */

@@ -658,7 +658,14 @@ local_seg_flush(struct local_store *lst)
 		ls->meta_q = NULL;
 	}
 	free(mq);
-	/* Give the buffers back unless the reports below need new ones. */
+	/* Give the buffers back unless the reports below need new ones,
+	 * or the frames buffer grew past a bound for one large event: kept,
+	 * it would hold twice that for the process's lifetime. */
+	if (bcap > LOCAL_BUF_KEEP) {
+		free(buf);
+		buf = NULL;
+		bcap = 0;
+	}
 	if (w->buf == NULL) {
 		w->buf = buf;
 		w->bcap = bcap;

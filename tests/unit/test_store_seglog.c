@@ -709,6 +709,37 @@ START_TEST(test_forget_drops_frames)
 }
 END_TEST
 
+/* One large event does not keep a large queue buffer for good. */
+START_TEST(test_queue_buffer_shrinks)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_grouped(base, STORE_FSYNC_NO);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	size_t			 len = 10u << 20;
+	char			*j;
+
+	ck_assert_ptr_nonnull(j = malloc(len));
+	memset(j, 'x', len);
+	memcpy(j, "{\"x\":\"", 6);
+	memcpy(j + len - 2, "\"}", 2);
+	ck_assert_int_eq(store_sess_open(st, "big", 1, &s), 0);
+	/* Past LOCAL_GC_MAX: written at once, from a 16 MiB buffer. */
+	ck_assert_int_eq(store_append_async(s, 1, 1000, j, len), 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_uint_eq(durable_of(s), 1);
+	ck_assert_uint_le(lst->w.bcap, LOCAL_BUF_KEEP);
+	fill_async(s, 2, 3);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_uint_eq(durable_of(s), 3);
+	ck_assert_uint_le(lst->w.bcap, LOCAL_BUF_KEEP);
+	free(j);
+	store_sess_close(s);
+	store_close(st);
+	event_base_free(base);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -901,6 +932,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_meta_torn_keeps_newest);
 	tcase_add_test(tc, test_idle_session_clean);
 	tcase_add_test(tc, test_forget_drops_frames);
+	tcase_add_test(tc, test_queue_buffer_shrinks);
 	suite_add_tcase(su, tc);
 	return su;
 }
