@@ -565,6 +565,27 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 }
 
 /*
+ * After fd (opened as dirfd/name) is flock()ed: 0 when name still is
+ * that file, else -1 with errno EBUSY.  The owner's trim or conversion
+ * may have renamed another file over name between our open and flock:
+ * the lock would then be on an unlinked inode, beside the owner's.
+ */
+static int
+ix_lock_same(int dirfd, const char *name, int fd)
+{
+	struct stat	 a, b;
+
+	if (fstat(fd, &a) == -1)
+		return -1;
+	if (fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == -1 ||
+	    a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		errno = EBUSY;
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Opens the index of the session (its directory open in ls->dirfd),
  * creating it when fresh.  0, or -1 with errno (EBUSY locked elsewhere).
  */
@@ -578,7 +599,8 @@ local_ix_open(struct local_sess *ls, int fresh)
 	    O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd == -1)
 		return -1;
-	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1 ||
+	    ix_lock_same(ls->dirfd, "index", fd) == -1) {
 		save = errno == EWOULDBLOCK ? EBUSY : errno;
 		close(fd);
 		errno = save;
@@ -744,7 +766,8 @@ local_ix_convert(struct local_sess *ls)
 	ls->logfd = openat(ls->dirfd, "log", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (ls->logfd == -1)
 		return -1;
-	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1) {
+	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1 ||
+	    ix_lock_same(ls->dirfd, "log", ls->logfd) == -1) {
 		if (errno == EWOULDBLOCK)
 			errno = EBUSY;
 		goto fail;

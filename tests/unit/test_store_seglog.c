@@ -740,6 +740,46 @@ START_TEST(test_queue_buffer_shrinks)
 }
 END_TEST
 
+/*
+ * A lock taken on an index that its owner has since replaced (a trim's
+ * rename) is not taken: the name now is another file.
+ */
+START_TEST(test_lock_same_file)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	char			 p[512], q[520];
+	int			 dfd, fd;
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 3);
+	store_sess_close(s);
+	path_of(p, sizeof(p), "a", "index");
+	snprintf(q, sizeof(q), "%s.new", p);
+	ck_assert_int_ne(fd = open(p, O_RDWR), -1);
+	snprintf(q, sizeof(q), "%s/sessions/a", tdir);
+	ck_assert_int_ne(dfd = open(q, O_RDONLY | O_DIRECTORY), -1);
+	ck_assert_int_eq(ix_lock_same(dfd, "index", fd), 0);
+	/* Replaced by a rename, as a trim does. */
+	snprintf(q, sizeof(q), "%s.new", p);
+	ck_assert_int_eq(link(p, q), 0);
+	ck_assert_int_eq(unlink(p), 0);
+	write_file("a", "index", "x", 1);
+	errno = 0;
+	ck_assert_int_eq(ix_lock_same(dfd, "index", fd), -1);
+	ck_assert_int_eq(errno, EBUSY);
+	ck_assert_int_eq(rename(q, p), 0);
+	ck_assert_int_eq(ix_lock_same(dfd, "index", fd), 0);
+	close(fd);
+	close(dfd);
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 3);
+	store_sess_close(s);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -933,6 +973,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_idle_session_clean);
 	tcase_add_test(tc, test_forget_drops_frames);
 	tcase_add_test(tc, test_queue_buffer_shrinks);
+	tcase_add_test(tc, test_lock_same_file);
 	suite_add_tcase(su, tc);
 	return su;
 }
