@@ -19,7 +19,9 @@
  * written to a segment and synced, the index written as index.tmp, synced
  * and renamed over index, then the log removed.  A crash before the
  * rename leaves the log (converted again, the first copy unreferenced); a
- * crash after it leaves an index and a stale log, removed at open.
+ * crash after it leaves an index and a stale log, removed at open once
+ * its last seq is seen to be indexed (a log going further was written by
+ * an older parleyd after a rollback: the open is refused, nothing lost).
  */
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -586,6 +588,61 @@ ix_lock_same(int dirfd, const char *name, int fd)
 }
 
 /*
+ * A v1 log beside a loaded index: the leftover of a conversion that
+ * crashed after its rename (its records all indexed: removed), or one an
+ * older parleyd wrote after a rollback (records past the index: kept,
+ * and the open refused, or they would be lost).  0 or -1/errno.
+ */
+static int
+ix_stale_log(struct local_sess *ls)
+{
+	struct store_sess	*s = &ls->base;
+	uint64_t		 first = s->first_seq, last = s->last_seq;
+	uint64_t		 durable = s->durable_seq, loglast;
+	int			 r = -1, save;
+
+	ls->logfd = openat(ls->dirfd, "log", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (ls->logfd == -1)
+		return errno == ENOENT ? 0 : -1;
+	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1) {
+		if (errno == EWOULDBLOCK)
+			errno = EBUSY;
+		goto out;
+	}
+	if (local_scan(ls) == -1)
+		goto out;
+	loglast = s->last_seq;
+	s->first_seq = first;
+	s->last_seq = last;
+	s->durable_seq = durable;
+	if (loglast > ls->written) {
+		log_warnx("store: session %s: sessions/%s/log has records up "
+		    "to seq %" PRIu64 ", past its index (%" PRIu64 "): an "
+		    "older parleyd wrote it after the upgrade.  Move "
+		    "sessions/%s/index away to convert the log again, or the "
+		    "log away to keep the index", s->id, s->id, loglast,
+		    ls->written, s->id);
+		errno = EEXIST;
+		goto out;
+	}
+	if (unlinkat(ls->dirfd, "log", 0) == -1)
+		goto out;
+	r = 0;
+out:
+	save = errno;
+	s->first_seq = first;
+	s->last_seq = last;
+	s->durable_seq = durable;
+	free(ls->idx);
+	ls->idx = NULL;
+	ls->n = ls->cap = 0;
+	close(ls->logfd);
+	ls->logfd = -1;
+	errno = save;
+	return r;
+}
+
+/*
  * Opens the index of the session (its directory open in ls->dirfd),
  * creating it when fresh.  0, or -1 with errno (EBUSY locked elsewhere).
  */
@@ -607,11 +664,12 @@ local_ix_open(struct local_sess *ls, int fresh)
 		return -1;
 	}
 	/* Leftovers: a trim's or a conversion's tmp, a converted log. */
-	if ((unlinkat(ls->dirfd, "index.tmp", 0) == -1 && errno != ENOENT) ||
-	    (!fresh && fstatat(ls->dirfd, "log", &sb,
-	    AT_SYMLINK_NOFOLLOW) == 0 && unlinkat(ls->dirfd, "log", 0) == -1))
+	if (unlinkat(ls->dirfd, "index.tmp", 0) == -1 && errno != ENOENT)
 		goto fail;
 	if (ix_load(ls, fd, fresh) == -1)
+		goto fail;
+	if (!fresh && fstatat(ls->dirfd, "log", &sb,
+	    AT_SYMLINK_NOFOLLOW) == 0 && ix_stale_log(ls) == -1)
 		goto fail;
 	return 0;
 fail:

@@ -780,6 +780,43 @@ START_TEST(test_lock_same_file)
 }
 END_TEST
 
+/*
+ * A v1 log beside an index: removed when the index has its records (a
+ * conversion that crashed after its rename), kept and the open refused
+ * when it goes further (an older parleyd wrote it after a rollback).
+ */
+START_TEST(test_stale_log_checked)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	const char		*v1 = "1 1000 {\"n\":1}\n2 2000 {\"n\":2}\n"
+				    "3 3000 {\"n\":3}\n";
+	const char		*more = "4 4000 {\"n\":4}\n";
+	char			 buf[256];
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 3);
+	store_sess_close(s);
+	snprintf(buf, sizeof(buf), "%s%s", v1, more);
+	write_file("a", "log", buf, strlen(buf));
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(file_size("a", "log"), (off_t)strlen(buf));
+	ck_assert_int_eq(file_size("a", "index"), 64 + 3 * 40);
+	write_file("a", "log", v1, strlen(v1));
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 3);
+	ck_assert_uint_eq(s->first_seq, 1);
+	ck_assert_int_eq(file_size("a", "log"), -1);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 3);
+	fill(s, 4, 4);
+	store_sess_close(s);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -974,6 +1011,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_forget_drops_frames);
 	tcase_add_test(tc, test_queue_buffer_shrinks);
 	tcase_add_test(tc, test_lock_same_file);
+	tcase_add_test(tc, test_stale_log_checked);
 	suite_add_tcase(su, tc);
 	return su;
 }
