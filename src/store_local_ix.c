@@ -1031,6 +1031,46 @@ local_ix_trim(struct local_sess *ls, uint64_t cutoff)
 }
 
 /*
+ * 1 when one of entries k0..k1 (inclusive) of index fd points into
+ * segid, 0 when none does, -1/errno: read IX_BATCH entries at a time
+ * (one pread per seq made a sweep over a repeated conversion's segments
+ * 10^5-10^6 preads each).
+ */
+static int
+ix_refs_file(int fd, uint64_t k0, uint64_t k1, uint64_t segid)
+{
+	unsigned char	*raw;
+	struct seg_ient	 e;
+	uint64_t	 k, m, i;
+	int		 r = 0;
+
+	if (k0 > k1)
+		return 0;
+	if ((raw = malloc(IX_BATCH * SEG_IENT_LEN)) == NULL)
+		return -1;
+	for (k = k0; k <= k1 && r == 0; k += m) {
+		m = k1 - k + 1 < IX_BATCH ? k1 - k + 1 : IX_BATCH;
+		if (ix_pread(fd, raw, m * SEG_IENT_LEN, ix_off(k)) == -1) {
+			r = -1;
+			break;
+		}
+		for (i = 0; i < m; i++) {
+			if (seg_ient_decode(raw + i * SEG_IENT_LEN, &e) == -1) {
+				errno = EIO;
+				r = -1;
+				break;
+			}
+			if (e.segid == segid) {
+				r = 1;
+				break;
+			}
+		}
+	}
+	free(raw);
+	return r;
+}
+
+/*
  * For the segment sweep: 1 when a retained record of session id may be
  * in segment segid (whose frames of it have seqs lo..hi), 0 when none is,
  * -1 when it cannot tell (kept, then).
@@ -1041,28 +1081,37 @@ local_ix_refs(struct local_store *lst, const char *id, uint64_t segid,
 {
 	struct store_sess	*s;
 	struct local_sess	*ls;
-	struct seg_ient		 e;
 	struct seg_ihdr		 ih;
 	struct stat		 sb;
-	unsigned char		 h[SEG_IHDR_LEN], b[SEG_IENT_LEN];
+	unsigned char		 h[SEG_IHDR_LEN];
 	char			 path[STORE_ID_MAX + 16];
-	uint64_t		 q, n, last;
+	uint64_t		 q, n, last, from, to;
 	uint32_t		 version;
-	int			 fd, r = 0;
+	size_t			 i;
+	int			 fd, r;
 
-	if (!store_valid_id(id))
+	if (!store_valid_id(id) || hi < lo)
 		return 0;
 	if ((s = store_sess_find(&lst->base, id)) != NULL) {
 		ls = (struct local_sess *)s;
 		if (!ls->seg)
 			return 0;
-		for (q = lo > s->first_seq ? lo : s->first_seq;
-		    q <= hi && q <= ls->written; q++) {
-			if (local_ix_get(ls, q, &e) == -1)
-				return -1;
-			if (e.segid == segid)
-				return 1;
+		from = lo > s->first_seq ? lo : s->first_seq;
+		to = hi < ls->written ? hi : ls->written;
+		if (from > to)
+			return 0;
+		/* The index file's part, then the entries held. */
+		if (ls->ix_n > 0 && from - s->first_seq < ls->ix_n) {
+			q = to - s->first_seq < ls->ix_n ? to - s->first_seq :
+			    ls->ix_n - 1;
+			if ((r = ix_refs_file(ls->ixfd, from - s->first_seq, q,
+			    segid)) != 0)
+				return r;
 		}
+		for (i = 0; i < ls->npend; i++)
+			if (ls->pend[i].seq >= from && ls->pend[i].seq <= to &&
+			    ls->pend[i].segid == segid)
+				return 1;
 		return 0;
 	}
 	local_path(path, sizeof(path), id, "index");
@@ -1077,17 +1126,10 @@ local_ix_refs(struct local_store *lst, const char *id, uint64_t segid,
 	}
 	n = (uint64_t)(sb.st_size - SEG_IHDR_LEN) / SEG_IENT_LEN;
 	last = ih.base + n - 1;
-	for (q = lo > ih.base ? lo : ih.base; q <= hi && q <= last; q++) {
-		if (ix_pread(fd, b, sizeof(b), ix_off(q - ih.base)) == -1 ||
-		    seg_ient_decode(b, &e) == -1) {
-			r = -1;
-			break;
-		}
-		if (e.segid == segid) {
-			r = 1;
-			break;
-		}
-	}
+	from = lo > ih.base ? lo : ih.base;
+	to = hi < last ? hi : last;
+	r = n > 0 && from <= to ? ix_refs_file(fd, from - ih.base,
+	    to - ih.base, segid) : 0;
 	/* Frames past the index of a session not closed clean: its open
 	 * will index them from there. */
 	if (r == 0 && hi > last && !((ih.flags & SEG_IDX_CLEAN) &&

@@ -817,6 +817,31 @@ START_TEST(test_stale_log_checked)
 }
 END_TEST
 
+/* The sweep's question, answered from blocks of entries: open or not. */
+START_TEST(test_refs_blocks)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	uint64_t		 segid;
+
+	ck_assert_int_eq(store_sess_open(st, "r", 1, &s), 0);
+	fill(s, 1, 2500);
+	segid = lst->w.segid;
+	/* Open: its index file and what it holds. */
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2400, 2500), 1);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid + 1, 1, 2500), 0);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2600, 2700), 0);
+	store_sess_close(s);
+	/* Closed clean: the file only, past its end nothing. */
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 1, 1), 1);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2100, 2500), 1);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid + 1, 1, 2500), 0);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2501, 2600), 0);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -1012,6 +1037,7 @@ seglog_suite(void)
 	tcase_add_test(tc, test_queue_buffer_shrinks);
 	tcase_add_test(tc, test_lock_same_file);
 	tcase_add_test(tc, test_stale_log_checked);
+	tcase_add_test(tc, test_refs_blocks);
 	suite_add_tcase(su, tc);
 	return su;
 }
