@@ -1,7 +1,10 @@
 /*
  * Unit tests for the local store's shared segment log: group commit,
  * sessions changing processes, a writer dead mid-frame, trimming, the
- * sweep of segments, the conversion of v1 logs, format versions.
+ * sweep of segments, the conversion of v1 logs, format versions; and the
+ * review of the first version: read errors at open, the torn-tail cut,
+ * torn meta slots, idle sessions' clean headers, closing sessions'
+ * queued frames, the queue buffer's bound, locks, stale v1 logs.
  */
 #include <sys/resource.h>
 
