@@ -21,12 +21,14 @@
  *                                   segment, offset, length, ts
  *                                   (store_local_ix.c).  flock()ed while
  *                                   the session is open.
- *   STATE_DIR/sessions/<id>/meta.0, meta.1
- *                                   the meta document in two alternating
- *                                   checksummed slots rewritten in place;
- *                                   the valid one with the higher
- *                                   generation is the meta
- *                                   (store_local_meta.c).
+ *   STATE_DIR/sessions/<id>/meta.0, meta.1, meta.2
+ *                                   the meta document in checksummed
+ *                                   slots rewritten in place, never the
+ *                                   newest one nor the newest synced one
+ *                                   (meta.2 only while, under BATCH, the
+ *                                   newest is not synced yet); the valid
+ *                                   one with the highest generation is
+ *                                   the meta (store_local_meta.c).
  *   STATE_DIR/sessions/<id>/log     the v1 event log, one record per line,
  *                                     "<seq> <unix-ms> <json>\n"
  *                                   (store_local_v1.c): kept by sessions
@@ -80,8 +82,9 @@
  * never waits, and requests made while a sync runs are served by one
  * more.  Once the store is attached to an event loop, meta slots and a
  * new session's directory are not synced in the loop either: both are
- * left to a sync within 200 ms.  A crashed process leaves the old meta or
- * the new one; a power failure loses at most what the thread had not
+ * left to a sync within 200 ms.  A crashed process leaves the newest
+ * acknowledged meta or the one being written (a write never goes to the
+ * newest slot); a power failure loses at most what the thread had not
  * synced yet, like the appends.
  *
  * Retention: store_trim() drops index entries from the front (the index
@@ -295,7 +298,7 @@ local_path(char *buf, size_t len, const char *id, const char *file)
 
 /* The files whose presence makes a session exist. */
 static const char *const local_sess_files[] = { "index", "log", "meta.0",
-    "meta.1", "meta" };
+    "meta.1", "meta.2", "meta" };
 
 /* 1 if id has one of them (id NULL: atfd is the session's directory). */
 static int
@@ -733,7 +736,7 @@ static int
 local_remove(struct local_store *lst, const char *id)
 {
 	static const char *const files[] = { "index", "log", "meta.0",
-	    "meta.1", "meta", "index.tmp", "log.tmp", "meta.tmp" };
+	    "meta.1", "meta.2", "meta", "index.tmp", "log.tmp", "meta.tmp" };
 	char		 path[STORE_ID_MAX + 16];
 	size_t		 i;
 	int		 lfd;
@@ -773,7 +776,7 @@ local_expire(struct store *st, uint64_t cutoff_ms)
 {
 	/* A document written is a use of the session, as an append is. */
 	static const char *const files[] = { "index", "log", "meta.0",
-	    "meta.1", "meta", "kb" };
+	    "meta.1", "meta.2", "meta", "kb" };
 	struct local_store	*lst = (struct local_store *)st;
 	char			 path[STORE_ID_MAX + 16];
 	struct dirent		*de;

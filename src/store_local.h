@@ -23,10 +23,12 @@
 
 #define LOCAL_SEG_MAX	(64u << 20)	/* a segment is sealed past this */
 #define LOCAL_GC_MAX	(4u << 20)	/* queued bytes flushed at once */
+#define LOCAL_BUF_KEEP	(2 * LOCAL_GC_MAX) /* queue buffer kept past a flush */
 #define LOCAL_RD_FDS	8		/* segments kept open for reading */
 #define LOCAL_PEND_MAX	4096		/* index entries held per session */
 #define LOCAL_IX_MS	1000		/* index entries written within */
 #define LOCAL_GC_US	1000		/* a queued write waits at most */
+#define LOCAL_META_SLOTS 3		/* meta.0 .. meta.2 */
 
 struct local_sess;
 
@@ -113,8 +115,9 @@ struct local_sess {
 	int			 meta_slot;	/* the newest, or -1: none */
 	int			 meta_legacy;	/* a v1 "meta" file is there */
 	int			 meta_synced;	/* the newest is on disk */
-	int			 meta_exists[2];
-	size_t			 meta_size[2];
+	int			 meta_dslot;	/* newest known on disk, or -1 */
+	int			 meta_exists[LOCAL_META_SLOTS];
+	size_t			 meta_size[LOCAL_META_SLOTS];
 	uint64_t		 meta_gen;	/* the newest's generation */
 	uint64_t		 meta_ticket;	/* local_synced() of the newest */
 	/*
@@ -132,6 +135,8 @@ struct local_sess {
 	size_t			 pcap;
 	uint64_t		 pend_us;	/* when pend's first was held */
 	uint64_t		 written;	/* last seq in a segment */
+	int			 ix_clean;	/* the header says clean */
+	uint64_t		 tick_written;	/* written at the last tick */
 	size_t			 queued;	/* records in the writer's queue */
 	char			*meta_q;	/* a meta write queued */
 	size_t			 meta_qlen;
@@ -181,7 +186,6 @@ int		 local_seg_due(struct local_store *);
 void		 local_seg_kick(struct local_store *);
 int		 local_seg_write_raw(struct local_store *, const void *, size_t,
 		    uint64_t *, off_t *);
-int		 local_seg_locked(struct local_store *, uint64_t);
 int		 local_seg_cut(struct local_store *, uint64_t, off_t);
 void		 local_seg_forget(struct local_store *, struct local_sess *);
 int		 local_seg_queue_meta(struct local_sess *, const char *,
@@ -194,6 +198,8 @@ int		 local_ix_convert(struct local_sess *);
 void		 local_ix_close(struct local_sess *);
 int		 local_ix_add(struct local_sess *, const struct seg_ient *, int);
 int		 local_ix_flush(struct local_sess *);
+int		 local_ix_dirty(struct local_sess *);
+void		 local_ix_idle(struct local_sess *);
 int		 local_ix_get(struct local_sess *, uint64_t, struct seg_ient *);
 int		 local_ix_append(struct store_sess *, uint64_t, uint64_t,
 		    const char *, size_t);

@@ -8,15 +8,20 @@
  * a session puts in a segment, whose entry is written by the group commit
  * itself.  So the records an index lacks (its writer died) are all after
  * its last entry, in that entry's segment: the next open scans that
- * segment from there (a second of the dead writer's output at most), not
- * everything.  The header's CLEAN flag, set at close, says there is
- * nothing to scan for.
+ * segment from there, not everything.  The header's CLEAN flag says there
+ * is nothing to scan for: set at close and whenever nothing of the
+ * session is held or queued (local_ix_idle: after an unattached append,
+ * by the timer for a session idle a tick), cleared before its next frame
+ * is queued (local_ix_dirty).  So only a session appending when its
+ * writer died is scanned, over about a second of that writer's output.
  *
  * Opening a session that still has a v1 log converts it: its records are
  * written to a segment and synced, the index written as index.tmp, synced
  * and renamed over index, then the log removed.  A crash before the
  * rename leaves the log (converted again, the first copy unreferenced); a
- * crash after it leaves an index and a stale log, removed at open.
+ * crash after it leaves an index and a stale log, removed at open once
+ * its last seq is seen to be indexed (a log going further was written by
+ * an older parleyd after a rollback: the open is refused, nothing lost).
  */
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -39,6 +44,7 @@
 
 #define IX_BATCH	1024		/* entries read at once */
 #define IX_CONV_CHUNK	(4u << 20)	/* conversion: bytes per write */
+#define IX_ABSENT	(-2)		/* ix_frame: read, frame not there */
 
 static off_t
 ix_off(uint64_t k)
@@ -234,7 +240,9 @@ struct ix_blk {
 
 /*
  * The frame e points to, checked (its session and seq): 0 with f filled
- * (pointers into blk), -1 with errno (EIO: not what the index says).
+ * (pointers into blk); IX_ABSENT (errno EIO) when the segment was read
+ * and the frame is not there (short, torn, another record); -1 with
+ * errno when it could not be read (EIO for a missing segment: said).
  */
 static int
 ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
@@ -260,8 +268,13 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 			blk->cap = want + 1;
 		}
 		if ((fd = local_seg_fd(lst, e->segid)) == -1) {
-			if (errno == ENOENT)
+			if (errno == ENOENT) {
+				log_warnx("store: session %s: segment %016"
+				    PRIx64 " is missing (seq %" PRIu64 " is "
+				    "indexed there): restore segments/ from "
+				    "a backup", ls->base.id, e->segid, e->seq);
 				errno = EIO;
+			}
 			return -1;
 		}
 		blk->len = 0;
@@ -281,7 +294,10 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 		}
 		blk->len = got;
 	}
-	if (seg_frame_decode(blk->buf + (e->off - (uint64_t)blk->off),
+	/* Bytes a short read did not fill are not decoded: the segment
+	 * ends before the frame does. */
+	if ((off_t)(e->off + e->len) > blk->off + (off_t)blk->len ||
+	    seg_frame_decode(blk->buf + (e->off - (uint64_t)blk->off),
 	    e->len, f, &flen) != 1 || flen != e->len || f->seq != e->seq ||
 	    f->idlen != strlen(ls->base.id) ||
 	    memcmp(f->id, ls->base.id, f->idlen) != 0) {
@@ -289,7 +305,7 @@ ix_frame(struct local_sess *ls, struct ix_blk *blk, const struct seg_ient *e,
 		    "match the index at seq %" PRIu64, ls->base.id, e->segid,
 		    e->seq);
 		errno = EIO;
-		return -1;
+		return IX_ABSENT;
 	}
 	return 0;
 }
@@ -354,7 +370,7 @@ local_ix_range(struct store_sess *s, uint64_t after, size_t limit,
 			span = ents[j - 1].off + ents[j - 1].len >
 			    ents[i].off ? ents[j - 1].off + ents[j - 1].len -
 			    ents[i].off : ents[i].len;
-			if (ix_frame(ls, &blk, &ents[i], span, &f) == -1)
+			if (ix_frame(ls, &blk, &ents[i], span, &f) != 0)
 				goto fail;
 			/* The byte after the json is the block's (cap has
 			 * one more): NUL-terminated for the callback. */
@@ -416,7 +432,11 @@ ix_tail_cb(void *arg, const struct seg_frame *f, off_t off, size_t flen)
 /*
  * Checks the index's last entries against their frames, dropping those
  * that point at nothing (an index written, its segment not, then a power
- * failure).  0 or -1/errno.
+ * failure).  An entry goes only when its segment was read and the frame
+ * is not there, or the entry itself is torn: any other error (no
+ * descriptor, EACCES, a missing segment) fails the open and changes
+ * nothing, or a process short of descriptors would lose the index.
+ * 0 or -1/errno.
  */
 static int
 ix_check_tail(struct local_sess *ls)
@@ -425,33 +445,36 @@ ix_check_tail(struct local_sess *ls)
 	struct seg_ient		 e;
 	struct seg_frame	 f;
 	unsigned char		 b[SEG_IENT_LEN];
-	int			 ok;
+	int			 r, save;
 
 	memset(&blk, 0, sizeof(blk));
 	while (ls->ix_n > 0) {
-		ok = ix_pread(ls->ixfd, b, sizeof(b), ix_off(ls->ix_n - 1)) ==
-		    0 && seg_ient_decode(b, &e) == 0 &&
-		    e.seq == ls->base.first_seq + ls->ix_n - 1 &&
-		    ix_frame(ls, &blk, &e, e.len, &f) == 0;
-		if (ok) {
-			ls->ix_segid = e.segid;
-			break;
-		}
-		if (errno == EPROTONOSUPPORT) {
-			free(blk.buf);
-			return -1;
+		if (ix_pread(ls->ixfd, b, sizeof(b), ix_off(ls->ix_n - 1)) ==
+		    -1)
+			goto fail;
+		if (seg_ient_decode(b, &e) == 0 &&
+		    e.seq == ls->base.first_seq + ls->ix_n - 1) {
+			if ((r = ix_frame(ls, &blk, &e, e.len, &f)) == 0) {
+				ls->ix_segid = e.segid;
+				break;
+			}
+			if (r != IX_ABSENT)
+				goto fail;
 		}
 		log_warnx("store: session %s: dropping index entry %" PRIu64
 		    " (no such record in its segment)", ls->base.id,
 		    ls->base.first_seq + ls->ix_n - 1);
 		ls->ix_n--;
-		if (ftruncate(ls->ixfd, ix_off(ls->ix_n)) == -1) {
-			free(blk.buf);
-			return -1;
-		}
+		if (ftruncate(ls->ixfd, ix_off(ls->ix_n)) == -1)
+			goto fail;
 	}
 	free(blk.buf);
 	return 0;
+fail:
+	save = errno;
+	free(blk.buf);
+	errno = save;
+	return -1;
 }
 
 /* Loads an open, locked index file fd into ls; 0 or -1/errno. */
@@ -523,20 +546,100 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 			errno = t.err;
 			return -1;
 		}
-		if (good < end && !local_seg_locked(lst, e.segid) &&
-		    local_seg_cut(lst, e.segid, good) == -1)
+		/* Cut where a scan under the segment's lock says. */
+		if (good < end && local_seg_cut(lst, e.segid, good) == -1)
 			log_warn("store: session %s: cutting segment %016"
 			    PRIx64, s->id, e.segid);
 		if (t.found > 0 && (local_ix_flush(ls) == -1 ||
 		    ix_synced(ls) == -1))
 			return -1;
 	}
-	/* Open: not clean until closed, so a crash is scanned after. */
-	if ((ih.flags & SEG_IDX_CLEAN) && (ix_hdr_mark(ls, 0) == -1 ||
-	    ix_synced(ls) == -1))
+	/* A clean header that says it all stays clean until a frame is
+	 * queued (local_ix_dirty); a stale one is marked now. */
+	ls->ix_clean = ls->ix_n > 0 && (ih.flags & SEG_IDX_CLEAN) &&
+	    ih.clean_last == ls->written;
+	if ((ih.flags & SEG_IDX_CLEAN) && !ls->ix_clean &&
+	    (ix_hdr_mark(ls, 0) == -1 || ix_synced(ls) == -1))
 		return -1;
+	ls->tick_written = ls->written;
 	s->last_seq = s->durable_seq = ls->written;
 	return 0;
+}
+
+/*
+ * After fd (opened as dirfd/name) is flock()ed: 0 when name still is
+ * that file, else -1 with errno EBUSY.  The owner's trim or conversion
+ * may have renamed another file over name between our open and flock:
+ * the lock would then be on an unlinked inode, beside the owner's.
+ */
+static int
+ix_lock_same(int dirfd, const char *name, int fd)
+{
+	struct stat	 a, b;
+
+	if (fstat(fd, &a) == -1)
+		return -1;
+	if (fstatat(dirfd, name, &b, AT_SYMLINK_NOFOLLOW) == -1 ||
+	    a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+		errno = EBUSY;
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A v1 log beside a loaded index: the leftover of a conversion that
+ * crashed after its rename (its records all indexed: removed), or one an
+ * older parleyd wrote after a rollback (records past the index: kept,
+ * and the open refused, or they would be lost).  0 or -1/errno.
+ */
+static int
+ix_stale_log(struct local_sess *ls)
+{
+	struct store_sess	*s = &ls->base;
+	uint64_t		 first = s->first_seq, last = s->last_seq;
+	uint64_t		 durable = s->durable_seq, loglast;
+	int			 r = -1, save;
+
+	ls->logfd = openat(ls->dirfd, "log", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (ls->logfd == -1)
+		return errno == ENOENT ? 0 : -1;
+	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1) {
+		if (errno == EWOULDBLOCK)
+			errno = EBUSY;
+		goto out;
+	}
+	if (local_scan(ls) == -1)
+		goto out;
+	loglast = s->last_seq;
+	s->first_seq = first;
+	s->last_seq = last;
+	s->durable_seq = durable;
+	if (loglast > ls->written) {
+		log_warnx("store: session %s: sessions/%s/log has records up "
+		    "to seq %" PRIu64 ", past its index (%" PRIu64 "): an "
+		    "older parleyd wrote it after the upgrade.  Move "
+		    "sessions/%s/index away to convert the log again, or the "
+		    "log away to keep the index", s->id, s->id, loglast,
+		    ls->written, s->id);
+		errno = EEXIST;
+		goto out;
+	}
+	if (unlinkat(ls->dirfd, "log", 0) == -1)
+		goto out;
+	r = 0;
+out:
+	save = errno;
+	s->first_seq = first;
+	s->last_seq = last;
+	s->durable_seq = durable;
+	free(ls->idx);
+	ls->idx = NULL;
+	ls->n = ls->cap = 0;
+	close(ls->logfd);
+	ls->logfd = -1;
+	errno = save;
+	return r;
 }
 
 /*
@@ -553,18 +656,20 @@ local_ix_open(struct local_sess *ls, int fresh)
 	    O_CLOEXEC | O_NOFOLLOW, 0640);
 	if (fd == -1)
 		return -1;
-	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1 ||
+	    ix_lock_same(ls->dirfd, "index", fd) == -1) {
 		save = errno == EWOULDBLOCK ? EBUSY : errno;
 		close(fd);
 		errno = save;
 		return -1;
 	}
 	/* Leftovers: a trim's or a conversion's tmp, a converted log. */
-	if ((unlinkat(ls->dirfd, "index.tmp", 0) == -1 && errno != ENOENT) ||
-	    (!fresh && fstatat(ls->dirfd, "log", &sb,
-	    AT_SYMLINK_NOFOLLOW) == 0 && unlinkat(ls->dirfd, "log", 0) == -1))
+	if (unlinkat(ls->dirfd, "index.tmp", 0) == -1 && errno != ENOENT)
 		goto fail;
 	if (ix_load(ls, fd, fresh) == -1)
+		goto fail;
+	if (!fresh && fstatat(ls->dirfd, "log", &sb,
+	    AT_SYMLINK_NOFOLLOW) == 0 && ix_stale_log(ls) == -1)
 		goto fail;
 	return 0;
 fail:
@@ -719,7 +824,8 @@ local_ix_convert(struct local_sess *ls)
 	ls->logfd = openat(ls->dirfd, "log", O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (ls->logfd == -1)
 		return -1;
-	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1) {
+	if (flock(ls->logfd, LOCK_EX | LOCK_NB) == -1 ||
+	    ix_lock_same(ls->dirfd, "log", ls->logfd) == -1) {
 		if (errno == EWOULDBLOCK)
 			errno = EBUSY;
 		goto fail;
@@ -788,6 +894,42 @@ fail:
 	return -1;
 }
 
+/*
+ * Before a frame of ls is queued: a header marked clean says no frame
+ * follows its last entry, so it is marked not clean first, synced as the
+ * entries are (ALWAYS: before the frame can be reported durable).  One
+ * write per idle-to-active change.  0 or -1/errno.
+ */
+int
+local_ix_dirty(struct local_sess *ls)
+{
+	if (!ls->ix_clean)
+		return 0;
+	if (ix_hdr_mark(ls, 0) == -1 || ix_synced(ls) == -1)
+		return -1;
+	ls->ix_clean = 0;
+	return 0;
+}
+
+/*
+ * Marks the header clean when nothing of ls is held or queued: its last
+ * frame is indexed, so an open after a crash need not scan (a scan from
+ * an idle session's last entry could read a whole segment of other
+ * sessions' frames).  Not synced: a clean mark lost only means a scan.
+ */
+void
+local_ix_idle(struct local_sess *ls)
+{
+	if (ls->ix_clean || !ls->seg || ls->ixfd == -1 || ls->failed ||
+	    ls->npend > 0 || ls->queued > 0 || ls->ix_n == 0)
+		return;
+	if (ix_hdr_mark(ls, 1) == -1) {
+		log_warn("store: session %s: index header", ls->base.id);
+		return;
+	}
+	ls->ix_clean = 1;
+}
+
 /* Closes the index: held entries written, the header CLEAN. */
 void
 local_ix_close(struct local_sess *ls)
@@ -826,6 +968,9 @@ local_ix_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
 		s->last_seq = ls->written;
 		return -1;
 	}
+	/* Unattached, the entry is written: nothing is held. */
+	if (!s->store->attached)
+		local_ix_idle(ls);
 	return 0;
 }
 
@@ -879,9 +1024,50 @@ local_ix_trim(struct local_sess *ls, uint64_t cutoff)
 		return -1;
 	close(ls->ixfd);
 	ls->ixfd = fd;
+	ls->ix_clean = 0;		/* the new header says not clean */
 	ls->ix_n -= drop;
 	s->first_seq += drop;
 	return (int)(drop > INT_MAX ? INT_MAX : drop);
+}
+
+/*
+ * 1 when one of entries k0..k1 (inclusive) of index fd points into
+ * segid, 0 when none does, -1/errno: read IX_BATCH entries at a time
+ * (one pread per seq made a sweep over a repeated conversion's segments
+ * 10^5-10^6 preads each).
+ */
+static int
+ix_refs_file(int fd, uint64_t k0, uint64_t k1, uint64_t segid)
+{
+	unsigned char	*raw;
+	struct seg_ient	 e;
+	uint64_t	 k, m, i;
+	int		 r = 0;
+
+	if (k0 > k1)
+		return 0;
+	if ((raw = malloc(IX_BATCH * SEG_IENT_LEN)) == NULL)
+		return -1;
+	for (k = k0; k <= k1 && r == 0; k += m) {
+		m = k1 - k + 1 < IX_BATCH ? k1 - k + 1 : IX_BATCH;
+		if (ix_pread(fd, raw, m * SEG_IENT_LEN, ix_off(k)) == -1) {
+			r = -1;
+			break;
+		}
+		for (i = 0; i < m; i++) {
+			if (seg_ient_decode(raw + i * SEG_IENT_LEN, &e) == -1) {
+				errno = EIO;
+				r = -1;
+				break;
+			}
+			if (e.segid == segid) {
+				r = 1;
+				break;
+			}
+		}
+	}
+	free(raw);
+	return r;
 }
 
 /*
@@ -895,28 +1081,37 @@ local_ix_refs(struct local_store *lst, const char *id, uint64_t segid,
 {
 	struct store_sess	*s;
 	struct local_sess	*ls;
-	struct seg_ient		 e;
 	struct seg_ihdr		 ih;
 	struct stat		 sb;
-	unsigned char		 h[SEG_IHDR_LEN], b[SEG_IENT_LEN];
+	unsigned char		 h[SEG_IHDR_LEN];
 	char			 path[STORE_ID_MAX + 16];
-	uint64_t		 q, n, last;
+	uint64_t		 q, n, last, from, to;
 	uint32_t		 version;
-	int			 fd, r = 0;
+	size_t			 i;
+	int			 fd, r;
 
-	if (!store_valid_id(id))
+	if (!store_valid_id(id) || hi < lo)
 		return 0;
 	if ((s = store_sess_find(&lst->base, id)) != NULL) {
 		ls = (struct local_sess *)s;
 		if (!ls->seg)
 			return 0;
-		for (q = lo > s->first_seq ? lo : s->first_seq;
-		    q <= hi && q <= ls->written; q++) {
-			if (local_ix_get(ls, q, &e) == -1)
-				return -1;
-			if (e.segid == segid)
-				return 1;
+		from = lo > s->first_seq ? lo : s->first_seq;
+		to = hi < ls->written ? hi : ls->written;
+		if (from > to)
+			return 0;
+		/* The index file's part, then the entries held. */
+		if (ls->ix_n > 0 && from - s->first_seq < ls->ix_n) {
+			q = to - s->first_seq < ls->ix_n ? to - s->first_seq :
+			    ls->ix_n - 1;
+			if ((r = ix_refs_file(ls->ixfd, from - s->first_seq, q,
+			    segid)) != 0)
+				return r;
 		}
+		for (i = 0; i < ls->npend; i++)
+			if (ls->pend[i].seq >= from && ls->pend[i].seq <= to &&
+			    ls->pend[i].segid == segid)
+				return 1;
 		return 0;
 	}
 	local_path(path, sizeof(path), id, "index");
@@ -931,17 +1126,10 @@ local_ix_refs(struct local_store *lst, const char *id, uint64_t segid,
 	}
 	n = (uint64_t)(sb.st_size - SEG_IHDR_LEN) / SEG_IENT_LEN;
 	last = ih.base + n - 1;
-	for (q = lo > ih.base ? lo : ih.base; q <= hi && q <= last; q++) {
-		if (ix_pread(fd, b, sizeof(b), ix_off(q - ih.base)) == -1 ||
-		    seg_ient_decode(b, &e) == -1) {
-			r = -1;
-			break;
-		}
-		if (e.segid == segid) {
-			r = 1;
-			break;
-		}
-	}
+	from = lo > ih.base ? lo : ih.base;
+	to = hi < last ? hi : last;
+	r = n > 0 && from <= to ? ix_refs_file(fd, from - ih.base,
+	    to - ih.base, segid) : 0;
 	/* Frames past the index of a session not closed clean: its open
 	 * will index them from there. */
 	if (r == 0 && hi > last && !((ih.flags & SEG_IDX_CLEAN) &&

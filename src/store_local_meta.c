@@ -6,10 +6,16 @@
  * place costs no inode per write, where tmp + rename made and dropped one
  * each time (a busy worker's meta writes churned the inode tables).
  *
- * Which slot a write goes to: the other one, unless the newest slot is not
- * known to be on disk yet (BATCH in a worker, the sync thread not past it):
- * then that one again, so that the older slot, which is on disk, stays
- * whole whatever a power failure leaves of the write.
+ * Which slot a write goes to: never the newest (a write torn by a crash
+ * would leave the one before it, and that one may have been overwritten
+ * too: two generations lost, one of them acknowledged), and never the
+ * newest slot known to be on disk (a power failure would leave nothing
+ * whole).  With fsync ALWAYS or NO, or once the sync thread is past the
+ * newest (BATCH), those are the same slot and writes alternate between
+ * meta.0 and meta.1; while the newest is unsynced under BATCH, the third
+ * slot, meta.2, takes the write.  So a crash leaves the newest
+ * acknowledged meta or the one being written, and a power failure at
+ * least the newest synced one.
  *
  * The v1 "meta" file (tmp + rename) is read when no slot is there: an
  * upgraded state directory.  It is removed once a slot is on disk.
@@ -30,7 +36,8 @@
 #include "store_local.h"
 #include "store_seg.h"
 
-static const char *const slot_name[2] = { "meta.0", "meta.1" };
+static const char *const slot_name[LOCAL_META_SLOTS] = { "meta.0",
+    "meta.1", "meta.2" };
 
 /* What a look at both slots found. */
 struct meta_view {
@@ -39,8 +46,8 @@ struct meta_view {
 	uint64_t	 gen;		/* of the newest valid slot */
 	int		 slot;		/* it, or -1 */
 	int		 legacy;	/* a v1 "meta" file is there */
-	int		 exists[2];
-	size_t		 size[2];
+	int		 exists[LOCAL_META_SLOTS];
+	size_t		 size[LOCAL_META_SLOTS];
 };
 
 /*
@@ -101,7 +108,7 @@ meta_slot_read(int atfd, const char *id, int i, struct meta_view *mv)
 }
 
 /*
- * Looks at both slots and the v1 file (id as in meta_slot_read).  0 with
+ * Looks at every slot and the v1 file (id as in meta_slot_read).  0 with
  * mv filled (mv->text NULL: no meta at all), or -1 with errno.
  */
 static int
@@ -113,7 +120,7 @@ meta_load(int atfd, const char *id, struct meta_view *mv)
 
 	memset(mv, 0, sizeof(*mv));
 	mv->slot = -1;
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < LOCAL_META_SLOTS; i++)
 		if (meta_slot_read(atfd, id, i, mv) == -1) {
 			free(mv->text);
 			mv->text = NULL;
@@ -125,7 +132,8 @@ meta_load(int atfd, const char *id, struct meta_view *mv)
 		snprintf(path, sizeof(path), "meta");
 	mv->legacy = fstatat(atfd, path, &sb, AT_SYMLINK_NOFOLLOW) == 0;
 	if (mv->slot != -1 || !mv->legacy) {
-		if (mv->slot == -1 && (mv->exists[0] || mv->exists[1]))
+		if (mv->slot == -1 && (mv->exists[0] || mv->exists[1] ||
+		    mv->exists[2]))
 			log_warnx("store: session %s: no meta slot is whole "
 			    "(torn or corrupt): the session has no meta",
 			    id ? id : "?");
@@ -150,7 +158,8 @@ meta_state(struct local_sess *ls, struct meta_view *mv)
 	ls->meta_gen = mv->gen;
 	ls->meta_legacy = mv->legacy;
 	ls->meta_synced = 1;		/* read back from the file system */
-	for (i = 0; i < 2; i++) {
+	ls->meta_dslot = mv->slot;
+	for (i = 0; i < LOCAL_META_SLOTS; i++) {
 		ls->meta_exists[i] = mv->exists[i];
 		ls->meta_size[i] = mv->size[i];
 	}
@@ -240,13 +249,13 @@ meta_put(struct local_sess *ls, const char *json, size_t len)
 			return -1;
 		free(mv.text);
 	}
-	if (ls->meta_slot == -1)
-		slot = 0;
-	else if (async && !ls->meta_synced &&
-	    !local_synced(lst, ls->meta_ticket))
-		slot = ls->meta_slot;
-	else
-		slot = 1 - ls->meta_slot;
+	/* Neither the newest nor the newest on disk (see above). */
+	if (ls->meta_slot != -1 && (!async || ls->meta_synced ||
+	    local_synced(lst, ls->meta_ticket)))
+		ls->meta_dslot = ls->meta_slot;
+	for (slot = 0; slot == ls->meta_slot || slot == ls->meta_dslot;
+	    slot++)
+		;
 	made = !ls->meta_exists[slot];
 	fd = openat(ls->dirfd, slot_name[slot], O_RDWR | O_CREAT | O_CLOEXEC |
 	    O_NOFOLLOW, 0640);
@@ -278,8 +287,10 @@ meta_put(struct local_sess *ls, const char *json, size_t len)
 		ls->meta_synced = 0;
 		ls->meta_ticket = local_ticket(lst);
 		local_sync_soon(lst);
-	} else
+	} else {
 		ls->meta_synced = 1;
+		ls->meta_dslot = slot;
+	}
 	/* The v1 file goes once a slot is on disk (NO: at once). */
 	if (ls->meta_legacy && (nosync || ls->meta_synced ||
 	    local_synced(lst, ls->meta_ticket))) {

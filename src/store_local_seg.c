@@ -206,10 +206,21 @@ ix_tick(evutil_socket_t fd, short ev, void *arg)
 	 */
 	LIST_FOREACH(s, &lst->base.sessions, entry) {
 		ls = (struct local_sess *)s;
-		if (ls->seg && ls->npend > 0 && !ls->failed &&
+		if (!ls->seg || ls->failed)
+			continue;
+		if (ls->npend > 0 &&
 		    now - ls->pend_us >= LOCAL_IX_MS * 1000ULL &&
-		    local_ix_flush(ls) == -1)
+		    local_ix_flush(ls) == -1) {
 			log_warn("store: session %s: index", s->id);
+			continue;
+		}
+		/* Idle since the last tick, everything indexed: clean, so
+		 * that an open after a crash does not scan for it.  A
+		 * session still appending is left alone (no header write
+		 * per second per session). */
+		if (ls->written == ls->tick_written)
+			local_ix_idle(ls);
+		ls->tick_written = ls->written;
 	}
 }
 
@@ -422,7 +433,7 @@ local_seg_queue(struct local_sess *ls, uint64_t seq, uint64_t ts,
 	size_t			 flen = seg_frame_size(idlen, len);
 	struct local_q		*q;
 
-	if (seg_reserve(w, flen) == -1)
+	if (seg_reserve(w, flen) == -1 || local_ix_dirty(ls) == -1)
 		return -1;
 	seg_frame_encode(w->buf + w->blen, seq, ts, ls->base.id, idlen, json,
 	    len);
@@ -471,18 +482,33 @@ rep_add(struct seg_rep *r, struct local_sess *ls)
 	ls->rep_refs++;
 }
 
-/* Takes a closing session out of the queue: its frames go unreferenced. */
+/*
+ * Takes a closing session out of the queue, its frames with it: written
+ * unindexed after its clean close, a frame would wait in the segment for
+ * a later scan of the session (after a crash of a later open) to take it
+ * for the record of that seq, over the real one written since.
+ */
 void
 local_seg_forget(struct local_store *lst, struct local_sess *ls)
 {
 	struct local_writer	*w = &lst->w;
-	size_t			 i;
+	size_t			 i, n = 0, at = 0;
 
-	for (i = 0; i < w->nq && ls->queued > 0; i++)
-		if (w->q[i].ls == ls) {
-			w->q[i].ls = NULL;
-			ls->queued--;
+	if (ls->queued > 0) {
+		for (i = 0; i < w->nq; i++) {
+			if (w->q[i].ls == ls)
+				continue;
+			if (w->q[i].off != at)
+				memmove(w->buf + at, w->buf + w->q[i].off,
+				    w->q[i].len);
+			w->q[i].off = at;
+			at += w->q[i].len;
+			w->q[n++] = w->q[i];
 		}
+		w->nq = n;
+		w->blen = at;
+		ls->queued = 0;
+	}
 	if (ls->meta_q != NULL) {
 		for (i = 0; i < w->nmq; i++)
 			if (w->mq[i] == ls)
@@ -632,7 +658,14 @@ local_seg_flush(struct local_store *lst)
 		ls->meta_q = NULL;
 	}
 	free(mq);
-	/* Give the buffers back unless the reports below need new ones. */
+	/* Give the buffers back unless the reports below need new ones,
+	 * or the frames buffer grew past a bound for one large event: kept,
+	 * it would hold twice that for the process's lifetime. */
+	if (bcap > LOCAL_BUF_KEEP) {
+		free(buf);
+		buf = NULL;
+		bcap = 0;
+	}
 	if (w->buf == NULL) {
 		w->buf = buf;
 		w->bcap = bcap;
@@ -701,32 +734,19 @@ local_seg_write_raw(struct local_store *lst, const void *buf, size_t len,
 	return 0;
 }
 
-/* 1 when a live process writes segment segid (this one included). */
-int
-local_seg_locked(struct local_store *lst, uint64_t segid)
-{
-	char	 name[SEG_NAME_LEN + 4];
-	int	 fd, r;
-
-	if (lst->w.fd != -1 && segid == lst->w.segid)
-		return 1;
-	seg_name(name, sizeof(name), segid);
-	if ((fd = openat(lst->segfd, name, O_RDONLY | O_CLOEXEC |
-	    O_NOFOLLOW)) == -1)
-		return 0;
-	r = flock(fd, LOCK_SH | LOCK_NB) == -1;
-	close(fd);
-	return r;
-}
-
 /*
- * Cuts segment segid at off (a torn tail) if no live process writes it:
- * 1 cut, 0 left alone (a writer holds it), -1 on error.
+ * Cuts the torn tail of segment segid if no live process writes it: the
+ * tail is found again from off (the end of a valid frame) once the lock
+ * is held, since a scan made without it may have seen a frame half
+ * copied by a writer that has since completed it, acknowledged it and
+ * died.  Only what follows the last valid frame goes.  1 cut, 0 left
+ * alone (a writer holds it, or nothing is torn), -1 on error.
  */
 int
 local_seg_cut(struct local_store *lst, uint64_t segid, off_t off)
 {
 	char	 name[SEG_NAME_LEN + 4];
+	off_t	 good, end;
 	int	 fd, save;
 
 	if (lst->w.fd != -1 && segid == lst->w.segid)
@@ -739,17 +759,24 @@ local_seg_cut(struct local_store *lst, uint64_t segid, off_t off)
 		close(fd);
 		return 0;
 	}
-	log_warnx("store: segments/%s: cutting a torn tail at offset %lld "
-	    "(its writer died mid-write)", name, (long long)off);
-	if (ftruncate(fd, off) == -1 || (!local_nosync(&lst->base) &&
-	    fdatasync(fd) == -1)) {
-		save = errno;
+	if (seg_scan(fd, off, NULL, NULL, &good, &end) == -1)
+		goto fail;
+	if (good >= end) {
 		close(fd);
-		errno = save;
-		return -1;
+		return 0;
 	}
+	log_warnx("store: segments/%s: cutting a torn tail at offset %lld "
+	    "(its writer died mid-write)", name, (long long)good);
+	if (ftruncate(fd, good) == -1 || (!local_nosync(&lst->base) &&
+	    fdatasync(fd) == -1))
+		goto fail;
 	close(fd);
 	return 1;
+fail:
+	save = errno;
+	close(fd);
+	errno = save;
+	return -1;
 }
 
 /* --- deleting segments no retained record is in --- */

@@ -23,7 +23,7 @@
  *   0 u64 seq  8 u64 segment id  16 u64 frame offset  24 u64 ts
  *   32 u32 frame length  36 u32 CRC of bytes 0..35
  *
- * Meta slot, sessions/<id>/meta.0 and meta.1:
+ * Meta slot, sessions/<id>/meta.0, meta.1 and meta.2:
  *   0 "PARLEYMT"  8 u64 generation  16 u32 text length  20 u32 version
  *   24 u32 reserved  28 u32 CRC of bytes 8..27 and the text;  32 the text
  */

@@ -163,7 +163,7 @@ static inline char *
 meta_on_disk(const char *id)
 {
 	/* The newest valid slot, as a reader that is not the store. */
-	unsigned char	 b[2][512];
+	unsigned char	 b[3][512];
 	char		 p[512], *out = NULL;
 	const char	*j;
 	uint64_t	 gen, best = 0;
@@ -172,7 +172,7 @@ meta_on_disk(const char *id)
 	ssize_t		 n;
 	int		 i, fd;
 
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++) {
 		snprintf(p, sizeof(p), "%s/sessions/%s/meta.%d", tdir, id, i);
 		if ((fd = open(p, O_RDONLY)) == -1)
 			continue;

@@ -1,8 +1,15 @@
 /*
  * Unit tests for the local store's shared segment log: group commit,
  * sessions changing processes, a writer dead mid-frame, trimming, the
- * sweep of segments, the conversion of v1 logs, format versions.
+ * sweep of segments, the conversion of v1 logs, format versions; and the
+ * review of the first version: read errors at open, the torn-tail cut,
+ * torn meta slots, idle sessions' clean headers, closing sessions'
+ * queued frames, the queue buffer's bound, locks, stale v1 logs.
  */
+#include <sys/resource.h>
+
+#include <signal.h>
+
 #include "store_local_fixture.h"
 
 /* --- group commit into the shared segments --- */
@@ -311,6 +318,533 @@ START_TEST(test_writer_died)
 }
 END_TEST
 
+/* The path of the only (or first listed) segment, in p. */
+static void
+first_segment(char *p, size_t len)
+{
+	DIR		*d;
+	struct dirent	*de;
+
+	snprintf(p, len, "%s/segments", tdir);
+	ck_assert_ptr_nonnull(d = opendir(p));
+	while ((de = readdir(d)) != NULL)
+		if (strstr(de->d_name, ".seg") != NULL)
+			break;
+	ck_assert_ptr_nonnull(de);
+	snprintf(p, len, "%s/segments/%s", tdir, de->d_name);
+	closedir(d);
+}
+
+/*
+ * An open that cannot read a segment (no descriptor left, the segment
+ * gone) fails and leaves the index whole: only a frame read and found
+ * missing drops an entry.
+ */
+START_TEST(test_open_read_error_keeps_index)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	struct rlimit		 rl, low;
+	char			 p[512], q[520];
+	int			 fds[256], n = 0, i, r;
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 20);
+	store_sess_close(s);
+	store_close(st);
+	ck_assert_int_eq(file_size("a", "index"), 64 + 20 * 40);
+
+	/* No descriptor for the segment: EMFILE, nothing dropped. */
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	low = rl;
+	low.rlim_cur = 64;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (n < 256 && (fds[n] = dup(0)) != -1)
+		n++;
+	ck_assert_int_ge(n, 2);
+	close(fds[--n]);
+	close(fds[--n]);	/* two free: the directory and the index */
+	r = store_sess_open(st, "a", 0, &s);
+	for (i = 0; i < n; i++)
+		close(fds[i]);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	ck_assert_int_eq(r, -1);
+	ck_assert_int_eq(file_size("a", "index"), 64 + 20 * 40);
+	store_close(st);
+
+	/* The segment missing: the open fails loudly, nothing dropped. */
+	first_segment(p, sizeof(p));
+	snprintf(q, sizeof(q), "%s.away", p);
+	ck_assert_int_eq(rename(p, q), 0);
+	st = open_store(STORE_FSYNC_NO);
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), -1);
+	ck_assert_int_eq(errno, EIO);
+	ck_assert_int_eq(file_size("a", "index"), 64 + 20 * 40);
+	store_close(st);
+	ck_assert_int_eq(rename(q, p), 0);
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 20);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 20);
+	store_sess_close(s);
+
+	/* A frame really missing (the segment cut short): dropped. */
+	ck_assert_int_eq(truncate(p, SEG_HDR_LEN + 9 * 40 + 20), 0);
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 9);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 9);
+	store_sess_close(s);
+	store_close(st);
+}
+END_TEST
+
+/*
+ * A torn tail seen by a scan made without the lock, completed by its
+ * writer, acknowledged, then the writer dead: the cut scans again under
+ * the lock and keeps the frame.
+ */
+START_TEST(test_cut_rescans_under_lock)
+{
+	struct store		*st;
+	struct store_sess	*a, *b;
+	struct local_store	*lst;
+	char			 segp[600], c;
+	unsigned char		 part[20];
+	uint64_t		 segid;
+	off_t			 good, end, sz;
+	struct stat		 sb;
+	int			 p1[2], p2[2], status, fd;
+	pid_t			 pid;
+
+	ck_assert_int_eq(pipe(p1), 0);
+	ck_assert_int_eq(pipe(p2), 0);
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		/* P1, the writer: a closed unclean, b goes on. */
+		st = store_open("local", tdir, STORE_FSYNC_ALWAYS, segp, 100);
+		if (st == NULL || store_sess_open(st, "a", 1, &a) == -1 ||
+		    store_sess_open(st, "b", 1, &b) == -1)
+			_exit(2);
+		fill(a, 1, 2);
+		fill(b, 1, 2);
+		((struct local_sess *)a)->failed = 1;
+		store_sess_close(a);
+		segid = ((struct local_store *)st)->w.segid;
+		if (write(p1[1], &segid, sizeof(segid)) != sizeof(segid) ||
+		    read(p2[0], &c, 1) != 1)
+			_exit(3);
+		fill(b, 3, 3);		/* acknowledged: fdatasynced */
+		raise(SIGKILL);
+		_exit(4);
+	}
+	ck_assert_int_eq(read(p1[0], &segid, sizeof(segid)), sizeof(segid));
+	snprintf(segp, sizeof(segp), "%s/segments/%016" PRIx64 ".seg", tdir,
+	    segid);
+	/* P1 mid-pwrite of b:3: the start of a frame at the end. */
+	ck_assert_int_eq(stat(segp, &sb), 0);
+	memset(part, 0, sizeof(part));
+	part[0] = 60;
+	ck_assert_int_ne(fd = open(segp, O_WRONLY), -1);
+	ck_assert_int_eq(pwrite(fd, part, sizeof(part), sb.st_size),
+	    sizeof(part));
+	close(fd);
+	/* P2 opening a: its scan, without the lock, sees the torn tail. */
+	st = open_store(STORE_FSYNC_ALWAYS);
+	lst = (struct local_store *)st;
+	ck_assert_int_eq(seg_scan(local_seg_fd(lst, segid), SEG_HDR_LEN,
+	    NULL, NULL, &good, &end), 0);
+	ck_assert_int_lt(good, end);
+	ck_assert_int_eq(write(p2[1], "x", 1), 1);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+	ck_assert_int_eq(stat(segp, &sb), 0);
+	sz = sb.st_size;
+	/* P1 is dead, its lock gone: the cut finds b:3 whole. */
+	ck_assert_int_eq(local_seg_cut(lst, segid, good), 0);
+	ck_assert_int_eq(stat(segp, &sb), 0);
+	ck_assert_int_eq(sb.st_size, sz);
+	store_close(st);
+	st = open_store(STORE_FSYNC_ALWAYS);
+	ck_assert_int_eq(store_sess_open(st, "b", 0, &b), 0);
+	ck_assert_uint_eq(store_last_seq(b), 3);
+	ck_assert_int_eq(range_count(b, 0, 0, NULL), 3);
+	store_sess_close(b);
+	store_close(st);
+}
+END_TEST
+
+/*
+ * BATCH in a worker: gen 1 synced, gen 2 written (acknowledged), gen 3
+ * torn by a crash.  The reader gets gen 2, not gen 1: a write never goes
+ * to the newest slot, nor to the newest synced one.
+ */
+START_TEST(test_meta_torn_keeps_newest)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_grouped(base, STORE_FSYNC_BATCH);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	struct local_sess	*ls;
+	char			 p[512], *m;
+	int			 fd, i, s1, s2, s3;
+
+	ck_assert_int_eq(store_sess_open(st, "m", 1, &s), 0);
+	ls = (struct local_sess *)s;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":1}", 7), 0);
+	local_seg_flush(lst);
+	store_sync(st);
+	for (i = 0; i < 500 && !local_synced(lst, ls->meta_ticket); i++)
+		usleep(10000);
+	ck_assert(local_synced(lst, ls->meta_ticket));
+	s1 = ls->meta_slot;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":2}", 7), 0);
+	local_seg_flush(lst);
+	s2 = ls->meta_slot;
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":3}", 7), 0);
+	local_seg_flush(lst);
+	s3 = ls->meta_slot;
+	ck_assert_int_ne(s3, s2);
+	ck_assert_int_ne(s3, s1);
+	/* A crash mid-write of gen 3: its slot torn. */
+	snprintf(p, sizeof(p), "%s/sessions/m/meta.%d", tdir, s3);
+	ck_assert_int_ne(fd = open(p, O_WRONLY), -1);
+	ck_assert_int_eq(pwrite(fd, "X", 1, SEG_META_HDR + 2), 1);
+	close(fd);
+	m = meta_on_disk("m");
+	ck_assert_str_eq(m, "{\"g\":2}");
+	free(m);
+	/* The store's reader agrees, and writes go on. */
+	store_sess_close(s);
+	ck_assert_int_eq(store_sess_open(st, "m", 0, &s), 0);
+	m = store_meta_read(s);
+	ck_assert_str_eq(m, "{\"g\":2}");
+	free(m);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"g\":4}", 7), 0);
+	local_seg_flush(lst);
+	m = meta_on_disk("m");
+	ck_assert_str_eq(m, "{\"g\":4}");
+	free(m);
+	store_sess_close(s);
+	store_close(st);
+	event_base_free(base);
+}
+END_TEST
+
+/* The index header of session id as on disk. */
+static void
+ihdr_of(const char *id, struct seg_ihdr *ih)
+{
+	unsigned char	 h[SEG_IHDR_LEN];
+	char		 p[512];
+	uint32_t	 v;
+	int		 fd;
+
+	path_of(p, sizeof(p), id, "index");
+	ck_assert_int_ne(fd = open(p, O_RDONLY), -1);
+	ck_assert_int_eq(pread(fd, h, sizeof(h), 0), sizeof(h));
+	close(fd);
+	ck_assert_int_eq(seg_ihdr_decode(h, sizeof(h), ih, &v), 0);
+}
+
+static uint64_t
+rchar(void)
+{
+	FILE			*f = fopen("/proc/self/io", "r");
+	char			 l[128];
+	unsigned long long	 v = 0;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(l, sizeof(l), f) != NULL)
+		if (sscanf(l, "rchar: %llu", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/*
+ * A session idle while its writer goes on with others, then the writer
+ * killed: its header says clean, so its open reads its last entry, not
+ * the rest of the segment.  Attached, the timer marks an idle session
+ * clean; its next frame marks it not clean before it is queued.
+ */
+START_TEST(test_idle_session_clean)
+{
+	struct store		*st;
+	struct store_sess	*a, *b;
+	struct seg_ihdr		 ih;
+	char			 j[1000];
+	uint64_t		 q, r0;
+	pid_t			 pid;
+	int			 status;
+
+	ck_assert_int_ne(pid = fork(), -1);
+	if (pid == 0) {
+		st = store_open("local", tdir, STORE_FSYNC_NO, j, 100);
+		if (st == NULL || store_sess_open(st, "a", 1, &a) == -1 ||
+		    store_sess_open(st, "b", 1, &b) == -1)
+			_exit(2);
+		fill(a, 1, 3);
+		memset(j, 'x', sizeof(j));
+		memcpy(j, "{\"x\":\"", 6);
+		memcpy(j + sizeof(j) - 2, "\"}", 2);
+		for (q = 1; q <= 4000; q++)
+			if (store_append(b, q, q, j, sizeof(j)) == -1)
+				_exit(3);
+		raise(SIGKILL);
+		_exit(4);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFSIGNALED(status));
+	ihdr_of("a", &ih);
+	ck_assert(ih.flags & SEG_IDX_CLEAN);
+	ck_assert_uint_eq(ih.clean_last, 3);
+	st = open_store(STORE_FSYNC_NO);
+	r0 = rchar();
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &a), 0);
+	/* 4 MB of b's frames follow a's last: none of it is read. */
+	ck_assert_uint_lt(rchar() - r0, 512 * 1024);
+	ck_assert_uint_eq(store_last_seq(a), 3);
+	store_sess_close(a);
+	store_close(st);
+
+	/* Attached: the tick after an idle one marks it clean. */
+	{
+		struct event_base *base = event_base_new();
+		struct local_store *lst;
+
+		st = open_grouped(base, STORE_FSYNC_NO);
+		lst = (struct local_store *)st;
+		ck_assert_int_eq(store_sess_open(st, "c", 1, &a), 0);
+		fill_async(a, 1, 5);
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		ihdr_of("c", &ih);
+		ck_assert(!(ih.flags & SEG_IDX_CLEAN));
+		((struct local_sess *)a)->pend_us = 0;	/* held long */
+		ix_tick(-1, 0, lst);
+		ix_tick(-1, 0, lst);
+		ihdr_of("c", &ih);
+		ck_assert(ih.flags & SEG_IDX_CLEAN);
+		ck_assert_uint_eq(ih.clean_last, 5);
+		/* Not clean once a frame is queued, before it is written. */
+		fill_async(a, 6, 6);
+		ihdr_of("c", &ih);
+		ck_assert(!(ih.flags & SEG_IDX_CLEAN));
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		store_sess_close(a);
+		store_close(st);
+		event_base_free(base);
+	}
+}
+END_TEST
+
+struct frames_of {
+	const char	*id;
+	uint64_t	 max;
+	int		 n;
+};
+
+static int
+frames_of_cb(void *arg, const struct seg_frame *f, off_t off, size_t flen)
+{
+	struct frames_of	*c = arg;
+
+	(void)off;
+	(void)flen;
+	if (f->idlen == strlen(c->id) && memcmp(f->id, c->id, f->idlen) == 0) {
+		c->n++;
+		if (f->seq > c->max)
+			c->max = f->seq;
+	}
+	return 0;
+}
+
+/*
+ * A closing session's frames still queued are dropped with it, not
+ * written unindexed: such a frame would be taken for its seq by a later
+ * scan of the session, over the real record written since.
+ */
+START_TEST(test_forget_drops_frames)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_grouped(base, STORE_FSYNC_NO);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*a, *b;
+	struct frames_of	 c;
+	char			 p[512];
+	off_t			 good, end;
+	int			 fd;
+
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &a), 0);
+	ck_assert_int_eq(store_sess_open(st, "b", 1, &b), 0);
+	fill_async(a, 1, 2);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	fill_async(b, 1, 1);
+	fill_async(a, 3, 4);
+	fill_async(b, 2, 3);
+	local_seg_forget(lst, (struct local_sess *)a);
+	ck_assert_uint_eq(((struct local_sess *)a)->queued, 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_int_eq(range_count(b, 0, 0, NULL), 3);
+	store_sess_close(a);
+	store_sess_close(b);
+	store_close(st);
+	event_base_free(base);
+
+	first_segment(p, sizeof(p));
+	ck_assert_int_ne(fd = open(p, O_RDONLY), -1);
+	memset(&c, 0, sizeof(c));
+	c.id = "a";
+	ck_assert_int_eq(seg_scan(fd, SEG_HDR_LEN, frames_of_cb, &c, &good,
+	    &end), 0);
+	ck_assert_int_eq(good, end);
+	ck_assert_int_eq(c.n, 2);
+	ck_assert_uint_eq(c.max, 2);
+	memset(&c, 0, sizeof(c));
+	c.id = "b";
+	ck_assert_int_eq(seg_scan(fd, SEG_HDR_LEN, frames_of_cb, &c, &good,
+	    &end), 0);
+	ck_assert_int_eq(c.n, 3);
+	close(fd);
+}
+END_TEST
+
+/* One large event does not keep a large queue buffer for good. */
+START_TEST(test_queue_buffer_shrinks)
+{
+	struct event_base	*base = event_base_new();
+	struct store		*st = open_grouped(base, STORE_FSYNC_NO);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	size_t			 len = 10u << 20;
+	char			*j;
+
+	ck_assert_ptr_nonnull(j = malloc(len));
+	memset(j, 'x', len);
+	memcpy(j, "{\"x\":\"", 6);
+	memcpy(j + len - 2, "\"}", 2);
+	ck_assert_int_eq(store_sess_open(st, "big", 1, &s), 0);
+	/* Past LOCAL_GC_MAX: written at once, from a 16 MiB buffer. */
+	ck_assert_int_eq(store_append_async(s, 1, 1000, j, len), 0);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_uint_eq(durable_of(s), 1);
+	ck_assert_uint_le(lst->w.bcap, LOCAL_BUF_KEEP);
+	fill_async(s, 2, 3);
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	ck_assert_uint_eq(durable_of(s), 3);
+	ck_assert_uint_le(lst->w.bcap, LOCAL_BUF_KEEP);
+	free(j);
+	store_sess_close(s);
+	store_close(st);
+	event_base_free(base);
+}
+END_TEST
+
+/*
+ * A lock taken on an index that its owner has since replaced (a trim's
+ * rename) is not taken: the name now is another file.
+ */
+START_TEST(test_lock_same_file)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	char			 p[512], q[520];
+	int			 dfd, fd;
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 3);
+	store_sess_close(s);
+	path_of(p, sizeof(p), "a", "index");
+	snprintf(q, sizeof(q), "%s.new", p);
+	ck_assert_int_ne(fd = open(p, O_RDWR), -1);
+	snprintf(q, sizeof(q), "%s/sessions/a", tdir);
+	ck_assert_int_ne(dfd = open(q, O_RDONLY | O_DIRECTORY), -1);
+	ck_assert_int_eq(ix_lock_same(dfd, "index", fd), 0);
+	/* Replaced by a rename, as a trim does. */
+	snprintf(q, sizeof(q), "%s.new", p);
+	ck_assert_int_eq(link(p, q), 0);
+	ck_assert_int_eq(unlink(p), 0);
+	write_file("a", "index", "x", 1);
+	errno = 0;
+	ck_assert_int_eq(ix_lock_same(dfd, "index", fd), -1);
+	ck_assert_int_eq(errno, EBUSY);
+	ck_assert_int_eq(rename(q, p), 0);
+	ck_assert_int_eq(ix_lock_same(dfd, "index", fd), 0);
+	close(fd);
+	close(dfd);
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 3);
+	store_sess_close(s);
+	store_close(st);
+}
+END_TEST
+
+/*
+ * A v1 log beside an index: removed when the index has its records (a
+ * conversion that crashed after its rename), kept and the open refused
+ * when it goes further (an older parleyd wrote it after a rollback).
+ */
+START_TEST(test_stale_log_checked)
+{
+	struct store		*st;
+	struct store_sess	*s;
+	const char		*v1 = "1 1000 {\"n\":1}\n2 2000 {\"n\":2}\n"
+				    "3 3000 {\"n\":3}\n";
+	const char		*more = "4 4000 {\"n\":4}\n";
+	char			 buf[256];
+
+	st = open_store(STORE_FSYNC_NO);
+	ck_assert_int_eq(store_sess_open(st, "a", 1, &s), 0);
+	fill(s, 1, 3);
+	store_sess_close(s);
+	snprintf(buf, sizeof(buf), "%s%s", v1, more);
+	write_file("a", "log", buf, strlen(buf));
+	errno = 0;
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), -1);
+	ck_assert_int_eq(errno, EEXIST);
+	ck_assert_int_eq(file_size("a", "log"), (off_t)strlen(buf));
+	ck_assert_int_eq(file_size("a", "index"), 64 + 3 * 40);
+	write_file("a", "log", v1, strlen(v1));
+	ck_assert_int_eq(store_sess_open(st, "a", 0, &s), 0);
+	ck_assert_uint_eq(store_last_seq(s), 3);
+	ck_assert_uint_eq(s->first_seq, 1);
+	ck_assert_int_eq(file_size("a", "log"), -1);
+	ck_assert_int_eq(range_count(s, 0, 0, NULL), 3);
+	fill(s, 4, 4);
+	store_sess_close(s);
+	store_close(st);
+}
+END_TEST
+
+/* The sweep's question, answered from blocks of entries: open or not. */
+START_TEST(test_refs_blocks)
+{
+	struct store		*st = open_store(STORE_FSYNC_NO);
+	struct local_store	*lst = (struct local_store *)st;
+	struct store_sess	*s;
+	uint64_t		 segid;
+
+	ck_assert_int_eq(store_sess_open(st, "r", 1, &s), 0);
+	fill(s, 1, 2500);
+	segid = lst->w.segid;
+	/* Open: its index file and what it holds. */
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2400, 2500), 1);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid + 1, 1, 2500), 0);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2600, 2700), 0);
+	store_sess_close(s);
+	/* Closed clean: the file only, past its end nothing. */
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 1, 1), 1);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2100, 2500), 1);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid + 1, 1, 2500), 0);
+	ck_assert_int_eq(local_ix_refs(lst, "r", segid, 2501, 2600), 0);
+	store_close(st);
+}
+END_TEST
+
 START_TEST(test_seg_trim_reopen)
 {
 	struct store		*st = open_store(STORE_FSYNC_ALWAYS);
@@ -498,6 +1032,15 @@ seglog_suite(void)
 	tcase_add_test(tc, test_expire_segments);
 	tcase_add_test(tc, test_v1_convert);
 	tcase_add_test(tc, test_seg_version);
+	tcase_add_test(tc, test_open_read_error_keeps_index);
+	tcase_add_test(tc, test_cut_rescans_under_lock);
+	tcase_add_test(tc, test_meta_torn_keeps_newest);
+	tcase_add_test(tc, test_idle_session_clean);
+	tcase_add_test(tc, test_forget_drops_frames);
+	tcase_add_test(tc, test_queue_buffer_shrinks);
+	tcase_add_test(tc, test_lock_same_file);
+	tcase_add_test(tc, test_stale_log_checked);
+	tcase_add_test(tc, test_refs_blocks);
 	suite_add_tcase(su, tc);
 	return su;
 }
