@@ -334,6 +334,8 @@ doc_wait_send(struct rcmd *rc, redisReply *r)
 	rs_args_str(&a, "WAIT");
 	rs_args_u64(&a, st->wait_n);
 	rs_args_u64(&a, st->wait_ms);
+	/* Where the write ran (after an ASK, not where the map says). */
+	wrc->conn = rc->conn;
 	rv = rs_send(st, wrc, &a);
 	rs_args_free(&a);
 	return rv;

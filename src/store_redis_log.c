@@ -664,6 +664,10 @@ rs_wait_send(struct rsess *s, struct rcmd *rc)
 	rs_args_str(&a, "WAIT");
 	rs_args_u64(&a, st->wait_n);
 	rs_args_u64(&a, st->wait_ms);
+	/* On the connection the batch ran on: after an ASK that is the
+	 * importing node, which the slot map does not name yet, and a
+	 * WAIT elsewhere would count another master's replicas. */
+	wrc->conn = rc->conn;
 	if (rs_send(st, wrc, &a) == -1) {
 		rs_args_free(&a);
 		rs_sess_fail(s, EIO, "could not send WAIT (the store "
