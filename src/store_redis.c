@@ -129,6 +129,7 @@ const char *const rs_scripts[SC_COUNT] = {
 	[SC_TRIM] = rs_lua_trim,
 	[SC_DOCPUT] = rs_lua_docput,
 	[SC_DOCDEL] = rs_lua_docdel,
+	[SC_DURABLE] = rs_lua_durable,
 };
 
 static struct store	*rs_redis_open(const char *, const char *,

@@ -74,7 +74,7 @@
 
 /* Lua scripts; rs_scripts[] is indexed by these. */
 enum { SC_APPEND, SC_META, SC_RENEW, SC_ACQUIRE, SC_RELEASE, SC_PEEK,
-    SC_POST, SC_TRIM, SC_DOCPUT, SC_DOCDEL, SC_COUNT };
+    SC_POST, SC_TRIM, SC_DOCPUT, SC_DOCDEL, SC_DURABLE, SC_COUNT };
 /* The session's keys a script that refreshes their TTL is given. */
 #define RS_SKEYS	6
 
@@ -559,6 +559,7 @@ void		 rs_feed_free(struct rstore *);
 
 /* store_redis_log.c */
 extern const char rs_lua_append[];
+extern const char rs_lua_durable[];
 extern const char rs_lua_meta[];
 extern const char rs_lua_trim[];
 struct rrec	*rs_rec_new(uint64_t, uint64_t, const char *, size_t);

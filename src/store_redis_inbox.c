@@ -22,12 +22,14 @@
 
 #include "store_redis.h"
 
-/* KEYS log meta owner; ARGV with_doc */
+/* KEYS log meta owner; ARGV with_doc.  'last' is the durable mark when
+ * there is one (store-wait: what the replicas hold, see rs_lua_append). */
 const char rs_lua_peek[] =
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
 	"local doc = false\n"
 	"if ARGV[1] == '1' then doc = redis.call('HGET', KEYS[2], 'doc') end\n"
-	"return {redis.call('HGET', KEYS[2], 'last') or '0',\n"
+	"return {redis.call('HGET', KEYS[2], 'durable') or\n"
+	"  redis.call('HGET', KEYS[2], 'last') or '0',\n"
 	"  redis.call('GET', KEYS[3]), f[1] and f[1][1] or false, doc,\n"
 	"  redis.call('HGET', KEYS[2], 'epochs') or ''}\n";
 

@@ -1463,9 +1463,9 @@ START_TEST(test_wait)
 	struct event		*nudge;
 	struct event_base	*base = tbase(&nudge);
 	redisContext		*c;
-	struct store		*st, *st2;
-	struct store_sess	*s, *s2;
-	struct tev		 t, t2;
+	struct store		*st, *st2, *fst;
+	struct store_sess	*s, *s2, *fs;
+	struct tev		 t, t2, ft;
 	struct store_params	 p;
 	struct tdone		 d;
 	char			 buf[64], err[256], url[64];
@@ -1535,13 +1535,30 @@ START_TEST(test_wait)
 	ck_assert_int_eq(store_append_async(s2, 1, 1004, "{}", 2), -1);
 	ck_assert_int_eq(errno, EPIPE);
 
-	/* A stopped replica: the same, within the timeout. */
+	/* A follower (on another store) learns of events once they are
+	 * durable, by the notice sent after WAIT. */
+	fst = tstore(base, m.port, "hf/2", 30000, &ft);
+	WAIT(base, ft.health == 1, 3000);
+	fs = topen(base, fst, "w", 0, 3, STORE_FOLLOWER);
+	ck_assert_int_eq(store_last_seq(fs), 40);
+	tappend(s, "w", 41, 42);
+	WAIT(base, t.durable == 42 && ft.grown == 42, 3000);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{w}:meta durable"), "42");
+
+	/* A stopped replica: the same, within the timeout; the follower
+	 * never hears of (nor reads) what no replica holds. */
 	kill(rep.pid, SIGSTOP);
-	tappend(s, "w", 41, 41);
+	tappend(s, "w", 43, 43);
 	WAIT(base, t.nfailed == 1, 3000);
 	ck_assert_int_eq(t.failed, EIO);
-	ck_assert_int_eq(t.durable, 40);
+	ck_assert_int_eq(t.durable, 42);
+	spin(base, 100);
+	ck_assert_int_eq(ft.grown, 42);
+	ck_assert_int_eq(store_last_seq(fs), 42);
 	kill(rep.pid, SIGCONT);
+	store_sess_close(fs);
+	store_close(fst);
 
 	store_sess_close(s2);
 	store_close(st2);
