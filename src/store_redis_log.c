@@ -767,12 +767,13 @@ rs_mark_durable(struct rsess *s, uint64_t seq)
 	struct rargs	 a;
 	struct rcmd	*rc;
 
-	if (st->closing || (rc = rs_cmd_new(st, RC_FIRE, s, NULL)) == NULL) {
+	if (st->closing || (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL) {
 		log_warnx("store: session %s: could not tell followers of "
 		    "events up to %" PRIu64 " (out of memory); they read "
 		    "them at their next poll", s->base.id, seq);
 		return;
 	}
+	rc->slot = (int)s->slot;
 	rs_args_init(&a, 8, 2);
 	rs_args_script(&a, st, SC_DURABLE, 2);
 	rs_args_str(&a, s->k_meta);
