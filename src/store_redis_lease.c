@@ -47,7 +47,10 @@ const char rs_lua_renew[] =
  * be gone and the next events would take their seqs: a new epoch starts
  * after the last seq (parley/epoch.h; at most 8 kept, the oldest's from
  * folded into the next).  Without one the master still holds all it
- * acknowledged: a dead worker's session keeps its epoch.
+ * acknowledged: a dead worker's session keeps its epoch.  A session
+ * acquired before (a replid recorded) gets one even at last 0: the
+ * failover may have lost its first events, and the next would take
+ * their seqs.
  */
 const char rs_lua_acquire[] =
 	"local cur = redis.call('GET', KEYS[3])\n"
@@ -68,7 +71,7 @@ const char rs_lua_acquire[] =
 	"local rid = string.match(redis.call('INFO', 'replication'),\n"
 	"  'master_replid:(%x+)') or ''\n"
 	"redis.call('HSET', KEYS[2], 'replid', rid)\n"
-	"if m[2] ~= '0' and m[4] ~= rid then\n"
+	"if m[4] and m[4] ~= rid then\n"
 	"  local v = {}\n"
 	"  for t, f in string.gmatch(ep, '(%x+):(%d+)') do\n"
 	"    v[#v + 1] = {t, tonumber(f)}\n"

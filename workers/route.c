@@ -170,10 +170,17 @@ stream_position(struct conn *c, struct sess *s, uint64_t last,
 		c->sub.next_seq = from;
 		return;
 	}
-	/* Past the end: the owner knows the log ends at top; a follower
-	 * may not have heard of what the client saw. */
-	if (last > top && !s->follower)
-		last = top;
+	/* Past the end: the owner knows the log ends at top, so the client
+	 * saw events the log no longer has (a store failover lost them, or
+	 * the whole session, with no epoch to say so): what comes next
+	 * takes their seqs, and a client told nothing would drop them as
+	 * duplicates.  A follower may not have heard of what it saw yet. */
+	if (last > top && !s->follower) {
+		from = top + 1 < first ? first : top + 1;
+		send_rewrite_gap(c, s, from, first, last);
+		c->sub.next_seq = from;
+		return;
+	}
 	c->sub.next_seq = last + 1;
 	if (c->sub.next_seq < first) {
 		conn_send_gap(c, first, last);

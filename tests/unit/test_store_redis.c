@@ -1679,6 +1679,24 @@ START_TEST(test_epochs)
 	ck_assert_uint_eq(e.v[0].from, 5);	/* folded: ep1's */
 	ck_assert_uint_eq(e.v[EPOCH_KEEP - 1].from, 10);
 	store_sess_close(sb);
+
+	/* A failover lost a new session's first events (its create
+	 * replicated, they did not): last is 0 again, and the next events
+	 * take their seqs, so an epoch starts at 1. */
+	sa = topen(base, a, "e0", 1, 0, STORE_OWNER);
+	tappend(sa, "e0", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	ck_assert_int_eq(sint(c, "DEL parley:{e0}:owner"), 1);
+	store_sess_close(sa);
+	ck_assert_int_eq(sint(c, "DEL parley:{e0}:log"), 1);
+	ck_assert_int_eq(sint(c, "HSET parley:{e0}:meta last 0"), 0);
+	ck_assert_int_eq(sint(c, "HSET parley:{e0}:meta replid 0f0f"), 0);
+	sb = topen(base, b, "e0", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
+	    strlen(store_epochs(sb))), 0);
+	ck_assert_uint_eq(e.n, 1);
+	ck_assert_uint_eq(e.v[0].from, 1);
+	store_sess_close(sb);
 	store_close(a);
 	store_close(b);
 	redisFree(c);
