@@ -117,10 +117,10 @@ rs_rewritten(const char *old, const char *cur, size_t curlen,
 
 /*
  * A follower's resync found other epochs: the log's history was
- * rewritten from the earliest new epoch's from.  When that reaches into
- * what this handle read, its records (and its user's) are not the log's
- * any more: it fails, and its clients read the session again.  0 taken,
- * -1 failed.
+ * rewritten from the earliest new epoch's from.  The handle fails, and
+ * its clients read the session again: when that reaches into what it
+ * read, its records are not the log's any more; when not, its clients
+ * must learn the epoch (see below).  0 taken, -1 failed.
  */
 static int
 rs_epochs_changed(struct rsess *s, const redisReply *r)
@@ -136,10 +136,16 @@ rs_epochs_changed(struct rsess *s, const redisReply *r)
 		    "the session go");
 		return -1;
 	}
-	if (rw == 1 && from <= s->base.last_seq) {
+	/* Also when from is past what it read: its clients hold no epoch
+	 * or an older one and would get a needless RESUME_GAP at their
+	 * next resume.  Cut, they resume below from, with none.  The owner
+	 * publishes "epoch" when it starts one, so this is heard before
+	 * the events that follow. */
+	if (rw == 1) {
 		rs_sess_fail(s, EIO, "the log's history was rewritten from seq "
-		    "%" PRIu64 " (a store failover lost events); letting the "
-		    "session go so its clients read it again", from);
+		    "%" PRIu64 " (a store failover may have lost events; this "
+		    "process had read to %" PRIu64 "); letting the session go "
+		    "so its clients read it again", from, s->base.last_seq);
 		return -1;
 	}
 	memcpy(s->epochs, r->str, r->len);

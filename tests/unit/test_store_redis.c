@@ -1697,6 +1697,27 @@ START_TEST(test_epochs)
 	ck_assert_uint_eq(e.n, 1);
 	ck_assert_uint_eq(e.v[0].from, 1);
 	store_sess_close(sb);
+
+	/* A failover that lost nothing: the follower has read all there
+	 * is, yet it lets the session go, so that its clients resume
+	 * below the new epoch and learn it without a RESUME_GAP. */
+	sa = topen(base, a, "e2", 1, 0, STORE_OWNER);
+	tappend(sa, "e2", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	sb = topen(base, b, "e2", 0, 3, STORE_FOLLOWER);
+	ck_assert_int_eq(store_last_seq(sb), 3);
+	i = tb.nfailed;
+	ck_assert_int_eq(sint(c, "DEL parley:{e2}:owner"), 1);
+	store_sess_close(sa);
+	ck_assert_int_eq(sint(c, "HSET parley:{e2}:meta replid 0f0f"), 0);
+	sa = topen(base, a, "e2", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sa),
+	    strlen(store_epochs(sa))), 0);
+	ck_assert_uint_eq(e.v[0].from, 4);
+	WAIT(base, tb.nfailed == i + 1, 3000);
+	ck_assert_int_eq(tb.failed, EIO);
+	store_sess_close(sb);
+	store_sess_close(sa);
 	store_close(a);
 	store_close(b);
 	redisFree(c);
