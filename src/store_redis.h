@@ -147,6 +147,9 @@ struct wbatch {
 	int			 meta;
 	int			 orphan;	/* off s->inflight: ignore */
 	int			 landed;	/* in the log, WAIT pending */
+	int			 waited;	/* WAIT answered, an earlier
+						 * batch's not: the session
+						 * owns it, not an rcmd */
 	char			 inpos[RS_SID_MAX];
 };
 

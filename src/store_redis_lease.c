@@ -645,6 +645,8 @@ rs_sess_close(struct store_sess *bs)
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	s->ninflight = 0;
 	if (!st->closing)

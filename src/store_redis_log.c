@@ -491,6 +491,8 @@ rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	s->ninflight = 0;
 	s->wq_recs = s->wq_bytes = 0;
@@ -620,6 +622,8 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
 		TAILQ_CONCAT(&redo, &b->ops, entry);
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	if (failed != NULL)
 		TAILQ_CONCAT(&redo, &failed->ops, entry);
@@ -627,6 +631,8 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
 		TAILQ_CONCAT(&redo, &b->ops, entry);
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	s->ninflight = 0;
 	TAILQ_CONCAT(&redo, &s->wq, entry);
@@ -799,10 +805,6 @@ rs_on_wait(struct rcmd *rc, redisReply *r)
 
 	if (b == NULL || b->orphan || s->closed || s->failed)
 		return;
-	if (b != TAILQ_FIRST(&s->inflight)) {
-		rs_sess_fail(s, EIO, "write replies out of order");
-		return;
-	}
 	if (r == NULL) {
 		rs_sess_fail(s, EIO, "the store connection was lost waiting "
 		    "for replicas: events %" PRIu64 "-%" PRIu64 " are not "
@@ -822,9 +824,18 @@ rs_on_wait(struct rcmd *rc, redisReply *r)
 		    st->wait_ms, st->master.host, st->master.port);
 		return;
 	}
-	if (!b->meta)
-		rs_mark_durable(s, b->last);
-	rs_batch_durable(s, b);
+	/* WAITs on two masters (a batch sent again after MOVED) may answer
+	 * out of order: a batch is durable once every earlier one is.  The
+	 * session keeps a waited batch until then (its rc goes now). */
+	rc->b = NULL;
+	b->waited = 1;
+	while (!s->closed && !s->failed &&
+	    (b = TAILQ_FIRST(&s->inflight)) != NULL && b->waited) {
+		if (!b->meta)
+			rs_mark_durable(s, b->last);
+		rs_batch_durable(s, b);		/* takes it off the list */
+		rs_batch_free(b);
+	}
 }
 
 /* --- reading the log --- */
