@@ -289,6 +289,8 @@ struct rcmd {
 	char			*fmt;		/* for a NOSCRIPT retry */
 	size_t			 fmtlen;
 	uint64_t		 sent;		/* mono ms */
+	uint64_t		 started;	/* the reply before it on its
+						 * connection came (0: none) */
 	uint64_t		 u1;		/* kind-specific */
 	uint64_t		 u2;
 	size_t			 count;		/* XRANGE COUNT sent */

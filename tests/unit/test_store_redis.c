@@ -1572,6 +1572,52 @@ START_TEST(test_wait)
 END_TEST
 
 /*
+ * WAITs of several sessions queue on the one connection: with a replica
+ * stopped each takes the whole timeout, together longer than the command
+ * deadline.  Each session's writes fail (EIO), and the link stays up
+ * (it went down, and the leases queued behind lapsed).
+ */
+START_TEST(test_wait_queue)
+{
+	struct srv		 m, rep;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	struct store		*st;
+	struct store_sess	*s[3];
+	struct tev		 t;
+	char			 id[8];
+	int			 i;
+
+	srv_start(&m);
+	srv_start_of(&rep, m.port);
+	replicas_online(m.port, 1);
+	st = tstore_wait(base, m.port, 1, 600, &t);
+	((struct rstore *)st)->deadline_ms = 1000;
+	WAIT(base, t.health == 1, 3000);
+	for (i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		s[i] = topen(base, st, id, 1, 0, STORE_OWNER);
+	}
+	kill(rep.pid, SIGSTOP);
+	for (i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		tappend(s[i], id, 1, 1);
+	}
+	WAIT(base, t.nfailed == 3, 6000);
+	ck_assert_int_eq(t.failed, EIO);
+	ck_assert_int_eq(t.ndown, 0);
+	ck_assert_int_eq(t.durable, 0);
+	kill(rep.pid, SIGCONT);
+	for (i = 0; i < 3; i++)
+		store_sess_close(s[i]);
+	store_close(st);
+	tbase_free(base, nudge);
+	srv_stop(&rep);
+	srv_stop(&m);
+}
+END_TEST
+
+/*
  * The log's epochs: a session taken on the master that acknowledged its
  * events keeps its epoch, whether its last owner gave it back or died;
  * after a failover (another replication id), even one given back cleanly
@@ -1754,6 +1800,7 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_sentinel);
 	tcase_add_test(tc, test_sentinel_failover);
 	tcase_add_test(tc, test_wait);
+	tcase_add_test(tc, test_wait_queue);
 	tcase_add_test(tc, test_epochs);
 	suite_add_tcase(s, tc);
 	return s;
