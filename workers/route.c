@@ -1225,6 +1225,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 	const struct http_request *r = &c->hp.req;
 	const char *path = r->path, *sub = NULL, *err;
 	char sid[IPC_SID_MAX + 1], lastbuf[32], cep[EPOCH_TOKEN_LEN + 1];
+	const char *hv;
 	struct sess *s;
 	uint64_t last = 0;
 	int have_last, role = (int)c->ic.role;
@@ -1377,29 +1378,45 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			conn_http_error(c, 405, "BAD_REQUEST", "use GET");
 			return;
 		}
-		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
-			session_error(c, err, sid);
-			return;
-		}
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
 		/* A project's stream also takes ?after= (its log's GET). */
 		if (!have_last && kgs_session(sid))
 			have_last = http_query_u64(r, "after", &last) == 1;
-		if (http_header(r, "Last-Event-ID") != NULL) {
-			char *end;
+		if ((hv = http_header(r, "Last-Event-ID")) != NULL &&
+		    hv[0] != '\0') {
+			char *end = NULL;
+			int ok;
 
-			/* "SEQ" or "SEQ.EPOCH" (our id: lines). */
-			snprintf(lastbuf, sizeof(lastbuf), "%s",
-			    http_header(r, "Last-Event-ID"));
-			errno = 0;
-			last = strtoull(lastbuf, &end, 10);
-			have_last = lastbuf[0] >= '0' && lastbuf[0] <= '9' &&
-			    errno == 0 && (*end == '\0' || (*end == '.' &&
-			    end[1] != '\0' && epoch_valid(end + 1)));
-			if (have_last && *end == '.')
+			/* "SEQ" or "SEQ.EPOCH" (our id: lines).  Anything else
+			 * is refused: dropping it would start the stream live
+			 * and the client would miss events unawares. */
+			ok = strlen(hv) < sizeof(lastbuf);
+			if (ok) {
+				snprintf(lastbuf, sizeof(lastbuf), "%s", hv);
+				errno = 0;
+				last = strtoull(lastbuf, &end, 10);
+				ok = lastbuf[0] >= '0' && lastbuf[0] <= '9' &&
+				    errno == 0 && (*end == '\0' ||
+				    (*end == '.' && end[1] != '\0' &&
+				    epoch_valid(end + 1)));
+			}
+			if (!ok) {
+				conn_http_error(c, 400, "BAD_REQUEST",
+				    "Last-Event-ID must be an event id this "
+				    "stream sent: SEQ or SEQ.EPOCH (a decimal "
+				    "seq, a hex epoch); resume with it as "
+				    "received, or without it to start live");
+				return;
+			}
+			have_last = 1;
+			if (*end == '.')
 				memcpy(cep, end + 1, EPOCH_TOKEN_LEN + 1);
-			else if (have_last)
+			else
 				cep[0] = '\0';
+		}
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			session_error(c, err, sid);
+			return;
 		}
 		conn_sse_start(c);
 		stream_open(c, s, have_last, last, cep);
