@@ -188,6 +188,7 @@ const struct store_ops name = {						\
 	.doc_del_async = rs_doc_del,					\
 	.doc_all_async = rs_doc_all,					\
 	.epochs = rs_epochs,						\
+	.resync = rs_resync_sess,					\
 }
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);

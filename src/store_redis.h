@@ -528,6 +528,7 @@ int		 rs_parse_peek(const redisReply *, uint64_t *, int *,
 /* Takes the epochs a script answered (nil: none).  0, -1 malformed. */
 int		 rs_set_epochs(struct rsess *, const redisReply *);
 const char	*rs_epochs(const struct store_sess *);
+void		 rs_resync_sess(struct store_sess *);
 /* Where cur's epochs rewrote the history since old's: 1 (*from), 0 no,
  * -1 unreadable. */
 int		 rs_rewritten(const char *, const char *, size_t, uint64_t *);

@@ -80,6 +80,16 @@ rs_set_epochs(struct rsess *s, const redisReply *r)
 	return 0;
 }
 
+/* store_resync: a follower PEEKs now (once; one in flight is enough). */
+void
+rs_resync_sess(struct store_sess *bs)
+{
+	struct rsess	*s = (struct rsess *)bs;
+
+	if (s->base.role == STORE_FOLLOWER)
+		rs_poll_send(s);
+}
+
 const char *
 rs_epochs(const struct store_sess *bs)
 {

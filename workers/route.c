@@ -153,7 +153,7 @@ send_rewrite_gap(struct conn *c, struct sess *s, uint64_t from,
  * starts at or below last) or retention removed what follows it.  Sets
  * c->sub.next_seq.
  */
-static void
+static int
 stream_position(struct conn *c, struct sess *s, uint64_t last,
     const char *cep)
 {
@@ -162,13 +162,37 @@ stream_position(struct conn *c, struct sess *s, uint64_t last,
 	const char *t = sess_epochs(s);
 	struct epochs ep;
 
-	if (t[0] != '\0' && epoch_parse(&ep, t, strlen(t)) == 0 &&
-	    epoch_resume(&ep, cep, last, &from) == 1) {
+	if (t[0] == '\0' || epoch_parse(&ep, t, strlen(t)) == -1)
+		ep.n = 0;
+	/* A follower that does not know the client's epoch may not have
+	 * read the latest yet (the client came from the owner): deciding
+	 * now would call it older than all, a needless RESUME_GAP, and the
+	 * client would take this stale list.  It reads the epochs again
+	 * and cuts the client, which comes back in a moment.  Once per
+	 * epoch and second, so that an epoch no list will hold (forgotten
+	 * past EPOCH_KEEP, or foreign) is answered as before; a full list
+	 * may have forgotten it, so that is answered at once. */
+	if (s->follower && cep[0] != '\0' && ep.n < EPOCH_KEEP &&
+	    !epoch_known(&ep, cep) && s->st != NULL &&
+	    (strcmp(s->cut_epoch, cep) != 0 ||
+	    util_mono_ms() - s->cut_ms > 1000)) {
+		snprintf(s->cut_epoch, sizeof(s->cut_epoch), "%s", cep);
+		s->cut_ms = util_mono_ms();
+		log_rinfo(c->reqid, s->id, "the client's epoch %s is not "
+		    "known here yet: reading the epochs again; the client "
+		    "reconnects", cep);
+		store_resync(s->st);
+		conn_close(c, WS_CLOSE_SERVICE_RESTART, "this host has not "
+		    "caught up with the session yet; reconnect with your "
+		    "lastSeq and epoch");
+		return -1;	/* c may be gone */
+	}
+	if (ep.n > 0 && epoch_resume(&ep, cep, last, &from) == 1) {
 		if (from < first)
 			from = first;
 		send_rewrite_gap(c, s, from, first, last);
 		c->sub.next_seq = from;
-		return;
+		return 0;
 	}
 	/* Past the end: the owner knows the log ends at top, so the client
 	 * saw events the log no longer has (a store failover lost them, or
@@ -179,21 +203,23 @@ stream_position(struct conn *c, struct sess *s, uint64_t last,
 		from = top + 1 < first ? first : top + 1;
 		send_rewrite_gap(c, s, from, first, last);
 		c->sub.next_seq = from;
-		return;
+		return 0;
 	}
 	c->sub.next_seq = last + 1;
 	if (c->sub.next_seq < first) {
 		conn_send_gap(c, first, last);
 		c->sub.next_seq = first;
 	}
+	return 0;
 }
 
 /*
  * Positions a stream: session_state first, then RESUME_GAP if the log no
  * longer holds what the client asks for, then replay and live.  epoch:
- * the client's (resume only; "" when it named none).
+ * the client's (resume only; "" when it named none).  -1: c was cut (a
+ * follower catching up) and may be gone.
  */
-static void
+static int
 stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last,
     const char *epoch)
 {
@@ -208,10 +234,12 @@ stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last,
 		c->sub.next_seq = sess_last_seq(s) + 1;
 	} else {
 		deliver_replay_begin(&c->sub);
-		stream_position(c, s, last, epoch);
+		if (stream_position(c, s, last, epoch) == -1)
+			return -1;
 	}
 	c->sub.live_from = c->sub.next_seq;
 	deliver_pump(&c->sub);
+	return 0;
 }
 
 /*
@@ -1360,7 +1388,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			return;
 		}
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last, cep);
+		if (stream_open(c, s, have_last, last, cep) == -1)
+			return;
 		if (!have_last) {
 			struct timeval tv;
 
@@ -1476,7 +1505,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		c->sub.dash = 1;
 		c->agent[0] = '\0';	/* no agent's presence, no author's view */
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last, cep);
+		if (stream_open(c, s, have_last, last, cep) == -1)
+			return;
 		if (!have_last)
 			stream_hold(c);
 		dash_hello(c);
