@@ -542,7 +542,8 @@ route_text(struct conn *c, const char *text, size_t len)
 		evtimer_del(c->tmo_ev);
 		deliver_replay_begin(&c->sub);
 		conn_attach(c, s);
-		stream_position(c, s, last, cep);
+		if (stream_position(c, s, last, cep) == -1)
+			goto out;	/* cut: a follower catching up */
 		c->sub.live = 0;
 		c->got_first = 1;
 		deliver_pump(&c->sub);
