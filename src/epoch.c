@@ -117,6 +117,17 @@ epoch_push(struct epochs *e, const char *token, uint64_t from)
 }
 
 int
+epoch_known(const struct epochs *e, const char *token)
+{
+	size_t	 i;
+
+	for (i = 0; i < e->n; i++)
+		if (strcasecmp(e->v[i].token, token) == 0)
+			return 1;
+	return 0;
+}
+
+int
 epoch_resume(const struct epochs *e, const char *client, uint64_t last,
     uint64_t *from)
 {

@@ -323,6 +323,13 @@ store_epochs(const struct store_sess *s)
 	return s->store->ops->epochs != NULL ? s->store->ops->epochs(s) : "";
 }
 
+void
+store_resync(struct store_sess *s)
+{
+	if (s->store->ops->resync != NULL)
+		s->store->ops->resync(s);
+}
+
 uint64_t
 store_durable_seq(const struct store_sess *s)
 {

@@ -129,6 +129,7 @@ const char *const rs_scripts[SC_COUNT] = {
 	[SC_TRIM] = rs_lua_trim,
 	[SC_DOCPUT] = rs_lua_docput,
 	[SC_DOCDEL] = rs_lua_docdel,
+	[SC_DURABLE] = rs_lua_durable,
 };
 
 static struct store	*rs_redis_open(const char *, const char *,
@@ -187,6 +188,7 @@ const struct store_ops name = {						\
 	.doc_del_async = rs_doc_del,					\
 	.doc_all_async = rs_doc_all,					\
 	.epochs = rs_epochs,						\
+	.resync = rs_resync_sess,					\
 }
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);
@@ -526,13 +528,24 @@ rs_on_fetch(struct rcmd *rc, redisReply *r)
 void
 rs_reply(redisAsyncContext *ac, void *rp, void *priv)
 {
-	struct rcmd	*rc = priv;
+	struct rcmd	*rc = priv, *next;
 	struct rstore	*st = rc->st;
 	redisReply	*r = rp;
 	int		 ro = 0;
 
 	(void)ac;
 	if (rc->tracked) {
+		/* The server starts the next command on this connection
+		 * only now: after a WAIT (which holds its connection up to
+		 * the store-wait timeout) its deadline counts from here, or
+		 * WAITs queued one behind another would take the link down
+		 * and lapse the leases queued with them. */
+		for (next = TAILQ_NEXT(rc, entry); next != NULL;
+		    next = TAILQ_NEXT(next, entry))
+			if (next->conn == rc->conn) {
+				next->started = util_mono_ms();
+				break;
+			}
 		TAILQ_REMOVE(&st->inflight, rc, entry);
 		rc->tracked = 0;
 	}
@@ -725,8 +738,11 @@ rs_tick(evutil_socket_t fd, short what, void *arg)
 	st->last_tick = now;
 	rs_store_ref(st);
 	/* A command that does not answer holds up all behind it. */
+	/* The oldest sent; one on another connection that started sooner
+	 * is checked once it is first (at most a deadline late). */
 	if (st->link == LINK_UP && (rc = TAILQ_FIRST(&st->inflight)) != NULL &&
-	    now - rc->sent >= st->deadline_ms) {
+	    now - (rc->started > rc->sent ? rc->started : rc->sent) >=
+	    st->deadline_ms) {
 		char	 name[RS_HOST_MAX + 8];
 
 		rs_cl_name(st, rc->conn, name, sizeof(name));

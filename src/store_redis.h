@@ -74,7 +74,7 @@
 
 /* Lua scripts; rs_scripts[] is indexed by these. */
 enum { SC_APPEND, SC_META, SC_RENEW, SC_ACQUIRE, SC_RELEASE, SC_PEEK,
-    SC_POST, SC_TRIM, SC_DOCPUT, SC_DOCDEL, SC_COUNT };
+    SC_POST, SC_TRIM, SC_DOCPUT, SC_DOCDEL, SC_DURABLE, SC_COUNT };
 /* The session's keys a script that refreshes their TTL is given. */
 #define RS_SKEYS	6
 
@@ -147,6 +147,9 @@ struct wbatch {
 	int			 meta;
 	int			 orphan;	/* off s->inflight: ignore */
 	int			 landed;	/* in the log, WAIT pending */
+	int			 waited;	/* WAIT answered, an earlier
+						 * batch's not: the session
+						 * owns it, not an rcmd */
 	char			 inpos[RS_SID_MAX];
 };
 
@@ -286,6 +289,8 @@ struct rcmd {
 	char			*fmt;		/* for a NOSCRIPT retry */
 	size_t			 fmtlen;
 	uint64_t		 sent;		/* mono ms */
+	uint64_t		 started;	/* the reply before it on its
+						 * connection came (0: none) */
 	uint64_t		 u1;		/* kind-specific */
 	uint64_t		 u2;
 	size_t			 count;		/* XRANGE COUNT sent */
@@ -523,6 +528,7 @@ int		 rs_parse_peek(const redisReply *, uint64_t *, int *,
 /* Takes the epochs a script answered (nil: none).  0, -1 malformed. */
 int		 rs_set_epochs(struct rsess *, const redisReply *);
 const char	*rs_epochs(const struct store_sess *);
+void		 rs_resync_sess(struct store_sess *);
 /* Where cur's epochs rewrote the history since old's: 1 (*from), 0 no,
  * -1 unreadable. */
 int		 rs_rewritten(const char *, const char *, size_t, uint64_t *);
@@ -559,6 +565,7 @@ void		 rs_feed_free(struct rstore *);
 
 /* store_redis_log.c */
 extern const char rs_lua_append[];
+extern const char rs_lua_durable[];
 extern const char rs_lua_meta[];
 extern const char rs_lua_trim[];
 struct rrec	*rs_rec_new(uint64_t, uint64_t, const char *, size_t);

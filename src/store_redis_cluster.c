@@ -423,15 +423,26 @@ rs_cl_on_connect(struct rstore *st, struct rconn *conn)
 	}
 }
 
-/* The connection a command for rc's slot goes on, or NULL. */
+/*
+ * The connection a command for rc's slot goes on, or NULL.  A keyless
+ * PUBLISH (RC_FIRE without a session: the heartbeat) goes to any
+ * connected master: the cluster bus carries it to every node.
+ */
 struct rconn *
 rs_cl_route(struct rstore *st, const struct rcmd *rc)
 {
 	struct rclu	*c = st->clu;
+	size_t		 i;
 	int		 slot;
 
 	slot = rc->slot >= 0 ? rc->slot : rc->s != NULL ? (int)rc->s->slot :
 	    -1;
+	if (c != NULL && slot < 0 && rc->kind == RC_FIRE) {
+		for (i = 0; i < c->nnodes; i++)
+			if (c->nodes[i].cmd.connected)
+				return &c->nodes[i].cmd;
+		return NULL;
+	}
 	if (c == NULL || c->map == NULL || slot < 0 || slot >= RCL_SLOTS ||
 	    c->map->slot[slot] == RCL_NOSLOT ||
 	    c->map->slot[slot] >= c->nnodes)

@@ -313,7 +313,8 @@ static void	doc_write_answer(struct rcmd *, redisReply *);
 /*
  * store-wait: a write that landed waits for the replicas before it is
  * answered; the WAIT carries the write's answer (count) and its bytes,
- * still in flight.  0 sent, -1 not (answer the write as it is).
+ * still in flight.  0 sent; 1 none needed (answer the write as it is);
+ * -1 needed but not sent (the write is not acknowledged).
  */
 static int
 doc_wait_send(struct rcmd *rc, redisReply *r)
@@ -324,8 +325,9 @@ doc_wait_send(struct rcmd *rc, redisReply *r)
 	int		 rv;
 
 	if (st->wait_n == 0 || rc->u1 >= DOC_WAITED || r == NULL ||
-	    r->type != REDIS_REPLY_INTEGER || rc->req->dead || rc->s->closed ||
-	    (wrc = rs_cmd_new(st, RC_DOC, rc->s, rc->req)) == NULL)
+	    r->type != REDIS_REPLY_INTEGER || rc->req->dead || rc->s->closed)
+		return 1;
+	if ((wrc = rs_cmd_new(st, RC_DOC, rc->s, rc->req)) == NULL)
 		return -1;
 	wrc->u1 = DOC_WAITED + rc->u1;
 	wrc->u2 = rc->u2;
@@ -334,6 +336,8 @@ doc_wait_send(struct rcmd *rc, redisReply *r)
 	rs_args_str(&a, "WAIT");
 	rs_args_u64(&a, st->wait_n);
 	rs_args_u64(&a, st->wait_ms);
+	/* Where the write ran (after an ASK, not where the map says). */
+	wrc->conn = rc->conn;
 	rv = rs_send(st, wrc, &a);
 	rs_args_free(&a);
 	return rv;
@@ -343,13 +347,20 @@ static void
 doc_on_write(struct rcmd *rc, redisReply *r)
 {
 	struct rstore	*st = rc->st;
+	int		 rv;
 
-	if (doc_wait_send(rc, r) == 0)
+	if ((rv = doc_wait_send(rc, r)) == 0)
 		return;
 	st->doc_bytes -= rc->u2 < st->doc_bytes ? rc->u2 : st->doc_bytes;
 	/* After this one's callbacks, which may close anything: held ones
-	 * go in order behind it (rs_reply runs nothing once closing). */
-	doc_write_answer(rc, r);
+	 * go in order behind it (rs_reply runs nothing once closing).  A
+	 * write store-wait could not WAIT for is answered as one whose
+	 * connection was lost: EIO, it may or may not be on a replica. */
+	if (rv == -1)
+		log_warnx("store: session %s: could not send WAIT after a "
+		    "document write (out of memory, or the connection is "
+		    "down)", rc->s->base.id);
+	doc_write_answer(rc, rv == -1 ? NULL : r);
 	if (!st->closing)
 		doc_pump(st);
 }

@@ -223,7 +223,10 @@ rs_feed_beat(struct rstore *st)
 	rs_args_str(&a, "PUBLISH");
 	rs_args_str(&a, st->ch_nodes);
 	rs_args_str(&a, st->node);
-	rs_send(st, rc, &a);
+	if (rs_send(st, rc, &a) == -1)
+		log_warnx("store: redis: could not send this process's "
+		    "heartbeat (no connected master?): followers may take "
+		    "its sessions for abandoned and poll them");
 	rs_args_free(&a);
 }
 
@@ -242,11 +245,15 @@ rs_publish_look(struct rsess *s, const char *what)
 	if (st->link != LINK_UP ||
 	    (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL)
 		return;
+	rc->slot = (int)s->slot;	/* where the session's keys are */
 	rs_args_init(&a, 3, 0);
 	rs_args_str(&a, "PUBLISH");
 	rs_args_str(&a, s->ch_ev);
 	rs_args_str(&a, what);
-	rs_send(st, rc, &a);
+	if (rs_send(st, rc, &a) == -1)
+		log_warnx("store: session %s: could not publish \"%s\" "
+		    "to its followers; they learn it at their next poll",
+		    s->base.id, what);
 	rs_args_free(&a);
 }
 

@@ -22,12 +22,14 @@
 
 #include "store_redis.h"
 
-/* KEYS log meta owner; ARGV with_doc */
+/* KEYS log meta owner; ARGV with_doc.  'last' is the durable mark when
+ * there is one (store-wait: what the replicas hold, see rs_lua_append). */
 const char rs_lua_peek[] =
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
 	"local doc = false\n"
 	"if ARGV[1] == '1' then doc = redis.call('HGET', KEYS[2], 'doc') end\n"
-	"return {redis.call('HGET', KEYS[2], 'last') or '0',\n"
+	"return {redis.call('HGET', KEYS[2], 'durable') or\n"
+	"  redis.call('HGET', KEYS[2], 'last') or '0',\n"
 	"  redis.call('GET', KEYS[3]), f[1] and f[1][1] or false, doc,\n"
 	"  redis.call('HGET', KEYS[2], 'epochs') or ''}\n";
 
@@ -78,6 +80,16 @@ rs_set_epochs(struct rsess *s, const redisReply *r)
 	return 0;
 }
 
+/* store_resync: a follower PEEKs now (once; one in flight is enough). */
+void
+rs_resync_sess(struct store_sess *bs)
+{
+	struct rsess	*s = (struct rsess *)bs;
+
+	if (s->base.role == STORE_FOLLOWER)
+		rs_poll_send(s);
+}
+
 const char *
 rs_epochs(const struct store_sess *bs)
 {
@@ -115,10 +127,10 @@ rs_rewritten(const char *old, const char *cur, size_t curlen,
 
 /*
  * A follower's resync found other epochs: the log's history was
- * rewritten from the earliest new epoch's from.  When that reaches into
- * what this handle read, its records (and its user's) are not the log's
- * any more: it fails, and its clients read the session again.  0 taken,
- * -1 failed.
+ * rewritten from the earliest new epoch's from.  The handle fails, and
+ * its clients read the session again: when that reaches into what it
+ * read, its records are not the log's any more; when not, its clients
+ * must learn the epoch (see below).  0 taken, -1 failed.
  */
 static int
 rs_epochs_changed(struct rsess *s, const redisReply *r)
@@ -134,10 +146,16 @@ rs_epochs_changed(struct rsess *s, const redisReply *r)
 		    "the session go");
 		return -1;
 	}
-	if (rw == 1 && from <= s->base.last_seq) {
+	/* Also when from is past what it read: its clients hold no epoch
+	 * or an older one and would get a needless RESUME_GAP at their
+	 * next resume.  Cut, they resume below from, with none.  The owner
+	 * publishes "epoch" when it starts one, so this is heard before
+	 * the events that follow. */
+	if (rw == 1) {
 		rs_sess_fail(s, EIO, "the log's history was rewritten from seq "
-		    "%" PRIu64 " (a store failover lost events); letting the "
-		    "session go so its clients read it again", from);
+		    "%" PRIu64 " (a store failover may have lost events; this "
+		    "process had read to %" PRIu64 "); letting the session go "
+		    "so its clients read it again", from, s->base.last_seq);
 		return -1;
 	}
 	memcpy(s->epochs, r->str, r->len);

@@ -41,13 +41,16 @@ const char rs_lua_renew[] =
 
 /*
  * KEYS log meta owner fence in kb; ARGV node lease create force
- * retention epoch.  When the data changed hands since the last acquire
+ * retention epoch channel.  When the data changed hands since the last acquire
  * (a failover or a restart gives the master a new replication id,
  * recorded here as 'replid'), events the last owner had acknowledged may
  * be gone and the next events would take their seqs: a new epoch starts
  * after the last seq (parley/epoch.h; at most 8 kept, the oldest's from
  * folded into the next).  Without one the master still holds all it
- * acknowledged: a dead worker's session keeps its epoch.
+ * acknowledged: a dead worker's session keeps its epoch.  A session
+ * acquired before (a replid recorded) gets one even at last 0: the
+ * failover may have lost its first events, and the next would take
+ * their seqs.
  */
 const char rs_lua_acquire[] =
 	"local cur = redis.call('GET', KEYS[3])\n"
@@ -68,7 +71,7 @@ const char rs_lua_acquire[] =
 	"local rid = string.match(redis.call('INFO', 'replication'),\n"
 	"  'master_replid:(%x+)') or ''\n"
 	"redis.call('HSET', KEYS[2], 'replid', rid)\n"
-	"if m[2] ~= '0' and m[4] ~= rid then\n"
+	"if m[4] and m[4] ~= rid then\n"
 	"  local v = {}\n"
 	"  for t, f in string.gmatch(ep, '(%x+):(%d+)') do\n"
 	"    v[#v + 1] = {t, tonumber(f)}\n"
@@ -84,6 +87,7 @@ const char rs_lua_acquire[] =
 	"  end\n"
 	"  ep = table.concat(o, ',')\n"
 	"  redis.call('HSET', KEYS[2], 'epochs', ep)\n"
+	"  redis.call('PUBLISH', ARGV[7], 'epoch')\n"
 	"end\n"
 	"local f = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)\n"
 	"return {1, tok, m[1], m[2], m[3], f[1] and f[1][1] or false, ep}\n";
@@ -183,6 +187,7 @@ rs_acquire_send(struct rsess *s, struct rreq *req, int create,
 	rs_args_str(&a, rs_retention(s));
 	epoch_token(tok);
 	rs_args_str(&a, tok);
+	rs_args_str(&a, s->ch_ev);
 	r = rs_eval(st, rc, SC_ACQUIRE, &a);
 	rs_args_free(&a);
 	return r;
@@ -490,17 +495,21 @@ rs_on_acquire(struct rcmd *rc, redisReply *r)
 		}
 		/* A follower that read past where the history was rewritten
 		 * holds records that are not the log's: its user must read
-		 * the session again.  The lease goes back. */
+		 * the session again.  So does one that did not: its clients
+		 * hold no epoch or an older one, and would get a needless
+		 * RESUME_GAP at their next resume; cut now, they resume
+		 * below `from`, without one.  The lease goes back. */
 		if (req != NULL && rs_rewritten(old, s->epochs,
-		    strlen(s->epochs), &from) == 1 && from <= seen) {
+		    strlen(s->epochs), &from) == 1) {
 			rs_release_token(s, s->token, strlen(s->token));
 			s->token[0] = '\0';
 			s->lease_gen++;
 			rs_req_finish(req, -1, EIO);
 			rs_sess_fail(s, EIO, "the log's history was rewritten "
-			    "from seq %" PRIu64 " (a store failover lost "
-			    "events); letting the session go so its clients "
-			    "read it again", from);
+			    "from seq %" PRIu64 " (a store failover may have "
+			    "lost events; this process had read to %" PRIu64
+			    "); letting the session go so its clients read it "
+			    "again", from, seen);
 			return;
 		}
 		s->base.role = STORE_OWNER;
@@ -636,6 +645,8 @@ rs_sess_close(struct store_sess *bs)
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	s->ninflight = 0;
 	if (!st->closing)

@@ -24,8 +24,17 @@
 
 #include "store_redis.h"
 
-/* KEYS log meta owner fence in kb; ARGV token retention prev inpos
- * channel, then seq ts json per record */
+/*
+ * KEYS log meta owner fence in kb; ARGV token retention prev inpos
+ * channel, then seq ts json per record.  Followers read up to 'durable'
+ * when the meta has one (SC_PEEK).  Without store-wait (channel given)
+ * every append is durable at once: it publishes its last seq and drops
+ * a mark an earlier store-wait owner left.  With store-wait (channel
+ * '') it publishes nothing and leaves 'durable' where it was, starting
+ * it at prev on a log that had none: the owner moves it (SC_DURABLE)
+ * once WAIT says the replicas hold the batch, so no follower shows an
+ * event a master failover could still lose.
+ */
 const char rs_lua_append[] =
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
 	"  return redis.error_reply('FENCED not the owner')\n"
@@ -48,7 +57,24 @@ const char rs_lua_append[] =
 	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
 	"  " RS_TTL("k", "ARGV[2]")
 	"end\n"
-	"if n > 0 then redis.call('PUBLISH', ARGV[5], ARGV[n]) end\n"
+	"if ARGV[5] == '' then\n"
+	"  redis.call('HSETNX', KEYS[2], 'durable', ARGV[3])\n"
+	"elseif n > 0 then\n"
+	"  redis.call('HDEL', KEYS[2], 'durable')\n"
+	"  redis.call('PUBLISH', ARGV[5], ARGV[n])\n"
+	"end\n"
+	"return 1\n";
+
+/* KEYS meta owner; ARGV token seq channel.  store-wait: WAIT said the
+ * replicas hold the log up to seq; followers may show it.  Only ever
+ * raises the mark (marks may arrive in any order across connections). */
+const char rs_lua_durable[] =
+	"if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end\n"
+	"local d = redis.call('HGET', KEYS[1], 'durable')\n"
+	"if d == false or tonumber(d) < tonumber(ARGV[2]) then\n"
+	"  redis.call('HSET', KEYS[1], 'durable', ARGV[2])\n"
+	"end\n"
+	"redis.call('PUBLISH', ARGV[3], ARGV[2])\n"
 	"return 1\n";
 
 /* KEYS log meta owner fence in kb; ARGV token retention doc prev.
@@ -367,7 +393,8 @@ rs_batch_send(struct rsess *s)
 		rs_args_str(&a, rs_retention(s));
 		rs_args_u64(&a, b->prev);
 		rs_args_str(&a, b->inpos);
-		rs_args_str(&a, s->ch_ev);
+		/* With store-wait the notice waits for WAIT (rs_mark_durable). */
+		rs_args_str(&a, st->wait_n > 0 ? "" : s->ch_ev);
 		TAILQ_FOREACH(op, &b->ops, entry) {
 			rs_args_u64(&a, op->rec->seq);
 			rs_args_u64(&a, op->rec->ts);
@@ -464,6 +491,8 @@ rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
 	while ((b = TAILQ_FIRST(&s->inflight)) != NULL) {
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	s->ninflight = 0;
 	s->wq_recs = s->wq_bytes = 0;
@@ -593,6 +622,8 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
 		TAILQ_CONCAT(&redo, &b->ops, entry);
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	if (failed != NULL)
 		TAILQ_CONCAT(&redo, &failed->ops, entry);
@@ -600,6 +631,8 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 		TAILQ_REMOVE(&s->inflight, b, entry);
 		b->orphan = 1;
 		TAILQ_CONCAT(&redo, &b->ops, entry);
+		if (b->waited)
+			rs_batch_free(b);
 	}
 	s->ninflight = 0;
 	TAILQ_CONCAT(&redo, &s->wq, entry);
@@ -664,6 +697,10 @@ rs_wait_send(struct rsess *s, struct rcmd *rc)
 	rs_args_str(&a, "WAIT");
 	rs_args_u64(&a, st->wait_n);
 	rs_args_u64(&a, st->wait_ms);
+	/* On the connection the batch ran on: after an ASK that is the
+	 * importing node, which the slot map does not name yet, and a
+	 * WAIT elsewhere would count another master's replicas. */
+	wrc->conn = rc->conn;
 	if (rs_send(st, wrc, &a) == -1) {
 		rs_args_free(&a);
 		rs_sess_fail(s, EIO, "could not send WAIT (the store "
@@ -723,6 +760,41 @@ rs_on_batch(struct rcmd *rc, redisReply *r)
 		rs_batch_durable(s, b);
 }
 
+/*
+ * store-wait: the replicas hold the log up to seq, so followers may read
+ * it: raise the meta's 'durable' mark and publish the notice.  Nobody
+ * waits for the reply: a lost mark only delays followers until the next
+ * one, or their poll.
+ */
+static void
+rs_mark_durable(struct rsess *s, uint64_t seq)
+{
+	struct rstore	*st = s->st;
+	struct rargs	 a;
+	struct rcmd	*rc;
+
+	if (st->closing || (rc = rs_cmd_new(st, RC_FIRE, NULL, NULL)) == NULL) {
+		log_warnx("store: session %s: could not tell followers of "
+		    "events up to %" PRIu64 " (out of memory); they read "
+		    "them at their next poll", s->base.id, seq);
+		return;
+	}
+	rc->slot = (int)s->slot;
+	rs_args_init(&a, 8, 2);
+	rs_args_script(&a, st, SC_DURABLE, 2);
+	rs_args_str(&a, s->k_meta);
+	rs_args_str(&a, s->k_owner);
+	rs_args_str(&a, s->token);
+	rs_args_u64(&a, seq);
+	rs_args_str(&a, s->ch_ev);
+	if (rs_eval(st, rc, SC_DURABLE, &a) == -1)
+		log_warnx("store: session %s: could not tell followers of "
+		    "events up to %" PRIu64 " (the store connection is "
+		    "down); they read them at their next poll", s->base.id,
+		    seq);
+	rs_args_free(&a);
+}
+
 /* The reply to the WAIT after a batch (rc owns the batch). */
 void
 rs_on_wait(struct rcmd *rc, redisReply *r)
@@ -733,10 +805,6 @@ rs_on_wait(struct rcmd *rc, redisReply *r)
 
 	if (b == NULL || b->orphan || s->closed || s->failed)
 		return;
-	if (b != TAILQ_FIRST(&s->inflight)) {
-		rs_sess_fail(s, EIO, "write replies out of order");
-		return;
-	}
 	if (r == NULL) {
 		rs_sess_fail(s, EIO, "the store connection was lost waiting "
 		    "for replicas: events %" PRIu64 "-%" PRIu64 " are not "
@@ -756,7 +824,18 @@ rs_on_wait(struct rcmd *rc, redisReply *r)
 		    st->wait_ms, st->master.host, st->master.port);
 		return;
 	}
-	rs_batch_durable(s, b);
+	/* WAITs on two masters (a batch sent again after MOVED) may answer
+	 * out of order: a batch is durable once every earlier one is.  The
+	 * session keeps a waited batch until then (its rc goes now). */
+	rc->b = NULL;
+	b->waited = 1;
+	while (!s->closed && !s->failed &&
+	    (b = TAILQ_FIRST(&s->inflight)) != NULL && b->waited) {
+		if (!b->meta)
+			rs_mark_durable(s, b->last);
+		rs_batch_durable(s, b);		/* takes it off the list */
+		rs_batch_free(b);
+	}
 }
 
 /* --- reading the log --- */

@@ -1,7 +1,8 @@
 /*
  * What a connection's requests and messages are routed to: the REST
- * endpoints, the upgrade to a stream and its position in the log, and a
- * stream's client messages, each handed to its session.  A request or
+ * endpoints, the upgrade to a stream (its position in the log is
+ * position.c's), and a stream's client messages, each handed to its
+ * session.  A request or
  * first message about a session not in memory waits for it to load.
  */
 #include <errno.h>
@@ -31,6 +32,7 @@
 #include "kgmcp.h"
 #include "kgs.h"
 #include "logpage.h"
+#include "position.h"
 #include "life.h"
 #include "route.h"
 #include "adapt.h"
@@ -109,102 +111,6 @@ open_error(const char *err)
 		return "the session belongs to another subject; it needs "
 		    "the admin role or a token whose sessions name it";
 	return "the session could not be opened";
-}
-
-/*
- * Tells a client that the log's history was rewritten from seq `from`
- * after what it saw (a store failover lost events, parley/epoch.h): it
- * drops what it has from `from` on and gets the log's from there.
- */
-static void
-send_rewrite_gap(struct conn *c, struct sess *s, uint64_t from,
-    uint64_t first, uint64_t last)
-{
-	cJSON *x;
-	char *j;
-
-	/* Another protocol's translation cannot say it: conn_send_gap cuts
-	 * its stream. */
-	if (c->adapt != NULL) {
-		conn_send_gap(c, first, last);
-		return;
-	}
-	c->wk->metrics.resume_gaps++;
-	log_rinfo(c->reqid, s->id, "RESUME_GAP: the client saw seq %llu of "
-	    "an older epoch; the history was rewritten from %llu (epoch %s)",
-	    (unsigned long long)last, (unsigned long long)from,
-	    sess_epoch(s));
-	x = cJSON_CreateObject();
-	cJSON_AddStringToObject(x, "epoch", sess_epoch(s));
-	cJSON_AddNumberToObject(x, "from", (double)from);
-	cJSON_AddNumberToObject(x, "oldestSeq", (double)first);
-	cJSON_AddNumberToObject(x, "lastSeq", (double)last);
-	j = proto_error(s->id, "RESUME_GAP", "the session's history was "
-	    "rewritten after events you have (a store failover lost them): "
-	    "drop your events from seq `from` on; replaying from there",
-	    "warning", x);
-	conn_send_json(c, j);
-	free(j);
-}
-
-/*
- * Where a resume after seq last of epoch cep ("" none) starts: RESUME_GAP
- * first when the log rewrote what the client saw (an epoch since cep
- * starts at or below last) or retention removed what follows it.  Sets
- * c->sub.next_seq.
- */
-static void
-stream_position(struct conn *c, struct sess *s, uint64_t last,
-    const char *cep)
-{
-	uint64_t first = deliver_first(&s->feed), top = sess_last_seq(s);
-	uint64_t from;
-	const char *t = sess_epochs(s);
-	struct epochs ep;
-
-	if (t[0] != '\0' && epoch_parse(&ep, t, strlen(t)) == 0 &&
-	    epoch_resume(&ep, cep, last, &from) == 1) {
-		if (from < first)
-			from = first;
-		send_rewrite_gap(c, s, from, first, last);
-		c->sub.next_seq = from;
-		return;
-	}
-	/* Past the end: the owner knows the log ends at top; a follower
-	 * may not have heard of what the client saw. */
-	if (last > top && !s->follower)
-		last = top;
-	c->sub.next_seq = last + 1;
-	if (c->sub.next_seq < first) {
-		conn_send_gap(c, first, last);
-		c->sub.next_seq = first;
-	}
-}
-
-/*
- * Positions a stream: session_state first, then RESUME_GAP if the log no
- * longer holds what the client asks for, then replay and live.  epoch:
- * the client's (resume only; "" when it named none).
- */
-static void
-stream_open(struct conn *c, struct sess *s, int have_last, uint64_t last,
-    const char *epoch)
-{
-	char *j;
-
-	conn_attach(c, s);
-	j = proto_reply("session_state", s->id, sess_state(s));
-	conn_send_json(c, j);
-	free(j);
-	c->sub.live = 0;
-	if (!have_last) {
-		c->sub.next_seq = sess_last_seq(s) + 1;
-	} else {
-		deliver_replay_begin(&c->sub);
-		stream_position(c, s, last, epoch);
-	}
-	c->sub.live_from = c->sub.next_seq;
-	deliver_pump(&c->sub);
 }
 
 /*
@@ -450,11 +356,11 @@ route_text(struct conn *c, const char *text, size_t len)
 				return;
 			}
 			c->got_first = 1;
-			stream_open(c, s, 1, last, cep);
+			position_open(c, s, 1, last, cep);
 			proto_in_free(&in);
 			return;
 		}
-		stream_open(c, s, 0, 0, "");
+		position_open(c, s, 0, 0, "");
 	}
 	s = c->sess;
 	if (s == NULL) {
@@ -507,7 +413,8 @@ route_text(struct conn *c, const char *text, size_t len)
 		evtimer_del(c->tmo_ev);
 		deliver_replay_begin(&c->sub);
 		conn_attach(c, s);
-		stream_position(c, s, last, cep);
+		if (position_set(c, s, last, cep) == -1)
+			goto out;	/* cut: a follower catching up */
 		c->sub.live = 0;
 		c->got_first = 1;
 		deliver_pump(&c->sub);
@@ -1219,6 +1126,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 	const struct http_request *r = &c->hp.req;
 	const char *path = r->path, *sub = NULL, *err;
 	char sid[IPC_SID_MAX + 1], lastbuf[32], cep[EPOCH_TOKEN_LEN + 1];
+	const char *hv;
 	struct sess *s;
 	uint64_t last = 0;
 	int have_last, role = (int)c->ic.role;
@@ -1353,7 +1261,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			return;
 		}
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last, cep);
+		if (position_open(c, s, have_last, last, cep) == -1)
+			return;
 		if (!have_last) {
 			struct timeval tv;
 
@@ -1371,32 +1280,48 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			conn_http_error(c, 405, "BAD_REQUEST", "use GET");
 			return;
 		}
-		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
-			session_error(c, err, sid);
-			return;
-		}
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
 		/* A project's stream also takes ?after= (its log's GET). */
 		if (!have_last && kgs_session(sid))
 			have_last = http_query_u64(r, "after", &last) == 1;
-		if (http_header(r, "Last-Event-ID") != NULL) {
-			char *end;
+		if ((hv = http_header(r, "Last-Event-ID")) != NULL &&
+		    hv[0] != '\0') {
+			char *end = NULL;
+			int ok;
 
-			/* "SEQ" or "SEQ.EPOCH" (our id: lines). */
-			snprintf(lastbuf, sizeof(lastbuf), "%s",
-			    http_header(r, "Last-Event-ID"));
-			errno = 0;
-			last = strtoull(lastbuf, &end, 10);
-			have_last = lastbuf[0] >= '0' && lastbuf[0] <= '9' &&
-			    errno == 0 && (*end == '\0' || (*end == '.' &&
-			    end[1] != '\0' && epoch_valid(end + 1)));
-			if (have_last && *end == '.')
+			/* "SEQ" or "SEQ.EPOCH" (our id: lines).  Anything else
+			 * is refused: dropping it would start the stream live
+			 * and the client would miss events unawares. */
+			ok = strlen(hv) < sizeof(lastbuf);
+			if (ok) {
+				snprintf(lastbuf, sizeof(lastbuf), "%s", hv);
+				errno = 0;
+				last = strtoull(lastbuf, &end, 10);
+				ok = lastbuf[0] >= '0' && lastbuf[0] <= '9' &&
+				    errno == 0 && (*end == '\0' ||
+				    (*end == '.' && end[1] != '\0' &&
+				    epoch_valid(end + 1)));
+			}
+			if (!ok) {
+				conn_http_error(c, 400, "BAD_REQUEST",
+				    "Last-Event-ID must be an event id this "
+				    "stream sent: SEQ or SEQ.EPOCH (a decimal "
+				    "seq, a hex epoch); resume with it as "
+				    "received, or without it to start live");
+				return;
+			}
+			have_last = 1;
+			if (*end == '.')
 				memcpy(cep, end + 1, EPOCH_TOKEN_LEN + 1);
-			else if (have_last)
+			else
 				cep[0] = '\0';
 		}
+		if ((s = sess_get(c->wk, sid, 0, NULL, NULL, &err)) == NULL) {
+			session_error(c, err, sid);
+			return;
+		}
 		conn_sse_start(c);
-		stream_open(c, s, have_last, last, cep);
+		position_open(c, s, have_last, last, cep);
 		return;
 	}
 	if (strcmp(sub, "messages") == 0) {
@@ -1437,7 +1362,7 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 			return;
 		c->control = 1;
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last, cep);
+		position_open(c, s, have_last, last, cep);
 		return;
 	}
 	if (strcmp(sub, "dashboard") == 0) {
@@ -1453,7 +1378,8 @@ route_request(struct conn *c, const unsigned char *raw, size_t rawlen)
 		c->sub.dash = 1;
 		c->agent[0] = '\0';	/* no agent's presence, no author's view */
 		have_last = http_query_u64(r, "lastSeq", &last) == 1;
-		stream_open(c, s, have_last, last, cep);
+		if (position_open(c, s, have_last, last, cep) == -1)
+			return;
 		if (!have_last)
 			stream_hold(c);
 		dash_hello(c);

@@ -92,6 +92,10 @@ struct sess {
 	char			 id[IPC_SID_MAX + 1];
 	struct store_sess	*st;
 	char			 epoch[EPOCH_TOKEN_LEN + 1]; /* sess_epoch's */
+	/* A follower cut a client whose epoch it did not know, and asked
+	 * the store to read the epochs again (route.c, stream_position). */
+	char			 cut_epoch[EPOCH_TOKEN_LEN + 1];
+	uint64_t		 cut_ms;
 	struct deliver		 feed;		/* its subscribers */
 	cJSON			*meta;		/* the persisted state */
 	char			 agent_id[64];

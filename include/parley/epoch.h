@@ -55,5 +55,7 @@ void		 epoch_push(struct epochs *, const char *token, uint64_t from);
  */
 int		 epoch_resume(const struct epochs *, const char *client,
 		    uint64_t last, uint64_t *from);
+/* Whether the list holds token (case aside). */
+int		 epoch_known(const struct epochs *, const char *token);
 
 #endif

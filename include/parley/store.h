@@ -197,6 +197,9 @@ enum store_role	 store_role(const struct store_sess *);
  * epochs and keeps the list with the log.
  */
 const char	*store_epochs(const struct store_sess *);
+/* A follower: read the log's state again soon (a client named an epoch
+ * it does not know yet).  Does nothing where there is nothing to read. */
+void		 store_resync(struct store_sess *);
 
 /*
  * Owner: queues an append (same checks as store_append).  0 queued:
@@ -352,6 +355,9 @@ struct store_ops {
 			    store_done_cb, void *);
 	/* The log's epochs; NULL: never rewritten (""). */
 	const char	*(*epochs)(const struct store_sess *);
+	/* A follower reads the log's state (epochs too) again; NULL: its
+	 * state is always current. */
+	void		 (*resync)(struct store_sess *);
 };
 
 struct store_sess {

@@ -3,7 +3,8 @@
 # masters and three replicas on 127.0.0.1 (lib/rcluster.py):
 # (1) sessions whose slots are on each of the three masters chat through
 #     either host; what the clients saw is the log in the cluster (read on
-#     each session's master) and GET /log on the other host;
+#     each session's master) and GET /log on the other host; every worker's
+#     heartbeat (a keyless PUBLISH) is heard;
 # (2) resharding: one session's slot is moving (its keys already on the
 #     new master, the slot not handed over yet): the old master answers
 #     ASK, the new one (after ASKING) TRYAGAIN to the session's scripts
@@ -17,10 +18,10 @@
 #     every session goes on, its log whole.
 # A master killed mid-stream with nothing acknowledged lost needs the
 # store to WAIT for replicas before acknowledging (not in this test).
-import sys, os, asyncio, time
+import sys, os, asyncio, time, socket
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
-from cluster import redis_log, wait_until
+from cluster import redis_log, wait_until, Resp
 from rcluster import RedisCluster
 
 
@@ -96,6 +97,29 @@ def errorstat(node, name):
     return int(v.split("=")[1].split(",")[0])
 
 
+def heartbeats(c, hosts, timeout=10):
+    """Every worker of every host is heard on the heartbeat channel (a
+    keyless PUBLISH: each host sends it to one master, and the cluster
+    bus carries it to the one subscribed to here)."""
+    want = sum(len(d.workers_pids()) for d in hosts)
+    m = c.masters()[-1]
+    heard = set()
+    with Resp(m.host, m.port, timeout=1) as r:
+        r.s.sendall(Resp.encode(["SUBSCRIBE", "parley:nodes"]))
+        r._read()
+        deadline = time.time() + timeout
+        while len(heard) < want and time.time() < deadline:
+            try:
+                msg = r._read()
+            except (socket.timeout, OSError):
+                continue
+            if isinstance(msg, list) and msg[0] == b"message":
+                heard.add(msg[2])
+    check(len(heard) >= want, "heartbeats on a cluster: heard %d of the "
+          "%d workers (%s) on %d in %ds" % (len(heard), want,
+                                           sorted(heard), m.port, timeout))
+
+
 def healthy(hosts, what, timeout=30):
     for d in hosts:
         wait_until(lambda: d.http("GET", "/health", timeout=2)[0] == 200,
@@ -120,6 +144,8 @@ async def test():
                 agrees(c, hosts, sid, "first")
             print("three masters ok: %s" % {m.port: v for m, v in
                                            per.items()})
+            heartbeats(c, hosts)
+            print("heartbeats ok")
 
             # (2) ASK, then MOVED
             sid = sids[0]

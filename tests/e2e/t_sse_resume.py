@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SSE: the eventsource package follows /events, drops, reconnects with
-# Last-Event-ID; curl replays with Last-Event-ID and ?lastSeq; exactly once.
+# Last-Event-ID; curl replays with Last-Event-ID and ?lastSeq; exactly once;
+# a malformed Last-Event-ID is a 400.
 import sys, os, subprocess
 from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
@@ -109,5 +110,13 @@ def test():
         rc, evs = plain
         check([t for i, t, e in evs] == ["session_state"] and evs[0][2]["lastSeq"] == last,
               "plain follow of an idle session: %s" % [(i, t) for i, t, e in evs])
+        # a Last-Event-ID that is no id of ours is refused, not dropped
+        # (the stream would start live: the client would miss events)
+        for bad in ("5.abc", "5x", "5." + "0" * 40, "1" * 40, "-1"):
+            st, _, body = d.http("GET", "/sessions/%s/events?lastSeq=5" % sid,
+                                 headers={"Last-Event-ID": bad}, timeout=5)
+            check(st == 400 and b"Last-Event-ID" in body,
+                  "Last-Event-ID %r: %d %r (want 400 naming the header)"
+                  % (bad, st, body[:200]))
 
 run_test("sse_resume", test)

@@ -90,6 +90,21 @@ START_TEST(test_push_bound)
 }
 END_TEST
 
+/* A follower asks whether a client's epoch is in its list (route.c). */
+START_TEST(test_known)
+{
+	struct epochs	 e;
+
+	ck_assert_int_eq(epoch_parse(&e, "", 0), 0);
+	ck_assert_int_eq(epoch_known(&e, "0a1b2c3d"), 0);
+	ck_assert_int_eq(epoch_parse(&e, "0a1b2c3d:51,DEADBEEF:60", 23), 0);
+	ck_assert_int_eq(epoch_known(&e, "0a1b2c3d"), 1);
+	ck_assert_int_eq(epoch_known(&e, "deadbeef"), 1);
+	ck_assert_int_eq(epoch_known(&e, "deadbee0"), 0);
+	ck_assert_int_eq(epoch_known(&e, ""), 0);
+}
+END_TEST
+
 START_TEST(test_resume)
 {
 	struct epochs	 e;
@@ -143,6 +158,7 @@ epoch_suite(void)
 	tcase_add_test(tc, test_valid_token);
 	tcase_add_test(tc, test_push_bound);
 	tcase_add_test(tc, test_resume);
+	tcase_add_test(tc, test_known);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1463,9 +1463,9 @@ START_TEST(test_wait)
 	struct event		*nudge;
 	struct event_base	*base = tbase(&nudge);
 	redisContext		*c;
-	struct store		*st, *st2;
-	struct store_sess	*s, *s2;
-	struct tev		 t, t2;
+	struct store		*st, *st2, *fst;
+	struct store_sess	*s, *s2, *fs;
+	struct tev		 t, t2, ft;
 	struct store_params	 p;
 	struct tdone		 d;
 	char			 buf[64], err[256], url[64];
@@ -1535,19 +1535,82 @@ START_TEST(test_wait)
 	ck_assert_int_eq(store_append_async(s2, 1, 1004, "{}", 2), -1);
 	ck_assert_int_eq(errno, EPIPE);
 
-	/* A stopped replica: the same, within the timeout. */
+	/* A follower (on another store) learns of events once they are
+	 * durable, by the notice sent after WAIT. */
+	fst = tstore(base, m.port, "hf/2", 30000, &ft);
+	WAIT(base, ft.health == 1, 3000);
+	fs = topen(base, fst, "w", 0, 3, STORE_FOLLOWER);
+	ck_assert_int_eq(store_last_seq(fs), 40);
+	tappend(s, "w", 41, 42);
+	WAIT(base, t.durable == 42 && ft.grown == 42, 3000);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{w}:meta durable"), "42");
+
+	/* A stopped replica: the same, within the timeout; the follower
+	 * never hears of (nor reads) what no replica holds. */
 	kill(rep.pid, SIGSTOP);
-	tappend(s, "w", 41, 41);
+	tappend(s, "w", 43, 43);
 	WAIT(base, t.nfailed == 1, 3000);
 	ck_assert_int_eq(t.failed, EIO);
-	ck_assert_int_eq(t.durable, 40);
+	ck_assert_int_eq(t.durable, 42);
+	spin(base, 100);
+	ck_assert_int_eq(ft.grown, 42);
+	ck_assert_int_eq(store_last_seq(fs), 42);
 	kill(rep.pid, SIGCONT);
+	store_sess_close(fs);
+	store_close(fst);
 
 	store_sess_close(s2);
 	store_close(st2);
 	store_sess_close(s);
 	store_close(st);
 	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&rep);
+	srv_stop(&m);
+}
+END_TEST
+
+/*
+ * WAITs of several sessions queue on the one connection: with a replica
+ * stopped each takes the whole timeout, together longer than the command
+ * deadline.  Each session's writes fail (EIO), and the link stays up
+ * (it went down, and the leases queued behind lapsed).
+ */
+START_TEST(test_wait_queue)
+{
+	struct srv		 m, rep;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	struct store		*st;
+	struct store_sess	*s[3];
+	struct tev		 t;
+	char			 id[8];
+	int			 i;
+
+	srv_start(&m);
+	srv_start_of(&rep, m.port);
+	replicas_online(m.port, 1);
+	st = tstore_wait(base, m.port, 1, 600, &t);
+	((struct rstore *)st)->deadline_ms = 1000;
+	WAIT(base, t.health == 1, 3000);
+	for (i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		s[i] = topen(base, st, id, 1, 0, STORE_OWNER);
+	}
+	kill(rep.pid, SIGSTOP);
+	for (i = 0; i < 3; i++) {
+		snprintf(id, sizeof(id), "q%d", i);
+		tappend(s[i], id, 1, 1);
+	}
+	WAIT(base, t.nfailed == 3, 6000);
+	ck_assert_int_eq(t.failed, EIO);
+	ck_assert_int_eq(t.ndown, 0);
+	ck_assert_int_eq(t.durable, 0);
+	kill(rep.pid, SIGCONT);
+	for (i = 0; i < 3; i++)
+		store_sess_close(s[i]);
+	store_close(st);
 	tbase_free(base, nudge);
 	srv_stop(&rep);
 	srv_stop(&m);
@@ -1662,6 +1725,45 @@ START_TEST(test_epochs)
 	ck_assert_uint_eq(e.v[0].from, 5);	/* folded: ep1's */
 	ck_assert_uint_eq(e.v[EPOCH_KEEP - 1].from, 10);
 	store_sess_close(sb);
+
+	/* A failover lost a new session's first events (its create
+	 * replicated, they did not): last is 0 again, and the next events
+	 * take their seqs, so an epoch starts at 1. */
+	sa = topen(base, a, "e0", 1, 0, STORE_OWNER);
+	tappend(sa, "e0", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	ck_assert_int_eq(sint(c, "DEL parley:{e0}:owner"), 1);
+	store_sess_close(sa);
+	ck_assert_int_eq(sint(c, "DEL parley:{e0}:log"), 1);
+	ck_assert_int_eq(sint(c, "HSET parley:{e0}:meta last 0"), 0);
+	ck_assert_int_eq(sint(c, "HSET parley:{e0}:meta replid 0f0f"), 0);
+	sb = topen(base, b, "e0", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sb),
+	    strlen(store_epochs(sb))), 0);
+	ck_assert_uint_eq(e.n, 1);
+	ck_assert_uint_eq(e.v[0].from, 1);
+	store_sess_close(sb);
+
+	/* A failover that lost nothing: the follower has read all there
+	 * is, yet it lets the session go, so that its clients resume
+	 * below the new epoch and learn it without a RESUME_GAP. */
+	sa = topen(base, a, "e2", 1, 0, STORE_OWNER);
+	tappend(sa, "e2", 1, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	sb = topen(base, b, "e2", 0, 3, STORE_FOLLOWER);
+	ck_assert_int_eq(store_last_seq(sb), 3);
+	i = tb.nfailed;
+	ck_assert_int_eq(sint(c, "DEL parley:{e2}:owner"), 1);
+	store_sess_close(sa);
+	ck_assert_int_eq(sint(c, "HSET parley:{e2}:meta replid 0f0f"), 0);
+	sa = topen(base, a, "e2", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(epoch_parse(&e, store_epochs(sa),
+	    strlen(store_epochs(sa))), 0);
+	ck_assert_uint_eq(e.v[0].from, 4);
+	WAIT(base, tb.nfailed == i + 1, 3000);
+	ck_assert_int_eq(tb.failed, EIO);
+	store_sess_close(sb);
+	store_sess_close(sa);
 	store_close(a);
 	store_close(b);
 	redisFree(c);
@@ -1698,6 +1800,7 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_sentinel);
 	tcase_add_test(tc, test_sentinel_failover);
 	tcase_add_test(tc, test_wait);
+	tcase_add_test(tc, test_wait_queue);
 	tcase_add_test(tc, test_epochs);
 	suite_add_tcase(s, tc);
 	return s;
