@@ -289,6 +289,51 @@ local_close(struct store *st)
 	free(ls);
 }
 
+/* Reads exactly len bytes at off; a short file is EIO (a stale index). */
+int
+local_pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	ssize_t	 r;
+	size_t	 got = 0;
+
+	while (got < len) {
+		r = pread(fd, (char *)buf + got, len - got, off + (off_t)got);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1)
+			return -1;
+		if (r == 0) {
+			errno = EIO;
+			return -1;
+		}
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* Writes exactly len bytes at off (ENOSPC when the disk takes none). */
+int
+local_pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	ssize_t	 r;
+	size_t	 done = 0;
+
+	while (done < len) {
+		r = pwrite(fd, (const char *)buf + done, len - done,
+		    off + (off_t)done);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1)
+			return -1;
+		if (r == 0) {
+			errno = ENOSPC;
+			return -1;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
 /* "<id>/<file>" into buf; ids are checked, so it always fits. */
 void
 local_path(char *buf, size_t len, const char *id, const char *file)

@@ -151,6 +151,8 @@ struct local_sess {
 int		 local_nosync(const struct store *);
 int		 local_async(const struct store *);
 void		 local_path(char *, size_t, const char *, const char *);
+int		 local_pread_full(int, void *, size_t, off_t);
+int		 local_pwrite_full(int, const void *, size_t, off_t);
 int		 local_dir_open(struct local_sess *);
 void		 local_dir_close(struct local_sess *);
 int		 local_write_full(int, const char *, size_t);
@@ -172,7 +174,6 @@ int		 local_append(struct store_sess *, uint64_t, uint64_t,
 int		 local_range(struct store_sess *, uint64_t, size_t,
 		    store_range_cb, void *);
 int		 local_trim(struct store_sess *, uint64_t);
-int		 local_pread_full(int, char *, size_t, off_t);
 
 /* store_local_seg.c */
 int		 local_seg_init(struct local_store *, char *, size_t);

@@ -53,49 +53,6 @@ ix_off(uint64_t k)
 }
 
 static int
-ix_pread(int fd, void *buf, size_t len, off_t off)
-{
-	ssize_t	 r;
-	size_t	 got = 0;
-
-	while (got < len) {
-		r = pread(fd, (char *)buf + got, len - got, off + (off_t)got);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1)
-			return -1;
-		if (r == 0) {
-			errno = EIO;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-static int
-ix_pwrite(int fd, const void *buf, size_t len, off_t off)
-{
-	ssize_t	 r;
-	size_t	 done = 0;
-
-	while (done < len) {
-		r = pwrite(fd, (const char *)buf + done, len - done,
-		    off + (off_t)done);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1)
-			return -1;
-		if (r == 0) {
-			errno = ENOSPC;
-			return -1;
-		}
-		done += (size_t)r;
-	}
-	return 0;
-}
-
-static int
 ix_hdr_write(int fd, uint64_t base, int clean, uint64_t last)
 {
 	unsigned char	 h[SEG_IHDR_LEN];
@@ -105,7 +62,7 @@ ix_hdr_write(int fd, uint64_t base, int clean, uint64_t last)
 	ih.flags = clean ? SEG_IDX_CLEAN : 0;
 	ih.clean_last = clean ? last : 0;
 	seg_ihdr_encode(h, &ih);
-	return ix_pwrite(fd, h, sizeof(h), 0);
+	return local_pwrite_full(fd, h, sizeof(h), 0);
 }
 
 /*
@@ -159,8 +116,8 @@ local_ix_flush(struct local_sess *ls)
 		return -1;
 	for (i = 0; i < n; i++)
 		seg_ient_encode(buf + i * SEG_IENT_LEN, &ls->pend[i]);
-	if (ix_pwrite(ls->ixfd, buf, n * SEG_IENT_LEN, ix_off(ls->ix_n)) ==
-	    -1) {
+	if (local_pwrite_full(ls->ixfd, buf, n * SEG_IENT_LEN,
+	    ix_off(ls->ix_n)) == -1) {
 		free(buf);
 		/* A part written is cut at the next open (bad CRC). */
 		if (ftruncate(ls->ixfd, ix_off(ls->ix_n)) == -1)
@@ -220,7 +177,7 @@ local_ix_get(struct local_sess *ls, uint64_t seq, struct seg_ient *e)
 		*e = ls->pend[k - ls->ix_n];
 		return 0;
 	}
-	if (ix_pread(ls->ixfd, b, sizeof(b), ix_off(k)) == -1)
+	if (local_pread_full(ls->ixfd, b, sizeof(b), ix_off(k)) == -1)
 		return -1;
 	if (seg_ient_decode(b, e) == -1 || e->seq != seq) {
 		errno = EIO;
@@ -344,7 +301,7 @@ local_ix_range(struct store_sess *s, uint64_t after, size_t limit,
 		infile = k < ls->ix_n ? ls->ix_n - k : 0;
 		if (infile > n)
 			infile = n;
-		if (infile > 0 && ix_pread(ls->ixfd, raw, infile *
+		if (infile > 0 && local_pread_full(ls->ixfd, raw, infile *
 		    SEG_IENT_LEN, ix_off(k)) == -1)
 			goto fail;
 		for (i = 0; i < n; i++) {
@@ -449,8 +406,8 @@ ix_check_tail(struct local_sess *ls)
 
 	memset(&blk, 0, sizeof(blk));
 	while (ls->ix_n > 0) {
-		if (ix_pread(ls->ixfd, b, sizeof(b), ix_off(ls->ix_n - 1)) ==
-		    -1)
+		if (local_pread_full(ls->ixfd, b, sizeof(b),
+		    ix_off(ls->ix_n - 1)) == -1)
 			goto fail;
 		if (seg_ient_decode(b, &e) == 0 &&
 		    e.seq == ls->base.first_seq + ls->ix_n - 1) {
@@ -506,7 +463,7 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 		ih.flags = 0;
 		ih.clean_last = 0;
 		sb.st_size = SEG_IHDR_LEN;
-	} else if (ix_pread(fd, h, sizeof(h), 0) == -1 ||
+	} else if (local_pread_full(fd, h, sizeof(h), 0) == -1 ||
 	    seg_ihdr_decode(h, sizeof(h), &ih, &version) == -1) {
 		if (errno == EPROTONOSUPPORT) {
 			log_warnx("store: session %s: its index is in format "
@@ -700,10 +657,11 @@ ix_write_tmp(struct local_sess *ls, int tfd, uint64_t base, int clean,
 			for (i = 0; i < m; i++)
 				seg_ient_encode(buf + i * SEG_IENT_LEN,
 				    &ents[k + i]);
-		} else if (ix_pread(ls->ixfd, buf, m * SEG_IENT_LEN,
+		} else if (local_pread_full(ls->ixfd, buf, m * SEG_IENT_LEN,
 		    ix_off(from + k)) == -1)
 			goto fail;
-		if (ix_pwrite(tfd, buf, m * SEG_IENT_LEN, ix_off(k)) == -1)
+		if (local_pwrite_full(tfd, buf, m * SEG_IENT_LEN,
+		    ix_off(k)) == -1)
 			goto fail;
 	}
 	free(buf);
@@ -999,7 +957,8 @@ local_ix_trim(struct local_sess *ls, uint64_t cutoff)
 		return -1;
 	for (k = 0; k < n - 1 && !stop; k += m) {
 		m = n - 1 - k < IX_BATCH ? n - 1 - k : IX_BATCH;
-		if (ix_pread(ls->ixfd, raw, m * SEG_IENT_LEN, ix_off(k)) == -1) {
+		if (local_pread_full(ls->ixfd, raw, m * SEG_IENT_LEN,
+		    ix_off(k)) == -1) {
 			free(raw);
 			return -1;
 		}
@@ -1050,7 +1009,8 @@ ix_refs_file(int fd, uint64_t k0, uint64_t k1, uint64_t segid)
 		return -1;
 	for (k = k0; k <= k1 && r == 0; k += m) {
 		m = k1 - k + 1 < IX_BATCH ? k1 - k + 1 : IX_BATCH;
-		if (ix_pread(fd, raw, m * SEG_IENT_LEN, ix_off(k)) == -1) {
+		if (local_pread_full(fd, raw, m * SEG_IENT_LEN,
+		    ix_off(k)) == -1) {
 			r = -1;
 			break;
 		}
@@ -1119,7 +1079,7 @@ local_ix_refs(struct local_store *lst, const char *id, uint64_t segid,
 	    O_NOFOLLOW)) == -1)
 		return errno == ENOENT ? 0 : -1;
 	if (fstat(fd, &sb) == -1 || sb.st_size < SEG_IHDR_LEN ||
-	    ix_pread(fd, h, sizeof(h), 0) == -1 ||
+	    local_pread_full(fd, h, sizeof(h), 0) == -1 ||
 	    seg_ihdr_decode(h, sizeof(h), &ih, &version) == -1) {
 		close(fd);
 		return -1;

@@ -66,49 +66,6 @@ seg_parse_name(const char *n)
 	return v;
 }
 
-static int
-pread_full(int fd, void *buf, size_t len, off_t off)
-{
-	ssize_t	 r;
-	size_t	 got = 0;
-
-	while (got < len) {
-		r = pread(fd, (char *)buf + got, len - got, off + (off_t)got);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1)
-			return -1;
-		if (r == 0) {
-			errno = EIO;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-static int
-pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-	ssize_t	 r;
-	size_t	 done = 0;
-
-	while (done < len) {
-		r = pwrite(fd, (const char *)buf + done, len - done,
-		    off + (off_t)done);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1)
-			return -1;
-		if (r == 0) {
-			errno = ENOSPC;
-			return -1;
-		}
-		done += (size_t)r;
-	}
-	return 0;
-}
-
 /*
  * Checks the header of segment fd (name for messages): 0, or -1 with
  * errno EPROTONOSUPPORT (said) or EINVAL (not a segment).
@@ -120,7 +77,7 @@ seg_check(int fd, const char *name)
 	uint64_t	 segid;
 	uint32_t	 version;
 
-	if (pread_full(fd, h, sizeof(h), 0) == -1) {
+	if (local_pread_full(fd, h, sizeof(h), 0) == -1) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -170,7 +127,7 @@ local_seg_init(struct local_store *lst, char *err, size_t errlen)
 		    O_NOFOLLOW);
 		if (fd == -1)
 			continue;
-		if (pread_full(fd, h, sizeof(h), 0) == 0 &&
+		if (local_pread_full(fd, h, sizeof(h), 0) == 0 &&
 		    seg_hdr_decode(h, sizeof(h), &segid, &version) == -1 &&
 		    errno == EPROTONOSUPPORT) {
 			snprintf(err, errlen, "segments/%s is in format version "
@@ -314,7 +271,7 @@ seg_create(struct local_store *lst)
 		return -1;
 	seg_hdr_encode(h, segid);
 	if (flock(fd, LOCK_EX | LOCK_NB) == -1 ||
-	    pwrite_full(fd, h, sizeof(h), 0) == -1 ||
+	    local_pwrite_full(fd, h, sizeof(h), 0) == -1 ||
 	    seg_synced_new(lst, fd) == -1) {
 		save = errno;
 		close(fd);
@@ -592,7 +549,7 @@ local_seg_flush(struct local_store *lst)
 			err = errno;
 		else {
 			at = w->end;
-			if (pwrite_full(w->fd, buf, blen, at) == -1 ||
+			if (local_pwrite_full(w->fd, buf, blen, at) == -1 ||
 			    (st->fsync == STORE_FSYNC_ALWAYS &&
 			    fdatasync(w->fd) == -1)) {
 				err = errno;
@@ -720,7 +677,7 @@ local_seg_write_raw(struct local_store *lst, const void *buf, size_t len,
 
 	if (local_seg_flush(lst) == -1 || seg_room(lst, len) == -1)
 		return -1;
-	if (pwrite_full(w->fd, buf, len, w->end) == -1 ||
+	if (local_pwrite_full(w->fd, buf, len, w->end) == -1 ||
 	    (!local_nosync(&lst->base) && fdatasync(w->fd) == -1)) {
 		if (ftruncate(w->fd, w->end) == -1) {
 			close(w->fd);

@@ -233,29 +233,6 @@ local_append(struct store_sess *s, uint64_t seq, uint64_t ts_ms,
 	return 0;
 }
 
-/* Reads exactly len bytes at off; a short file means the index is stale. */
-int
-local_pread_full(int fd, char *buf, size_t len, off_t off)
-{
-	ssize_t	 r;
-	size_t	 got = 0;
-
-	while (got < len) {
-		r = pread(fd, buf + got, len - got, off + (off_t)got);
-		if (r == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (r == 0) {
-			errno = EIO;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	return 0;
-}
-
 /*
  * Delivers records i..i+count-1 to cb, reading whole records in large
  * blocks.  Returns records delivered or -1.  cb may append to the session
