@@ -330,6 +330,13 @@ store_resync(struct store_sess *s)
 		s->store->ops->resync(s);
 }
 
+int
+store_congested(const struct store_sess *s)
+{
+	return s->store->ops->congested != NULL &&
+	    s->store->ops->congested(s);
+}
+
 uint64_t
 store_durable_seq(const struct store_sess *s)
 {

@@ -189,6 +189,7 @@ const struct store_ops name = {						\
 	.doc_all_async = rs_doc_all,					\
 	.epochs = rs_epochs,						\
 	.resync = rs_resync_sess,					\
+	.congested = rs_congested,					\
 }
 
 RS_OPS(store_redis_ops, "redis", rs_redis_open);

@@ -54,6 +54,8 @@
 #define RS_INFLIGHT	4		/* batches of one session in flight */
 #define RS_QUEUE_RECS	16384		/* queued + in flight, per session */
 #define RS_QUEUE_BYTES	(64u << 20)
+#define RS_CONGEST_RECS	256		/* room kept for what cannot wait */
+#define RS_CONGEST_BYTES (1u << 20)
 #define RS_CACHE_RECS	4096		/* default cache bound, per session */
 #define RS_CACHE_BYTES	(8u << 20)
 #define RS_PRELOAD_RECS	(1u << 20)	/* once preloaded (and CACHE_MAX) */
@@ -529,6 +531,8 @@ int		 rs_parse_peek(const redisReply *, uint64_t *, int *,
 int		 rs_set_epochs(struct rsess *, const redisReply *);
 const char	*rs_epochs(const struct store_sess *);
 void		 rs_resync_sess(struct store_sess *);
+/* Its write queue is within RS_CONGEST_RECS or _BYTES of its bound. */
+int		 rs_congested(const struct store_sess *);
 /* Where cur's epochs rewrote the history since old's: 1 (*from), 0 no,
  * -1 unreadable. */
 int		 rs_rewritten(const char *, const char *, size_t, uint64_t *);

@@ -506,6 +506,15 @@ rs_sess_fail(struct rsess *s, int err, const char *fmt, ...)
 }
 
 int
+rs_congested(const struct store_sess *bs)
+{
+	const struct rsess *s = (const struct rsess *)bs;
+
+	return s->wq_recs + RS_CONGEST_RECS >= RS_QUEUE_RECS ||
+	    s->wq_bytes + RS_CONGEST_BYTES >= RS_QUEUE_BYTES;
+}
+
+int
 rs_append_async(struct store_sess *bs, uint64_t seq, uint64_t ts,
     const char *json, size_t len)
 {

@@ -44,6 +44,7 @@
 static void	turn_start(struct sess *, uint64_t input_seq, unsigned attempt,
 		    const cJSON *from, const char *agent, unsigned hop);
 static void	turn_flush(struct sess *);
+static void	tokens_flush(struct sess *);
 static void	turn_model(struct sess *);
 
 /*
@@ -105,7 +106,33 @@ turn_flush(struct sess *s)
 static void
 flush_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	turn_flush(arg);
+	tokens_flush(arg);
+}
+
+#define CONGEST_RETRY_MS	5
+
+/*
+ * The streaming path's flush: while the store's write queue is near its
+ * bound the tokens wait in s->tok and go later as one event (a token
+ * refused by a full queue was lost, and the turn went on without it);
+ * the room left is for what cannot wait, which flushes with turn_flush.
+ */
+static void
+tokens_flush(struct sess *s)
+{
+	struct timeval tv;
+
+	if (s->st == NULL || !store_congested(s->st)) {
+		turn_flush(s);
+		return;
+	}
+	if (s->flush_ev == NULL &&
+	    (s->flush_ev = evtimer_new(s->wk->base, flush_cb, s)) == NULL) {
+		turn_flush(s);
+		return;
+	}
+	util_tv(&tv, CONGEST_RETRY_MS);
+	evtimer_add(s->flush_ev, &tv);
 }
 
 /* The provider the agent answering uses, by its configured name. */
@@ -164,7 +191,7 @@ on_token(void *arg, const char *text, size_t len)
 	now = loop_us(s->wk);
 	iv = s->wk->conf->flush_interval_ms * 1000;
 	if (now < s->flushed_us || now - s->flushed_us >= iv - iv / 4) {
-		turn_flush(s);
+		tokens_flush(s);
 		return;
 	}
 	/* The timer is made by the first turn that needs it: an idle

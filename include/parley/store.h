@@ -200,6 +200,13 @@ const char	*store_epochs(const struct store_sess *);
 /* A follower: read the log's state again soon (a client named an epoch
  * it does not know yet).  Does nothing where there is nothing to read. */
 void		 store_resync(struct store_sess *);
+/*
+ * Owner: 1 when the session's queue of writes is near its bound (Redis:
+ * RS_QUEUE_RECS records), so that a writer that can wait (a turn's
+ * tokens, which coalesce) holds back and leaves room for the events that
+ * cannot (a turn's end, a tool call).  0 for a backend without a bound.
+ */
+int		 store_congested(const struct store_sess *);
 
 /*
  * Owner: queues an append (same checks as store_append).  0 queued:
@@ -358,6 +365,8 @@ struct store_ops {
 	/* A follower reads the log's state (epochs too) again; NULL: its
 	 * state is always current. */
 	void		 (*resync)(struct store_sess *);
+	/* store_congested(); NULL: never. */
+	int		 (*congested)(const struct store_sess *);
 };
 
 struct store_sess {
