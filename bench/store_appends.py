@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -63,7 +64,35 @@ def wait_replica(port, timeout=10):
     raise SystemExit("the replica of %d did not come online" % port)
 
 
-def run_parley(parleyd, tmp, store, sessions, per):
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid):
+    """CPU seconds (user + system) of pid and its children, 0 if gone."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                st = f.read().rsplit(")", 1)[1].split()
+            total += (int(st[11]) + int(st[12])) / TICK
+            with open("/proc/%d/task/%d/children" % (p, p)) as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def clients_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_parley(parleyd, tmp, store, sessions, per, redis_pid=None):
+    """Runs the sessions; returns (events, seconds, cpu) where cpu holds
+    the CPU seconds parleyd, the redis-server (when given) and the curl
+    clients spent over the run."""
     port = free_port()
     conf = os.path.join(tmp, "p.conf")
     reply = "x" * per
@@ -91,6 +120,9 @@ def run_parley(parleyd, tmp, store, sessions, per):
                 capture_output=True, text=True).stdout
             if "event: done" not in out:
                 errs.append(out[-300:])
+        c_parley = cpu_s(proc.pid)
+        c_redis = cpu_s(redis_pid) if redis_pid else 0.0
+        c_clients = clients_cpu_s()
         t0 = time.monotonic()
         th = [threading.Thread(target=one, args=(i,)) for i in range(sessions)]
         for t in th:
@@ -98,6 +130,9 @@ def run_parley(parleyd, tmp, store, sessions, per):
         for t in th:
             t.join()
         dt = time.monotonic() - t0
+        cpu = {"parleyd": cpu_s(proc.pid) - c_parley,
+               "redis": (cpu_s(redis_pid) - c_redis) if redis_pid else 0.0,
+               "clients": clients_cpu_s() - c_clients}
         if errs:
             raise SystemExit("a turn did not finish: %s" % errs[0])
         total = 0
@@ -106,7 +141,7 @@ def run_parley(parleyd, tmp, store, sessions, per):
                 ["curl", "-s", "http://127.0.0.1:%d/sessions/b%s-%d" %
                  (port, tag, i)], capture_output=True, text=True).stdout
             total += json.loads(out)["lastSeq"]
-        return total, dt
+        return total, dt, cpu
     finally:
         proc.terminate()
         proc.wait(10)
@@ -141,9 +176,10 @@ def main():
             stdout=subprocess.DEVNULL)
         wait_replica(rport)
         per = max(1, args.events // args.sessions)
-        ev, dt = run_parley(args.parleyd, tmp, "store redis://127.0.0.1:%d\n"
-                            % rport, args.sessions, per)
-        wev, wdt = run_parley(args.parleyd, tmp,
+        ev, dt, rcpu = run_parley(args.parleyd, tmp,
+                                  "store redis://127.0.0.1:%d\n" % rport,
+                                  args.sessions, per, redis.pid)
+        wev, wdt, _ = run_parley(args.parleyd, tmp,
                               "store redis://127.0.0.1:%d\nstore-wait 1\n"
                               % rport, args.sessions, per)
         rec = ('{"v":1,"type":"token","sessionId":"bench-session-0001",'
@@ -157,7 +193,8 @@ def main():
                 capture_output=True, text=True).stdout
             m = re.findall(r"([\d.]+) requests per second", out)
             bench[name] = float(m[-1]) if m else None
-        lev, ldt = run_parley(args.parleyd, tmp, "", args.sessions, per)
+        lev, ldt, lcpu = run_parley(args.parleyd, tmp, "", args.sessions,
+                                    per)
     finally:
         if replica is not None:
             replica.terminate()
@@ -172,6 +209,18 @@ def main():
         "redis_appends_per_s": round(ev / dt),
         "local_appends_per_s": round(lev / ldt),
         "redis_wait1_appends_per_s": round(wev / wdt),
+        "ratio_local_vs_redis": round((lev / ldt) / (ev / dt), 3),
+        # CPU per append (µs): the store's own work is parleyd's plus,
+        # on the Redis path, the master's (the replica is left out: the
+        # local store has none); the clients' is the curls' reading the
+        # streams, one read per delivery.
+        "local_cpu_us_per_append": {
+            "parleyd": round(lcpu["parleyd"] / lev * 1e6, 2),
+            "clients": round(lcpu["clients"] / lev * 1e6, 2)},
+        "redis_cpu_us_per_append": {
+            "parleyd": round(rcpu["parleyd"] / ev * 1e6, 2),
+            "redis_server": round(rcpu["redis"] / ev * 1e6, 2),
+            "clients": round(rcpu["clients"] / ev * 1e6, 2)},
         "ratio_wait1_vs_no_wait": round((wev / wdt) / (ev / dt), 3),
         "redis_benchmark_xadd_per_s": bench,
         "ratio_vs_xadd_plain": round(ev / dt / bench["plain"], 3)
