@@ -126,6 +126,21 @@ def index(d, body, timeout=60):
     return js, wait_idle(d, timeout)
 
 
+async def delete_index(d):
+    """DELETE /api/index once no build runs.  The watcher may start a
+    build at any time (it builds every source again when it saw changes
+    during the last one): a DELETE then is 409, as documented."""
+    deadline = time.time() + 60
+    while True:
+        wait_idle(d)
+        st, js = api(d, "DELETE", "/api/index")
+        if st != 409:
+            break
+        check(time.time() < deadline, "DELETE: 409 for 60 s")
+        await asyncio.sleep(0.2)
+    check(st == 200 and js == {"removed": True}, "DELETE -> %s %s" % (st, js))
+
+
 def search(d, query, limit=None):
     body = {"query": query}
     if limit:
@@ -304,17 +319,7 @@ async def body(d, root, outside, root2, more, gone):
     await kill_checks(d, root, more)
 
     # -- DELETE --------------------------------------------------------------
-    # The watcher may start a build at any time (after the re-run above it
-    # builds every source again): a DELETE then is 409, as documented.
-    deadline = time.time() + 60
-    while True:
-        wait_idle(d)
-        st, js = api(d, "DELETE", "/api/index")
-        if st != 409:
-            break
-        check(time.time() < deadline, "DELETE: 409 for 60 s")
-        await asyncio.sleep(0.2)
-    check(st == 200 and js == {"removed": True}, "DELETE -> %s %s" % (st, js))
+    await delete_index(d)
     js = status(d)
     check(js["sources"] == [] and not os.path.exists(seg_path(d)),
           "after DELETE: %s" % js)
@@ -487,8 +492,7 @@ async def kill_checks(d, root, more):
     # client on it): the build keeps it in memory, so index_done lands in
     # its log.  Its log is read only after the build (reading it would
     # bring the session back).
-    st, js = api(d, "DELETE", "/api/index")
-    check(st == 200, "DELETE -> %s %s" % (st, js))
+    await delete_index(d)
     sid = "ix-long"
     st, js = d.http_json("POST", "/sessions", {"sessionId": sid}, auth(USR))
     check(st == 201, "POST /sessions -> %s %s" % (st, js))
