@@ -317,6 +317,19 @@ store_role(const struct store_sess *s)
 	return s->role ? s->role : STORE_OWNER;
 }
 
+int
+store_run_begin(struct store *st, char *err, size_t errlen)
+{
+	return st->ops->run_begin != NULL ? st->ops->run_begin(st, err,
+	    errlen) : 0;
+}
+
+int
+store_run_end(struct store *st)
+{
+	return st->ops->run_end != NULL ? st->ops->run_end(st) : 0;
+}
+
 const char *
 store_epochs(const struct store_sess *s)
 {

@@ -42,6 +42,12 @@
  *   STATE_DIR/sessions/<id>/meta    v1 meta (plain JSON, tmp + rename):
  *                                   read while no slot exists, removed
  *                                   once one is on disk.
+ *   STATE_DIR/sessions/<id>/epochs  the log's epochs and the newest machine
+ *                                   crash it has seen (store_local_run.c):
+ *                                   only once the session was opened after
+ *                                   such a crash, or made after one (v1).
+ *   STATE_DIR/store-run             which boot ran parleyd last, and
+ *                                   whether that run ended clean.
  *   STATE_DIR/sessions/<id>/kb/<name>
  *                                   one document of the session's
  *                                   knowledge base (store_doc_put):
@@ -151,6 +157,9 @@ const struct store_ops store_local_ops = {
 	.doc_put = local_doc_put,
 	.doc_del = local_doc_del,
 	.doc_all = local_doc_all,
+	.epochs = local_epochs,
+	.run_begin = local_run_begin,
+	.run_end = local_run_end,
 };
 
 int
@@ -254,7 +263,8 @@ local_open(const char *url, const char *state_dir, enum store_fsync fs,
 		save = errno;
 		goto fail;
 	}
-	close(fd);
+	ls->rootfd = fd;
+	local_run_load(ls);
 	return &ls->base;
 fail:
 	if (ls->sessfd != -1)
@@ -286,6 +296,7 @@ local_close(struct store *st)
 		event_free(ls->soon_ev);
 	close(ls->sessfd);
 	close(ls->segfd);
+	close(ls->rootfd);
 	free(ls);
 }
 
@@ -442,6 +453,8 @@ local_sess_open(struct store *st, const char *id, int create,
 	if (local_unlink_tmp(ls->dirfd, "log.tmp") == -1 ||
 	    local_unlink_tmp(ls->dirfd, "meta.tmp") == -1)
 		goto fail;
+	if (local_epochs_load(ls, made) == -1)
+		goto fail;
 	has_index = fstatat(ls->dirfd, "index", &sb, AT_SYMLINK_NOFOLLOW) == 0;
 	has_log = fstatat(ls->dirfd, "log", &sb, AT_SYMLINK_NOFOLLOW) == 0;
 	/*
@@ -470,6 +483,8 @@ local_sess_open(struct store *st, const char *id, int create,
 			goto fail;
 		ls->base.durable_seq = ls->base.last_seq;
 	}
+	if (local_epochs_check(ls, made) == -1)
+		goto fail;
 	/* BATCH in a worker: the sync thread makes the new directory
 	 * durable, off the loop. */
 	if (made && local_async(st))
@@ -490,6 +505,7 @@ fail:
 		close(ls->dirfd);
 	free(ls->idx);
 	free(ls->pend);
+	free(ls->epochs);
 	free(ls);
 	errno = save;
 	return -1;
@@ -502,6 +518,7 @@ local_sess_free(struct local_sess *ls)
 	free(ls->idx);
 	free(ls->pend);
 	free(ls->meta_q);
+	free(ls->epochs);
 	free(ls);
 }
 
@@ -781,7 +798,8 @@ static int
 local_remove(struct local_store *lst, const char *id)
 {
 	static const char *const files[] = { "index", "log", "meta.0",
-	    "meta.1", "meta.2", "meta", "index.tmp", "log.tmp", "meta.tmp" };
+	    "meta.1", "meta.2", "meta", "index.tmp", "log.tmp", "meta.tmp",
+	    "epochs", "epochs.tmp" };
 	char		 path[STORE_ID_MAX + 16];
 	size_t		 i;
 	int		 lfd;

@@ -1,6 +1,7 @@
 /*
  * The local store backend's internals, shared by its files: store_local.c
  * (the store, sessions, expiry), store_local_meta.c (meta slots),
+ * store_local_run.c (the run file; epochs after a machine crash),
  * store_local_v1.c (the v1 text
  * log), store_local_sync.c (BATCH's sync thread) and store_local_doc.c
  * (documents).  Nothing else includes this.
@@ -99,6 +100,9 @@ struct local_store {
 	int			 seg_dirty;	/* BATCH: segment bytes unsynced */
 	struct local_writer	 w;
 	struct local_syncer	 syncer;
+	int			 rootfd;	/* STATE_DIR */
+	uint32_t		 crashes;	/* the newest machine crash
+						   (store_local_run.c) */
 };
 
 struct local_sess {
@@ -145,7 +149,17 @@ struct local_sess {
 	int			 zombie;	/* closed while reporting */
 	uint64_t		 rep_seq;	/* the seq to report durable */
 	uint64_t		 rep_gen;	/* the flush it was last in */
+	uint32_t		 crash_seen;	/* the newest crash it has seen */
+	char			*epochs;	/* its epochs' text, or NULL */
 };
+
+/* store_local_run.c */
+int		 local_run_load(struct local_store *);
+int		 local_run_begin(struct store *, char *, size_t);
+int		 local_run_end(struct store *);
+int		 local_epochs_load(struct local_sess *, int);
+int		 local_epochs_check(struct local_sess *, int);
+const char	*local_epochs(const struct store_sess *);
 
 /* store_local.c */
 int		 local_nosync(const struct store *);

@@ -52,12 +52,15 @@ ix_off(uint64_t k)
 	return (off_t)(SEG_IHDR_LEN + k * SEG_IENT_LEN);
 }
 
+/* Every header carries the crashes the session has seen (its epochs). */
 static int
-ix_hdr_write(int fd, uint64_t base, int clean, uint64_t last)
+ix_hdr_write(const struct local_sess *ls, int fd, uint64_t base, int clean,
+    uint64_t last)
 {
 	unsigned char	 h[SEG_IHDR_LEN];
 	struct seg_ihdr	 ih;
 
+	ih.crashes = ls->crash_seen;
 	ih.base = base;
 	ih.flags = clean ? SEG_IDX_CLEAN : 0;
 	ih.clean_last = clean ? last : 0;
@@ -77,8 +80,8 @@ ix_hdr_mark(struct local_sess *ls, int clean)
 	struct stat	 sb;
 	int		 keep = fstat(ls->ixfd, &sb) == 0;
 
-	if (ix_hdr_write(ls->ixfd, ls->base.first_seq, clean, ls->written) ==
-	    -1)
+	if (ix_hdr_write(ls, ls->ixfd, ls->base.first_seq, clean,
+	    ls->written) == -1)
 		return -1;
 	if (keep) {
 		ts[0].tv_sec = 0;
@@ -456,12 +459,13 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 
 	if (fresh || sb.st_size == 0) {
 		/* New, or made and never written by a process that died. */
-		if (ix_hdr_write(fd, 1, 0, 0) == -1 || ftruncate(fd,
+		if (ix_hdr_write(ls, fd, 1, 0, 0) == -1 || ftruncate(fd,
 		    SEG_IHDR_LEN) == -1)
 			return -1;
 		ih.base = 1;
 		ih.flags = 0;
 		ih.clean_last = 0;
+		ih.crashes = ls->crash_seen;
 		sb.st_size = SEG_IHDR_LEN;
 	} else if (local_pread_full(fd, h, sizeof(h), 0) == -1 ||
 	    seg_ihdr_decode(h, sizeof(h), &ih, &version) == -1) {
@@ -478,6 +482,8 @@ ix_load(struct local_sess *ls, int fd, int fresh)
 		return -1;
 	}
 	s->first_seq = ih.base;
+	if (ih.crashes > ls->crash_seen)
+		ls->crash_seen = ih.crashes;
 	ls->ix_n = (uint64_t)(sb.st_size - SEG_IHDR_LEN) / SEG_IENT_LEN;
 	if (ix_off(ls->ix_n) != sb.st_size &&
 	    ftruncate(fd, ix_off(ls->ix_n)) == -1)
@@ -647,7 +653,7 @@ ix_write_tmp(struct local_sess *ls, int tfd, uint64_t base, int clean,
 	uint64_t	 k, m, i;
 	int		 nosync = local_nosync(ls->base.store);
 
-	if (ix_hdr_write(tfd, base, clean, last) == -1)
+	if (ix_hdr_write(ls, tfd, base, clean, last) == -1)
 		return -1;
 	if ((buf = malloc(IX_BATCH * SEG_IENT_LEN)) == NULL)
 		return -1;

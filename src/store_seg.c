@@ -18,7 +18,9 @@
  * Index header, 64 bytes, at offset 0 of sessions/<id>/index:
  *   0 "PARLEYIX"  8 u32 version  12 u32 flags (1: closed clean)
  *   16 u64 base (seq of entry 0)  24 u64 last seq when closed clean
- *   32..59 reserved  60 u32 CRC of bytes 0..59
+ *   32 u32 machine crashes seen (store_local_run.c; an index written
+ *   before it existed has 0 there)  36..59 reserved
+ *   60 u32 CRC of bytes 0..59
  * Index entry, 40 bytes each after the header; entry k is seq base + k:
  *   0 u64 seq  8 u64 segment id  16 u64 frame offset  24 u64 ts
  *   32 u32 frame length  36 u32 CRC of bytes 0..35
@@ -345,6 +347,7 @@ seg_ihdr_encode(unsigned char out[SEG_IHDR_LEN], const struct seg_ihdr *h)
 	put32(out + 12, h->flags);
 	put64(out + 16, h->base);
 	put64(out + 24, h->clean_last);
+	put32(out + 32, h->crashes);
 	put32(out + 60, seg_crc32c(0, out, 60));
 }
 
@@ -357,6 +360,7 @@ seg_ihdr_decode(const unsigned char *p, size_t len, struct seg_ihdr *h,
 	h->flags = get32(p + 12);
 	h->base = get64(p + 16);
 	h->clean_last = get64(p + 24);
+	h->crashes = get32(p + 32);
 	if (h->base == 0) {
 		errno = EINVAL;
 		return -1;

@@ -93,6 +93,8 @@ struct seg_ihdr {
 	uint64_t	 base;		/* seq of the first entry */
 	uint64_t	 clean_last;	/* CLEAN: the last seq at close */
 	uint32_t	 flags;
+	uint32_t	 crashes;	/* machine crashes it has seen
+					   (store_local_run.c); 0: none */
 };
 void		 seg_ihdr_encode(unsigned char out[SEG_IHDR_LEN],
 		    const struct seg_ihdr *);

@@ -96,6 +96,28 @@ load(const char *path, int must_exist, int ping_store,
 	return conf;
 }
 
+/*
+ * The store's record of this run (store_run_begin/end): begin before the
+ * workers start, end after the last is gone.  0, or -1 with err.
+ */
+static int
+store_run(const struct config *conf, int begin, char *err, size_t errlen)
+{
+	struct store *st;
+	int rc;
+
+	if ((st = store_open(conf->store, conf->state_dir,
+	    (enum store_fsync)conf->fsync, err, errlen)) == NULL)
+		return -1;
+	if (begin)
+		rc = store_run_begin(st, err, errlen);
+	else if ((rc = store_run_end(st)) == -1)
+		snprintf(err, errlen, "store: recording a clean stop: %s",
+		    strerror(errno));
+	store_close(st);
+	return rc;
+}
+
 static int
 same_str(const char *a, const char *b)
 {
@@ -547,9 +569,17 @@ main(int argc, char *argv[])
 	/* Before the first fork: every worker shares the one table. */
 	if ((sup.quota = quota_new(SUP_QUOTA_SLOTS)) == NULL)
 		fatal("quota table");
+	if (store_run(sup.conf, 1, err, sizeof(err)) == -1)
+		fatalx("%s", err);
 	pool_start(&sup);
 
 	event_base_dispatch(sup.base);
+
+	/* Every worker gone: the run ended clean. */
+	if (pool_alive(&sup) == 0 && store_run(sup.conf, 0, err,
+	    sizeof(err)) == -1)
+		log_warnx("%s (the next start counts this run as not ended "
+		    "clean)", err);
 
 	log_info("stopped");
 	if (sup.conf->pid_file != NULL)

@@ -197,6 +197,16 @@ enum store_role	 store_role(const struct store_sess *);
  * epochs and keeps the list with the log.
  */
 const char	*store_epochs(const struct store_sess *);
+/*
+ * parleyd's supervisor, once before its workers start and once after the
+ * last one is gone on a clean stop.  The local store tells from them
+ * whether the machine crashed while parleyd ran (its page cache, with the
+ * last acknowledged appends, then lost): each session written before
+ * starts a new epoch at its next open (store_local_run.c).  0, or -1
+ * (begin: a message in err; end: errno, the run counts as not clean).
+ */
+int		 store_run_begin(struct store *, char *err, size_t errlen);
+int		 store_run_end(struct store *);
 /* A follower: read the log's state again soon (a client named an epoch
  * it does not know yet).  Does nothing where there is nothing to read. */
 void		 store_resync(struct store_sess *);
@@ -367,6 +377,9 @@ struct store_ops {
 	void		 (*resync)(struct store_sess *);
 	/* store_congested(); NULL: never. */
 	int		 (*congested)(const struct store_sess *);
+	/* store_run_begin() and store_run_end(); NULL: nothing to do. */
+	int		 (*run_begin)(struct store *, char *, size_t);
+	int		 (*run_end)(struct store *);
 };
 
 struct store_sess {

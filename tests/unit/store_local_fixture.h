@@ -31,6 +31,7 @@
 #include "../../src/store_seg.c"
 #include "../../src/store_local_sync.c"
 #include "../../src/store_local_doc.c"
+#include "../../src/store_local_run.c"
 #include "check_main.h"
 
 static char	 tdir[64];

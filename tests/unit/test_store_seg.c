@@ -258,7 +258,7 @@ START_TEST(test_index)
 {
 	unsigned char	 b[SEG_IENT_LEN], h[SEG_IHDR_LEN];
 	struct seg_ient	 e = { 5, 77, 4096, 123456, 60 }, d;
-	struct seg_ihdr	 ih = { 3, 9, SEG_IDX_CLEAN }, dh;
+	struct seg_ihdr	 ih = { 3, 9, SEG_IDX_CLEAN, 7 }, dh;
 	uint32_t	 v;
 	size_t		 i;
 
@@ -281,6 +281,7 @@ START_TEST(test_index)
 	ck_assert_uint_eq(dh.base, 3);
 	ck_assert_uint_eq(dh.clean_last, 9);
 	ck_assert_uint_eq(dh.flags, SEG_IDX_CLEAN);
+	ck_assert_uint_eq(dh.crashes, 7);
 	h[20] ^= 1;
 	ck_assert_int_eq(seg_ihdr_decode(h, sizeof(h), &dh, &v), -1);
 	ck_assert_int_eq(errno, EINVAL);
