@@ -33,8 +33,9 @@ block_add(struct adapt_cursor *cur, char **out, size_t *len, uint64_t seq,
 	    cur->k <= cur->skip_k))
 		return;
 	if (cur->ids)
-		idn = (size_t)snprintf(id, sizeof(id), "id: %llu:%u\n",
-		    (unsigned long long)seq, cur->k);
+		idn = (size_t)snprintf(id, sizeof(id), "id: %llu:%u%s%s\n",
+		    (unsigned long long)seq, cur->k, cur->epoch[0] ? "." : "",
+		    cur->epoch);
 	n = strlen(text);
 	if ((grown = realloc(*out, *len + idn + n + 9)) == NULL) {
 		/* Counted, not sent: the connection goes (conn.c) and the
@@ -92,8 +93,13 @@ adapt_cursor_parse(struct adapt_cursor *cur, const char *s)
 		if (errno != 0 || k > 1000000)
 			return -1;
 	}
-	if (*end != '\0')
+	if (*end == '.') {
+		if (!epoch_valid(end + 1) || end[1] == '\0')
+			return -1;
+		snprintf(cur->client, sizeof(cur->client), "%s", end + 1);
+	} else if (*end != '\0')
 		return -1;
+	cur->resumed = 1;
 	cur->skip_seq = seq;
 	/* "SEQ": every chunk of SEQ. */
 	cur->skip_k = k == (unsigned long)-1 ? (unsigned)-1 : (unsigned)k;

@@ -24,6 +24,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "parley/epoch.h"
+
 struct conn;
 struct evt;
 struct sess;
@@ -61,12 +63,16 @@ struct adapt_cursor {
 	int		 ids;		/* 0: no id lines (the seed's clients) */
 	int		 failed;	/* a chunk was lost (no memory): the
 					   client must go and resume */
+	int		 resumed;	/* skip_seq came from the client */
+	char		 epoch[EPOCH_TOKEN_LEN + 1];	/* the log's, in ids */
+	char		 client[EPOCH_TOKEN_LEN + 1];	/* the client's */
 };
 
 /*
- * Appends one SSE block for the event of seq: "id: SEQ:K" (unless
- * cur->ids is 0) and "data: " data printed on one line; data is consumed.
- * A chunk the cursor says the client has is counted and left out.
+ * Appends one SSE block for the event of seq: "id: SEQ:K", or "SEQ:K.E"
+ * once the log has an epoch E (unless cur->ids is 0), and "data: " data
+ * printed on one line; data is consumed.  A chunk the cursor says the
+ * client has is counted and left out.
  */
 void	adapt_sse(struct adapt_cursor *, char **out, size_t *len,
 	    uint64_t seq, cJSON *data);
@@ -74,10 +80,20 @@ void	adapt_sse(struct adapt_cursor *, char **out, size_t *len,
 void	adapt_sse_text(struct adapt_cursor *, char **out, size_t *len,
 	    uint64_t seq, const char *text);
 /*
- * Parses a Last-Event-ID ("SEQ:K", or "SEQ" for all of SEQ's chunks) into
- * the cursor's skip; -1 when it is not one.
+ * Parses a Last-Event-ID ("SEQ:K", or "SEQ" for all of SEQ's chunks, then
+ * ".E" when the log had epoch E) into the cursor's skip; -1 when it is
+ * not one.
  */
 int	adapt_cursor_parse(struct adapt_cursor *, const char *);
+/*
+ * A resume (the cursor parsed from the client's id) of s's log: 0 when
+ * the events the client has are the log's; else the history it saw was
+ * rewritten from some seq on (a crash or failover lost events it had,
+ * parley/epoch.h): c answered 409 RESUME_GAP, -1.  These streams cannot
+ * take events back, so the client starts the chat's view again.
+ */
+int	adapt_resume_check(struct conn *, struct sess *,
+	    const struct adapt_cursor *);
 /*
  * Whether event e belongs to the turn whose messageId is msgid: m-SEQ
  * itself, a re-run of it (m-SEQ.N) or a team's next speaker (m-SEQ-HOP).

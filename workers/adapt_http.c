@@ -22,6 +22,10 @@ void
 adapt_stream(struct conn *c, struct sess *s, const struct adapt_ops *ops,
     void *state, const char *extra, uint64_t from)
 {
+	struct adapt_cursor *cur = state;
+
+	/* Ids name the epoch, so that a resume can be told a rewrite. */
+	snprintf(cur->epoch, sizeof(cur->epoch), "%s", sess_epoch(s));
 	c->adapt = ops;
 	c->adapt_st = state;
 	conn_sse_start_ext(c, extra);
@@ -29,6 +33,26 @@ adapt_stream(struct conn *c, struct sess *s, const struct adapt_ops *ops,
 	c->sub.next_seq = from > 0 ? from : 1;
 	c->sub.live = 0;
 	deliver_pump(&c->sub);
+}
+
+int
+adapt_resume_check(struct conn *c, struct sess *s,
+    const struct adapt_cursor *cur)
+{
+	struct epochs e;
+	const char *t = sess_epochs(s);
+	uint64_t from;
+	char msg[300];
+
+	if (!cur->resumed || epoch_parse(&e, t, strlen(t)) == -1 ||
+	    !epoch_resume(&e, cur->client, cur->skip_seq, &from))
+		return 0;
+	snprintf(msg, sizeof(msg), "the chat's history was rewritten from "
+	    "seq %llu on (epoch %s; a crash or failover lost events this "
+	    "stream had sent): load the chat again instead of resuming",
+	    (unsigned long long)from, epoch_current(&e));
+	conn_http_error(c, 409, "RESUME_GAP", msg);
+	return -1;
 }
 
 int

@@ -463,6 +463,10 @@ agui_get(struct conn *c)
 		    "?lastEventId=) must be an id of this stream, SEQ:K");
 		return;
 	}
+	if (have && adapt_resume_check(c, s, &st->cur) == -1) {
+		agui_free(st);
+		return;
+	}
 	if (!adapt_current_turn(s, st->msgid, sizeof(st->msgid), &seq) &&
 	    waiting_turn(s, st->msgid, sizeof(st->msgid), &seq) == -1) {
 		agui_free(st);

@@ -662,6 +662,10 @@ resume(struct conn *c)
 		    "?lastEventId=) must be an id of this stream, \"SEQ:K\"");
 		return;
 	}
+	if (adapt_resume_check(c, s, &st->tr.cur) == -1) {
+		aisdk_free(st);
+		return;
+	}
 	c->adapt_st = st;
 	stream(c, s, st->tr.input_seq);
 }

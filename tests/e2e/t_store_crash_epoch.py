@@ -14,6 +14,8 @@
 #     a new turn took their seqs: RESUME_GAP with the new epoch and from,
 #     then the log's events, the same as GET /log;
 #   - a client that saw none of them resumes with no gap;
+#   - the AI SDK's resume (Last-Event-ID SEQ:K) from a lost seq is 409
+#     RESUME_GAP, from before it is served, with ids SEQ:K.E;
 #   - another session written before the crash starts an epoch too (its
 #     clients resume with no gap); one made after it starts none;
 #   - controls: a SIGKILL without a reboot and a clean stop followed by a
@@ -96,7 +98,10 @@ async def epoch_now(d, sid):
 
 
 async def main():
-    d = Daemon(providers=provider_block("fast", REPLY), extra="fsync batch\n")
+    # Slow enough that the AI SDK can resume the second turn while it runs.
+    d = Daemon(providers=provider_block("fast", REPLY, chunk=2,
+                                        delay="60ms"),
+               extra="fsync batch\n")
     with with_daemon(d):
         check(run_file(d)[3] == "running", "store-run: %s" % run_file(d))
         one_done(await chat_turn(d, OTHER, "first"), "other's turn")
@@ -131,13 +136,38 @@ async def main():
         check(d.log_events(SID)[-1]["seq"] == keep,
               "the log after the crash ends at %d, not %d" %
               (d.log_events(SID)[-1]["seq"], keep))
-        # A new turn takes the lost seqs.
-        one_done(await chat_turn(d, SID, "second"), "second turn")
+        # A new turn takes the lost seqs; while it runs, the AI SDK's
+        # resume of the chat (its ids SEQ:K, SEQ:K.E once there is an
+        # epoch) is refused from a rewritten seq and served from before.
+        ws = await ws_connect(d.url("/chat"))
+        await ws_send(ws, {"v": 1, "type": "chat", "sessionId": SID,
+                           "id": "c-2", "message": "second"})
+        turn2 = await ws_until(ws, lambda e: e.get("type") == "token")
+        st, _, body = d.http("GET", "/api/chat/%s/stream" % SID,
+                             headers={"Last-Event-ID": "%d:1" % last})
+        check(st == 409 and b"RESUME_GAP" in body,
+              "AI SDK resume from lost seq %d -> %s %r" % (last, st, body))
+        st, _, body = d.http("GET", "/api/chat/%s/stream" % SID,
+                             headers={"Last-Event-ID": "%d:1" % keep})
+        ids = [l[4:] for l in body.decode().split("\n")
+               if l.startswith("id: ")]
+        check(st == 200 and ids, "AI SDK resume from %d -> %s %r"
+              % (keep, st, body[:200]))
+        await ws_until(ws, is_idle, 20, into=turn2)
+        await ws.close()
+        one_done(turn2, "second turn")
         log = d.log_events(SID)
         end = log[-1]["seq"]
         check(end > last, "the second turn ended at %d" % end)
         epoch = await epoch_now(d, SID)
         check(epoch != "", "no epoch after the crash")
+        check(all(i.endswith("." + epoch) for i in ids),
+              "AI SDK ids without the epoch %s: %s" % (epoch, ids[:3]))
+        st, _, body = d.http("GET", "/api/chat/%s/stream" % SID,
+                             headers={"Last-Event-ID": "%d:1.%s" % (keep,
+                                                                    epoch)})
+        check(st in (200, 204), "AI SDK resume in the epoch -> %s %r"
+              % (st, body[:200]))
 
         # Saw the lost events: told, and replayed from the rewrite.
         got = await resume(d, SID, last, "", end)

@@ -41,6 +41,14 @@ START_TEST(test_ids)
 	ck_assert_uint_eq(len, strlen(out));
 	ck_assert_int_eq(cur.failed, 0);
 	free(out);
+	/* Once the log has an epoch, ids name it. */
+	memset(&cur, 0, sizeof(cur));
+	cur.ids = 1;
+	snprintf(cur.epoch, sizeof(cur.epoch), "0a1b2c3d");
+	out = play(&cur, &len);
+	ck_assert(strncmp(out, "id: 7:1.0a1b2c3d\ndata: a\n\n", 26) == 0);
+	ck_assert_ptr_nonnull(strstr(out, "id: 9:2.0a1b2c3d\ndata: [DONE]"));
+	free(out);
 	/* No ids for clients that have nothing to resume by. */
 	memset(&cur, 0, sizeof(cur));
 	out = play(&cur, &len);
@@ -78,7 +86,8 @@ END_TEST
 START_TEST(test_parse)
 {
 	static const char *bad[] = { "", "x", "-1", "7:", "7:x", "7:1x",
-	    " 7", "7 :1", "99999999999999999999", "7:99999999" };
+	    " 7", "7 :1", "99999999999999999999", "7:99999999", "7:1.",
+	    "7:1.0a1b2c3", "7:1.0a1b2c3d4", "7:1.0a1b2c3g", "7.x", "7:1.-" };
 	struct adapt_cursor cur;
 	size_t i;
 
@@ -87,6 +96,14 @@ START_TEST(test_parse)
 	ck_assert(cur.skip_seq == UINT64_MAX && cur.skip_k == 1);
 	ck_assert_int_eq(adapt_cursor_parse(&cur, "5"), 0);
 	ck_assert(cur.skip_seq == 5 && cur.skip_k == (unsigned)-1);
+	ck_assert_str_eq(cur.client, "");
+	ck_assert_int_eq(adapt_cursor_parse(&cur, "6:2.0A1b2c3d"), 0);
+	ck_assert(cur.skip_seq == 6 && cur.skip_k == 2 && cur.resumed);
+	ck_assert_str_eq(cur.client, "0A1b2c3d");
+	memset(&cur, 0, sizeof(cur));
+	ck_assert_int_eq(adapt_cursor_parse(&cur, "6.0a1b2c3d"), 0);
+	ck_assert(cur.skip_seq == 6 && cur.skip_k == (unsigned)-1);
+	ck_assert_str_eq(cur.client, "0a1b2c3d");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(adapt_cursor_parse(&cur, bad[i]) == -1,
 		    "'%s' taken", bad[i]);
