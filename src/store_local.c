@@ -453,8 +453,8 @@ local_sess_open(struct store *st, const char *id, int create,
 	if (local_unlink_tmp(ls->dirfd, "log.tmp") == -1 ||
 	    local_unlink_tmp(ls->dirfd, "meta.tmp") == -1)
 		goto fail;
-	if (local_epochs_load(ls, made) == -1)
-		goto fail;
+	/* Made now: it has seen every crash (its index header says so). */
+	ls->crash_seen = made ? lst->crashes : 0;
 	has_index = fstatat(ls->dirfd, "index", &sb, AT_SYMLINK_NOFOLLOW) == 0;
 	has_log = fstatat(ls->dirfd, "log", &sb, AT_SYMLINK_NOFOLLOW) == 0;
 	/*
@@ -483,7 +483,7 @@ local_sess_open(struct store *st, const char *id, int create,
 			goto fail;
 		ls->base.durable_seq = ls->base.last_seq;
 	}
-	if (local_epochs_check(ls, made) == -1)
+	if (local_epochs_load(ls) == -1 || local_epochs_check(ls, made) == -1)
 		goto fail;
 	/* BATCH in a worker: the sync thread makes the new directory
 	 * durable, off the loop. */

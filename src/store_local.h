@@ -157,7 +157,7 @@ struct local_sess {
 int		 local_run_load(struct local_store *);
 int		 local_run_begin(struct store *, char *, size_t);
 int		 local_run_end(struct store *);
-int		 local_epochs_load(struct local_sess *, int);
+int		 local_epochs_load(struct local_sess *);
 int		 local_epochs_check(struct local_sess *, int);
 const char	*local_epochs(const struct store_sess *);
 

@@ -32,7 +32,9 @@
  * new append can take those seqs.  A client that had seen no lost event
  * resumes as before; one that had gets RESUME_GAP with the new epoch.
  * Under fsync always nothing acknowledged can be lost, and the epoch
- * costs only a changed token.  A start without a run file (the first, or
+ * costs only a changed token.  The run file and the epochs files are
+ * synced in every fsync mode (a few writes per start, stop and crash),
+ * and a clean stop syncs everything first, under fsync no too.  A start without a run file (the first, or
  * after a parleyd without it) counts no crash: there is no telling; one
  * with a run file it cannot read counts one.
  */
@@ -98,7 +100,10 @@ run_read(struct local_store *lst, char boot[RUN_BOOT_MAX], int *clean,
 	    NULL)) == NULL) {
 		if (errno == ENOENT)
 			return 0;
-		if (say)
+		if (say && (errno == EACCES || errno == EPERM))
+			log_warn("store: %s (left by a run as another user? "
+			    "chown it to parleyd's user)", RUN_FILE);
+		else if (say)
 			log_warn("store: %s", RUN_FILE);
 		return -1;
 	}
@@ -127,8 +132,10 @@ run_write(struct local_store *lst, const char *boot, int clean,
 
 	n = snprintf(buf, sizeof(buf), "parley-run 1 %s %s %" PRIu32 "\n",
 	    boot[0] != '\0' ? boot : "-", clean ? "clean" : "running", crash);
+	/* Synced whatever fsync says: "clean" must not outlive what it
+	 * vouches for, nor "running" be lost with the crash it announces. */
 	return local_replace(lst->rootfd, RUN_TMP, RUN_FILE, buf, (size_t)n,
-	    local_nosync(&lst->base));
+	    0);
 }
 
 /* At open, in every process: the newest crash the run file names. */
@@ -158,11 +165,16 @@ local_run_begin(struct store *st, char *err, size_t errlen)
 	int			 clean = 1, r;
 
 	run_boot(boot);
+	if (boot[0] == '\0')
+		log_warnx("store: the kernel gives no boot id "
+		    "(/proc/sys/kernel/random/boot_id): a crash of the machine "
+		    "while parleyd runs will not start new log epochs");
 	/* A run file that is there but unreadable may hide a crash. */
 	if ((r = run_read(lst, last, &clean, &crash, 1)) == -1 ||
 	    (r == 1 && !clean && boot[0] != '\0' && strcmp(last, boot) != 0)) {
 		now = (uint32_t)time(NULL);
-		crash = now > crash ? now : crash + 1;
+		crash = now > crash ? now : crash < UINT32_MAX ? crash + 1 :
+		    crash;
 		log_warnx("store: the machine restarted while parleyd ran (%s%s"
 		    "): the last events of sessions written then may be lost; "
 		    "each such session starts a new log epoch when it is next "
@@ -171,7 +183,8 @@ local_run_begin(struct store *st, char *err, size_t errlen)
 		    " says" : "boot ", r == -1 ? "" : last);
 	}
 	if (run_write(lst, boot, 0, crash) == -1) {
-		snprintf(err, errlen, "store: %s: %s", RUN_FILE,
+		snprintf(err, errlen, "store: writing %s: %s (state-dir must "
+		    "be writable by parleyd's user)", RUN_FILE,
 		    strerror(errno));
 		return -1;
 	}
@@ -189,8 +202,10 @@ local_run_end(struct store *st)
 	struct local_store	*lst = (struct local_store *)st;
 	char			 boot[RUN_BOOT_MAX];
 
-	if (!local_nosync(st) && (syncfs(lst->sessfd) == -1 ||
-	    (lst->seg_otherfs && syncfs(lst->segfd) == -1)))
+	/* Under fsync no too: the one sync a run makes is what "clean"
+	 * stands for. */
+	if (syncfs(lst->sessfd) == -1 ||
+	    (lst->seg_otherfs && syncfs(lst->segfd) == -1))
 		return -1;
 	run_boot(boot);
 	return run_write(lst, boot, 1, lst->crashes);
@@ -206,21 +221,22 @@ epochs_write(struct local_sess *ls, uint32_t crash, const char *text)
 
 	n = snprintf(buf, sizeof(buf), "parley-epochs 1 %" PRIu32 "\n%s\n",
 	    crash, text);
-	/* Synced even under BATCH: no append may take a lost seq first. */
+	/* Synced in every fsync mode: no append may take a lost seq before
+	 * the epoch that tells it is on disk. */
 	return local_replace(ls->dirfd, EPOCHS_TMP, EPOCHS_FILE, buf,
-	    (size_t)n, local_nosync(ls->base.store));
+	    (size_t)n, 0);
 }
 
 /*
- * At a session's open, before its index or log (ls->dirfd open): its
- * epochs and the newest crash it has seen.  made: its directory is new,
- * so it has seen every crash.  0, or -1 with errno (EIO: the file is
- * not one; a message logged).
+ * At a session's open, once its index or log is locked (ls->dirfd open;
+ * read before, the list could be one another process's open was about
+ * to change): its epochs, and the newest crash it has seen raised to
+ * the file's.  0, or -1 with errno (EIO: the file is not one; a message
+ * logged).
  */
 int
-local_epochs_load(struct local_sess *ls, int made)
+local_epochs_load(struct local_sess *ls)
 {
-	struct local_store	*lst = (struct local_store *)ls->base.store;
 	struct epochs		 e;
 	unsigned long		 c;
 	unsigned		 v;
@@ -230,7 +246,6 @@ local_epochs_load(struct local_sess *ls, int made)
 
 	if (unlinkat(ls->dirfd, EPOCHS_TMP, 0) == -1 && errno != ENOENT)
 		return -1;
-	ls->crash_seen = made ? lst->crashes : 0;
 	if ((buf = local_read_file(ls->dirfd, EPOCHS_FILE, EPOCHS_MAX,
 	    &len)) == NULL)
 		return errno == ENOENT ? 0 : -1;

@@ -243,6 +243,19 @@ sup_reload(struct sup *sup, char *err, size_t errlen)
 	if ((conf = load(sup->conf_path, sup->conf_must_exist, 0, &ctx, err,
 	    errlen)) == NULL)
 		goto fail;
+	/*
+	 * Another store or state directory: this run begins there too, or
+	 * a crash of the machine would go unseen in it.  The old one stays
+	 * "running", which costs its sessions at most an epoch after a
+	 * reboot.
+	 */
+	if ((!same_str(conf->store, sup->conf->store) ||
+	    !same_str(conf->state_dir, sup->conf->state_dir)) &&
+	    store_run(conf, 1, err, errlen) == -1) {
+		tls_ctx_free(ctx);
+		config_free(conf);
+		goto fail;
+	}
 	/* Listeners change only where the listen lines did. */
 	if (listener_update(sup, conf, err, errlen) == -1) {
 		tls_ctx_free(ctx);

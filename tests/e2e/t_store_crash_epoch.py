@@ -19,8 +19,9 @@
 #   - another session written before the crash starts an epoch too (its
 #     clients resume with no gap); one made after it starts none;
 #   - controls: a SIGKILL without a reboot and a clean stop followed by a
-#     reboot start no epoch.
-import sys, os, struct
+#     reboot start no epoch;
+#   - a reload onto another state-dir begins the run there too.
+import sys, os, struct, signal, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 
@@ -209,6 +210,22 @@ async def main():
         d.start()
         check(await epoch_now(d, LATER) == "", "an epoch for %s" % LATER)
         check(await epoch_now(d, SID) == epoch, "%s's epoch changed" % SID)
+
+        # A reload onto another state directory begins the run there too
+        # (or a crash would go unseen in it).
+        d.state = os.path.join(d.tmp, "state2")
+        d.write_conf()
+        d.signal(signal.SIGHUP)
+        deadline = time.time() + 20
+        while not os.path.exists(os.path.join(d.state, "store-run")):
+            check(time.time() < deadline, "no store-run in the new "
+                  "state-dir after a reload: %s" % d.log_tail())
+            time.sleep(0.1)
+        check(run_file(d)[3] == "running", "store-run after the reload: %s"
+              % run_file(d))
+        d.stop()
+        check(run_file(d)[3] == "clean", "the new state-dir's store-run "
+              "after a clean stop: %s" % run_file(d))
 
 
 run_test("store_crash_epoch", main)
