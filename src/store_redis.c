@@ -940,8 +940,11 @@ rs_attach(struct store *bst, char *err, size_t errlen)
 	st->arg = p->arg;
 	st->lease_ms = p->lease_ms;
 	snprintf(st->lease_s, sizeof(st->lease_s), "%u", p->lease_ms);
+	st->ttl_every = p->retention_ms / RS_TTL_EVERY_DIV;
+	if (st->ttl_every > RS_TTL_EVERY_MAX)
+		st->ttl_every = RS_TTL_EVERY_MAX;
 	snprintf(st->retention_s, sizeof(st->retention_s), "%" PRIu64,
-	    p->retention_ms);
+	    p->retention_ms + st->ttl_every);
 	/* WAIT holds the connection: its timeout stays under the deadline
 	 * every command gets. */
 	st->wait_n = p->wait_replicas;

@@ -64,10 +64,19 @@
 #define RS_FETCH_BYTES	(4u << 20)	/* what one XRANGE reply aims at */
 #define RS_INBOX_CHUNK	128
 #define RS_INBOX_MAXLEN	"10000"		/* XADD MAXLEN ~: the inbox bound */
+/*
+ * An owner's writes renew its keys' TTL at most once per retention/8, at
+ * most once a minute (the renewal is most of a small batch's cost), and
+ * the TTL is the retention plus that interval, so no key expires sooner
+ * than the retention after the last event that was sent.
+ */
+#define RS_TTL_EVERY_DIV 8
+#define RS_TTL_EVERY_MAX 60000		/* ms */
 
 /*
  * Lua: gives key k the TTL r (ms), or none when r is "keep": a session
  * retention does not expire (store_retained(), a project's knowledge).
+ * r is never '' here: the scripts that may skip the renewal test it.
  */
 #define RS_TTL(k, r) "if " r " == 'keep' then redis.call('PERSIST', " k \
 	") else redis.call('PEXPIRE', " k ", " r ") end\n"
@@ -233,6 +242,12 @@ struct rsess {
 	 * session's later writes wait for them. */
 	int			 noscript;
 	uint64_t		 sent_seq;	/* last seq sent (or durable) */
+	/* The next write renews the keys' TTL (the log may be new since the
+	 * acquire's), and, without store-wait, drops an earlier owner's
+	 * 'durable' mark; set by an acquire and a repair. */
+	int			 ttl_due;
+	int			 mark_due;
+	uint64_t		 ttl_at;	/* when a write last renewed it */
 	int			 dirty;		/* on st->dirty */
 	TAILQ_ENTRY(rsess)	 dentry;
 	/* inbox (owner) */
@@ -318,7 +333,8 @@ struct rstore {
 	size_t			 hostlen;	/* node's "<host-id>" part */
 	unsigned		 lease_ms;
 	char			 lease_s[RS_NUMLEN];
-	char			 retention_s[RS_NUMLEN];
+	char			 retention_s[RS_NUMLEN]; /* + ttl_every */
+	uint64_t		 ttl_every;	/* ms between TTL renewals */
 	unsigned		 wait_n;	/* WAIT for replicas, 0: off */
 	unsigned		 wait_ms;
 	unsigned		 deadline_ms;	/* tests shorten these */
@@ -397,7 +413,8 @@ typedef int (*rs_entry_fn)(void *, uint64_t, uint64_t, const char *,
 
 /* store_redis.c */
 extern const char *const rs_scripts[SC_COUNT];
-/* The TTL a session's keys get: the retention, or "keep" (RS_TTL). */
+/* The TTL a session's keys get: the retention plus the renewal
+ * interval, or "keep" (RS_TTL). */
 const char	*rs_retention(const struct rsess *);
 void		 rs_store_ref(struct rstore *);
 void		 rs_store_unref(struct rstore *);
@@ -445,6 +462,8 @@ void		 rs_args_free(struct rargs *);
 void		 rs_args_add(struct rargs *, const void *, size_t);
 void		 rs_args_str(struct rargs *, const char *);
 void		 rs_args_u64(struct rargs *, uint64_t);
+/* A stream entry id, "<seq>-0". */
+void		 rs_args_id(struct rargs *, uint64_t);
 void		 rs_args_script(struct rargs *, struct rstore *, int script,
 		    int nkeys);
 /* Fills st from url; -1 with a message in err. */

@@ -254,6 +254,7 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 	s->token[e[1]->len] = '\0';
 	s->lease_gen++;
 	s->lease_from = sent;
+	s->ttl_due = s->mark_due = 1;
 	if (rs_isstr(e[4]) && e[4]->len < sizeof(s->in_cursor))
 		memcpy(s->in_cursor, e[4]->str, e[4]->len + 1);
 	else

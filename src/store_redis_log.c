@@ -21,19 +21,23 @@
 
 #include "parley/log.h"
 #include "parley/store.h"
+#include "parley/util.h"
 
 #include "store_redis.h"
 
 /*
  * KEYS log meta owner fence in kb; ARGV token retention prev inpos
- * channel, then seq ts json per record.  Followers read up to 'durable'
- * when the meta has one (SC_PEEK).  Without store-wait (channel given)
- * every append is durable at once: it publishes its last seq and drops
- * a mark an earlier store-wait owner left.  With store-wait (channel
- * '') it publishes nothing and leaves 'durable' where it was, starting
- * it at prev on a log that had none: the owner moves it (SC_DURABLE)
- * once WAIT says the replicas hold the batch, so no follower shows an
- * event a master failover could still lose.
+ * channel last mark, then id ts json per record.  retention '' leaves the
+ * keys' TTL alone (renewed at most every ttl_every, rs_ttl_take).
+ * Followers read up to 'durable' when the meta has one (SC_PEEK).
+ * Without store-wait (channel given) every append is durable at once: it
+ * publishes its last seq, and the first of a tenure (mark '1') drops a
+ * mark an earlier store-wait owner left; nothing sets one while this
+ * owner holds the lease.  With store-wait (channel '') it publishes
+ * nothing and leaves 'durable' where it was, the first starting it at
+ * prev on a log that had none: the owner moves it (SC_DURABLE) once WAIT
+ * says the replicas hold the batch, so no follower shows an event a
+ * master failover could still lose.
  */
 const char rs_lua_append[] =
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
@@ -43,25 +47,28 @@ const char rs_lua_append[] =
 	"if last ~= ARGV[3] then\n"
 	"  return redis.error_reply('SEQ ' .. last)\n"
 	"end\n"
-	"local n = 0\n"
-	"for i = 6, #ARGV - 2, 3 do\n"
-	"  redis.call('XADD', KEYS[1], ARGV[i] .. '-0', 't', ARGV[i + 1],\n"
+	"for i = 8, #ARGV - 2, 3 do\n"
+	"  redis.call('XADD', KEYS[1], ARGV[i], 't', ARGV[i + 1],\n"
 	"    'e', ARGV[i + 2])\n"
-	"  n = i\n"
 	"end\n"
-	"if n > 0 then redis.call('HSET', KEYS[2], 'last', ARGV[n]) end\n"
+	"local n = #ARGV >= 10\n"
+	"if n then redis.call('HSET', KEYS[2], 'last', ARGV[6]) end\n"
 	"if ARGV[4] ~= '' then\n"
 	"  redis.call('HSET', KEYS[2], 'inpos', ARGV[4])\n"
 	"  redis.call('XTRIM', KEYS[5], 'MINID', ARGV[4])\n"
 	"end\n"
-	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
-	"  " RS_TTL("k", "ARGV[2]")
+	"if ARGV[2] ~= '' then\n"
+	"  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
+	"    " RS_TTL("k", "ARGV[2]")
+	"  end\n"
 	"end\n"
 	"if ARGV[5] == '' then\n"
-	"  redis.call('HSETNX', KEYS[2], 'durable', ARGV[3])\n"
-	"elseif n > 0 then\n"
-	"  redis.call('HDEL', KEYS[2], 'durable')\n"
-	"  redis.call('PUBLISH', ARGV[5], ARGV[n])\n"
+	"  if ARGV[7] == '1' then\n"
+	"    redis.call('HSETNX', KEYS[2], 'durable', ARGV[3])\n"
+	"  end\n"
+	"elseif n then\n"
+	"  if ARGV[7] == '1' then redis.call('HDEL', KEYS[2], 'durable') end\n"
+	"  redis.call('PUBLISH', ARGV[5], ARGV[6])\n"
 	"end\n"
 	"return 1\n";
 
@@ -77,9 +84,10 @@ const char rs_lua_durable[] =
 	"redis.call('PUBLISH', ARGV[3], ARGV[2])\n"
 	"return 1\n";
 
-/* KEYS log meta owner fence in kb; ARGV token retention doc prev.
- * The log must end where the appends queued before it left it: a
- * meta write never lands behind an append that did not. */
+/* KEYS log meta owner fence in kb; ARGV token retention doc prev
+ * (retention as in rs_lua_append).  The log must end where the appends
+ * queued before it left it: a meta write never lands behind an append
+ * that did not. */
 const char rs_lua_meta[] =
 	"if redis.call('GET', KEYS[3]) ~= ARGV[1] then\n"
 	"  return redis.error_reply('FENCED not the owner')\n"
@@ -89,8 +97,10 @@ const char rs_lua_meta[] =
 	"  return redis.error_reply('SEQ ' .. last)\n"
 	"end\n"
 	"redis.call('HSET', KEYS[2], 'doc', ARGV[3])\n"
-	"for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
-	"  " RS_TTL("k", "ARGV[2]")
+	"if ARGV[2] ~= '' then\n"
+	"  for _, k in ipairs({KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6]}) do\n"
+	"    " RS_TTL("k", "ARGV[2]")
+	"  end\n"
 	"end\n"
 	"return 1\n";
 
@@ -338,6 +348,29 @@ rs_args_skeys(struct rargs *a, const struct rsess *s)
 	rs_args_str(a, s->k_kb);
 }
 
+/*
+ * Whether this write renews the keys' TTL: the first append after an
+ * acquire or a repair (the log may be created by it, after the acquire
+ * set the TTL of what existed: a meta write before it does not count),
+ * then once every ttl_every.  Counted from the send: the TTL is
+ * retention + ttl_every from when Redis ran it, which is later, so every
+ * event sent before the next renewal is kept the retention at least.
+ * *due says what to restore if the write is not sent.
+ */
+static int
+rs_ttl_take(struct rsess *s, int append, int *due)
+{
+	uint64_t	 now = util_mono_ms();
+
+	*due = s->ttl_due;
+	if (!s->ttl_due && now - s->ttl_at < s->st->ttl_every)
+		return 0;
+	if (append)
+		s->ttl_due = 0;
+	s->ttl_at = now;
+	return 1;
+}
+
 /* Sends writes from the head of the queue as one script call. */
 int
 rs_batch_send(struct rsess *s)
@@ -347,8 +380,8 @@ rs_batch_send(struct rsess *s)
 	struct wop	*op;
 	struct rargs	 a;
 	struct rcmd	*rc;
-	size_t		 n = 0;
-	int		 r;
+	uint64_t	 ttl_at = s->ttl_at;
+	int		 r, ttl, ttl_due, mark_due = s->mark_due;
 
 	if ((op = TAILQ_FIRST(&s->wq)) == NULL ||
 	    (b = calloc(1, sizeof(*b))) == NULL)
@@ -375,37 +408,44 @@ rs_batch_send(struct rsess *s)
 	}
 	if ((rc = rs_cmd_new(st, RC_BATCH, s, NULL)) == NULL)
 		goto fail;
+	ttl = rs_ttl_take(s, !b->meta, &ttl_due);
 	if (b->meta) {
 		rs_args_init(&a, 13, 2);
 		rs_args_script(&a, st, SC_META, RS_SKEYS);
 		rs_args_skeys(&a, s);
 		rs_args_str(&a, s->token);
-		rs_args_str(&a, rs_retention(s));
+		rs_args_str(&a, ttl ? rs_retention(s) : "");
 		op = TAILQ_FIRST(&b->ops);
 		rs_args_add(&a, op->doc, op->doclen);
 		rs_args_u64(&a, b->prev);
 		r = rs_eval(st, rc, SC_META, &a);
 	} else {
-		rs_args_init(&a, 14 + 3 * (int)b->nrec, 2 + 2 * (int)b->nrec);
+		rs_args_init(&a, 16 + 3 * (int)b->nrec, 3 + 2 * (int)b->nrec);
 		rs_args_script(&a, st, SC_APPEND, RS_SKEYS);
 		rs_args_skeys(&a, s);
 		rs_args_str(&a, s->token);
-		rs_args_str(&a, rs_retention(s));
+		rs_args_str(&a, ttl ? rs_retention(s) : "");
 		rs_args_u64(&a, b->prev);
 		rs_args_str(&a, b->inpos);
 		/* With store-wait the notice waits for WAIT (rs_mark_durable). */
 		rs_args_str(&a, st->wait_n > 0 ? "" : s->ch_ev);
+		rs_args_u64(&a, b->last);
+		rs_args_str(&a, s->mark_due ? "1" : "");
+		s->mark_due = 0;
 		TAILQ_FOREACH(op, &b->ops, entry) {
-			rs_args_u64(&a, op->rec->seq);
+			rs_args_id(&a, op->rec->seq);
 			rs_args_u64(&a, op->rec->ts);
 			rs_args_add(&a, op->rec->json, op->rec->len);
-			n++;
 		}
 		r = rs_eval(st, rc, SC_APPEND, &a);
 	}
 	rs_args_free(&a);
-	if (r == -1)
+	if (r == -1) {
+		s->ttl_due = ttl_due;
+		s->ttl_at = ttl_at;
+		s->mark_due = mark_due;
 		goto fail;
+	}
 	/* hiredis never calls back from inside a command call. */
 	rc->b = b;
 	TAILQ_INSERT_TAIL(&s->inflight, b, entry);
@@ -647,6 +687,9 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 	TAILQ_CONCAT(&redo, &s->wq, entry);
 	TAILQ_CONCAT(&s->wq, &redo, entry);
 	s->sent_seq = n;
+	/* The failed writes may have been the ones to renew the TTL and
+	 * settle the mark: they did not run. */
+	s->ttl_due = s->mark_due = 1;
 	rs_flush_sess(s);
 }
 

@@ -1243,6 +1243,146 @@ START_TEST(test_unreachable)
 }
 END_TEST
 
+/* How often Redis ran cmd since the last CONFIG RESETSTAT (a script's
+ * calls count under their own names). */
+static long long
+cmdcalls(redisContext *c, const char *cmd)
+{
+	redisReply	*rp;
+	char		 key[64];
+	const char	*p;
+	long long	 n = 0;
+
+	snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+	rp = scmd(c, "INFO commandstats");
+	ck_assert_int_eq(rp->type, REDIS_REPLY_STRING);
+	if ((p = strstr(rp->str, key)) != NULL)
+		n = strtoll(p + strlen(key), NULL, 10);
+	freeReplyObject(rp);
+	return n;
+}
+
+/*
+ * An owner's writes renew its keys' TTL (retention + the renewal
+ * interval), the first append after an acquire always (the log is
+ * created by it, after the acquire set the TTL of what existed), then
+ * once per interval.  The lease is long: no renewal (every lease/3) runs here.
+ */
+START_TEST(test_ttl_renew)
+{
+	static const char *const keys[] = { "log", "meta", "fence" };
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*st;
+	struct store_sess	*s;
+	struct rsess		*rs;
+	struct tev		 t;
+	char			 cmd[64];
+	size_t			 i;
+	long long		 ttl;
+
+	srv_start(&r);
+	c = sconn(r.port);
+	st = tstore(base, r.port, "h/1", 30000, &t);
+	WAIT(base, t.health == 1, 3000);
+	s = topen(base, st, "tr", 1, 0, STORE_OWNER);
+	rs = (struct rsess *)s;
+	/* a meta write first: the log does not exist yet */
+	ck_assert_int_eq(store_meta_write_async(s, "{}", 2), 0);
+	WAIT(base, sint(c, "HEXISTS parley:{tr}:meta doc") == 1, 3000);
+	ck_assert_int_eq(sint(c, "EXISTS parley:{tr}:log"), 0);
+	tappend(s, "tr", 1, 1);
+	WAIT(base, t.durable == 1, 3000);
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "PTTL parley:{tr}:%s", keys[i]);
+		ttl = sint(c, cmd);
+		ck_assert_msg(ttl > 3600 * 1000 && ttl <= 3660 * 1000,
+		    "%s: %lld", cmd, ttl);
+	}
+
+	/* Within the interval (a minute at this retention) the appends and
+	 * meta writes leave it alone: no PEXPIRE at all. */
+	ck_assert_int_eq(sint(c, "PEXPIRE parley:{tr}:log 100000"), 1);
+	freeReplyObject(scmd(c, "CONFIG RESETSTAT"));
+	tappend(s, "tr", 2, 50);
+	WAIT(base, t.durable == 50, 3000);
+	ck_assert_int_eq(store_meta_write_async(s, "{}", 2), 0);
+	tappend(s, "tr", 51, 60);
+	WAIT(base, t.durable == 60, 3000);
+	ck_assert_int_le(sint(c, "PTTL parley:{tr}:log"), 100000);
+	ck_assert_int_eq(cmdcalls(c, "pexpire"), 0);
+
+	/* Once the interval has passed, the next append renews all. */
+	rs->ttl_at -= rs->st->ttl_every;
+	ck_assert_int_eq(sint(c, "PEXPIRE parley:{tr}:meta 100000"), 1);
+	tappend(s, "tr", 61, 61);
+	WAIT(base, t.durable == 61, 3000);
+	ck_assert_int_gt(sint(c, "PTTL parley:{tr}:log"), 3600 * 1000);
+	ck_assert_int_gt(sint(c, "PTTL parley:{tr}:meta"), 3600 * 1000);
+	/* and a meta write does too */
+	rs->ttl_at -= rs->st->ttl_every;
+	ck_assert_int_eq(sint(c, "PEXPIRE parley:{tr}:log 100000"), 1);
+	ck_assert_int_eq(store_meta_write_async(s, "{\"a\":1}", 7), 0);
+	WAIT(base, sint(c, "PTTL parley:{tr}:log") > 3600 * 1000, 3000);
+
+	/* A new tenure renews at its first write, whatever the time. */
+	store_sess_close(s);
+	spin(base, 20);
+	s = topen(base, st, "tr", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(sint(c, "PEXPIRE parley:{tr}:log 100000"), 1);
+	tappend(s, "tr", 62, 62);
+	WAIT(base, t.durable == 62, 3000);
+	ck_assert_int_gt(sint(c, "PTTL parley:{tr}:log"), 3600 * 1000);
+	ck_assert_int_eq(t.nfailed, 0);
+	store_sess_close(s);
+	store_close(st);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
+/*
+ * Without store-wait the whole log is durable: the first append of a
+ * tenure drops the 'durable' mark an earlier store-wait owner left
+ * (followers would stop there), and publishes.
+ */
+START_TEST(test_drop_mark)
+{
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c;
+	struct store		*st;
+	struct store_sess	*s;
+	struct tev		 t;
+
+	srv_start(&r);
+	c = sconn(r.port);
+	st = tstore(base, r.port, "h/1", 30000, &t);
+	WAIT(base, t.health == 1, 3000);
+	s = topen(base, st, "dm", 1, 0, STORE_OWNER);
+	tappend(s, "dm", 1, 3);
+	WAIT(base, t.durable == 3, 3000);
+	store_sess_close(s);
+	spin(base, 20);
+	ck_assert_int_eq(sint(c, "HSET parley:{dm}:meta durable 2"), 1);
+	s = topen(base, st, "dm", 0, 0, STORE_OWNER);
+	ck_assert_int_eq(sint(c, "HEXISTS parley:{dm}:meta durable"), 1);
+	tappend(s, "dm", 4, 4);
+	WAIT(base, t.durable == 4, 3000);
+	ck_assert_int_eq(sint(c, "HEXISTS parley:{dm}:meta durable"), 0);
+	ck_assert_int_eq(t.nfailed, 0);
+	store_sess_close(s);
+	store_close(st);
+	redisFree(c);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
 static Suite *
 store_redis_suite(void)
 {
@@ -1267,6 +1407,8 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_close_in_callback);
 	tcase_add_test(tc, test_trim);
 	tcase_add_test(tc, test_noscript);
+	tcase_add_test(tc, test_ttl_renew);
+	tcase_add_test(tc, test_drop_mark);
 	tcase_add_test(tc, test_unreachable);
 	suite_add_tcase(s, tc);
 	return s;
