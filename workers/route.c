@@ -93,7 +93,7 @@ int
 route_may_access(const struct sess *s, const struct conn_who *w)
 {
 	return ipc_who_allows(cJSON_GetStringValue(cJSON_GetObjectItem(
-	    s->meta, "owner")), w->role, w->subject, w->scope, s->id);
+	    sess_meta(s), "owner")), w->role, w->subject, w->scope, s->id);
 }
 
 /* The message a session that could not be opened is answered with. */
@@ -785,8 +785,8 @@ create_session(struct conn *c)
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "sessionId", s->id);
 	cJSON_AddStringToObject(o, "status", "created");
-	util_iso8601(ts, cJSON_IsNumber(cJSON_GetObjectItem(s->meta,
-	    "createdAt")) ? (uint64_t)cJSON_GetObjectItem(s->meta,
+	util_iso8601(ts, cJSON_IsNumber(cJSON_GetObjectItem(sess_meta(s),
+	    "createdAt")) ? (uint64_t)cJSON_GetObjectItem(sess_meta(s),
 	    "createdAt")->valuedouble : util_now_ms());
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	conn_http_reply(c, 201, o);
