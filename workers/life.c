@@ -632,10 +632,8 @@ life_arm(struct sess *s)
 #define EARLIER(x) do { t = (x); if (at == 0 || t < at) at = t; } while (0)
 	if ((l = life_get(s)) == NULL)
 		return;
-	if (l->ev == NULL && (l->ev = evtimer_new(s->wk->base, life_cb, s)) ==
-	    NULL)
-		return;
-	evtimer_del(l->ev);
+	if (l->ev != NULL)
+		evtimer_del(l->ev);
 	if (s->released || s->broken)
 		return;
 	if (s->follower) {
@@ -661,7 +659,9 @@ life_arm(struct sess *s)
 				EARLIER(l->peers[i].seen + PRESENCE_STALE_MS);
 	}
 #undef EARLIER
-	if (at == 0)
+	/* Made on first use: most sessions wait for nothing here. */
+	if (at == 0 || (l->ev == NULL && (l->ev = evtimer_new(s->wk->base,
+	    life_cb, s)) == NULL))
 		return;
 	util_tv(&tv, at > now ? at - now : 0);
 	evtimer_add(l->ev, &tv);

@@ -592,31 +592,48 @@ idle_cb(evutil_socket_t fd, short ev, void *arg)
 		sess_release(s);
 }
 
-void
-sess_check_idle(struct sess *s)
+/*
+ * Arms s's idle timer for ms, made on first use: a session with clients
+ * (most of those held in memory) needs none.
+ */
+static void
+idle_arm(struct sess *s, uint64_t ms)
 {
 	struct timeval tv;
 
+	if (s->idle_ev == NULL &&
+	    (s->idle_ev = evtimer_new(s->wk->base, idle_cb, s)) == NULL) {
+		log_warnx("session %s: no memory for its idle timer; it stays "
+		    "in memory until a client comes and goes", s->id);
+		return;
+	}
+	util_tv(&tv, ms);
+	evtimer_add(s->idle_ev, &tv);
+}
+
+void
+sess_check_idle(struct sess *s)
+{
 	if (s->released)
 		return;
 	if (s->wk->draining && !sess_busy(s)) {
 		/* Its turn is over: clients move to the new owner. */
-		util_tv(&tv, 0);
-		evtimer_add(s->idle_ev, &tv);
+		idle_arm(s, 0);
 		return;
 	}
 	if (s->feed.nsubs > 0 || sess_busy(s)) {
-		evtimer_del(s->idle_ev);
+		if (s->idle_ev != NULL) {
+			event_free(s->idle_ev);
+			s->idle_ev = NULL;
+		}
 		return;
 	}
 	if (s->wk->draining || s->wk->terminating) {
 		/* Nothing left to finish here: let the new owner have it. */
-		util_tv(&tv, 0);
-		evtimer_add(s->idle_ev, &tv);
+		idle_arm(s, 0);
 		return;
 	}
-	util_tv(&tv, s->wk->conf->idle_timeout_ms);
-	evtimer_add(s->idle_ev, &tv);
+	idle_arm(s, s->wk->conf->idle_timeout_ms);
 }
 
 /*
@@ -863,7 +880,6 @@ sess_new(struct wk *wk, const char *id)
 	deliver_init(&s->feed, s->id, feed_changed, s);
 	TAILQ_INIT(&s->loads);
 	TAILQ_INIT(&s->acks);
-	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
 	if (wk->agent->init != NULL)
 		wk->agent->init(s);
 	PARTS(s, part)
@@ -1306,7 +1322,8 @@ sess_free(struct sess *s)
 	wk->nsessions--;
 	if (s->flush_ev != NULL)
 		event_free(s->flush_ev);
-	event_free(s->idle_ev);
+	if (s->idle_ev != NULL)
+		event_free(s->idle_ev);
 	if (s->start_ev != NULL)
 		event_free(s->start_ev);
 	for (i = 0; i < s->id_n; i++)

@@ -118,7 +118,7 @@ struct sess {
 	size_t			 tokcap;
 	struct event		*flush_ev;
 	uint64_t		 flushed_us;	/* last token event (loop_us) */
-	struct event		*idle_ev;
+	struct event		*idle_ev;	/* made when it has no client */
 	struct event		*recover_ev;
 	int			 cancel_due;	/* a cancel came while the
 						   turn was being read back */
