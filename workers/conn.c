@@ -54,7 +54,7 @@ conn_sid(const struct conn *c)
 		return c->sess->id;
 	if (c->ic.session[0] != '\0')
 		return c->ic.session;
-	if (c->park_sid[0] != '\0')
+	if (c->park_sid != NULL)
 		return c->park_sid;
 	return NULL;
 }
@@ -1133,6 +1133,8 @@ conn_free(struct conn *c)
 		free(c->page);
 	}
 	free(c->park);
+	free(c->park_sid);
+	free(c->kg_batch);
 	if (c->adapt != NULL)
 		c->adapt->free(c->adapt_st);
 	if (c->gathering)
