@@ -154,7 +154,7 @@ static enum policy_autonomy
 level(struct sess *s)
 {
 	enum policy_autonomy a = s->wk->conf->autonomy;
-	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(sess_meta(s),
 	    "autonomy"));
 
 	if (lv != NULL)
@@ -176,7 +176,7 @@ emit(struct sess *s, const char *type, cJSON *b, int audited)
 	if (seq != 0 && audited)
 		(void)auditlog_event(s, seq);
 	if (seq != 0)
-		proto_set(s->meta, "actionsSeq",
+		proto_set(sess_meta(s), "actionsSeq",
 		    cJSON_CreateNumber((double)seq));
 	return seq;
 }
@@ -288,12 +288,13 @@ sweep(struct sess *s)
 	int again = 1;
 
 	/* A completed session logs nothing more: its actions stay open. */
-	if (s->follower || s->broken || s->released || s->meta == NULL ||
+	if (s->follower || s->broken || s->released || !sess_has_meta(s) ||
 	    s->ended)
 		return;
 	while (again) {
 		again = 0;
-		cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting")) {
+		cJSON_ArrayForEach(w, cJSON_GetObjectItem(sess_meta(s),
+		    "waiting")) {
 			if (!is_action(w))
 				continue;
 			if (phase_is(w, "approved"))
@@ -304,7 +305,7 @@ sweep(struct sess *s)
 			}
 		}
 	}
-	cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting")) {
+	cJSON_ArrayForEach(w, cJSON_GetObjectItem(sess_meta(s), "waiting")) {
 		if (!is_action(w))
 			continue;
 		d = deadline(s, w);
@@ -597,11 +598,11 @@ static void
 directive_keep(struct sess *s, uint64_t seq, const char *message,
     const char *from)
 {
-	cJSON *a = cJSON_GetObjectItem(s->meta, "directives"), *d;
+	cJSON *a = cJSON_GetObjectItem(sess_meta(s), "directives"), *d;
 
 	if (!cJSON_IsArray(a)) {
 		a = cJSON_CreateArray();
-		proto_set(s->meta, "directives", a);
+		proto_set(sess_meta(s), "directives", a);
 	}
 	cJSON_ArrayForEach(d, a)
 		if ((uint64_t)proto_count(d, "seq") == seq)
@@ -760,8 +761,8 @@ action_input(struct sess *s, struct sess_client *c,
 char *
 action_directives(struct sess *s, const char *agent)
 {
-	const cJSON *a = cJSON_GetObjectItem(s->meta, "directives"), *d;
-	cJSON *seen = cJSON_GetObjectItem(s->meta, "directivesSeen");
+	const cJSON *a = cJSON_GetObjectItem(sess_meta(s), "directives"), *d;
+	cJSON *seen = cJSON_GetObjectItem(sess_meta(s), "directivesSeen");
 	double last = proto_count(seen, agent), top = last;
 	size_t len = 0, off = 0;
 	char *out;
@@ -782,7 +783,7 @@ action_directives(struct sess *s, const char *agent)
 	}
 	if (!cJSON_IsObject(seen)) {
 		seen = cJSON_CreateObject();
-		proto_set(s->meta, "directivesSeen", seen);
+		proto_set(sess_meta(s), "directivesSeen", seen);
 	}
 	proto_set(seen, agent, cJSON_CreateNumber(top));
 	return out;
@@ -875,7 +876,7 @@ scan_rec(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 	const char *type;
 	cJSON *ev;
 
-	if (seq <= (uint64_t)proto_count(s->meta, "actionsSeq") ||
+	if (seq <= (uint64_t)proto_count(sess_meta(s), "actionsSeq") ||
 	    (memmem(json, len, "\"action", 7) == NULL &&
 	    memmem(json, len, "\"directive\"", 11) == NULL))
 		return 0;
@@ -887,7 +888,7 @@ scan_rec(void *arg, uint64_t seq, uint64_t ts, const char *json, size_t len)
 		if (strncmp(type, "action_", 7) == 0 ||
 		    strcmp(type, "directive") == 0 ||
 		    strcmp(type, "audit_entry") == 0)
-			proto_set(s->meta, "actionsSeq",
+			proto_set(sess_meta(s), "actionsSeq",
 			    cJSON_CreateNumber((double)seq));
 	}
 	cJSON_Delete(ev);
@@ -898,7 +899,7 @@ void
 action_own(struct sess *s)
 {
 	uint64_t last = store_last_seq(s->st), from = (uint64_t)proto_count(
-	    s->meta, "actionsSeq");
+	    sess_meta(s), "actionsSeq");
 
 	/* Logged, and its worker stopped before meta was saved: the log
 	 * says what is pending.  Only what the open cached is read. */
@@ -906,7 +907,7 @@ action_own(struct sess *s)
 		from = last - SCAN_BACK;
 	if (from < last) {
 		(void)store_range(s->st, from, 0, scan_rec, s);
-		if ((uint64_t)proto_count(s->meta, "actionsSeq") > from)
+		if ((uint64_t)proto_count(sess_meta(s), "actionsSeq") > from)
 			sess_meta_save(s);
 	}
 	sweep(s);

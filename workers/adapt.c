@@ -147,7 +147,7 @@ adapt_current_turn(const struct sess *s, char *msgid, size_t len,
 		m = s->turn->msgid;
 		seq = s->turn->input_seq;
 	} else {
-		t = cJSON_GetObjectItem(s->meta, "turn");
+		t = cJSON_GetObjectItem(sess_meta(s), "turn");
 		m = cJSON_GetStringValue(cJSON_GetObjectItem(t, "messageId"));
 		n = cJSON_GetObjectItem(t, "inputSeq");
 		seq = cJSON_IsNumber(n) && n->valuedouble >= 1 &&

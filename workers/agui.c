@@ -126,7 +126,7 @@ waiting_turn(struct sess *s, char *msgid, size_t len, uint64_t *seq)
 	const cJSON *w;
 	const char *mid;
 
-	cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting"))
+	cJSON_ArrayForEach(w, cJSON_GetObjectItem(sess_meta(s), "waiting"))
 		/* An approval (no kind) or a client's call: a turn's. */
 		if ((str_of(w, "kind") == NULL || strcmp(str_of(w, "kind"),
 		    "call") == 0) && (mid = str_of(w, "messageId")) != NULL &&

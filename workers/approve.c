@@ -37,11 +37,11 @@ static uint64_t	elicit_log(struct sess *, int, cJSON *, const char *action,
 static cJSON *
 meta_array(struct sess *s, const char *key)
 {
-	cJSON *a = cJSON_GetObjectItem(s->meta, key);
+	cJSON *a = cJSON_GetObjectItem(sess_meta(s), key);
 
 	if (!cJSON_IsArray(a)) {
 		a = cJSON_CreateArray();
-		proto_set(s->meta, key, a);
+		proto_set(sess_meta(s), key, a);
 	}
 	return a;
 }
@@ -401,7 +401,7 @@ approve_clear(struct sess *s)
 	int i = 0;
 
 	/* An action is no turn's: it stays (action.c ends it). */
-	while ((w = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
+	while ((w = cJSON_GetArrayItem(cJSON_GetObjectItem(sess_meta(s),
 	    "waiting"), i)) != NULL) {
 		if (kind_of(w) == WAIT_ACTION) {
 			i++;
@@ -410,8 +410,8 @@ approve_clear(struct sess *s)
 		if ((id = wait_id(w)) != NULL)
 			approve_close(s, id, "cancelled");
 		/* Closed, or not closable: either way it waits no more. */
-		if (cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "waiting"),
-		    i) == w) {
+		if (cJSON_GetArrayItem(cJSON_GetObjectItem(sess_meta(s),
+		    "waiting"), i) == w) {
 			cJSON_DeleteItemFromArray(meta_array(s, "waiting"), i);
 			sess_meta_save(s);
 		}
@@ -421,7 +421,8 @@ approve_clear(struct sess *s)
 int
 approve_always(struct sess *s, const char *tool)
 {
-	return proto_holds(cJSON_GetObjectItem(s->meta, "alwaysAllow"), tool);
+	return proto_holds(cJSON_GetObjectItem(sess_meta(s), "alwaysAllow"),
+	    tool);
 }
 
 
@@ -430,7 +431,7 @@ approve_pending(struct sess *s, int kind)
 {
 	cJSON *a = cJSON_CreateArray(), *w, *c;
 
-	cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting")) {
+	cJSON_ArrayForEach(w, cJSON_GetObjectItem(sess_meta(s), "waiting")) {
 		if ((int)kind_of(w) != kind)
 			continue;
 		c = cJSON_Duplicate(w, 1);
@@ -666,7 +667,8 @@ approve_clear_elicits(struct sess *s)
 
 	while (again) {
 		again = 0;
-		cJSON_ArrayForEach(w, cJSON_GetObjectItem(s->meta, "waiting"))
+		cJSON_ArrayForEach(w, cJSON_GetObjectItem(sess_meta(s),
+		    "waiting"))
 			if (kind_of(w) == WAIT_ELICIT && (id =
 			    cJSON_GetStringValue(cJSON_GetObjectItem(w,
 			    "elicitationId"))) != NULL) {

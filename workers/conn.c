@@ -54,7 +54,7 @@ conn_sid(const struct conn *c)
 		return c->sess->id;
 	if (c->ic.session[0] != '\0')
 		return c->ic.session;
-	if (c->park_sid[0] != '\0')
+	if (c->park_sid != NULL)
 		return c->park_sid;
 	return NULL;
 }
@@ -778,8 +778,8 @@ conn_auth(struct conn *c, const struct proto_in *in)
 	/* A session reached through the old token's admin role or share
 	 * must still be reachable through the new one's. */
 	if (sid[0] != '\0' && (s = sess_find(c->wk, sid)) != NULL &&
-	    s->meta != NULL && !ipc_who_allows(cJSON_GetStringValue(
-	    cJSON_GetObjectItem(s->meta, "owner")), role, c->ic.subject,
+	    sess_has_meta(s) && !ipc_who_allows(cJSON_GetStringValue(
+	    cJSON_GetObjectItem(sess_meta(s), "owner")), role, c->ic.subject,
 	    cl.scope, sid)) {
 		conn_send_error(c, "FORBIDDEN", "the session belongs to "
 		    "another subject and the new token neither has the admin "
@@ -1133,6 +1133,8 @@ conn_free(struct conn *c)
 		free(c->page);
 	}
 	free(c->park);
+	free(c->park_sid);
+	free(c->kg_batch);
 	if (c->adapt != NULL)
 		c->adapt->free(c->adapt_st);
 	if (c->gathering)

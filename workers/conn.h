@@ -98,14 +98,14 @@ struct conn {
 	unsigned char		*park;		/* the request or the message */
 	size_t			 park_len;
 	int			 parking;	/* 1 inside sess_load */
-	char			 park_sid[IPC_SID_MAX + 1];
+	char			*park_sid;	/* the session it waits for (heap) */
 	int			 post_sse;	/* POST messages answered as SSE */
 	int			 deleting;	/* a DELETE: 1, 2 through a follower */
 	char			 kb_doc[24];	/* POST .../kb: the documentId */
 	int			 kg_kind;	/* /knowledge/P: 1 + kgs_kind */
 	int			 kg_md;		/* its export as Markdown */
 	int			 kg_nact;	/* POST .../actions: actions */
-	char			 kg_batch[132];	/* and its batchId */
+	char			*kg_batch;	/* and its batchId (heap) */
 	struct conn_page	*page;		/* GET log being read */
 	struct event		*hb_ev;
 	struct event		*tmo_ev;

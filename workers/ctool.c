@@ -154,7 +154,7 @@ ctool_register(struct sess *s, const cJSON *msg, const char *by,
 {
 	const cJSON *tools = cJSON_GetObjectItemCaseSensitive(msg, "tools");
 	const cJSON *sv = cJSON_GetObjectItemCaseSensitive(msg, "servers");
-	const cJSON *t, *old = cJSON_GetObjectItem(s->meta, "clientTools");
+	const cJSON *t, *old = cJSON_GetObjectItem(sess_meta(s), "clientTools");
 	cJSON *list, *servers, *e, *shown, *b;
 	uint64_t seq;
 	int i = 0;
@@ -227,7 +227,7 @@ ctool_register(struct sess *s, const cJSON *msg, const char *by,
 		    "could not be logged; nothing changed, retry");
 		goto bad;
 	}
-	proto_set(s->meta, "clientTools", list);
+	proto_set(sess_meta(s), "clientTools", list);
 	sess_meta_save(s);
 	return seq;
 bad:
@@ -239,7 +239,7 @@ bad:
 const cJSON *
 ctool_find(struct sess *s, const char *full_name)
 {
-	return ctool_find_in(cJSON_GetObjectItem(s->meta, "clientTools"),
+	return ctool_find_in(cJSON_GetObjectItem(sess_meta(s), "clientTools"),
 	    full_name);
 }
 
@@ -250,7 +250,8 @@ ctool_defs(struct sess *s, struct llm_tool_def *defs, size_t max,
 	const cJSON *e;
 	size_t n = 0;
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "clientTools")) {
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s),
+	    "clientTools")) {
 		const char *full = cJSON_GetStringValue(cJSON_GetObjectItem(e,
 		    "fullName"));
 

@@ -145,7 +145,7 @@ metrics_json(struct sess *s)
 	cJSON *b;
 
 	stats(s, &st);
-	b = dash_body(s->meta, &st);
+	b = dash_body(sess_meta(s), &st);
 	util_iso8601(ts, util_now_ms());
 	cJSON_AddStringToObject(b, "ts", ts);
 	return proto_reply("metrics", s->id, b);

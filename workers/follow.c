@@ -46,7 +46,7 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 		cJSON *o = cJSON_ParseWithLength(json, len), *p;
 
 		if (cJSON_IsBool(p = cJSON_GetObjectItem(o, "paused")))
-			proto_set(s->meta, "paused",
+			proto_set(sess_meta(s), "paused",
 			    cJSON_CreateBool(cJSON_IsTrue(p)));
 		approve_follow(s, e->type, o, ts);
 		PARTS(s, part)

@@ -77,11 +77,11 @@ input_pause(struct sess *s, struct sess_client *c, int pause,
 		    ANSWER_NOOP, r);
 		return;
 	}
-	proto_set(s->meta, "paused", cJSON_CreateBool(pause));
+	proto_set(sess_meta(s), "paused", cJSON_CreateBool(pause));
 	b = sess_state(s);
 	cJSON_AddBoolToObject(b, "paused", pause);
 	if ((seq = sess_emit(s, "session_state", b)) == 0) {
-		proto_set(s->meta, "paused", cJSON_CreateBool(!pause));
+		proto_set(sess_meta(s), "paused", cJSON_CreateBool(!pause));
 		sess_result_err(r, "OVERLOADED", 503, "%s",
 		    "the change could not "
 		    "be logged; it was not applied, retry");
@@ -230,7 +230,7 @@ input_autonomy(struct sess *s, struct sess_client *c,
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "level", name);
 	cJSON_AddItemToObject(b, "previous", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
+	    cJSON_GetObjectItem(sess_meta(s), "autonomy"), 1));
 	cJSON_AddStringToObject(b, "by", role_name(from->role));
 	if (from->subject != NULL && from->subject[0] != '\0')
 		cJSON_AddStringToObject(b, "subject", from->subject);
@@ -240,7 +240,7 @@ input_autonomy(struct sess *s, struct sess_client *c,
 		return;
 	}
 	auditlog_event(s, r->seq);
-	proto_set(s->meta, "autonomy", cJSON_CreateString(name));
+	proto_set(sess_meta(s), "autonomy", cJSON_CreateString(name));
 	sess_meta_save(s);
 	sess_answer_durable(s, c, in->id, r->seq, ANSWER_NEW, r);
 }
@@ -351,8 +351,8 @@ input_apply(struct sess *s, struct sess_client *c,
 			    "agent's id", to);
 			return;
 		}
-		if (!external && cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) >=
-		    MAX_QUEUE) {
+		if (!external && cJSON_GetArraySize(cJSON_GetObjectItem(
+		    sess_meta(s), "queue")) >= MAX_QUEUE) {
 			sess_result_err(r, "RATE_LIMITED", 429, "%s",
 			    "too many "
 			    "messages are waiting for their turn; wait for a "
@@ -382,7 +382,7 @@ input_apply(struct sess *s, struct sess_client *c,
 		r->seq = seq;
 		r->no_turn = external;
 		if (!external) {
-			cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta,
+			cJSON_AddItemToArray(cJSON_GetObjectItem(sess_meta(s),
 			    "queue"), cJSON_CreateNumber((double)seq));
 			sess_meta_save(s);
 		}
@@ -393,7 +393,7 @@ input_apply(struct sess *s, struct sess_client *c,
 	}
 	if (strcmp(in->type, "cancel") == 0) {
 		if (s->turn == NULL && cJSON_IsObject(cJSON_GetObjectItem(
-		    s->meta, "turn")) && (s->recover_ev != NULL ||
+		    sess_meta(s), "turn")) && (s->recover_ev != NULL ||
 		    s->promote != NULL)) {
 			/* Its turn is being read back (the session was out
 			 * of memory): cancelled as soon as it is. */

@@ -286,7 +286,7 @@ static int
 rag_on(struct sess *s)
 {
 	return s->wk->conf->rag && !cJSON_IsFalse(cJSON_GetObjectItem(
-	    cJSON_GetObjectItem(s->meta, "config"), "rag"));
+	    cJSON_GetObjectItem(sess_meta(s), "config"), "rag"));
 }
 
 static void

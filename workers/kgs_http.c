@@ -221,7 +221,12 @@ http_actions(struct conn *c, const char *sid)
 		util_randhex(gen + 2, 8);
 		key = gen;
 	}
-	snprintf(c->kg_batch, sizeof(c->kg_batch), "%s", key);
+	free(c->kg_batch);
+	if ((c->kg_batch = strdup(key)) == NULL) {
+		cJSON_Delete(b);
+		conn_http_error(c, 500, "INTERNAL", "out of memory");
+		return;
+	}
 	c->kg_nact = cJSON_GetArraySize(cJSON_GetObjectItem(b, "actions"));
 	m = cJSON_CreateObject();
 	cJSON_AddItemToObject(m, "actions", cJSON_DetachItemFromObject(b,
@@ -485,7 +490,8 @@ kgs_http_reply(struct conn *c, struct sess *s, const struct sess_result *res)
 	o = cJSON_CreateObject();
 	if (res->seq)
 		cJSON_AddNumberToObject(o, "seq", (double)res->seq);
-	cJSON_AddStringToObject(o, "batchId", c->kg_batch);
+	cJSON_AddStringToObject(o, "batchId", c->kg_batch ? c->kg_batch :
+	    "");
 	cJSON_AddNumberToObject(o, "actions", c->kg_nact);
 	if (res->duplicate)
 		cJSON_AddBoolToObject(o, "duplicate", 1);

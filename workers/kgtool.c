@@ -439,9 +439,9 @@ kgtool_run(struct sess *s, const char *name, const char *call_id,
 	free(key);
 	memset(&who, 0, sizeof(who));
 	who.role = IPC_ROLE_AGENT;
-	who.subject = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	who.subject = cJSON_GetStringValue(cJSON_GetObjectItem(sess_meta(s),
 	    "owner"));
-	who.scope = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	who.scope = cJSON_GetStringValue(cJSON_GetObjectItem(sess_meta(s),
 	    "scope"));
 	who.conn_id = s->turn != NULL ? strtoull(s->turn->req, NULL, 16) : 0;
 	kt = kgtool_start(s->wk, name, a, have_bid ? bid : NULL, &who,

@@ -115,7 +115,8 @@ ext_find_in(const cJSON *ext, const char *agent)
 static cJSON *
 ext_find(struct sess *s, const char *agent)
 {
-	return ext_find_in(cJSON_GetObjectItem(s->meta, "external"), agent);
+	return ext_find_in(cJSON_GetObjectItem(sess_meta(s), "external"),
+	    agent);
 }
 
 int
@@ -208,7 +209,7 @@ life_team(const struct sess *s)
 {
 	const cJSON *e;
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external"))
 		if (is_true(e, "required"))
 			return 1;
 	return 0;
@@ -219,7 +220,7 @@ life_external(const struct sess *s, const char *agent)
 {
 	const cJSON *e;
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external"))
 		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")) &&
 		    strcmp(cJSON_GetObjectItem(e, "agentId")->valuestring,
 		    agent) == 0)
@@ -230,7 +231,7 @@ life_external(const struct sess *s, const char *agent)
 int
 life_holds(const struct sess *s)
 {
-	return cJSON_IsFalse(cJSON_GetObjectItem(s->meta, "active"));
+	return cJSON_IsFalse(cJSON_GetObjectItem(sess_meta(s), "active"));
 }
 
 const char *
@@ -248,11 +249,11 @@ life_busy(const struct sess *s)
 int
 life_failed(const struct sess *s)
 {
-	const cJSON *r = cJSON_GetObjectItem(s->meta, "result");
+	const cJSON *r = cJSON_GetObjectItem(sess_meta(s), "result");
 	const char *why;
 
 	if (r == NULL)	/* ending: the lead agent writes the summary */
-		r = cJSON_GetObjectItem(s->meta, "ending");
+		r = cJSON_GetObjectItem(sess_meta(s), "ending");
 	why = cJSON_GetStringValue(cJSON_GetObjectItem(r, "reason"));
 
 	return why != NULL && strcmp(why, "error") == 0;
@@ -266,7 +267,7 @@ life_state(struct sess *s, cJSON *state)
 	char ts[32];
 
 	w = life_holds(s) ? cJSON_AddArrayToObject(state, "waitingFor") : NULL;
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external")) {
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external")) {
 		o = cJSON_CreateObject();
 		cJSON_AddItemToObject(o, "agentId", cJSON_Duplicate(
 		    cJSON_GetObjectItem(e, "agentId"), 1));
@@ -336,14 +337,14 @@ activate(struct sess *s)
 {
 	cJSON *e, *b;
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external"))
 		if (is_true(e, "required") && !is_true(e, "connected"))
 			return;
-	proto_set(s->meta, "active", cJSON_CreateTrue());
+	proto_set(sess_meta(s), "active", cJSON_CreateTrue());
 	b = sess_state(s);
 	cJSON_AddBoolToObject(b, "active", 1);
 	if (sess_emit(s, "session_state", b) == 0) {
-		proto_set(s->meta, "active", cJSON_CreateFalse());
+		proto_set(sess_meta(s), "active", cJSON_CreateFalse());
 		return;		/* the next presence change tries again */
 	}
 	log_info("session %s: every required agent has joined; active",
@@ -374,21 +375,23 @@ presence_update(struct sess *s, const char *agent)
 	if (n == 0 && l != NULL && l->grace > now)
 		return;		/* a new owner: it may come back */
 	if (e == NULL) {
-		if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+		if (cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
 		    "external")) >= LIFE_AGENTS) {
 			log_warnx("session %s: agent %s not logged: the "
 			    "session keeps %d external agents", s->id, agent,
 			    LIFE_AGENTS);
 			return;
 		}
-		if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "external")))
-			proto_set(s->meta, "external", cJSON_CreateArray());
+		if (!cJSON_IsArray(cJSON_GetObjectItem(sess_meta(s),
+		    "external")))
+			proto_set(sess_meta(s), "external",
+			    cJSON_CreateArray());
 		e = cJSON_CreateObject();
 		cJSON_AddStringToObject(e, "agentId", agent);
 		cJSON_AddBoolToObject(e, "required", 0);
 		cJSON_AddBoolToObject(e, "connected", 0);
-		cJSON_AddItemToArray(cJSON_GetObjectItem(s->meta, "external"),
-		    e);
+		cJSON_AddItemToArray(cJSON_GetObjectItem(sess_meta(s),
+		    "external"), e);
 	}
 	req = is_true(e, "required");
 	b = cJSON_CreateObject();
@@ -441,7 +444,7 @@ presence_all(struct sess *s)
 	cJSON *e;
 	unsigned i;
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external"))
 		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")))
 			presence_update(s, cJSON_GetObjectItem(e,
 			    "agentId")->valuestring);
@@ -530,7 +533,7 @@ life_follow(struct sess *s, const char *type, const cJSON *ev)
 
 	if (strcmp(type, "session_state") == 0) {
 		if (is_true(ev, "active"))
-			proto_set(s->meta, "active", cJSON_CreateTrue());
+			proto_set(sess_meta(s), "active", cJSON_CreateTrue());
 		return;
 	}
 	if (strcmp(type, "session_complete") == 0) {
@@ -567,13 +570,13 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 	if (s->broken || s->released || l->sum != NULL)
 		return;
 	if (cJSON_IsString(d = cJSON_GetObjectItem(cJSON_GetObjectItem(
-	    s->meta, "ending"), "reason")) && !cJSON_IsObject(
-	    cJSON_GetObjectItem(s->meta, "result"))) {
+	    sess_meta(s), "ending"), "reason")) && !cJSON_IsObject(
+	    cJSON_GetObjectItem(sess_meta(s), "result"))) {
 		/* Its owner died while the lead wrote the summary.  Copies:
 		 * finish() drops "ending" from meta. */
 		snprintf(reason, sizeof(reason), "%s", d->valuestring);
-		d = cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta, "ending"),
-		    "why");
+		d = cJSON_GetObjectItem(cJSON_GetObjectItem(sess_meta(s),
+		    "ending"), "why");
 		snprintf(why, sizeof(why), "%s", cJSON_IsString(d) ?
 		    d->valuestring : "");
 		if (finish(s, reason, why[0] ? why : NULL, NULL) == -1)
@@ -583,13 +586,13 @@ life_cb(evutil_socket_t fd, short ev, void *arg)
 	if (s->ended)
 		return;
 	l->due = 0;
-	if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta, "deadline")) &&
+	if (cJSON_IsNumber(d = cJSON_GetObjectItem(sess_meta(s), "deadline")) &&
 	    (uint64_t)d->valuedouble <= now) {
 		if (life_complete(s, "time_limit", NULL) == -1)
 			life_arm(s);
 		return;
 	}
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external"))
 		if (cJSON_IsNumber(d = cJSON_GetObjectItem(e, "deadline")) &&
 		    (uint64_t)d->valuedouble <= now &&
 		    !is_true(e, "connected")) {
@@ -629,10 +632,8 @@ life_arm(struct sess *s)
 #define EARLIER(x) do { t = (x); if (at == 0 || t < at) at = t; } while (0)
 	if ((l = life_get(s)) == NULL)
 		return;
-	if (l->ev == NULL && (l->ev = evtimer_new(s->wk->base, life_cb, s)) ==
-	    NULL)
-		return;
-	evtimer_del(l->ev);
+	if (l->ev != NULL)
+		evtimer_del(l->ev);
 	if (s->released || s->broken)
 		return;
 	if (s->follower) {
@@ -640,10 +641,10 @@ life_arm(struct sess *s)
 			if (l->peers[i].n > 0)
 				EARLIER(now + PRESENCE_REFRESH_MS);
 	} else if (!s->ended || (l->due && l->sum == NULL)) {
-		if (cJSON_IsNumber(d = cJSON_GetObjectItem(s->meta,
+		if (cJSON_IsNumber(d = cJSON_GetObjectItem(sess_meta(s),
 		    "deadline")))
 			EARLIER((uint64_t)d->valuedouble);
-		cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta,
+		cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s),
 		    "external"))
 			if (cJSON_IsNumber(d = cJSON_GetObjectItem(e,
 			    "deadline")))
@@ -658,7 +659,9 @@ life_arm(struct sess *s)
 				EARLIER(l->peers[i].seen + PRESENCE_STALE_MS);
 	}
 #undef EARLIER
-	if (at == 0)
+	/* Made on first use: most sessions wait for nothing here. */
+	if (at == 0 || (l->ev == NULL && (l->ev = evtimer_new(s->wk->base,
+	    life_cb, s)) == NULL))
 		return;
 	util_tv(&tv, at > now ? at - now : 0);
 	evtimer_add(l->ev, &tv);
@@ -678,10 +681,10 @@ life_own(struct sess *s)
 		if (strcmp(l->peers[i].node, s->wk->node) != 0)
 			l->peers[i].n = 0;
 	l->grace = 0;
-	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "ending")) &&
-	    !cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")))
+	if (cJSON_IsObject(cJSON_GetObjectItem(sess_meta(s), "ending")) &&
+	    !cJSON_IsObject(cJSON_GetObjectItem(sess_meta(s), "result")))
 		s->ended = 1;	/* no input: life_cb logs its end */
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "external"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "external"))
 		if (is_true(e, "connected"))
 			l->grace = util_now_ms() + PRESENCE_STALE_MS;
 	l->due = 1;
@@ -742,11 +745,11 @@ plain_summary(struct sess *s, const char *lead, const char *reason)
 {
 	struct tally t;
 	char *out = NULL;
-	uint64_t secs = (util_now_ms() - (uint64_t)proto_count(s->meta,
+	uint64_t secs = (util_now_ms() - (uint64_t)proto_count(sess_meta(s),
 	    "createdAt")) / 1000;
 	/* The internal agents (one, or a team's roster) and the external. */
-	int agents = cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
-	    "agents")) + cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	int agents = cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
+	    "agents")) + cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
 	    "external"));
 
 	memset(&t, 0, sizeof(t));
@@ -780,7 +783,7 @@ finish(struct sess *s, const char *reason, const char *lead,
 	b = cJSON_CreateObject();
 	cJSON_AddStringToObject(b, "summary", sum);
 	cJSON_AddItemToObject(b, "usage", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "usage"), 1));
+	    cJSON_GetObjectItem(sess_meta(s), "usage"), 1));
 	cJSON_AddStringToObject(b, "reason", reason);
 	/* Not logged: the queue and a turn being recovered stay (a running
 	 * turn was cancelled, and its done logged); the queue goes on. */
@@ -789,7 +792,7 @@ finish(struct sess *s, const char *reason, const char *lead,
 		s->wk->agent->next(s);
 		return -1;
 	}
-	proto_set(s->meta, "queue", cJSON_CreateArray());
+	proto_set(sess_meta(s), "queue", cJSON_CreateArray());
 	if (s->recover_ev != NULL || (s->promote != NULL && !s->follower)) {
 		if (s->recover_ev != NULL)
 			event_free(s->recover_ev);
@@ -797,7 +800,7 @@ finish(struct sess *s, const char *reason, const char *lead,
 		store_req_cancel(s->promote);	/* the turn's read-back */
 		s->promote = NULL;
 		approve_clear(s);
-		proto_set(s->meta, "turn", cJSON_CreateNull());
+		proto_set(sess_meta(s), "turn", cJSON_CreateNull());
 	}
 	s->ended = 1;
 	r = cJSON_CreateObject();
@@ -806,9 +809,9 @@ finish(struct sess *s, const char *reason, const char *lead,
 	util_iso8601(ts, util_now_ms());
 	cJSON_AddStringToObject(r, "completedAt", ts);
 	cJSON_AddItemToObject(r, "usage", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "usage"), 1));
-	proto_set(s->meta, "result", r);
-	cJSON_DeleteItemFromObject(s->meta, "ending");
+	    cJSON_GetObjectItem(sess_meta(s), "usage"), 1));
+	proto_set(sess_meta(s), "result", r);
+	cJSON_DeleteItemFromObject(sess_meta(s), "ending");
 	log_info("session %s: completed (%s)", s->id, reason);
 	free(sum);
 	sess_meta_save(s);
@@ -920,9 +923,9 @@ sum_start(struct sess *s, const char *reason, const char *why)
 	    NULL, sum_retrying, NULL };
 	const struct cfg_provider *p;
 	const char *prov = cJSON_GetStringValue(cJSON_GetObjectItem(
-	    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0),
+	    cJSON_GetArrayItem(cJSON_GetObjectItem(sess_meta(s), "agents"), 0),
 	    "provider"));
-	const char *obj = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	const char *obj = cJSON_GetStringValue(cJSON_GetObjectItem(sess_meta(s),
 	    "objective"));
 	const cJSON *e;
 	struct llm_msg msgs[2];
@@ -940,7 +943,7 @@ sum_start(struct sess *s, const char *reason, const char *why)
 		return -1;
 	snprintf(l->sum->reason, sizeof(l->sum->reason), "%s", reason);
 	snprintf(l->sum->why, sizeof(l->sum->why), "%s", why ? why : "");
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "history")) {
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "history")) {
 		const char *role = cJSON_GetStringValue(cJSON_GetObjectItem(e,
 		    "role")), *c = cJSON_GetStringValue(cJSON_GetObjectItem(e,
 		    "content"));
@@ -974,7 +977,7 @@ sum_start(struct sess *s, const char *reason, const char *why)
 	cJSON_AddStringToObject(end, "reason", reason);
 	if (why != NULL)
 		cJSON_AddStringToObject(end, "why", why);
-	proto_set(s->meta, "ending", end);
+	proto_set(sess_meta(s), "ending", end);
 	sess_meta_save(s);
 	if (in != NULL && (l->sum->tmo = evtimer_new(s->wk->base, sum_timeout,
 	    s)) != NULL && (l->sum->call = llm_start(s->wk->llm, p, msgs, 2,
@@ -987,7 +990,7 @@ sum_start(struct sess *s, const char *reason, const char *why)
 	} else {
 		sum_free(l);
 		s->ended = 0;
-		cJSON_DeleteItemFromObject(s->meta, "ending");
+		cJSON_DeleteItemFromObject(sess_meta(s), "ending");
 	}
 	free(in);
 	return rc;
@@ -1064,7 +1067,7 @@ part_scan(struct sess *s, uint64_t seq, const char *json, size_t len)
 
 	(void)seq;
 	if (strstr(json, "\"type\":\"session_complete\"") == NULL ||
-	    cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")) ||
+	    cJSON_IsObject(cJSON_GetObjectItem(sess_meta(s), "result")) ||
 	    (o = cJSON_ParseWithLength(json, len)) == NULL)
 		return;
 	ended_by(s, o);
@@ -1078,7 +1081,7 @@ ended_by(struct sess *s, const cJSON *o)
 	cJSON *r;
 	char ts[32];
 
-	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result"))) {
+	if (cJSON_IsObject(cJSON_GetObjectItem(sess_meta(s), "result"))) {
 		s->ended = 1;
 		return;
 	}
@@ -1093,10 +1096,10 @@ ended_by(struct sess *s, const cJSON *o)
 	cJSON_AddStringToObject(r, "completedAt", ts);
 	cJSON_AddItemToObject(r, "usage", cJSON_Duplicate(
 	    cJSON_GetObjectItem(o, "usage"), 1));
-	proto_set(s->meta, "result", r);
-	proto_set(s->meta, "queue", cJSON_CreateArray());
-	proto_set(s->meta, "turn", cJSON_CreateNull());
-	cJSON_DeleteItemFromObject(s->meta, "ending");
+	proto_set(sess_meta(s), "result", r);
+	proto_set(sess_meta(s), "queue", cJSON_CreateArray());
+	proto_set(sess_meta(s), "turn", cJSON_CreateNull());
+	cJSON_DeleteItemFromObject(sess_meta(s), "ending");
 	s->ended = 1;
 }
 

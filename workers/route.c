@@ -93,7 +93,7 @@ int
 route_may_access(const struct sess *s, const struct conn_who *w)
 {
 	return ipc_who_allows(cJSON_GetStringValue(cJSON_GetObjectItem(
-	    s->meta, "owner")), w->role, w->subject, w->scope, s->id);
+	    sess_meta(s), "owner")), w->role, w->subject, w->scope, s->id);
 }
 
 /* The message a session that could not be opened is answered with. */
@@ -249,7 +249,8 @@ route_loaded(void *arg, const char *err)
 		} else if (park != NULL)
 			route_text(c, (const char *)park, len);
 	} else {
-		snprintf(sid, sizeof(sid), "%s", c->park_sid);
+		snprintf(sid, sizeof(sid), "%s", c->park_sid ?
+		    c->park_sid : c->ic.session);
 		if (err != NULL) {
 			/* Routing answers it like a failed open. */
 			c->wk->fail_sid = sid;
@@ -326,9 +327,9 @@ route_text(struct conn *c, const char *text, size_t len)
 		    s->loading)) {
 			/* Opened first (a shared store answers later); the
 			 * message is handled again once it is. */
+			/* in.session is c->ic.session: the log lines'
+			 * (conn_sid) and nothing else needs it kept. */
 			route_park(c, (const unsigned char *)text, len, 1);
-			snprintf(c->park_sid, sizeof(c->park_sid), "%s",
-			    in.session);
 			c->parking = 1;
 			sess_load(c->wk, in.session, cr, route_loaded, c);
 			c->parking = 0;
@@ -785,8 +786,8 @@ create_session(struct conn *c)
 	o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "sessionId", s->id);
 	cJSON_AddStringToObject(o, "status", "created");
-	util_iso8601(ts, cJSON_IsNumber(cJSON_GetObjectItem(s->meta,
-	    "createdAt")) ? (uint64_t)cJSON_GetObjectItem(s->meta,
+	util_iso8601(ts, cJSON_IsNumber(cJSON_GetObjectItem(sess_meta(s),
+	    "createdAt")) ? (uint64_t)cJSON_GetObjectItem(sess_meta(s),
 	    "createdAt")->valuedouble : util_now_ms());
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	conn_http_reply(c, 201, o);
@@ -957,6 +958,21 @@ route_session(struct conn *c, char *sid, size_t sidlen, int *create)
 }
 
 /*
+ * Keeps sid as the session c is about, for route_loaded and the log lines
+ * (conn_sid), unless c->ic.session says it already (the common case: no
+ * copy held for the connection's life).  0, or -1 when out of memory.
+ */
+static int
+route_note_sid(struct conn *c, const char *sid)
+{
+	free(c->park_sid);
+	c->park_sid = NULL;
+	if (strcmp(sid, c->ic.session) == 0)
+		return 0;
+	return (c->park_sid = strdup(sid)) == NULL ? -1 : 0;
+}
+
+/*
  * Routes a complete request; the parsed request is not needed after.
  * A request about a session not in memory waits for it to load.
  */
@@ -974,15 +990,21 @@ route_http(struct conn *c, const unsigned char *raw, size_t rawlen)
 		snprintf(c->path, sizeof(c->path), "%s", c->hp.req.path);
 	}
 	if (!c->parked && !wk->draining && !wk->terminating &&
-	    wk->fail_sid == NULL && route_session(c, c->park_sid,
-	    sizeof(c->park_sid), &create) &&
-	    ((s = sess_find(wk, c->park_sid)) == NULL || s->loading)) {
-		route_park(c, raw, rawlen, 0);
-		c->parking = 1;
-		sess_load(wk, c->park_sid, create ? route_creator(c,
-		    &c->hp.req) : NULL, route_loaded, c);
-		c->parking = 0;
-		return;
+	    wk->fail_sid == NULL && route_session(c, sid, sizeof(sid),
+	    &create)) {
+		if (route_note_sid(c, sid) == -1) {
+			conn_http_error(c, 500, "INTERNAL", "out of memory");
+			http_parser_free(&c->hp);
+			return;
+		}
+		if ((s = sess_find(wk, sid)) == NULL || s->loading) {
+			route_park(c, raw, rawlen, 0);
+			c->parking = 1;
+			sess_load(wk, sid, create ? route_creator(c,
+			    &c->hp.req) : NULL, route_loaded, c);
+			c->parking = 0;
+			return;
+		}
 	}
 	c->routed = 1;
 	/* Loaded: an owned session is its owner's (route_may_access). */

@@ -105,7 +105,7 @@ sess_log_read(struct sess *s, uint64_t after, size_t limit,
 int
 sess_busy(const struct sess *s)
 {
-	const cJSON *q = cJSON_GetObjectItem(s->meta, "queue");
+	const cJSON *q = cJSON_GetObjectItem(sess_meta(s), "queue");
 
 	/* Answers still on their way keep it, too: a follower's posts.  So
 	 * do events not yet durable: its clients have not been sent them. */
@@ -139,14 +139,15 @@ sess_held(const struct sess *s)
 int
 sess_paused(const struct sess *s)
 {
-	return cJSON_IsTrue(cJSON_GetObjectItem(s->meta, "paused"));
+	return cJSON_IsTrue(cJSON_GetObjectItem(sess_meta(s), "paused"));
 }
 
-/* The status as the log and the turn say, before the parts' word. */
+/* The status as the log and the turn say, before the parts' word; live:
+ * it has subscribers. */
 static const char *
-sess_status_own(const struct sess *s)
+sess_status_own(const struct sess *s, int live)
 {
-	const cJSON *st = cJSON_GetObjectItem(s->meta, "status");
+	const cJSON *st = cJSON_GetObjectItem(sess_meta(s), "status");
 
 	if (s->ended)
 		return "completed";
@@ -155,24 +156,36 @@ sess_status_own(const struct sess *s)
 		return "failed";
 	if (sess_paused(s))
 		return "paused";
-	if (s->feed.nsubs == 0)
+	if (!live)
 		return "suspended";
 	if (s->turn != NULL)
 		return "running";
-	if (cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta, "turns")) == 0)
+	if (cJSON_GetNumberValue(cJSON_GetObjectItem(sess_meta(s),
+	    "turns")) == 0)
 		return "created";
 	return "idle";
 }
 
-const char *
-sess_status(const struct sess *s)
+static const char *
+sess_status_as(const struct sess *s, int live)
 {
-	const char *r = sess_status_own(s);
+	const char *r = sess_status_own(s, live);
 
 	PARTS(s, part)
 		if (part->status != NULL)
 			r = part->status(s, r);
 	return r;
+}
+
+const char *
+sess_status(const struct sess *s)
+{
+	/* The metrics ask every session each second: a frozen one answers
+	 * from what its meta said when frozen, unless what the status reads
+	 * besides meta moved since. */
+	if (s->mtxt != NULL && s->turn == NULL && s->ended == s->mended)
+		return s->mstatus[s->feed.nsubs > 0];
+	return sess_status_as(s, s->feed.nsubs > 0);
 }
 
 /* --- persistence --- */
@@ -186,7 +199,7 @@ sess_meta_room(struct sess *s, const cJSON *item, unsigned copies,
 	char *txt, *add;
 	size_t have, need;
 
-	txt = cJSON_PrintUnformatted(s->meta);
+	txt = cJSON_PrintUnformatted(sess_meta(s));
 	add = cJSON_PrintUnformatted(item);
 	if (txt == NULL || add == NULL) {
 		free(txt);
@@ -216,14 +229,15 @@ sess_meta_save(struct sess *s)
 	 * is being let go. */
 	if (s->follower || s->broken || s->st == NULL)
 		return;
-	proto_set(s->meta, "status",
+	proto_set(sess_meta(s), "status",
 	    cJSON_CreateString(sess_status(s)));
-	proto_set(s->meta, "updatedAt",
+	proto_set(sess_meta(s), "updatedAt",
 	    cJSON_CreateNumber((double)util_now_ms()));
 	/* What the log took in, for session-log-quota: it may lag the
 	 * appends since the last save (a crash forgets those). */
-	proto_set(s->meta, "logBytes", cJSON_CreateNumber((double)s->log_bytes));
-	if ((txt = cJSON_PrintUnformatted(s->meta)) == NULL)
+	proto_set(sess_meta(s), "logBytes",
+	    cJSON_CreateNumber((double)s->log_bytes));
+	if ((txt = cJSON_PrintUnformatted(sess_meta(s))) == NULL)
 		return;
 	if (store_meta_write_async(s->st, txt, strlen(txt)) == -1) {
 		s->wk->metrics.store_errors++;
@@ -446,14 +460,14 @@ sess_agent_json(struct sess *s, const char *status)
 	const cJSON *a = NULL, *e;
 	cJSON *o = cJSON_CreateObject();
 
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "agents"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "agents"))
 		if (cJSON_IsString(cJSON_GetObjectItem(e, "agentId")) &&
 		    strcmp(cJSON_GetObjectItem(e, "agentId")->valuestring,
 		    s->agent_id) == 0)
 			a = e;
 	if (a == NULL)
-		a = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"),
-		    0);
+		a = cJSON_GetArrayItem(cJSON_GetObjectItem(sess_meta(s),
+		    "agents"), 0);
 
 	cJSON_AddStringToObject(o, "agentId", s->agent_id);
 	if (status != NULL)
@@ -578,31 +592,48 @@ idle_cb(evutil_socket_t fd, short ev, void *arg)
 		sess_release(s);
 }
 
-void
-sess_check_idle(struct sess *s)
+/*
+ * Arms s's idle timer for ms, made on first use: a session with clients
+ * (most of those held in memory) needs none.
+ */
+static void
+idle_arm(struct sess *s, uint64_t ms)
 {
 	struct timeval tv;
 
+	if (s->idle_ev == NULL &&
+	    (s->idle_ev = evtimer_new(s->wk->base, idle_cb, s)) == NULL) {
+		log_warnx("session %s: no memory for its idle timer; it stays "
+		    "in memory until a client comes and goes", s->id);
+		return;
+	}
+	util_tv(&tv, ms);
+	evtimer_add(s->idle_ev, &tv);
+}
+
+void
+sess_check_idle(struct sess *s)
+{
 	if (s->released)
 		return;
 	if (s->wk->draining && !sess_busy(s)) {
 		/* Its turn is over: clients move to the new owner. */
-		util_tv(&tv, 0);
-		evtimer_add(s->idle_ev, &tv);
+		idle_arm(s, 0);
 		return;
 	}
 	if (s->feed.nsubs > 0 || sess_busy(s)) {
-		evtimer_del(s->idle_ev);
+		if (s->idle_ev != NULL) {
+			event_free(s->idle_ev);
+			s->idle_ev = NULL;
+		}
 		return;
 	}
 	if (s->wk->draining || s->wk->terminating) {
 		/* Nothing left to finish here: let the new owner have it. */
-		util_tv(&tv, 0);
-		evtimer_add(s->idle_ev, &tv);
+		idle_arm(s, 0);
 		return;
 	}
-	util_tv(&tv, s->wk->conf->idle_timeout_ms);
-	evtimer_add(s->idle_ev, &tv);
+	idle_arm(s, s->wk->conf->idle_timeout_ms);
 }
 
 /*
@@ -703,6 +734,123 @@ meta_new(struct sess *s, cJSON *body)
 	return meta_share_keys(m);
 }
 
+/* --- meta, frozen while the session is left alone --- */
+
+#define META_FREEZE_MS	250	/* thawed this long, then frozen */
+
+static void
+meta_sweep_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	sess_meta_sweep(arg);
+}
+
+/* Puts s on the worker's thawed list (its tree is new) and arms the
+ * sweep; s is not const here: see sess_meta_thaw. */
+static void
+meta_thawed(struct sess *s)
+{
+	struct wk *wk = s->wk;
+	struct timeval tv;
+
+	s->mthawed_ms = util_now_ms();
+	if (!s->mlisted) {
+		TAILQ_INSERT_TAIL(&wk->thawed, s, mentry);
+		s->mlisted = 1;
+	}
+	if (wk->meta_ev == NULL && (wk->meta_ev = evtimer_new(wk->base,
+	    meta_sweep_cb, wk)) == NULL)
+		return;		/* stays a tree: memory, not state */
+	if (!evtimer_pending(wk->meta_ev, NULL)) {
+		util_tv(&tv, META_FREEZE_MS);
+		evtimer_add(wk->meta_ev, &tv);
+	}
+}
+
+/* Replaces s's meta (tree or text) by m (owned; NULL: none). */
+static void
+meta_set(struct sess *s, cJSON *m)
+{
+	cJSON_Delete(s->mtree);
+	free(s->mtxt);
+	s->mtree = m;
+	s->mtxt = NULL;
+	if (m != NULL)
+		meta_thawed(s);
+	else if (s->mlisted) {
+		TAILQ_REMOVE(&s->wk->thawed, s, mentry);
+		s->mlisted = 0;
+	}
+}
+
+cJSON *
+sess_meta_thaw(const struct sess *cs)
+{
+	/* Parsing the text back changes how s holds its meta, not what it
+	 * says: every reader, const ones too, may thaw it. */
+	struct sess *s = (struct sess *)(uintptr_t)cs;
+	cJSON *m;
+
+	if (s->mtxt == NULL)
+		return s->mtree;
+	if ((m = cJSON_Parse(s->mtxt)) == NULL) {
+		/* Our own print: only memory fails it.  The text stays. */
+		log_warnx("session %s: no memory to read its meta", s->id);
+		return NULL;
+	}
+	free(s->mtxt);
+	s->mtxt = NULL;
+	s->mtree = meta_share_keys(m);
+	meta_thawed(s);
+	return s->mtree;
+}
+
+/*
+ * Prints s's meta tree and frees it; 0, or -1 (it stays a tree) when s
+ * may not be frozen: a turn, anything sess_busy counts, or a loading or
+ * released session may hold pointers into the tree past this loop pass.
+ */
+static int
+meta_freeze(struct sess *s)
+{
+	char *txt;
+
+	if (s->mtree == NULL || s->loading || s->released ||
+	    s->turn != NULL || sess_busy(s))
+		return -1;
+	if ((txt = cJSON_PrintUnformatted(s->mtree)) == NULL)
+		return -1;
+	s->mstatus[0] = sess_status_as(s, 0);
+	s->mstatus[1] = sess_status_as(s, 1);
+	s->mended = s->ended;
+	cJSON_Delete(s->mtree);
+	s->mtree = NULL;
+	s->mtxt = txt;
+	return 0;
+}
+
+void
+sess_meta_sweep(struct wk *wk)
+{
+	struct sess *s, *next;
+	struct timeval tv;
+	uint64_t now = util_now_ms();
+
+	for (s = TAILQ_FIRST(&wk->thawed); s != NULL; s = next) {
+		next = TAILQ_NEXT(s, mentry);
+		if (s->mthawed_ms + META_FREEZE_MS > now ||
+		    meta_freeze(s) == -1)
+			continue;
+		TAILQ_REMOVE(&wk->thawed, s, mentry);
+		s->mlisted = 0;
+	}
+	if (!TAILQ_EMPTY(&wk->thawed) && wk->meta_ev != NULL) {
+		util_tv(&tv, META_FREEZE_MS);
+		evtimer_add(wk->meta_ev, &tv);
+	}
+}
+
 /* --- loading --- */
 
 static void	sess_opened(void *, int, struct store_sess *, enum store_role);
@@ -732,7 +880,6 @@ sess_new(struct wk *wk, const char *id)
 	deliver_init(&s->feed, s->id, feed_changed, s);
 	TAILQ_INIT(&s->loads);
 	TAILQ_INIT(&s->acks);
-	s->idle_ev = evtimer_new(wk->base, idle_cb, s);
 	if (wk->agent->init != NULL)
 		wk->agent->init(s);
 	PARTS(s, part)
@@ -758,43 +905,41 @@ loads_settle(struct sess *s, const char *err)
 	}
 }
 
-/* Reads meta into s->meta; a default one (saved when owned) if none. */
+/* Reads meta into sess_meta(s); a default one (saved when owned) if none. */
 static void
 meta_load(struct sess *s)
 {
 	char *txt;
-	cJSON *t;
+	cJSON *t, *m;
 
-	cJSON_Delete(s->meta);
-	s->meta = NULL;
+	meta_set(s, NULL);
 	s->fresh = 0;
 	if ((txt = store_meta_read(s->st)) != NULL) {
-		s->meta = cJSON_Parse(txt);
+		m = cJSON_Parse(txt);
 		free(txt);
-		if (!cJSON_IsObject(s->meta)) {
+		if (!cJSON_IsObject(m)) {
 			log_warnx("session %s: meta is not a JSON object; "
 			    "starting a fresh one (the log is kept)", s->id);
-			cJSON_Delete(s->meta);
-			s->meta = NULL;
+			cJSON_Delete(m);
 		} else
-			meta_share_keys(s->meta);
+			meta_set(s, meta_share_keys(m));
 	}
-	if (s->meta == NULL) {
-		s->meta = meta_new(s, NULL);
+	if (!sess_has_meta(s)) {
+		meta_set(s, meta_new(s, NULL));
 		s->fresh = !s->follower && store_last_seq(s->st) == 0;
 		sess_meta_save(s);
 	}
-	t = cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta, "agents"), 0);
+	t = cJSON_GetArrayItem(cJSON_GetObjectItem(sess_meta(s), "agents"), 0);
 	snprintf(s->agent_id, sizeof(s->agent_id), "%s",
 	    cJSON_GetStringValue(cJSON_GetObjectItem(t, "agentId")) ?
 	    cJSON_GetStringValue(cJSON_GetObjectItem(t, "agentId")) :
 	    "assistant");
-	if (!cJSON_IsArray(cJSON_GetObjectItem(s->meta, "queue")))
-		proto_set(s->meta, "queue", cJSON_CreateArray());
-	s->log_bytes = (uint64_t)proto_count(s->meta, "logBytes");
-	t = cJSON_GetObjectItem(s->meta, "status");
+	if (!cJSON_IsArray(cJSON_GetObjectItem(sess_meta(s), "queue")))
+		proto_set(sess_meta(s), "queue", cJSON_CreateArray());
+	s->log_bytes = (uint64_t)proto_count(sess_meta(s), "logBytes");
+	t = cJSON_GetObjectItem(sess_meta(s), "status");
 	s->ended = cJSON_IsString(t) && strcmp(t->valuestring, "completed") == 0;
-	if (cJSON_IsObject(cJSON_GetObjectItem(s->meta, "result")))
+	if (cJSON_IsObject(cJSON_GetObjectItem(sess_meta(s), "result")))
 		s->ended = 1;	/* life_complete: completed or failed */
 }
 
@@ -810,7 +955,8 @@ sess_own(struct sess *s)
 	s->scan_paused = -1;
 	store_range(s->st, last > ID_SCAN ? last - ID_SCAN : 0, 0, ids_scan, s);
 	if (s->scan_paused != -1 && s->scan_paused != sess_paused(s))
-		proto_set(s->meta, "paused", cJSON_CreateBool(s->scan_paused));
+		proto_set(sess_meta(s), "paused",
+		    cJSON_CreateBool(s->scan_paused));
 	PARTS(s, part)
 		if (part->own != NULL)
 			part->own(s);
@@ -1032,12 +1178,11 @@ sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
 	if (cr != NULL && s->fresh && !s->follower) {
 		/* Its first user says what it is, and whose it is. */
 		if (body != NULL) {
-			cJSON_Delete(s->meta);
-			s->meta = NULL;
-			s->meta = meta_new(s, body);
+			meta_set(s, NULL);
+			meta_set(s, meta_new(s, body));
 			snprintf(s->agent_id, sizeof(s->agent_id), "%s",
 			    cJSON_GetStringValue(cJSON_GetObjectItem(
-			    cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
+			    cJSON_GetArrayItem(cJSON_GetObjectItem(sess_meta(s),
 			    "agents"), 0), "agentId")));
 			PARTS(s, part)
 				if (part->own != NULL)
@@ -1047,13 +1192,13 @@ sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
 		 * the project, not its first writer's. */
 		if (cr->subject != NULL && cr->subject[0] != '\0' &&
 		    strncmp(s->id, KG_SID_PREFIX, strlen(KG_SID_PREFIX)) != 0)
-			proto_set(s->meta, "owner",
+			proto_set(sess_meta(s), "owner",
 			    cJSON_CreateString(cr->subject));
 		/* Its agents reach only the projects (kg:P) this scope
 		 * allows: a scoped token's agent no wider than the token. */
 		if (cr->scope != NULL && cr->scope[0] != '\0' &&
 		    strncmp(s->id, KG_SID_PREFIX, strlen(KG_SID_PREFIX)) != 0)
-			proto_set(s->meta, "scope",
+			proto_set(sess_meta(s), "scope",
 			    cJSON_CreateString(cr->scope));
 		sess_meta_save(s);
 		if (created)
@@ -1094,9 +1239,9 @@ state_build(struct sess *s, int info)
 	if (sess_epoch(s)[0] != '\0')
 		cJSON_AddStringToObject(o, "epoch", sess_epoch(s));
 	cJSON_AddItemToObject(o, "autonomy", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "autonomy"), 1));
+	    cJSON_GetObjectItem(sess_meta(s), "autonomy"), 1));
 	cJSON_AddItemToObject(o, "config", cJSON_Duplicate(
-	    cJSON_GetObjectItem(s->meta, "config"), 1));
+	    cJSON_GetObjectItem(sess_meta(s), "config"), 1));
 	s->wk->agent->waiting(s, o);
 	cJSON_AddItemToArray(agents, sess_agent_json(s, cJSON_GetArraySize(
 	    cJSON_GetObjectItem(o, "pendingApprovals")) > 0 ?
@@ -1123,13 +1268,13 @@ sess_info(struct sess *s)
 	size_t i;
 
 	cJSON_AddStringToObject(o, "sessionId", s->id);
-	util_iso8601(ts, (uint64_t)proto_count(s->meta, "createdAt"));
+	util_iso8601(ts, (uint64_t)proto_count(sess_meta(s), "createdAt"));
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	cJSON_AddNumberToObject(o, "firstSeq",
 	    (double)deliver_first(&s->feed));
 	cJSON_AddNumberToObject(o, "connections", s->feed.nsubs);
 	for (i = 0; i < sizeof(copy) / sizeof(copy[0]); i++)
-		if ((r = cJSON_GetObjectItem(s->meta, copy[i])) != NULL)
+		if ((r = cJSON_GetObjectItem(sess_meta(s), copy[i])) != NULL)
 			cJSON_AddItemToObject(o, copy[i], cJSON_Duplicate(r, 1));
 	return o;
 }
@@ -1177,14 +1322,15 @@ sess_free(struct sess *s)
 	wk->nsessions--;
 	if (s->flush_ev != NULL)
 		event_free(s->flush_ev);
-	event_free(s->idle_ev);
+	if (s->idle_ev != NULL)
+		event_free(s->idle_ev);
 	if (s->start_ev != NULL)
 		event_free(s->start_ev);
 	for (i = 0; i < s->id_n; i++)
 		free(s->idr[i].id);
 	free(s->idr);
 	free(s->chat_req);
-	cJSON_Delete(s->meta);
+	meta_set(s, NULL);
 	free(s->tok);
 	free(s);
 }

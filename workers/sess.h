@@ -97,7 +97,20 @@ struct sess {
 	char			 cut_epoch[EPOCH_TOKEN_LEN + 1];
 	uint64_t		 cut_ms;
 	struct deliver		 feed;		/* its subscribers */
-	cJSON			*meta;		/* the persisted state */
+	/*
+	 * The persisted state, read and written through sess_meta().  A
+	 * session left alone holds it as its printed text (mtxt, mtree
+	 * NULL): a tree costs some 2 KiB an idle session does not use.
+	 * sess_meta parses it back (thaws), sess_meta_freeze prints it
+	 * again; mstatus is sess_status while frozen (no subscriber, some).
+	 */
+	cJSON			*mtree;
+	char			*mtxt;
+	const char		*mstatus[2];
+	uint64_t		 mthawed_ms;	/* on wk->thawed since */
+	TAILQ_ENTRY(sess)	 mentry;	/* wk->thawed */
+	int			 mlisted;	/* on wk->thawed */
+	int			 mended;	/* s->ended when frozen */
 	char			 agent_id[64];
 	struct turn		*turn;
 	char			*tok;		/* coalesced, not yet logged */
@@ -105,7 +118,7 @@ struct sess {
 	size_t			 tokcap;
 	struct event		*flush_ev;
 	uint64_t		 flushed_us;	/* last token event (loop_us) */
-	struct event		*idle_ev;
+	struct event		*idle_ev;	/* made when it has no client */
 	struct event		*recover_ev;
 	int			 cancel_due;	/* a cancel came while the
 						   turn was being read back */
@@ -230,6 +243,27 @@ uint64_t	 sess_emit_json(struct sess *, const char *type,
 		    const char *body, size_t len);
 /* Writes meta to the store (an owner's, while it is not broken). */
 void		 sess_meta_save(struct sess *);
+/*
+ * The session's meta tree (NULL when it has none: still loading or
+ * released), parsed from its frozen text first when need be.  A tree
+ * returned stays valid until control returns to the event loop: only
+ * the worker's freeze timer (sess_meta_sweep) frees it, and only for a
+ * session that is not busy.  Logically const: s only changes form.
+ */
+cJSON		*sess_meta_thaw(const struct sess *);
+static inline cJSON *
+sess_meta(const struct sess *s)
+{
+	return s->mtxt == NULL ? s->mtree : sess_meta_thaw(s);
+}
+/* Whether s has meta, tree or text, without thawing it. */
+static inline int
+sess_has_meta(const struct sess *s)
+{
+	return s->mtree != NULL || s->mtxt != NULL;
+}
+/* Freezes the meta of the sessions thawed a while ago that are idle. */
+void		 sess_meta_sweep(struct wk *);
 /*
  * Whether meta may take item (borrowed), times copies, and stay within
  * three quarters of the store's bound (STORE_META_MAX): what a client

@@ -45,7 +45,7 @@ static const char *strategies[] = { "lead", "round_robin", "sequential" };
 int
 team_is(const struct sess *s)
 {
-	return cJSON_IsObject(cJSON_GetObjectItem(s->meta, "team"));
+	return cJSON_IsObject(cJSON_GetObjectItem(sess_meta(s), "team"));
 }
 
 static const char *
@@ -68,7 +68,7 @@ team_agent(const struct sess *s, const char *id)
 
 	if (id == NULL)
 		return NULL;
-	cJSON_ArrayForEach(a, cJSON_GetObjectItem(s->meta, "agents")) {
+	cJSON_ArrayForEach(a, cJSON_GetObjectItem(sess_meta(s), "agents")) {
 		if ((str(a, "agentId") && strcmp(str(a, "agentId"), id) == 0) ||
 		    (str(a, "name") && strcmp(str(a, "name"), id) == 0))
 			return a;
@@ -79,8 +79,8 @@ team_agent(const struct sess *s, const char *id)
 const char *
 team_lead(const struct sess *s)
 {
-	const char *id = str(cJSON_GetArrayItem(cJSON_GetObjectItem(s->meta,
-	    "agents"), 0), "agentId");
+	const char *id = str(cJSON_GetArrayItem(cJSON_GetObjectItem(
+	    sess_meta(s), "agents"), 0), "agentId");
 
 	return id ? id : s->agent_id;
 }
@@ -88,7 +88,7 @@ team_lead(const struct sess *s)
 static const char *
 strategy(const struct sess *s)
 {
-	const char *st = str(cJSON_GetObjectItem(s->meta, "team"),
+	const char *st = str(cJSON_GetObjectItem(sess_meta(s), "team"),
 	    "strategy");
 
 	return st ? st : "lead";
@@ -98,7 +98,7 @@ strategy(const struct sess *s)
 cJSON *
 team_history(struct sess *s, const char *agent)
 {
-	cJSON *owner = s->meta, *h;
+	cJSON *owner = sess_meta(s), *h;
 
 	if (agent != NULL && strcmp(agent, team_lead(s)) != 0 &&
 	    team_agent(s, agent) != NULL)
@@ -143,8 +143,8 @@ team_usage_add(struct sess *s, const char *agent, const struct llm_usage *u)
 static size_t
 builtins(struct sess *s, const char *agent, const char **out, int leaving)
 {
-	int n = cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "agents")) -
-	    leaving;
+	int n = cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
+	    "agents")) - leaving;
 	size_t k = 0;
 
 	if (!team_is(s))
@@ -154,7 +154,7 @@ builtins(struct sess *s, const char *agent, const char **out, int leaving)
 	if (n > 1 && strcmp(strategy(s), "round_robin") == 0)
 		out[k++] = "conclude";
 	if (agent != NULL && strcmp(agent, team_lead(s)) == 0 &&
-	    cJSON_IsString(cJSON_GetObjectItem(s->meta, "objective")))
+	    cJSON_IsString(cJSON_GetObjectItem(sess_meta(s), "objective")))
 		out[k++] = "complete_objective";
 	return k;
 }
@@ -192,7 +192,7 @@ team_roster(struct sess *s, const char *running, const char *status,
 	cJSON *r = cJSON_CreateArray(), *o, *a;
 	const char *id;
 
-	cJSON_ArrayForEach(a, cJSON_GetObjectItem(s->meta, "agents")) {
+	cJSON_ArrayForEach(a, cJSON_GetObjectItem(sess_meta(s), "agents")) {
 		id = str(a, "agentId");
 		o = roster_entry(s, a, 0);
 		cJSON_AddStringToObject(o, "status", running != NULL &&
@@ -223,14 +223,14 @@ team_update(struct sess *s, const char *change, const char *agent,
 	cJSON *b = cJSON_CreateObject(), *list, *a;
 
 	list = cJSON_AddArrayToObject(b, "agents");
-	cJSON_ArrayForEach(a, cJSON_GetObjectItem(s->meta, "agents"))
+	cJSON_ArrayForEach(a, cJSON_GetObjectItem(sess_meta(s), "agents"))
 		if (a != skip)
 			cJSON_AddItemToArray(list, roster_entry(s, a,
 			    skip != NULL ? 2 : 1));
 	cJSON_AddStringToObject(b, "strategy", strategy(s));
 	cJSON_AddStringToObject(b, "lead", team_lead(s));
 	cJSON_AddNumberToObject(b, "maxTeamTurns", proto_count(
-	    cJSON_GetObjectItem(s->meta, "team"), "maxTeamTurns"));
+	    cJSON_GetObjectItem(sess_meta(s), "team"), "maxTeamTurns"));
 	if (change != NULL)
 		cJSON_AddStringToObject(b, "change", change);
 	if (agent != NULL)
@@ -553,7 +553,7 @@ team_make(struct sess *s)
 	t = cJSON_CreateObject();
 	cJSON_AddStringToObject(t, "strategy", "lead");
 	cJSON_AddNumberToObject(t, "maxTeamTurns", s->wk->conf->max_team_turns);
-	proto_set(s->meta, "team", t);
+	proto_set(sess_meta(s), "team", t);
 }
 
 /* --- messages --- */
@@ -579,7 +579,7 @@ static void
 agent_add(struct sess *s, struct sess_client *c, struct proto_in *in,
     struct sess_result *r)
 {
-	cJSON *agents = cJSON_GetObjectItem(s->meta, "agents"), *a, *team;
+	cJSON *agents = cJSON_GetObjectItem(sess_meta(s), "agents"), *a, *team;
 	uint64_t seq;
 
 	if (agent_check(s->wk->conf, in->root, "", r->msg,
@@ -602,16 +602,17 @@ agent_add(struct sess *s, struct sess_client *c, struct proto_in *in,
 		    cJSON_GetArraySize(agents));
 		return;
 	}
-	team = cJSON_Duplicate(cJSON_GetObjectItem(s->meta, "team"), 1);
+	team = cJSON_Duplicate(cJSON_GetObjectItem(sess_meta(s), "team"), 1);
 	team_make(s);
 	cJSON_AddItemToArray(agents, a);
 	if ((seq = team_update(s, "added", str(a, "agentId"), NULL,
 	    in->id)) == 0) {
 		cJSON_DeleteItemFromArray(agents, cJSON_GetArraySize(agents) -
 		    1);
-		proto_set(s->meta, "team", team ? team : cJSON_CreateNull());
+		proto_set(sess_meta(s), "team", team ? team :
+		    cJSON_CreateNull());
 		if (team == NULL)
-			cJSON_DeleteItemFromObject(s->meta, "team");
+			cJSON_DeleteItemFromObject(sess_meta(s), "team");
 		sess_result_err(r, "OVERLOADED", 503, "%s", "the change could "
 		    "not be logged; it was not made, retry");
 		return;
@@ -666,8 +667,8 @@ agent_remove(struct sess *s, struct sess_client *c, struct proto_in *in,
 		    "not be logged; it was not made, retry");
 		return;
 	}
-	cJSON_Delete(cJSON_DetachItemViaPointer(cJSON_GetObjectItem(s->meta,
-	    "agents"), a));
+	cJSON_Delete(cJSON_DetachItemViaPointer(cJSON_GetObjectItem(
+	    sess_meta(s), "agents"), a));
 	log_rinfo(c != NULL ? c->reqid : NULL, s->id, "agent %s removed", aid);
 	sess_meta_save(s);
 	r->seq = seq;
@@ -698,9 +699,9 @@ set_strategy(struct sess *s, struct sess_client *c, struct proto_in *in,
 		    "needs 'strategy' or 'maxTeamTurns'");
 		return;
 	}
-	old = cJSON_Duplicate(cJSON_GetObjectItem(s->meta, "team"), 1);
+	old = cJSON_Duplicate(cJSON_GetObjectItem(sess_meta(s), "team"), 1);
 	team_make(s);
-	t = cJSON_GetObjectItem(s->meta, "team");
+	t = cJSON_GetObjectItem(sess_meta(s), "team");
 	if ((v = cJSON_GetObjectItem(in->root, "strategy")) != NULL)
 		proto_set(t, "strategy", cJSON_CreateString(v->valuestring));
 	if ((v = cJSON_GetObjectItem(in->root, "maxTeamTurns")) != NULL)
@@ -708,9 +709,9 @@ set_strategy(struct sess *s, struct sess_client *c, struct proto_in *in,
 		    cJSON_CreateNumber(v->valuedouble));
 	if ((seq = team_update(s, "strategy", NULL, NULL, in->id)) == 0) {
 		if (old != NULL)
-			proto_set(s->meta, "team", old);
+			proto_set(sess_meta(s), "team", old);
 		else
-			cJSON_DeleteItemFromObject(s->meta, "team");
+			cJSON_DeleteItemFromObject(sess_meta(s), "team");
 		sess_result_err(r, "OVERLOADED", 503, "%s", "the change could "
 		    "not be logged; it was not made, retry");
 		return;
@@ -751,7 +752,7 @@ static void	round_end(struct sess *, const char *, unsigned, const char *);
 static unsigned
 team_cap(const struct sess *s)
 {
-	double n = proto_count(cJSON_GetObjectItem(s->meta, "team"),
+	double n = proto_count(cJSON_GetObjectItem(sess_meta(s), "team"),
 	    "maxTeamTurns");
 
 	if (n < 1 || n > s->wk->conf->max_team_turns)
@@ -766,7 +767,7 @@ roster_pos(const struct sess *s, const char *agent)
 	const cJSON *a;
 	int i = 0;
 
-	cJSON_ArrayForEach(a, cJSON_GetObjectItem(s->meta, "agents")) {
+	cJSON_ArrayForEach(a, cJSON_GetObjectItem(sess_meta(s), "agents")) {
 		if (str(a, "agentId") && strcmp(str(a, "agentId"), agent) == 0)
 			return i;
 		i++;
@@ -785,7 +786,7 @@ team_first(struct sess *s, uint64_t seq, const char *to, char *agent,
 	 * the lead answers. */
 	snprintf(agent, len, "%s", a != NULL ? str(a, "agentId") :
 	    team_lead(s));
-	if (!team_is(s) || cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	if (!team_is(s) || cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
 	    "agents")) < 2)
 		return;
 	r = cJSON_CreateObject();
@@ -793,13 +794,13 @@ team_first(struct sess *s, uint64_t seq, const char *to, char *agent,
 	cJSON_AddNumberToObject(r, "hop", 0);
 	cJSON_AddStringToObject(r, "agentId", agent);
 	cJSON_AddArrayToObject(r, "transcript");
-	proto_set(s->meta, "round", r);
+	proto_set(sess_meta(s), "round", r);
 }
 
 int
 team_in_round(const struct sess *s, uint64_t seq)
 {
-	const cJSON *r = cJSON_GetObjectItem(s->meta, "round");
+	const cJSON *r = cJSON_GetObjectItem(sess_meta(s), "round");
 
 	return cJSON_IsObject(r) && (uint64_t)proto_count(r, "inputSeq") == seq;
 }
@@ -807,15 +808,15 @@ team_in_round(const struct sess *s, uint64_t seq)
 int
 team_pending(const struct sess *s)
 {
-	return cJSON_IsObject(cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta,
-	    "round"), "next"));
+	return cJSON_IsObject(cJSON_GetObjectItem(cJSON_GetObjectItem(
+	    sess_meta(s), "round"), "next"));
 }
 
 int
 team_next(struct sess *s, uint64_t *seq, char *agent, size_t len,
     unsigned *hop)
 {
-	cJSON *r = cJSON_GetObjectItem(s->meta, "round");
+	cJSON *r = cJSON_GetObjectItem(sess_meta(s), "round");
 	cJSON *next = cJSON_GetObjectItem(r, "next");
 	const char *id = str(next, "agentId");
 
@@ -839,7 +840,7 @@ team_next(struct sess *s, uint64_t *seq, char *agent, size_t len,
 char *
 team_compose(struct sess *s, const char *message, uint64_t seq, unsigned hop)
 {
-	cJSON *r = cJSON_GetObjectItem(s->meta, "round"), *e;
+	cJSON *r = cJSON_GetObjectItem(sess_meta(s), "round"), *e;
 	char *out = NULL, *line;
 	size_t len = 0, cap = 0;
 
@@ -901,7 +902,7 @@ team_prompt(struct sess *s, const char *agent)
 		free(line);
 	}
 	util_append(&out, &len, &cap, "\nYour team:", 11);
-	cJSON_ArrayForEach(e, cJSON_GetObjectItem(s->meta, "agents"))
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(sess_meta(s), "agents"))
 		if (asprintf(&line, "\n- %s (agentId %s): %s%s", str_or(e,
 		    "name", "?"), str_or(e, "agentId", "?"), str_or(e, "role",
 		    "assistant"), e == a ? " (you)" : "") != -1) {
@@ -917,9 +918,9 @@ team_prompt(struct sess *s, const char *agent)
 	    "teammate best placed to answer it with the handoff tool.";
 	util_append(&out, &len, &cap, line, strlen(line));
 	if (strcmp(agent, team_lead(s)) == 0 && cJSON_IsString(
-	    cJSON_GetObjectItem(s->meta, "objective")) &&
+	    cJSON_GetObjectItem(sess_meta(s), "objective")) &&
 	    asprintf(&line, "\nThe session's objective: %s\nWhen it is met, "
-	    "call complete_objective with a summary.", str(s->meta,
+	    "call complete_objective with a summary.", str(sess_meta(s),
 	    "objective")) != -1) {
 		util_append(&out, &len, &cap, line, strlen(line));
 		free(line);
@@ -1046,7 +1047,7 @@ team_complete(struct sess *s, const char *agent, const char *summary)
 static void
 round_end(struct sess *s, const char *agent, unsigned hop, const char *why)
 {
-	cJSON *r = cJSON_GetObjectItem(s->meta, "round"), *b;
+	cJSON *r = cJSON_GetObjectItem(sess_meta(s), "round"), *b;
 	char mid[32];
 
 	b = cJSON_CreateObject();
@@ -1060,14 +1061,14 @@ round_end(struct sess *s, const char *agent, unsigned hop, const char *why)
 	cJSON_AddStringToObject(b, "reason", why);
 	cJSON_AddStringToObject(b, "strategy", strategy(s));
 	sess_emit(s, "team_done", b);
-	cJSON_DeleteItemFromObject(s->meta, "round");
+	cJSON_DeleteItemFromObject(sess_meta(s), "round");
 }
 
 /* Who speaks after agent in roster order; NULL past the end (no wrap). */
 static const char *
 after(const struct sess *s, const char *agent, int wrap)
 {
-	const cJSON *agents = cJSON_GetObjectItem(s->meta, "agents");
+	const cJSON *agents = cJSON_GetObjectItem(sess_meta(s), "agents");
 	int n = cJSON_GetArraySize(agents), i = roster_pos(s, agent);
 
 	if (n < 2 || i < 0)
@@ -1084,7 +1085,7 @@ round_next(struct sess *s, const char *agent, unsigned hop)
 
 	cJSON_AddStringToObject(next, "agentId", agent);
 	cJSON_AddNumberToObject(next, "hop", hop);
-	proto_set(cJSON_GetObjectItem(s->meta, "round"), "next", next);
+	proto_set(cJSON_GetObjectItem(sess_meta(s), "round"), "next", next);
 }
 
 void
@@ -1092,7 +1093,7 @@ team_turn_end(struct sess *s, const char *agent, uint64_t seq, unsigned hop,
     const char *type, const cJSON *body, const cJSON *steps,
     const char *reply)
 {
-	cJSON *r = cJSON_GetObjectItem(s->meta, "round"), *a, *e, *it, *b;
+	cJSON *r = cJSON_GetObjectItem(sess_meta(s), "round"), *a, *e, *it, *b;
 	const char *st = strategy(s), *next = NULL;
 	char *said;
 
@@ -1194,9 +1195,9 @@ team_follow(struct sess *s, const char *type, const cJSON *ev, uint64_t ts)
 	list = cJSON_CreateArray();
 	cJSON_ArrayForEach(a, agents)
 		cJSON_AddItemToArray(list, cJSON_Duplicate(a, 1));
-	proto_set(s->meta, "agents", list);
+	proto_set(sess_meta(s), "agents", list);
 	team_make(s);
-	t = cJSON_GetObjectItem(s->meta, "team");
+	t = cJSON_GetObjectItem(sess_meta(s), "team");
 	if (str(ev, "strategy") != NULL)
 		proto_set(t, "strategy", cJSON_CreateString(str(ev,
 		    "strategy")));
@@ -1226,8 +1227,8 @@ part_state(struct sess *s, cJSON *state, int info)
 	    s->agent_id : NULL, st, info));
 	if (team_is(s))
 		cJSON_AddItemToObject(state, "strategy", cJSON_Duplicate(
-		    cJSON_GetObjectItem(cJSON_GetObjectItem(s->meta, "team"),
-		    "strategy"), 1));
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(sess_meta(s),
+		    "team"), "strategy"), 1));
 }
 
 const struct sess_part team_part = {

@@ -91,7 +91,7 @@ thought_mode(struct sess *s)
 	if (st != NULL && st->mode_known)
 		return st->mode;
 	v = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(
-	    s->meta, "config"), "thoughtVisibility"));
+	    sess_meta(s), "config"), "thoughtVisibility"));
 	if (v != NULL)
 		(void)thought_vis_parse(v, &m);
 	if (st != NULL) {
@@ -490,11 +490,11 @@ normal(const cJSON *t, const char *id)
 static cJSON *
 nodes_of(struct sess *s)
 {
-	cJSON *n = cJSON_GetObjectItem(s->meta, "thoughts");
+	cJSON *n = cJSON_GetObjectItem(sess_meta(s), "thoughts");
 
 	if (!cJSON_IsArray(n)) {
 		n = cJSON_CreateArray();
-		proto_set(s->meta, "thoughts", n);
+		proto_set(sess_meta(s), "thoughts", n);
 	}
 	return n;
 }
@@ -631,7 +631,7 @@ thought_forward_check(struct sess *s, const struct sess_from *from,
 {
 	if (thought_share_check(from, msg, r) == -1)
 		return -1;
-	if (thought_dag_check(cJSON_GetObjectItem(s->meta, "thoughts"),
+	if (thought_dag_check(cJSON_GetObjectItem(sess_meta(s), "thoughts"),
 	    cJSON_GetObjectItemCaseSensitive(msg, "thought"), r->msg,
 	    sizeof(r->msg)) == -1) {
 		r->code = "BAD_REQUEST";
@@ -671,7 +671,7 @@ thought_adopt(struct sess *s, uint64_t seq, const char *json, size_t len)
 	t = cJSON_GetObjectItem(o, "thought");
 	id = cJSON_GetStringValue(cJSON_GetObjectItem(t, "thoughtId"));
 	if (type == NULL || strcmp(type, "thought") != 0 || agent == NULL ||
-	    id == NULL || s->meta == NULL) {
+	    id == NULL || !sess_has_meta(s)) {
 		cJSON_Delete(o);
 		return;
 	}
@@ -824,7 +824,7 @@ thought_graph(struct sess *s, int role, const char *agent,
     const char *fagent, const char *fcat)
 {
 	enum thought_vis mode = thought_mode(s);
-	cJSON *nodes = cJSON_GetObjectItem(s->meta, "thoughts");
+	cJSON *nodes = cJSON_GetObjectItem(sess_meta(s), "thoughts");
 	cJSON *g = cJSON_CreateObject(), *out = cJSON_CreateArray();
 	cJSON *edges = cJSON_CreateArray(), *n, *v, *r;
 	const char **kept, *author, *cat, *id, *up;

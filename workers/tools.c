@@ -162,7 +162,7 @@ static struct policy_decision
 tool_policy(struct sess *s, const char *name)
 {
 	enum policy_autonomy a = s->wk->conf->autonomy;
-	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(s->meta,
+	const char *lv = cJSON_GetStringValue(cJSON_GetObjectItem(sess_meta(s),
 	    "autonomy"));
 	const struct mcp_tool *mt = mcp_tool_find(s->wk->mcp, name);
 	const cJSON *ct = mt == NULL ? ctool_find(s, name) : NULL;

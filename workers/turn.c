@@ -291,14 +291,14 @@ turn_free(struct sess *s)
 	turn_drop(s);
 	/* Before what approve_clear saves: a meta with the turn's history
 	 * must not still name the turn, or its end would be applied twice. */
-	proto_set(s->meta, "turn", cJSON_CreateNull());
+	proto_set(sess_meta(s), "turn", cJSON_CreateNull());
 	approve_clear(s);
 }
 
 static void
 usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 {
-	cJSON *tot = cJSON_GetObjectItem(s->meta, "usage");
+	cJSON *tot = cJSON_GetObjectItem(sess_meta(s), "usage");
 	double in = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "inputTokens"));
 	double out = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "outputTokens"));
 	double cost = cJSON_GetNumberValue(cJSON_GetObjectItem(tot, "cost"));
@@ -315,7 +315,7 @@ usage_add(struct sess *s, const struct llm_usage *u, cJSON *into)
 	cJSON_AddNumberToObject(tot, "outputTokens", out);
 	cJSON_AddNumberToObject(tot, "tokens", in + out);
 	cJSON_AddNumberToObject(tot, "cost", cost);
-	proto_set(s->meta, "usage", tot);
+	proto_set(sess_meta(s), "usage", tot);
 	if (into != NULL) {
 		cJSON *x = cJSON_CreateObject();
 
@@ -357,7 +357,7 @@ turn_checkpoint_end(struct sess *s, cJSON *end)
 		cJSON_AddBoolToObject(ts, "parked", 1);
 	if (end != NULL)
 		cJSON_AddItemToObject(ts, "end", end);
-	proto_set(s->meta, "turn", ts);
+	proto_set(sess_meta(s), "turn", ts);
 	sess_meta_save(s);
 }
 
@@ -397,9 +397,9 @@ end_apply(struct sess *s, const char *input, const cJSON *steps,
 		cJSON_ArrayForEach(e, steps)
 			history_add_item(s, agent, cJSON_Duplicate(e, 1));
 		history_add(s, agent, "assistant", reply);
-		turns = cJSON_GetNumberValue(cJSON_GetObjectItem(s->meta,
+		turns = cJSON_GetNumberValue(cJSON_GetObjectItem(sess_meta(s),
 		    "turns"));
-		proto_set(s->meta, "turns",
+		proto_set(sess_meta(s), "turns",
 		    cJSON_CreateNumber((turns != turns ? 0 : turns) + 1));
 	}
 	/* steps and reply may be the turn's, which turn_free frees. */
@@ -575,10 +575,10 @@ on_tool_call(void *arg, const char *id, const char *name, const char *args)
 	 * time) repeat across steps and turns; clients and answers go by id,
 	 * so a repeat gets a name of its own, as the model APIs allow ids to
 	 * be.  meta keeps the ids of the session's last calls. */
-	seen = cJSON_GetObjectItem(s->meta, "callIds");
+	seen = cJSON_GetObjectItem(sess_meta(s), "callIds");
 	if (!cJSON_IsArray(seen)) {
 		seen = cJSON_CreateArray();
-		proto_set(s->meta, "callIds", seen);
+		proto_set(sess_meta(s), "callIds", seen);
 	}
 	for (n = 1; calls_name(t->calls, id) || proto_holds(seen, id); n++) {
 		snprintf(uniq, sizeof(uniq), "%.64s_%llu_%u%s%.0u", base,
@@ -909,7 +909,7 @@ turn_model(struct sess *s)
 	msgs = calloc(cap, sizeof(*msgs));
 	store = calloc(cap, sizeof(*store));
 	ntools = s->wk->mcp ? mcp_tools(s->wk->mcp, &mt) : 0;
-	nclient = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	nclient = (size_t)cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
 	    "clientTools"));
 	if ((defs = calloc(ntools + nclient + TEAM_TOOLS + 1 + KGTOOL_N,
 	    sizeof(*defs))) != NULL) {
@@ -1093,7 +1093,7 @@ turn_start(struct sess *s, uint64_t input_seq, unsigned attempt,
 void
 turn_next(struct sess *s)
 {
-	cJSON *q = cJSON_GetObjectItem(s->meta, "queue"), *first;
+	cJSON *q = cJSON_GetObjectItem(sess_meta(s), "queue"), *first;
 	char agent[SESS_AGENT_MAX + 1];
 	struct timeval tv;
 	uint64_t seq;
@@ -1244,7 +1244,7 @@ static void
 recover_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct sess *s = arg;
-	cJSON *t = cJSON_GetObjectItem(s->meta, "turn"), *b, *from;
+	cJSON *t = cJSON_GetObjectItem(sess_meta(s), "turn"), *b, *from;
 	uint64_t seq = (uint64_t)proto_count(t, "inputSeq");
 	unsigned attempt = (unsigned)proto_count(t, "attempt");
 	unsigned hop = (unsigned)proto_count(t, "hop");
@@ -1297,8 +1297,8 @@ recover_cb(evutil_socket_t fd, short ev, void *arg)
 		cJSON_AddStringToObject(b, "severity", "fatal");
 		sess_emit(s, "error", b);
 		approve_clear(s);
-		proto_set(s->meta, "turn", cJSON_CreateNull());
-		proto_set(s->meta, "status",
+		proto_set(sess_meta(s), "turn", cJSON_CreateNull());
+		proto_set(sess_meta(s), "status",
 		    cJSON_CreateString("failed"));
 		sess_emit(s, "agent_state", sess_agent_json(s, "idle"));
 		/* A team's round ends with it (team_done, error). */
@@ -1344,15 +1344,15 @@ turn_resume(struct sess *s)
 	cJSON *t;
 	uint64_t from;
 
-	t = cJSON_GetObjectItem(s->meta, "turn");
+	t = cJSON_GetObjectItem(sess_meta(s), "turn");
 	if (cJSON_IsObject(t)) {
 		/* The re-run reads the turn's logged events back (tool
 		 * results, the message): make them readable at once. */
 		from = (uint64_t)proto_count(t, "inputSeq");
 		s->promote = store_preload_async(s->st, from ? from - 1 : 0,
 		    recover_ready, s);
-	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(s->meta, "queue")) ||
-	    team_pending(s))
+	} else if (cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
+	    "queue")) || team_pending(s))
 		turn_next(s);
 }
 

@@ -47,6 +47,8 @@ struct wk {
 	TAILQ_HEAD(, sess)	 sessions;
 	TAILQ_HEAD(, sess)	 buckets[WK_SESS_BUCKETS];
 	unsigned		 nsessions;
+	TAILQ_HEAD(, sess)	 thawed;	/* meta as a tree (sess.c) */
+	struct event		*meta_ev;	/* freezes them */
 	TAILQ_HEAD(, conn)	 conns;
 	TAILQ_HEAD(, conn)	 gather;	/* live events to write */
 	struct event		*gather_ev;

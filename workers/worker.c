@@ -85,6 +85,8 @@ wk_exit(struct wk *wk, int code)
 	if (wk->read_ev != NULL)
 		event_free(wk->read_ev);
 	event_free(wk->sweep_ev);
+	if (wk->meta_ev != NULL)
+		event_free(wk->meta_ev);
 	event_free(wk->exit_ev);
 	event_free(wk->sigterm_ev);
 	event_base_free(wk->base);
@@ -209,7 +211,7 @@ wk_query(struct wk *wk, const struct ipc_query *q)
 		return 0;	/* the supervisor times the question out */
 	evbuffer_add(out, "[", 1);
 	TAILQ_FOREACH(s, &wk->sessions, entry) {
-		if (s->loading || s->released || s->meta == NULL)
+		if (s->loading || s->released || !sess_has_meta(s))
 			continue;
 		if (q->state[0] != '\0' && (s->follower ?
 		    strcmp(q->state, "following") != 0 :
@@ -226,9 +228,9 @@ wk_query(struct wk *wk, const struct ipc_query *q)
 		cJSON_AddBoolToObject(o, "follower", s->follower);
 		/* For the supervisor's filter on GET /sessions; it is not
 		 * passed on to a client. */
-		if (cJSON_IsString(cJSON_GetObjectItem(s->meta, "owner")))
+		if (cJSON_IsString(cJSON_GetObjectItem(sess_meta(s), "owner")))
 			cJSON_AddStringToObject(o, "owner", cJSON_GetStringValue(
-			    cJSON_GetObjectItem(s->meta, "owner")));
+			    cJSON_GetObjectItem(sess_meta(s), "owner")));
 		txt = cJSON_PrintUnformatted(o);
 		cJSON_Delete(o);
 		if (txt == NULL)
@@ -370,7 +372,7 @@ wk_metrics_send(struct wk *wk)
 		m->connections[c->kind == CONN_WS ? MT_WEBSOCKET :
 		    c->kind == CONN_SSE ? MT_SSE : MT_HTTP]++;
 	TAILQ_FOREACH(s, &wk->sessions, entry)
-		if (!s->loading && s->meta != NULL)
+		if (!s->loading && sess_has_meta(s))
 			m->sessions[wk_state(s)]++;
 	m->events_appended = wk->events;
 	if (wk->chan != NULL)
@@ -460,6 +462,7 @@ worker_main(struct config *conf, int slot, int ipc_fd, struct quota *quota)
 	wk->agent = &turn_agent;
 	wk->parts = parts;
 	TAILQ_INIT(&wk->sessions);
+	TAILQ_INIT(&wk->thawed);
 	TAILQ_INIT(&wk->conns);
 	TAILQ_INIT(&wk->gather);
 	TAILQ_INIT(&wk->read_wait);

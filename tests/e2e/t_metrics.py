@@ -187,6 +187,14 @@ async def test():
               m2.get("parley_sessions", state="created") >= 1,
               "session gauges: %s" % {k: v for k, v in m2.s.items()
                                       if k[0] == "parley_sessions"})
+        # Left alone, a session holds its meta as text (frozen 250 ms
+        # after its last use); its state counts the same, clients or not.
+        await asyncio.sleep(1.5)
+        m2 = sc.scrape()
+        check(m2.get("parley_sessions", state="idle") >= 1 and
+              m2.get("parley_sessions", state="created") >= 1,
+              "session gauges once left alone: %s" % {
+                  k: v for k, v in m2.s.items() if k[0] == "parley_sessions"})
         await ws1.close()
         await ws2.close()
         sse.close()
@@ -194,6 +202,11 @@ async def test():
             "parley_connections", transport="websocket") == 0 and m.get(
             "parley_connections", transport="sse") == 0,
             "connection gauges did not drop after the clients closed")
+        await wait_metrics(sc, lambda m: m.get(
+            "parley_sessions", state="suspended") >= 2 and m.get(
+            "parley_sessions", state="idle") == 0 and m.get(
+            "parley_sessions", state="created") == 0,
+            "met-1 and met-2 did not count as suspended without clients")
         m3 = sc.scrape()
         check(m3.get("parley_connections_opened_total", transport="sse") >= 1,
               "sse opens")

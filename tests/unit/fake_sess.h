@@ -78,6 +78,13 @@ sess_id_repeat(struct sess *s, struct sess_client *c, const char *id,
 	return 1;
 }
 
+/* A fake session's meta is never frozen: its tree is the meta. */
+cJSON *
+sess_meta_thaw(const struct sess *s)
+{
+	return s->mtree;
+}
+
 /* Meta has room unless a test says it is full (fs.meta_full). */
 int
 sess_meta_room(struct sess *s, const cJSON *item, unsigned copies,
@@ -110,7 +117,7 @@ fake_sess_init(struct wk *wk)
 {
 	memset(&fs, 0, sizeof(fs));
 	fs.s.wk = wk;
-	fs.s.meta = cJSON_CreateObject();
+	fs.s.mtree = cJSON_CreateObject();
 	fs.log = cJSON_CreateArray();
 	snprintf(fs.s.agent_id, sizeof(fs.s.agent_id), "agent-1");
 }
@@ -118,7 +125,7 @@ fake_sess_init(struct wk *wk)
 static void
 fake_sess_free(void)
 {
-	cJSON_Delete(fs.s.meta);
+	cJSON_Delete(fs.s.mtree);
 	cJSON_Delete(fs.log);
 }
 

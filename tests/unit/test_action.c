@@ -202,7 +202,7 @@ START_TEST(approve_execute_result_once)
 		ck_assert_ptr_null(fake_logged("action_proposed", 1));
 	}
 	ck_assert_uint_eq(r.seq, (uint64_t)proto_count(p, "seq"));
-	ck_assert_uint_eq((uint64_t)proto_count(fs.s.meta, "actionsSeq"),
+	ck_assert_uint_eq((uint64_t)proto_count(fs.s.mtree, "actionsSeq"),
 	    r.seq);
 	w = approve_entry(&fs.s, id, APPROVE_ACTIONS);
 	ck_assert_str_eq(str(w, "phase"), "proposed");
@@ -261,7 +261,7 @@ START_TEST(human_needed_and_refused_log)
 	const char *id;
 	cJSON *w;
 
-	proto_set(fs.s.meta, "autonomy", cJSON_CreateString("MANUAL"));
+	proto_set(fs.s.mtree, "autonomy", cJSON_CreateString("MANUAL"));
 	id = propose_one("{\"type\":\"t\",\"description\":\"d\",\"risk\":"
 	    "\"low\"}", &r);
 	ck_assert_ptr_nonnull(id);

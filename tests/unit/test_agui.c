@@ -872,3 +872,10 @@ main(void)
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
+
+/* Never frozen here: the tree is the meta (sess.c's thaw is not linked). */
+cJSON *
+sess_meta_thaw(const struct sess *s)
+{
+	return s->mtree;
+}

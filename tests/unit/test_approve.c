@@ -268,7 +268,7 @@ START_TEST(expired_answer)
 
 	approve_request(&fs.s, c);
 	/* Asked two minutes ago, timeout one: its session was away. */
-	w = cJSON_GetArrayItem(cJSON_GetObjectItem(fs.s.meta, "waiting"), 0);
+	w = cJSON_GetArrayItem(cJSON_GetObjectItem(fs.s.mtree, "waiting"), 0);
 	proto_set(w, "ts", cJSON_CreateNumber((double)(util_now_ms() -
 	    120000)));
 	memset(&r, 0, sizeof(r));

@@ -50,7 +50,7 @@ reg(const char *json, struct sess_result *r)
 static int
 ntools(void)
 {
-	return cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.meta,
+	return cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.mtree,
 	    "clientTools"));
 }
 

@@ -20,6 +20,13 @@ static struct wk	 wk;
 static struct sess	 sess;
 static int		 sent;		/* metrics events sent */
 
+/* Never frozen here: the tree is the meta. */
+cJSON *
+sess_meta_thaw(const struct sess *s)
+{
+	return s->mtree;
+}
+
 const char *
 sess_status(const struct sess *s)
 {
@@ -232,7 +239,7 @@ START_TEST(test_life)
 	wk.conf = &conf;
 	wk.base = event_base_new();
 	sess.wk = &wk;
-	sess.meta = m;
+	sess.mtree = m;
 	snprintf(sess.id, sizeof(sess.id), "s1");
 	TAILQ_INIT(&sess.feed.subs);
 	user.ops = d1.ops = d2.ops = &ops;

@@ -1046,13 +1046,13 @@ START_TEST(test_rag)
 	ck_assert_ptr_null(strstr(rag_text, "[2]"));
 	/* config.rag false: nothing, and nothing logged. */
 	conf.rag_top_k = 5;
-	cJSON_AddItemToObject(fs.s.meta, "config", cJSON_Parse(
+	cJSON_AddItemToObject(fs.s.mtree, "config", cJSON_Parse(
 	    "{\"rag\":false}"));
 	kb_rag(&fs.s, "a1", "m-1", "parser", rag_cb);
 	ck_assert_ptr_null(rag_text);
 	ck_assert_int_eq(fake_count("rag_context"), 2);
 	/* The operator's rag off: the same. */
-	cJSON_DeleteItemFromObject(fs.s.meta, "config");
+	cJSON_DeleteItemFromObject(fs.s.mtree, "config");
 	conf.rag = 0;
 	kb_rag(&fs.s, "a1", "m-1", "parser", rag_cb);
 	ck_assert_ptr_null(rag_text);

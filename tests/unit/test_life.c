@@ -139,11 +139,12 @@ setup(void)
 	fs.s.st = (struct store_sess *)&fs;	/* owned, never used */
 	body = cJSON_Parse("{\"objective\":\"Ship it\",\"agents\":[\"m\","
 	    "{\"name\":\"inner\"},\"c\"]}");
-	life_meta_new(s->meta, body);
+	life_meta_new(sess_meta(s), body);
 	cJSON_Delete(body);
-	cJSON_AddNumberToObject(s->meta, "createdAt", (double)util_now_ms());
-	cJSON_AddStringToObject(s->meta, "objective", "Ship it");
-	cJSON_AddItemToObject(s->meta, "usage", cJSON_CreateObject());
+	cJSON_AddNumberToObject(sess_meta(s), "createdAt",
+	    (double)util_now_ms());
+	cJSON_AddStringToObject(sess_meta(s), "objective", "Ship it");
+	cJSON_AddItemToObject(sess_meta(s), "usage", cJSON_CreateObject());
 	llm_on = llm_cancelled = 0;
 	life_own(s);
 }
@@ -212,7 +213,7 @@ START_TEST(create_checks)
 	cJSON_Delete(b);
 	ck_assert_int_eq(life_check(NULL, msg, sizeof(msg)), 0);
 	/* setup's: two required (the object is not ours), waiting */
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(s->meta,
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(sess_meta(s),
 	    "external")), 2);
 	ck_assert(life_holds(s) && life_team(s));
 	ck_assert_str_eq(life_status(s), "created");
@@ -296,7 +297,7 @@ START_TEST(deadline_fails_plainly)
 	    "Session ended (error)"));
 	ck_assert(s->ended && life_failed(s));
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(
-	    cJSON_GetObjectItem(s->meta, "result"), "reason")), "error");
+	    cJSON_GetObjectItem(sess_meta(s), "result"), "reason")), "error");
 	/* Ended: nothing more is logged, not even a leave. */
 	life_conn(s, "c", -1);
 	pass();
@@ -311,13 +312,13 @@ START_TEST(time_limit_lead_summary)
 	cJSON *r;
 
 	llm_on = 1;
-	proto_set(s->meta, "active", cJSON_CreateTrue());
-	proto_set(s->meta, "deadline", cJSON_CreateNumber(1));
+	proto_set(sess_meta(s), "active", cJSON_CreateTrue());
+	proto_set(sess_meta(s), "deadline", cJSON_CreateNumber(1));
 	pass();
 	/* The lead writes: no input meanwhile, and meta says so. */
 	ck_assert_int_eq(fake_count("session_complete"), 0);
 	ck_assert(s->ended);
-	ck_assert_ptr_nonnull(cJSON_GetObjectItem(s->meta, "ending"));
+	ck_assert_ptr_nonnull(cJSON_GetObjectItem(sess_meta(s), "ending"));
 	llm_cbs->token(llm_arg, "All ", 4);
 	llm_cbs->token(llm_arg, "shipped.", 8);
 	llm_cbs->done(llm_arg, NULL, "stop");
@@ -326,7 +327,7 @@ START_TEST(time_limit_lead_summary)
 	    "summary")), "All shipped.");
 	ck_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(r,
 	    "reason")), "time_limit");
-	ck_assert_ptr_null(cJSON_GetObjectItem(s->meta, "ending"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(sess_meta(s), "ending"));
 	ck_assert(!life_failed(s));
 }
 END_TEST
@@ -334,7 +335,7 @@ END_TEST
 START_TEST(owner_died_while_summarizing)
 {
 	llm_on = 1;
-	proto_set(s->meta, "active", cJSON_CreateTrue());
+	proto_set(sess_meta(s), "active", cJSON_CreateTrue());
 	ck_assert_int_eq(life_complete(s, "objective", NULL), 0);
 	ck_assert_int_eq(fake_count("session_complete"), 0);
 	/* The worker dies; the next owner reads meta and ends it plainly. */

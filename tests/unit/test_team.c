@@ -68,7 +68,7 @@ setup(void)
 	wk.conf = &conf;
 	fake_sess_init(&wk);
 	/* As meta_new makes a session: one default agent. */
-	agents = cJSON_AddArrayToObject(fs.s.meta, "agents");
+	agents = cJSON_AddArrayToObject(fs.s.mtree, "agents");
 	a = cJSON_CreateObject();
 	cJSON_AddStringToObject(a, "agentId", "assistant-00000000");
 	cJSON_AddStringToObject(a, "name", "assistant");
@@ -154,10 +154,10 @@ START_TEST(meta_from_body)
 	regex_t re;
 
 	ck_assert(!team_is(&fs.s));
-	team_meta_init(&fs.s, fs.s.meta, b);
+	team_meta_init(&fs.s, fs.s.mtree, b);
 	cJSON_Delete(b);
 	ck_assert(team_is(&fs.s));
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.meta,
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.mtree,
 	    "agents")), 2);
 	ck_assert_int_eq(regcomp(&re, "^lead-planner-[0-9a-f]{8}$",
 	    REG_EXTENDED | REG_NOSUB), 0);
@@ -349,7 +349,7 @@ START_TEST(lead_handoff)
 	team_turn_end(&fs.s, agent, 9, 1, "done", done, NULL, "done it");
 	ck_assert_int_eq(fake_count("team_done"), 2);
 	ck_assert_uint_eq(proto_count(fake_logged("team_done", 1), "turns"), 2);
-	ck_assert_ptr_null(cJSON_GetObjectItem(fs.s.meta, "round"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(fs.s.mtree, "round"));
 	cJSON_Delete(done);
 }
 END_TEST
@@ -396,9 +396,9 @@ START_TEST(round_robin_and_cap)
 	team_first(&fs.s, 10, NULL, agent, sizeof(agent));
 	team_turn_end(&fs.s, agent, 10, 0, "done", done, NULL, "x");
 	ck_assert(team_pending(&fs.s));
-	cJSON_DeleteItemFromArray(cJSON_GetObjectItem(fs.s.meta, "agents"), 1);
+	cJSON_DeleteItemFromArray(cJSON_GetObjectItem(fs.s.mtree, "agents"), 1);
 	ck_assert_int_eq(team_next(&fs.s, &seq, agent, sizeof(agent), &hop), 0);
-	ck_assert_ptr_null(cJSON_GetObjectItem(fs.s.meta, "round"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(fs.s.mtree, "round"));
 	ck_assert_str_eq(str(fake_logged("team_done", 4), "reason"),
 	    "agent_removed");
 	cJSON_Delete(cancelled);
@@ -440,7 +440,7 @@ START_TEST(sequential_and_usage)
 	cJSON_Delete(roster);
 	/* Histories: the lead's is meta's own, the others' their agent's. */
 	ck_assert_ptr_eq(team_history(&fs.s, team_lead(&fs.s)),
-	    cJSON_GetObjectItem(fs.s.meta, "history"));
+	    cJSON_GetObjectItem(fs.s.mtree, "history"));
 	ck_assert_ptr_eq(team_history(&fs.s, id_of("b")),
 	    cJSON_GetObjectItem(team_agent(&fs.s, "b"), "history"));
 	cJSON_Delete(done);
@@ -454,7 +454,7 @@ START_TEST(objective)
 	cJSON *done = cJSON_Parse("{}"), *steps;
 
 	add3("{\"type\":\"set_strategy\",\"strategy\":\"lead\"}");
-	cJSON_AddStringToObject(fs.s.meta, "objective", "ship it");
+	cJSON_AddStringToObject(fs.s.mtree, "objective", "ship it");
 	ck_assert_uint_eq(team_tool_defs(&fs.s, team_lead(&fs.s), defs,
 	    TEAM_TOOLS), 2);
 	ck_assert_str_eq(defs[1].name, "complete_objective");

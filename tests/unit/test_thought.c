@@ -294,7 +294,7 @@ START_TEST(test_log)
 	    "thought"), "references")));
 	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetObjectItem(e,
 	    "thought"), "actionable")));
-	nodes = cJSON_GetObjectItem(fs.s.meta, "thoughts");
+	nodes = cJSON_GetObjectItem(fs.s.mtree, "thoughts");
 	ck_assert_int_eq(cJSON_GetArraySize(nodes), 1);
 	ck_assert_int_eq(fs.saves, 1);
 	ck_assert_double_eq(cJSON_GetNumberValue(cJSON_GetObjectItem(
@@ -367,7 +367,7 @@ START_TEST(test_max)
 	ck_assert_uint_eq(share("a1", "{\"content\":\"c\",\"category\":"
 	    "\"plan\",\"confidence\":0.5}", &r), 0);
 	ck_assert_str_eq(r.code, "RATE_LIMITED");
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.meta,
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.mtree,
 	    "thoughts")), THOUGHT_MAX);
 }
 END_TEST
@@ -383,7 +383,7 @@ START_TEST(test_meta_full)
 	ck_assert_uint_eq(share("a1", "{\"content\":\"d\",\"category\":"
 	    "\"plan\",\"confidence\":0.5}", &r), 0);
 	ck_assert_str_eq(r.code, "RATE_LIMITED");
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.meta,
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.mtree,
 	    "thoughts")), 1);
 	ck_assert_int_eq(cJSON_GetArraySize(fs.log), 1);
 }
@@ -407,7 +407,7 @@ START_TEST(test_adopt_graph)
 	thought_adopt(&fs.s, 7, ev1, strlen(ev1));
 	thought_adopt(&fs.s, 7, ev1, strlen(ev1));	/* once */
 	thought_adopt(&fs.s, 8, ev2, strlen(ev2));
-	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.meta,
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(fs.s.mtree,
 	    "thoughts")), 2);
 	g = thought_graph(&fs.s, IPC_ROLE_ADMIN, "", NULL, NULL);
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(g, "nodes")),
@@ -421,7 +421,7 @@ START_TEST(test_adopt_graph)
 	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(g, "edges")),
 	    0);
 	cJSON_Delete(g);
-	proto_set(fs.s.meta, "config", T("{\"thoughtVisibility\":"
+	proto_set(fs.s.mtree, "config", T("{\"thoughtVisibility\":"
 	    "\"summary\"}"));
 	thought_free(&fs.s);	/* the mode is read again */
 	/* an observer: th_p reduced, th_q (private) left out, no edges */
@@ -458,7 +458,7 @@ START_TEST(test_view)
 	/* all (no config): itself */
 	ck_assert_ptr_eq(thought_view(&fs.s, &sub, e1), e1);
 	/* the mode is read once per session */
-	proto_set(fs.s.meta, "config", T("{\"thoughtVisibility\":"
+	proto_set(fs.s.mtree, "config", T("{\"thoughtVisibility\":"
 	    "\"summary\"}"));
 	ck_assert_ptr_eq(thought_view(&fs.s, &sub, e1), e1);
 	thought_free(&fs.s);
