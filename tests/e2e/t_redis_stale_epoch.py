@@ -5,26 +5,10 @@
 # epochs again and cuts it; it comes back and resumes where it was.
 # (A follower that decided with its stale list took the unknown epoch for
 # the oldest: a needless RESUME_GAP replaying what the client had.)
-import sys, os, subprocess
+import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from parley import *
 from cluster import *
-
-
-def sse_get(d, sid, last_event_id):
-    """GET /events with Last-Event-ID for 2 s: [(id line, event)]."""
-    out = subprocess.run(["curl", "-s", "-N", "-m", "2", "-H",
-                          "Last-Event-ID: " + last_event_id,
-                          d.url("/sessions/%s/events" % sid, "http")],
-                         capture_output=True, text=True).stdout
-    evs = []
-    for block in out.split("\n\n"):
-        lines = block.split("\n")
-        i = [l[4:] for l in lines if l.startswith("id: ")]
-        data = "".join(l[6:] for l in lines if l.startswith("data: "))
-        if data:
-            evs.append((i[0] if i else None, json.loads(data)))
-    return evs
 
 
 def gaps(evs):

@@ -1226,6 +1226,22 @@ def resume_query(last, epoch):
     return "lastSeq=%d%s" % (last, "&epoch=" + epoch if epoch else "")
 
 
+def sse_get(d, sid, last_event_id):
+    """GET /events with Last-Event-ID for 2 s: [(id line, event)]."""
+    out = subprocess.run(["curl", "-s", "-N", "-m", "2", "-H",
+                          "Last-Event-ID: " + last_event_id,
+                          d.url("/sessions/%s/events" % sid, "http")],
+                         capture_output=True, text=True).stdout
+    evs = []
+    for block in out.split("\n\n"):
+        lines = block.split("\n")
+        i = [l[4:] for l in lines if l.startswith("id: ")]
+        data = "".join(l[6:] for l in lines if l.startswith("data: "))
+        if data:
+            evs.append((i[0] if i else None, json.loads(data)))
+    return evs
+
+
 async def resume_until(d, sid, seen, until, what, patience=60,
                        retry_fail=False):
     """Reconnects with lastSeq after seen (logged events) until until(event),
