@@ -868,12 +868,16 @@ rs_on_wait(struct rcmd *rc, redisReply *r)
 		return;
 	}
 	if (r->integer < (long long)st->wait_n) {
+		char node[300];
+
+		/* On a cluster, the master the batch ran on. */
+		rs_cl_name(st, rc->conn, node, sizeof(node));
 		rs_sess_fail(s, EIO, "only %lld of the %u replicas store-wait "
 		    "asks for acknowledged %s within %u ms: not acknowledged; "
 		    "check the replicas and their link to the master (INFO "
-		    "replication on %s:%d) or lower store-wait", r->integer,
+		    "replication on %s) or lower store-wait", r->integer,
 		    st->wait_n, b->meta ? "a state write" : "the events",
-		    st->wait_ms, st->master.host, st->master.port);
+		    st->wait_ms, node);
 		return;
 	}
 	/* WAITs on two masters (a batch sent again after MOVED) may answer
