@@ -93,8 +93,8 @@ adapt_open_error(struct conn *c, const char *err)
 		    "message creates it", sid);
 		conn_http_error(c, 404, "NOT_FOUND", msg);
 	} else if (strcmp(err, "OVERLOADED") == 0)
-		conn_http_error(c, 503, "OVERLOADED", "this worker holds its "
-		    "maximum number of sessions; retry later");
+		conn_http_error(c, 503, "OVERLOADED",
+		    sess_overloaded_why(c->wk));
 	else if (strcmp(err, "RATE_LIMITED") == 0)
 		conn_http_error(c, 429, err, "too many sessions for this "
 		    "client; retry later");

@@ -130,8 +130,8 @@ open_error(struct conn *c, const char *err, const char *sid)
 	if (sess_find(c->wk, sid) == NULL)
 		wk_released(c->wk, sid);
 	if (strcmp(err, "OVERLOADED") == 0)
-		conn_http_error(c, 503, "OVERLOADED", "this worker holds its "
-		    "maximum number of sessions; retry later");
+		conn_http_error(c, 503, "OVERLOADED",
+		    sess_overloaded_why(c->wk));
 	else if (strcmp(err, "RATE_LIMITED") == 0)
 		conn_http_error(c, 429, "RATE_LIMITED", "too many sessions "
 		    "were created from this address or by this subject "

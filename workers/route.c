@@ -98,8 +98,10 @@ route_may_access(const struct sess *s, const struct conn_who *w)
 
 /* The message a session that could not be opened is answered with. */
 static const char *
-open_error(const char *err)
+open_error(struct wk *wk, const char *err)
 {
+	if (strcmp(err, "OVERLOADED") == 0)
+		return sess_overloaded_why(wk);
 	if (strcmp(err, "NOT_FOUND") == 0)
 		return "no such session (it never existed or its retention "
 		    "period passed); a first chat creates one";
@@ -239,7 +241,7 @@ route_loaded(void *arg, const char *err)
 	if (c->park_text) {
 		c->park_text = 0;
 		if (err != NULL) {
-			conn_send_error(c, err, open_error(err), NULL);
+			conn_send_error(c, err, open_error(c->wk, err), NULL);
 			if (strcmp(err, "NOT_FOUND") == 0 ||
 			    strcmp(err, "RATE_LIMITED") == 0)
 				conn_close(c, WS_CLOSE_POLICY, err);
@@ -340,7 +342,7 @@ route_text(struct conn *c, const char *text, size_t len)
 		    &err)) == NULL || !route_may_access(s, &c->ic)) {
 			if (s != NULL)
 				err = "FORBIDDEN";
-			conn_send_error(c, err, open_error(err), in.id);
+			conn_send_error(c, err, open_error(c->wk, err), in.id);
 			if (strcmp(err, "NOT_FOUND") == 0 ||
 			    strcmp(err, "RATE_LIMITED") == 0 ||
 			    strcmp(err, "FORBIDDEN") == 0)
@@ -473,12 +475,12 @@ session_error(struct conn *c, const char *err, const char *sid)
 		    "or its retention period passed)", sid);
 		conn_http_error(c, 404, "NOT_FOUND", msg);
 	} else if (strcmp(err, "OVERLOADED") == 0)
-		conn_http_error(c, 503, "OVERLOADED", "this worker holds its "
-		    "maximum number of sessions; retry later");
+		conn_http_error(c, 503, "OVERLOADED",
+		    sess_overloaded_why(c->wk));
 	else if (strcmp(err, "RATE_LIMITED") == 0 ||
 	    strcmp(err, "FORBIDDEN") == 0)
 		conn_http_error(c, err[0] == 'R' ? 429 : 403, err,
-		    open_error(err));
+		    open_error(c->wk, err));
 	else
 		conn_http_error(c, 500, "INTERNAL", "the session could not be "
 		    "opened; see the server log");
@@ -1011,7 +1013,8 @@ route_http(struct conn *c, const unsigned char *raw, size_t rawlen)
 	if (route_session(c, sid, sizeof(sid), &create) &&
 	    (s = sess_find(wk, sid)) != NULL && !s->loading &&
 	    !route_may_access(s, &c->ic))
-		conn_http_error(c, 403, "FORBIDDEN", open_error("FORBIDDEN"));
+		conn_http_error(c, 403, "FORBIDDEN", open_error(c->wk,
+		    "FORBIDDEN"));
 	else
 		route_request(c, raw, rawlen);
 	http_parser_free(&c->hp);

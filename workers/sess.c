@@ -1031,7 +1031,10 @@ sess_opened(void *arg, int err, struct store_sess *st, enum store_role role)
 			wk->metrics.store_errors++;
 			log_warnx("session %s: open: %s", s->id, strerror(err));
 		}
-		loads_settle(s, err == ENOENT ? "NOT_FOUND" : "INTERNAL");
+		/* A store that is down is no fault of the request: 503, to
+		 * retry (sess_overloaded_why says so), not 500. */
+		loads_settle(s, err == ENOENT ? "NOT_FOUND" :
+		    !store_healthy(wk->store) ? "OVERLOADED" : "INTERNAL");
 		wk_released(wk, s->id);
 		sess_free(s);
 		wk_maybe_exit(wk);
@@ -1206,6 +1209,16 @@ sess_get(struct wk *wk, const char *id, const struct sess_creator *cr,
 		s->fresh = 0;
 	}
 	return s;
+}
+
+const char *
+sess_overloaded_why(struct wk *wk)
+{
+	if (!store_healthy(wk->store))
+		return "the session store is unreachable; retry when GET "
+		    "/health/ready answers 200";
+	return "this worker holds its maximum number of sessions; retry "
+	    "later";
 }
 
 const char *

@@ -230,6 +230,11 @@ const char	*sess_status(const struct sess *);
  */
 const char	*sess_epoch(struct sess *);
 const char	*sess_epochs(const struct sess *);
+/*
+ * What an OVERLOADED answer to a session that could not be opened says:
+ * the store is unreachable, or this worker holds its most sessions.
+ */
+const char	*sess_overloaded_why(struct wk *);
 /* Paused by an operator: input is logged, no turn starts (sess.c). */
 int		 sess_paused(const struct sess *);
 /*

@@ -2,8 +2,10 @@
 # Redis goes away and comes back (SIGKILL, restart on the same port and dir,
 # AOF with appendfsync always):
 # (1) between turns: /health/ready answers 503 within 5 s of the kill (and
-#     /health/live stays 200), 200 again after the restart; the session's
-#     log is the same as before, event for event; the next turn runs and
+#     /health/live stays 200), 200 again after the restart; a session
+#     opened meanwhile is 503 OVERLOADED (the store unreachable), not
+#     500; the session's log is the same as before, event for event; the
+#     next turn runs and
 #     every client sees every event exactly once;
 # (2) in the middle of a turn: after Redis is back the session goes on (the
 #     turn ends, a new chat is answered with done) and the clients' views
@@ -72,6 +74,10 @@ async def between_turns(d, red):
     print("503 %.2fs after the kill" % took, flush=True)
     st, _, _ = d.http("GET", "/health/live")
     check(st == 200, "/health/live during the outage: %d" % st)
+    # A session that must be read from the store: 503, to retry, not 500.
+    st, _, body = d.http("GET", "/sessions/h-elsewhere/log")
+    check(st == 503 and b"OVERLOADED" in body and b"unreachable" in body,
+          "a session opened during the outage -> %s %r" % (st, body))
     await asyncio.sleep(1)
     red.start()
     took = wait_status(d, 200, 15, "Redis restarted")
