@@ -737,6 +737,7 @@ meta_new(struct sess *s, cJSON *body)
 /* --- meta, frozen while the session is left alone --- */
 
 #define META_FREEZE_MS	250	/* thawed this long, then frozen */
+#define META_SWEEP_MAX	4000	/* sweeps of only unfreezable ones back off */
 
 static void
 meta_sweep_cb(evutil_socket_t fd, short ev, void *arg)
@@ -763,9 +764,25 @@ meta_thawed(struct sess *s)
 	    meta_sweep_cb, wk)) == NULL)
 		return;		/* stays a tree: memory, not state */
 	if (!evtimer_pending(wk->meta_ev, NULL)) {
+		wk->meta_wait_ms = META_FREEZE_MS;
 		util_tv(&tv, META_FREEZE_MS);
 		evtimer_add(wk->meta_ev, &tv);
 	}
+}
+
+/*
+ * Whether cJSON can read the tree back once printed: it refuses more than
+ * CJSON_NESTING_LIMIT levels, which max-json-depth may allow.
+ */
+static int
+meta_readable(const cJSON *n, int depth)
+{
+	if (depth >= CJSON_NESTING_LIMIT)
+		return 0;
+	for (n = n->child; n != NULL; n = n->next)
+		if (!meta_readable(n, depth + 1))
+			return 0;
+	return 1;
 }
 
 /* Replaces s's meta (tree or text) by m (owned; NULL: none). */
@@ -795,7 +812,8 @@ sess_meta_thaw(const struct sess *cs)
 	if (s->mtxt == NULL)
 		return s->mtree;
 	if ((m = cJSON_Parse(s->mtxt)) == NULL) {
-		/* Our own print: only memory fails it.  The text stays. */
+		/* Our own print of a tree cJSON reads back (meta_readable):
+		 * only memory fails it.  The text stays. */
 		log_warnx("session %s: no memory to read its meta", s->id);
 		return NULL;
 	}
@@ -817,7 +835,7 @@ meta_freeze(struct sess *s)
 	char *txt;
 
 	if (s->mtree == NULL || s->loading || s->released ||
-	    s->turn != NULL || sess_busy(s))
+	    s->turn != NULL || sess_busy(s) || !meta_readable(s->mtree, 0))
 		return -1;
 	if ((txt = cJSON_PrintUnformatted(s->mtree)) == NULL)
 		return -1;
@@ -837,16 +855,28 @@ sess_meta_sweep(struct wk *wk)
 	struct timeval tv;
 	uint64_t now = util_now_ms();
 
+	int waiting = 0;
+
 	for (s = TAILQ_FIRST(&wk->thawed); s != NULL; s = next) {
 		next = TAILQ_NEXT(s, mentry);
-		if (s->mthawed_ms + META_FREEZE_MS > now ||
-		    meta_freeze(s) == -1)
+		if (s->mthawed_ms + META_FREEZE_MS > now) {
+			waiting = 1;
 			continue;
+		}
+		if (meta_freeze(s) == -1)
+			continue;
+		waiting = 1;
 		TAILQ_REMOVE(&wk->thawed, s, mentry);
 		s->mlisted = 0;
 	}
+	/* Only sessions that cannot be frozen (a turn waiting for an
+	 * approval may wait for hours): fewer wake-ups, up to 4 s. */
+	if (waiting || wk->meta_wait_ms < META_FREEZE_MS)
+		wk->meta_wait_ms = META_FREEZE_MS;
+	else if (wk->meta_wait_ms < META_SWEEP_MAX)
+		wk->meta_wait_ms *= 2;
 	if (!TAILQ_EMPTY(&wk->thawed) && wk->meta_ev != NULL) {
-		util_tv(&tv, META_FREEZE_MS);
+		util_tv(&tv, wk->meta_wait_ms);
 		evtimer_add(wk->meta_ev, &tv);
 	}
 }

@@ -101,7 +101,7 @@ struct sess {
 	 * The persisted state, read and written through sess_meta().  A
 	 * session left alone holds it as its printed text (mtxt, mtree
 	 * NULL): a tree costs some 2 KiB an idle session does not use.
-	 * sess_meta parses it back (thaws), sess_meta_freeze prints it
+	 * sess_meta parses it back (thaws), sess_meta_sweep prints it
 	 * again; mstatus is sess_status while frozen (no subscriber, some).
 	 */
 	cJSON			*mtree;

@@ -49,6 +49,7 @@ struct wk {
 	unsigned		 nsessions;
 	TAILQ_HEAD(, sess)	 thawed;	/* meta as a tree (sess.c) */
 	struct event		*meta_ev;	/* freezes them */
+	unsigned		 meta_wait_ms;	/* between sweeps; 0: the least */
 	TAILQ_HEAD(, conn)	 conns;
 	TAILQ_HEAD(, conn)	 gather;	/* live events to write */
 	struct event		*gather_ev;
