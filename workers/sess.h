@@ -224,6 +224,10 @@ cJSON		*sess_state(struct sess *);	/* session_state body */
 cJSON		*sess_info(struct sess *);	/* GET /sessions/{id} */
 int		 sess_busy(const struct sess *);
 const char	*sess_status(const struct sess *);
+/* The status as it would be with subscribers (live 1) or without. */
+const char	*sess_status_as(const struct sess *, int live);
+/* Lets a session whose store writes failed go (err: why). */
+void		 sess_break(struct sess *, int err);
 /*
  * The log's current epoch ("" for a log never rewritten) and all of them
  * (parley/epoch.h's text form), as the store last said.
@@ -246,35 +250,7 @@ uint64_t	 sess_emit(struct sess *, const char *type, cJSON *body);
 /* As sess_emit, the body given as a JSON object's text ({} or {..}). */
 uint64_t	 sess_emit_json(struct sess *, const char *type,
 		    const char *body, size_t len);
-/* Writes meta to the store (an owner's, while it is not broken). */
-void		 sess_meta_save(struct sess *);
-/*
- * The session's meta tree (NULL when it has none: still loading or
- * released), parsed from its frozen text first when need be.  A tree
- * returned stays valid until control returns to the event loop: only
- * the worker's freeze timer (sess_meta_sweep) frees it, and only for a
- * session that is not busy.  Logically const: s only changes form.
- */
-cJSON		*sess_meta_thaw(const struct sess *);
-static inline cJSON *
-sess_meta(const struct sess *s)
-{
-	return s->mtxt == NULL ? s->mtree : sess_meta_thaw(s);
-}
-/* Whether s has meta, tree or text, without thawing it. */
-static inline int
-sess_has_meta(const struct sess *s)
-{
-	return s->mtree != NULL || s->mtxt != NULL;
-}
-/* Freezes the meta of the sessions thawed a while ago that are idle. */
-void		 sess_meta_sweep(struct wk *);
-/*
- * Whether meta may take item (borrowed), times copies, and stay within
- * three quarters of the store's bound (STORE_META_MAX): what a client
- * adds to it (thoughts, pending actions) must leave room for the turns'
- * history.  0 with r filled (RATE_LIMITED) when it may not.
- */
+#include "sess_meta.h"	/* where struct sess is whole */
 /* Remembers (in a small ring) the request id of the chat logged at seq. */
 void		 sess_req_note(struct sess *, uint64_t seq, const char *reqid);
 /* The request id of the chat at seq into out, when remembered; else "". */
@@ -284,8 +260,6 @@ void		 sess_req_find(const struct sess *, uint64_t seq, char out[17]);
  * session-log-quota: 1, or 0 with r set (QUOTA_EXCEEDED, 413).
  */
 int		 sess_log_room(struct sess *, size_t need, struct sess_result *);
-int		 sess_meta_room(struct sess *, const cJSON *item,
-		    unsigned copies, struct sess_result *r);
 /* The agent as events name it: agentId, status, role, provider. */
 cJSON		*sess_agent_json(struct sess *, const char *status);
 /* Reads this owner's log after `after` (limit 0: all) into cb, durable

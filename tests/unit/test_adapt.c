@@ -175,7 +175,7 @@ main(void)
 	return check_run(s);
 }
 
-/* Never frozen here: the tree is the meta (sess.c's thaw is not linked). */
+/* Never frozen here: the tree is the meta (sess_meta.c's thaw is not linked). */
 cJSON *
 sess_meta_thaw(const struct sess *s)
 {
