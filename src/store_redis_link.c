@@ -489,7 +489,7 @@ rs_format(const struct rargs *a, char **out)
 	int	 i;
 
 	for (i = 0; i < a->n; i++) {
-		if (a->len[i] > SIZE_MAX / 2 - len)
+		if (a->len[i] > SIZE_MAX - 25 - len)
 			return -1;
 		len += 1 + 20 + 2 + a->len[i] + 2;
 	}

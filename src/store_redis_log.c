@@ -365,9 +365,15 @@ rs_ttl_take(struct rsess *s, int append, int *due)
 	*due = s->ttl_due;
 	if (!s->ttl_due && now - s->ttl_at < s->st->ttl_every)
 		return 0;
-	if (append)
+	/*
+	 * Only an append moves the clock: a meta write a failover loses
+	 * is never noticed (it moves no seq), so it renews when due but
+	 * leaves the next append due too; an append lost is repaired.
+	 */
+	if (append) {
 		s->ttl_due = 0;
-	s->ttl_at = now;
+		s->ttl_at = now;
+	}
 	return 1;
 }
 

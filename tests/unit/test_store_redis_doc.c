@@ -214,7 +214,8 @@ START_TEST(test_doc_round_trip)
 }
 END_TEST
 
-/* The documents' TTL follows the session's: every write and refresh. */
+/* The documents' TTL follows the session's: the writes that renew it
+ * (test_ttl_renew says when) and the lease's renewals. */
 START_TEST(test_doc_ttl)
 {
 	struct srv		 r;
