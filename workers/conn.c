@@ -138,17 +138,25 @@ conn_detach(struct conn *c)
 	c->sess = NULL;
 }
 
-static void	write_evt(struct conn *, struct evt *, int);
+static int	write_evt(struct conn *, struct evt *, int);
+static void	stage_flush(struct conn *, struct evbuffer *);
+static void	stage_drop(struct conn *);
 static size_t	out_len(struct conn *);
 static struct evbuffer *out_of(struct conn *);
 static void	read_abort(struct deliver_sub *);
 
 /* --- what a connection does for delivery (struct deliver_ops) --- */
 
-static void
+static int
 sub_write(struct deliver_sub *sub, struct evt *e, int live)
 {
-	write_evt(sub_conn(sub), e, live);
+	return write_evt(sub_conn(sub), e, live);
+}
+
+static void
+sub_flush(struct deliver_sub *sub)
+{
+	stage_flush(sub_conn(sub), NULL);
 }
 
 static size_t
@@ -202,6 +210,7 @@ static const struct deliver_ops conn_deliver_ops = {
 	.close = sub_close,
 	.abort = read_abort,
 	.notice = sub_notice,
+	.flush = sub_flush,
 };
 
 
@@ -216,6 +225,8 @@ out_of(struct conn *c)
 
 	if (c->pend != NULL && evbuffer_get_length(c->pend) > 0)
 		evbuffer_add_buffer(out, c->pend);
+	if (c->wk->stage_c == c)
+		stage_flush(c, out);
 	return out;
 }
 
@@ -238,16 +249,18 @@ conn_cut(struct conn *c)
 	conn_absent(c);
 	if (c->sess != NULL)
 		conn_detach(c);
+	stage_drop(c);	/* nothing more is written */
 	c->closing = c->close_sent = c->freeing = c->cut = 1;
 	bufferevent_disable(c->bev, EV_READ);
 }
 
-/* Bytes waiting for the client, gathered ones included. */
+/* Bytes waiting for the client, gathered and staged ones included. */
 static size_t
 out_len(struct conn *c)
 {
 	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
-	    (c->pend != NULL ? evbuffer_get_length(c->pend) : 0);
+	    (c->pend != NULL ? evbuffer_get_length(c->pend) : 0) +
+	    (c->wk->stage_c == c ? c->wk->stage_bytes : 0);
 }
 
 /*
@@ -452,16 +465,16 @@ gather(struct conn *c)
 }
 
 /*
- * Bytes of an event sent at once (see gather), within the loop pass's
+ * Bytes of n frames sent at once (see gather), within the loop pass's
  * budget; the pass is told by libevent's cached time, which changes once
  * a pass.  Nothing for a client with bytes queued or gathered.
  */
 static size_t
-send_now(struct conn *c, const void *data, size_t len)
+send_now(struct conn *c, const struct iovec *iov, unsigned n)
 {
 	struct wk *wk = c->wk;
 	struct timeval tv;
-	ssize_t n;
+	ssize_t w;
 
 	if (!out_idle(c))
 		return 0;
@@ -473,9 +486,129 @@ send_now(struct conn *c, const void *data, size_t len)
 	if (wk->direct_left == 0)
 		return 0;
 	wk->direct_left--;
-	n = send(bufferevent_getfd(c->bev), data, len,
-	    MSG_DONTWAIT | MSG_NOSIGNAL);
-	return n > 0 ? (size_t)n : 0;
+	if (n == 1)
+		w = send(bufferevent_getfd(c->bev), iov[0].iov_base,
+		    iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	else {
+		struct msghdr mh;
+
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = (struct iovec *)(uintptr_t)iov;
+		mh.msg_iovlen = n;
+		w = sendmsg(bufferevent_getfd(c->bev), &mh,
+		    MSG_DONTWAIT | MSG_NOSIGNAL);
+	}
+	return w > 0 ? (size_t)w : 0;
+}
+
+/*
+ * Adds len bytes of e's encoding to buf.  A reference costs libevent a
+ * chain of its own (512 bytes or more); a small event is copied into the
+ * space of the last one instead.  With references, 5,000 observers of
+ * 200-byte tokens held three times their output bound.  Returns -1 when
+ * out of memory.
+ */
+static int
+evt_put(struct evbuffer *buf, struct evt *e, const char *data, size_t len)
+{
+	int r;
+
+	if (len <= EVT_COPY_MAX)
+		return evbuffer_add(buf, data, len);
+	e->refs++;
+	if ((r = evbuffer_add_reference(buf, data, len, evt_unref_cb,
+	    e)) == -1)
+		e->refs--;
+	return r;
+}
+
+/*
+ * The event (or its rest, after part of it went out) cannot be queued
+ * for lack of memory: the client goes now and resumes from its lastSeq.
+ */
+static void
+evt_lost(struct conn *c)
+{
+	struct timeval tv = { 0, 0 };
+
+	conn_cut(c);
+	evtimer_add(c->tmo_ev, &tv);
+}
+
+/*
+ * The live frames staged for c (see write_evt) go out: to `to` (the
+ * output, when something else is written after them), or else at once
+ * as one sendmsg, their rest gathered.  Until then they are borrowed from
+ * their events, which the fan-out holds.
+ */
+static void
+stage_flush(struct conn *c, struct evbuffer *to)
+{
+	struct wk *wk = c->wk;
+	struct iovec *iov = wk->stage_iov;
+	struct evbuffer *buf = to;
+	unsigned i, n = wk->stage_n;
+	size_t sent = 0;
+
+	if (wk->stage_c != c)
+		return;
+	stage_drop(c);
+	if (to == NULL)
+		sent = send_now(c, iov, n);
+	c->last_out_ms = util_mono_ms();
+	for (i = 0; i < n; i++) {
+		if (sent >= iov[i].iov_len) {
+			sent -= iov[i].iov_len;
+			continue;
+		}
+		/* Only what the socket did not take is gathered. */
+		if (buf == NULL && (buf = gather(c)) == NULL)
+			buf = out_of(c);
+		if (evt_put(buf, wk->stage_ev[i],
+		    (const char *)iov[i].iov_base + sent,
+		    iov[i].iov_len - sent) == -1) {
+			evt_lost(c);
+			return;
+		}
+		sent = 0;
+	}
+}
+
+/* Forgets c's staged frames (stage_flush has them, or c is cut). */
+static void
+stage_drop(struct conn *c)
+{
+	struct wk *wk = c->wk;
+
+	if (wk->stage_c != c)
+		return;
+	wk->stage_c = NULL;
+	wk->stage_n = 0;
+	wk->stage_bytes = 0;
+}
+
+/*
+ * Stages a live frame for c (borrowed from e until stage_flush).  Returns
+ * -1 when c was cut instead (flushing a full stage ran out of memory).
+ */
+static int
+stage_add(struct conn *c, struct evt *e, const void *data, size_t len)
+{
+	struct wk *wk = c->wk;
+
+	if (wk->stage_c != c && wk->stage_c != NULL)
+		stage_flush(wk->stage_c, NULL);	/* (a run flushes its own) */
+	if (wk->stage_n == WK_STAGE) {
+		stage_flush(c, NULL);
+		if (c->cut)
+			return -1;
+	}
+	wk->stage_c = c;
+	wk->stage_iov[wk->stage_n].iov_base = (void *)(uintptr_t)data;
+	wk->stage_iov[wk->stage_n].iov_len = len;
+	wk->stage_ev[wk->stage_n++] = e;
+	wk->stage_bytes += len;
+	return 0;
 }
 
 void
@@ -501,86 +634,67 @@ conn_gather_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 }
 
-static void	evt_written(struct conn *, struct evt *);
+static int	evt_written(struct conn *, struct evt *);
 
 /*
- * Writes one logged event (live: see gather); ends a turn stream after
- * its last event.
+ * Writes one logged event (live: staged until the fan-out's flush, see
+ * stage_flush); ends a turn stream after its last event.  Returns 1 when
+ * c was closed, and may be gone.
  */
-static void
+static int
 write_evt(struct conn *c, struct evt *e, int live)
 {
-	struct evbuffer *buf = NULL;
 	const char *data;
-	size_t len, off = 0;
+	size_t len;
 
 	if (c->adapt != NULL) {
 		int end = 0;
 		char *chunks = c->adapt->chunks(c, e, &len, &end);
 
 		if (((struct adapt_cursor *)c->adapt_st)->failed) {
-			struct timeval tv = { 0, 0 };
-
 			/* A chunk was lost (no memory): the client goes
 			 * now and resumes from the last one it has. */
 			free(chunks);
-			conn_cut(c);
-			evtimer_add(c->tmo_ev, &tv);
-			return;
+			evt_lost(c);
+			return 1;
 		}
 		/* Translated: another protocol's framing (adapt.h). */
 		if (chunks != NULL)
 			evbuffer_add(out_of(c), chunks, len);
 		free(chunks);
-		evt_written(c, e);
-		if (end)
+		c->last_out_ms = util_mono_ms();
+		if (evt_written(c, e))
+			return 1;
+		if (end) {
 			conn_close(c, WS_CLOSE_NORMAL, NULL);
-		return;
+			return 1;
+		}
+		return 0;
 	}
 	if (c->kind == CONN_WS)
 		data = (const char *)evt_ws(e, &len);
 	else
 		data = evt_sse(e, sess_epoch(c->sess), &len);
 	if (data == NULL)
-		return;
-	/* Only what the socket did not take is gathered. */
-	if (live && (off = send_now(c, data, len)) < len)
-		buf = gather(c);
-	if (buf == NULL)
-		buf = out_of(c);
-	if (off < len) {
-		int r;
-
-		/*
-		 * A reference costs libevent a chain of its own (512 bytes
-		 * or more); a small event is copied into the space of the
-		 * last one instead.  With references, 5,000 observers of
-		 * 200-byte tokens held three times their output bound.
-		 */
-		if (len - off <= EVT_COPY_MAX)
-			r = evbuffer_add(buf, data + off, len - off);
-		else {
-			e->refs++;
-			if ((r = evbuffer_add_reference(buf, data + off,
-			    len - off, evt_unref_cb, e)) == -1)
-				e->refs--;
+		return 0;
+	if (live) {
+		if (stage_add(c, e, data, len) == -1)
+			return 1;
+	} else {
+		if (evt_put(out_of(c), e, data, len) == -1) {
+			evt_lost(c);
+			return 1;
 		}
-		if (r == -1) {
-			struct timeval tv = { 0, 0 };
-
-			/* No memory: the event (or its rest, after half
-			 * of it went out) cannot be sent, so the client
-			 * goes now and resumes from its lastSeq. */
-			conn_cut(c);
-			evtimer_add(c->tmo_ev, &tv);
-			return;
-		}
+		c->last_out_ms = util_mono_ms();
 	}
-	evt_written(c, e);
+	return evt_written(c, e);
 }
 
-/* An event went out: the cursor moves on; a turn stream may end. */
-static void
+/*
+ * An event went out: the cursor moves on; a turn stream may end (1: c
+ * was closed, and may be gone).
+ */
+static int
 evt_written(struct conn *c, struct evt *e)
 {
 	char pat[80];
@@ -590,7 +704,6 @@ evt_written(struct conn *c, struct evt *e)
 	if (c->sub.replaying)
 		c->sub.replay_n++;
 	c->sub.next_seq = e->seq + 1;
-	c->last_out_ms = util_mono_ms();
 	if (c->turn_msgid[0] != '\0') {
 		snprintf(pat, sizeof(pat), "\"messageId\":\"%s\"", c->turn_msgid);
 		/* An error that says the provider starts over is not the
@@ -602,9 +715,12 @@ evt_written(struct conn *c, struct evt *e)
 		    strstr(e->json, "\"teamRound\":true") == NULL) ||
 		    (strcmp(e->type, "error") == 0 &&
 		    strstr(e->json, "\"retrying\":true") == NULL)) &&
-		    strstr(e->json, pat)))
+		    strstr(e->json, pat))) {
 			conn_close(c, WS_CLOSE_NORMAL, NULL);
+			return 1;
+		}
 	}
+	return 0;
 }
 
 /* Tells a client that retention removed events it asked for. */
@@ -1139,6 +1255,7 @@ conn_free(struct conn *c)
 		c->adapt->free(c->adapt_st);
 	if (c->gathering)
 		TAILQ_REMOVE(&wk->gather, c, gentry);
+	stage_drop(c);
 	if (c->pend != NULL)
 		evbuffer_free(c->pend);
 	TAILQ_REMOVE(&wk->conns, c, entry);

@@ -276,16 +276,24 @@ deliver_notify(struct deliver *d, const char *agent, const char *json)
 
 /* --- live --- */
 
+/* What push did with an event: sub takes the next one, takes no more of
+ * this fan-out, or may be gone (closed by the write, or by the pump). */
+#define PUSH_MORE	0
+#define PUSH_STOP	1
+#define PUSH_GONE	2
+
 /* One fanned-out event for sub: written, or sub drops back to the log. */
-static void
+static int
 push(struct deliver_sub *sub, struct evt *e)
 {
 	size_t bound = sub->wk->conf->max_output_buffer, q;
 	struct evt *v;
 
-	if (sub->ops->closing(sub) || sub->hold || !sub->live ||
-	    e->seq < sub->next_seq)
-		return;	/* (already sent: a follower's view can lag) */
+	if (sub->ops->closing(sub) || sub->hold || !sub->live)
+		return PUSH_STOP;
+	if (e->seq < sub->next_seq)
+		return PUSH_MORE;	/* (already sent: a follower's view
+					   can lag) */
 	if ((q = sub->ops->queued(sub)) == 0)
 		sub->depth = 0;
 	/* A thought it may not see, or that waits, takes the log path. */
@@ -293,8 +301,7 @@ push(struct deliver_sub *sub, struct evt *e)
 	    (!e->scoped || !deep(sub)) &&
 	    (v = viewed(sub->feed, sub, e)) != NULL) {
 		sub->depth++;
-		sub->ops->write(sub, v, 1);
-		return;
+		return sub->ops->write(sub, v, 1) ? PUSH_GONE : PUSH_MORE;
 	}
 	if (sub->ops->queued(sub) >= bound)
 		sub->wk->metrics.slow_catchups++;
@@ -305,23 +312,39 @@ push(struct deliver_sub *sub, struct evt *e)
 	 * write callback resumes it once its output drains. */
 	sub->live = 0;
 	sub->ops->behind(sub);
-	if (sub->ops->queued(sub) < bound)
-		deliver_pump(sub);
+	if (sub->ops->queued(sub) >= bound)
+		return PUSH_STOP;
+	deliver_pump(sub);	/* may free sub */
+	return PUSH_GONE;
 }
 
+/*
+ * Subscriber by subscriber, not event by event: a run of events touches
+ * each connection once, while it is in the cache, and its frames go out
+ * together (ops->flush).
+ */
 void
-deliver_fan_out(struct deliver *d, struct evt *e)
+deliver_fan_out(struct deliver *d, struct evt *first, size_t n)
 {
 	struct deliver_sub *sub, *next;
+	struct evt *e;
+	size_t i;
+	int r;
 
-	recent_put(d, e);
-	if (e->seq > d->last)
-		d->last = e->seq;
-	if (d->tap != NULL)
-		d->tap(d->tap_arg, e);
+	for (i = 0, e = first; i < n; i++, e = e->next) {
+		recent_put(d, e);
+		if (e->seq > d->last)
+			d->last = e->seq;
+		if (d->tap != NULL)
+			d->tap(d->tap_arg, e);
+	}
 	for (sub = TAILQ_FIRST(&d->subs); sub != NULL; sub = next) {
 		next = TAILQ_NEXT(sub, entry);
-		push(sub, e);
+		r = PUSH_MORE;
+		for (i = 0, e = first; i < n && r == PUSH_MORE; i++, e = e->next)
+			r = push(sub, e);
+		if (r != PUSH_GONE && sub->ops->flush != NULL)
+			sub->ops->flush(sub);
 	}
 }
 

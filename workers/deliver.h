@@ -22,8 +22,9 @@ struct deliver_sub;
 /* What a subscriber's owner (a connection) does for delivery. */
 struct deliver_ops {
 	/* Writes one logged event (live: from the fan-out) and moves the
-	 * cursor past it; may close, and then free, the subscriber. */
-	void	(*write)(struct deliver_sub *, struct evt *, int live);
+	 * cursor past it; may close, and then free, the subscriber: returns
+	 * nonzero then, and the subscriber is not touched again. */
+	int	(*write)(struct deliver_sub *, struct evt *, int live);
 	/* Bytes waiting to be written. */
 	size_t	(*queued)(struct deliver_sub *);
 	/* Whether it takes no more events. */
@@ -39,6 +40,9 @@ struct deliver_ops {
 	void	(*abort)(struct deliver_sub *);
 	/* Sends a message that is not logged (no seq); may be NULL. */
 	void	(*notice)(struct deliver_sub *, const char *json);
+	/* The live events of one fan-out were all written: what write
+	 * kept of them (borrowed until now) goes out.  May be NULL. */
+	void	(*flush)(struct deliver_sub *);
 };
 
 /* A session's side of delivery (embedded in struct sess). */
@@ -116,8 +120,12 @@ void	deliver_subscribe(struct deliver *, struct deliver_sub *);
 void	deliver_unsubscribe(struct deliver_sub *);
 /* Unsubscribes everyone and closes them (ops->close). */
 void	deliver_close_all(struct deliver *, uint16_t code, const char *why);
-/* Hands a durable event (borrowed) to the subscribers, oldest first. */
-void	deliver_fan_out(struct deliver *, struct evt *);
+/*
+ * Hands n durable events (borrowed: first and the ones after it through
+ * ->next, oldest first) to the subscribers, each taking all n before the
+ * next one does.
+ */
+void	deliver_fan_out(struct deliver *, struct evt *first, size_t n);
 /* Feeds everyone from the log after a change of owner. */
 void	deliver_pump_all(struct deliver *);
 /* What subscribers can be given: durable and fanned out. */

@@ -57,7 +57,7 @@ follow_rec(void *arg, uint64_t seq, uint64_t ts, const char *json,
 	PARTS(s, part)
 		if (part->scan != NULL)
 			part->scan(s, seq, json, len);
-	deliver_fan_out(&s->feed, e);
+	deliver_fan_out(&s->feed, e, 1);
 	evt_unref(e);
 	return 0;
 }

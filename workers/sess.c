@@ -239,20 +239,32 @@ void
 sess_store_durable(void *arg, struct store_sess *st, uint64_t seq)
 {
 	struct sess *s = st->udata;
-	struct evt *e;
+	struct evt *e, *first, *last = NULL, *next;
+	size_t n = 0;
 
 	(void)arg;
 	if (s == NULL)
 		return;
-	while ((e = s->phead) != NULL && e->seq <= seq) {
-		s->phead = e->next;
-		if (s->phead == NULL)
-			s->ptail = NULL;
-		e->next = NULL;
+	first = s->phead;
+	/* The run now durable leaves the pending list whole: it is fanned
+	 * out together (deliver_fan_out), still linked. */
+	for (e = s->phead; e != NULL && e->seq <= seq; e = e->next) {
 		metrics_observe(&s->wk->metrics.store_latency, MSC_SECONDS,
 		    util_secs_since(e->appended_us));
-		deliver_fan_out(&s->feed, e);
-		evt_unref(e);
+		last = e;
+		n++;
+	}
+	if (n > 0) {
+		s->phead = last->next;
+		if (s->phead == NULL)
+			s->ptail = NULL;
+		last->next = NULL;
+		deliver_fan_out(&s->feed, first, n);
+		for (e = first; e != NULL; e = next) {
+			next = e->next;
+			e->next = NULL;
+			evt_unref(e);
+		}
 	}
 	/* An encoded copy was not made: pumps read. */
 	if (seq > deliver_last(&s->feed))

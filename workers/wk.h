@@ -8,6 +8,7 @@
 
 #include <sys/queue.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <stdint.h>
 
 #include "parley/ipc.h"
@@ -28,6 +29,10 @@ struct sess_part;
 #define WK_SESS_BUCKETS	4096
 
 struct index;
+
+#define WK_STAGE	64
+
+struct evt;
 
 struct wk {
 	struct event_base	*base;
@@ -55,6 +60,13 @@ struct wk {
 	struct event		*gather_ev;
 	unsigned		 direct_left;	/* sends at once left this pass */
 	struct timeval		 pass;		/* the pass direct_left is for */
+	/* A fan-out's live frames for one connection, borrowed until they
+	 * go out together (conn.c, stage_flush). */
+	struct conn		*stage_c;
+	unsigned		 stage_n;
+	size_t			 stage_bytes;
+	struct iovec		 stage_iov[WK_STAGE];
+	struct evt		*stage_ev[WK_STAGE];
 	TAILQ_HEAD(, deliver_sub) read_wait;	/* for a catch-up read */
 	unsigned		 pump_reads;	/* catch-up reads in flight */
 	struct event		*read_ev;

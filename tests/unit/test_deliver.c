@@ -30,6 +30,9 @@ struct fake {
 	int			 behind;
 	int			 closed;
 	int			 aborted;
+	int			 flushes;	/* flush calls */
+	int			 flushed_at[NSEQ]; /* n at each */
+	int			 close_at;	/* write of this seq closes */
 };
 
 static char		 tdir[64];
@@ -39,7 +42,7 @@ static struct store	*st;
 static struct store_sess *ss;
 static int		 changes;
 
-static void
+static int
 f_write(struct deliver_sub *sub, struct evt *e, int live)
 {
 	struct fake *f = (struct fake *)sub;
@@ -49,6 +52,20 @@ f_write(struct deliver_sub *sub, struct evt *e, int live)
 	memcpy(f->types[f->n], e->type, sizeof(e->type));
 	f->seqs[f->n++] = e->seq;
 	sub->next_seq = e->seq + 1;
+	if (f->close_at != 0 && e->seq == (uint64_t)f->close_at) {
+		f->closing = 1;
+		return 1;
+	}
+	return 0;
+}
+
+static void
+f_flush(struct deliver_sub *sub)
+{
+	struct fake *f = (struct fake *)sub;
+
+	ck_assert_int_lt(f->flushes, NSEQ);
+	f->flushed_at[f->flushes++] = f->n;
 }
 
 static size_t
@@ -93,7 +110,8 @@ f_abort(struct deliver_sub *sub)
 }
 
 static const struct deliver_ops fops = {
-	f_write, f_queued, f_closing, f_behind, f_gap, f_close, f_abort, NULL
+	f_write, f_queued, f_closing, f_behind, f_gap, f_close, f_abort, NULL,
+	f_flush
 };
 
 static void
@@ -187,7 +205,7 @@ START_TEST(test_fan_out_live)
 		append(q, q);
 		ck_assert_ptr_nonnull(e = evt_new(q, ev_json(q, j, sizeof(j)),
 		    strlen(j)));
-		deliver_fan_out(&d, e);
+		deliver_fan_out(&d, e, 1);
 		evt_unref(e);
 	}
 	ck_assert_uint_eq(deliver_last(&d), 3);
@@ -203,6 +221,60 @@ START_TEST(test_fan_out_live)
 	deliver_unsubscribe(&b.sub);	/* again: nothing */
 	ck_assert_uint_eq(d.nsubs, 1);
 	deliver_unsubscribe(&a.sub);
+	deliver_free(&d);
+}
+END_TEST
+
+/*
+ * A run of durable events goes to each subscriber whole, then its flush;
+ * one closed by a write gets neither the rest nor a flush (it may be
+ * gone); one past its bound stops and is flushed.
+ */
+START_TEST(test_fan_out_run)
+{
+	struct deliver d;
+	struct fake a, b, c;
+	struct evt *e[4];
+	char j[96];
+	uint64_t q;
+
+	deliver_init(&d, "s1", changed, NULL);
+	d.st = ss;
+	fake_init(&a);
+	fake_init(&b);
+	fake_init(&c);
+	deliver_subscribe(&d, &a.sub);
+	deliver_subscribe(&d, &b.sub);
+	deliver_subscribe(&d, &c.sub);
+	a.sub.live = b.sub.live = c.sub.live = 1;
+	a.sub.next_seq = b.sub.next_seq = 1;
+	c.sub.next_seq = 3;	/* a follower's view that lags: 1, 2 sent */
+	b.close_at = 2;
+	append(1, 4);
+	for (q = 1; q <= 4; q++) {
+		ck_assert_ptr_nonnull(e[q - 1] = evt_new(q,
+		    ev_json(q, j, sizeof(j)), strlen(j)));
+		if (q > 1)
+			e[q - 2]->next = e[q - 1];
+	}
+	deliver_fan_out(&d, e[0], 4);
+	ck_assert_uint_eq(deliver_last(&d), 4);
+	ck_assert_int_eq(a.n, 4);
+	ck_assert_uint_eq(a.seqs[3], 4);
+	ck_assert_int_eq(a.flushes, 1);
+	ck_assert_int_eq(a.flushed_at[0], 4);
+	ck_assert_int_eq(b.n, 2);
+	ck_assert_int_eq(b.flushes, 0);
+	ck_assert_int_eq(c.n, 2);
+	ck_assert_uint_eq(c.seqs[0], 3);
+	ck_assert_int_eq(c.flushes, 1);
+	for (q = 0; q < 4; q++) {
+		e[q]->next = NULL;
+		evt_unref(e[q]);
+	}
+	deliver_unsubscribe(&a.sub);
+	deliver_unsubscribe(&b.sub);
+	deliver_unsubscribe(&c.sub);
 	deliver_free(&d);
 }
 END_TEST
@@ -252,7 +324,7 @@ START_TEST(test_slow_drops_to_log)
 	append(1, 1);
 	ck_assert_ptr_nonnull(e = evt_new(1, ev_json(1, j, sizeof(j)),
 	    strlen(j)));
-	deliver_fan_out(&d, e);
+	deliver_fan_out(&d, e, 1);
 	evt_unref(e);
 	ck_assert_int_eq(a.n, 0);
 	ck_assert_int_eq(a.sub.live, 0);
@@ -379,7 +451,7 @@ fan(struct deliver *d, uint64_t seq, int thought)
 	ck_assert_int_eq(store_append(ss, seq, 1000 * seq, j, strlen(j)), 0);
 	ck_assert_ptr_nonnull(e = evt_new(seq, j, strlen(j)));
 	ck_assert_int_eq(e->scoped, thought);
-	deliver_fan_out(d, e);
+	deliver_fan_out(d, e, 1);
 	evt_unref(e);
 }
 
@@ -461,6 +533,7 @@ deliver_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_fan_out_live);
+	tcase_add_test(tc, test_fan_out_run);
 	tcase_add_test(tc, test_catch_up_from_log);
 	tcase_add_test(tc, test_slow_drops_to_log);
 	tcase_add_test(tc, test_close_all);
