@@ -253,6 +253,7 @@ struct rsess {
 	/* inbox (owner) */
 	char			 in_cursor[RS_SID_MAX];	/* last delivered */
 	char			 inpos_next[RS_SID_MAX]; /* for appends */
+	char			 inpos_landed[RS_SID_MAX]; /* by a batch */
 	int			 inbox_busy;
 	int			 inbox_again;
 	/* the feed (store_redis_feed.c) */

@@ -260,6 +260,7 @@ rs_take_lease(struct rsess *s, const redisReply *r, uint64_t sent)
 	else
 		s->in_cursor[0] = '\0';
 	s->inpos_next[0] = '\0';
+	s->inpos_landed[0] = '\0';
 	s->base.last_seq = s->base.durable_seq = s->sent_seq = last;
 	s->base.first_seq = first;
 	rs_sess_cache_below(s, first);

@@ -410,7 +410,10 @@ rs_batch_send(struct rsess *s)
 			b->bytes += op->rec->len;
 			b->last = op->rec->seq;
 		}
-		memcpy(b->inpos, s->inpos_next, sizeof(b->inpos));
+		/* Carried until a batch lands with it: one that fails
+		 * leaves it to the next. */
+		if (strcmp(s->inpos_next, s->inpos_landed) != 0)
+			memcpy(b->inpos, s->inpos_next, sizeof(b->inpos));
 	}
 	if ((rc = rs_cmd_new(st, RC_BATCH, s, NULL)) == NULL)
 		goto fail;
@@ -655,6 +658,7 @@ rs_repair(struct rsess *s, uint64_t n, struct wbatch *failed)
 	log_warnx("store: session %s: the store lost events %" PRIu64 "-%"
 	    PRIu64 " (failover?); appending them again from the cache",
 	    s->base.id, n + 1, durable);
+	s->inpos_landed[0] = '\0';	/* lost with them, perhaps */
 	TAILQ_INIT(&redo);
 	for (seq = n + 1; seq <= durable; seq++) {
 		r = rs_cache_find(&s->cache, seq);
@@ -812,6 +816,8 @@ rs_on_batch(struct rcmd *rc, redisReply *r)
 			rs_sess_fail(s, EIO, "write failed: %s", r->str);
 		return;
 	}
+	if (b->inpos[0] != '\0')
+		memcpy(s->inpos_landed, b->inpos, sizeof(s->inpos_landed));
 	if (st->wait_n > 0)
 		rs_wait_send(s, rc);
 	else

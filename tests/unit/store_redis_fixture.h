@@ -220,6 +220,25 @@ scmd(redisContext *c, const char *fmt, ...)
 	return rp;
 }
 
+/* How often Redis ran cmd since the last CONFIG RESETSTAT (a script's
+ * calls count under their own names). */
+static inline long long
+cmdcalls(redisContext *c, const char *cmd)
+{
+	redisReply	*rp;
+	char		 key[64];
+	const char	*p;
+	long long	 n = 0;
+
+	snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
+	rp = scmd(c, "INFO commandstats");
+	ck_assert_int_eq(rp->type, REDIS_REPLY_STRING);
+	if ((p = strstr(rp->str, key)) != NULL)
+		n = strtoll(p + strlen(key), NULL, 10);
+	freeReplyObject(rp);
+	return n;
+}
+
 /* A string reply as a C string ("" for nil) into buf. */
 static inline const char *
 sget(redisContext *c, char *buf, size_t len, const char *fmt, ...)

@@ -583,6 +583,8 @@ START_TEST(test_post_input)
 	struct tdone		 d = { 0, 0, 0 };
 	char			 msg[64];
 	int			 i;
+	redisContext		*c;
+	redisReply		*rp;
 
 	srv_start(&r);
 	a = tstore(base, r.port, "hostA/100", 5000, &ta);
@@ -615,9 +617,23 @@ START_TEST(test_post_input)
 		snprintf(msg, sizeof(msg), "{\"id\":\"m%d\"}", i + 1);
 		ck_assert_str_eq(ta.inputs[i], msg);
 	}
-	/* Handling them logged an event: the inbox position moves with it. */
+	/* Handling them logged an event: the inbox position moves with it,
+	 * once: the appends after carry none (no HSET, no XTRIM each). */
 	tappend(sa, "p", 1, 1);
 	WAIT(base, ta.durable == 1, 3000);
+	c = sconn(r.port);
+	rp = scmd(c, "HGET parley:{p}:meta inpos");
+	ck_assert_int_eq(rp->type, REDIS_REPLY_STRING);
+	ck_assert_str_eq(rp->str, ((struct rsess *)sa)->in_cursor);
+	freeReplyObject(rp);
+	freeReplyObject(scmd(c, "CONFIG RESETSTAT"));
+	for (i = 2; i <= 6; i++) {
+		tappend(sa, "p", (uint64_t)i, (uint64_t)i);
+		WAIT(base, ta.durable == (uint64_t)i, 3000);
+	}
+	ck_assert_int_eq(cmdcalls(c, "xtrim"), 0);
+	ck_assert_int_eq(cmdcalls(c, "xadd"), 5);
+	redisFree(c);
 	store_sess_close(sa);
 	WAIT(base, tb.nvacant == 1, 2000);
 
@@ -1242,25 +1258,6 @@ START_TEST(test_unreachable)
 	tbase_free(base, nudge);
 }
 END_TEST
-
-/* How often Redis ran cmd since the last CONFIG RESETSTAT (a script's
- * calls count under their own names). */
-static long long
-cmdcalls(redisContext *c, const char *cmd)
-{
-	redisReply	*rp;
-	char		 key[64];
-	const char	*p;
-	long long	 n = 0;
-
-	snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
-	rp = scmd(c, "INFO commandstats");
-	ck_assert_int_eq(rp->type, REDIS_REPLY_STRING);
-	if ((p = strstr(rp->str, key)) != NULL)
-		n = strtoll(p + strlen(key), NULL, 10);
-	freeReplyObject(rp);
-	return n;
-}
 
 /*
  * An owner's writes renew its keys' TTL (retention + the renewal

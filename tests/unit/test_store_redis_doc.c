@@ -115,22 +115,6 @@ tdoc_del(struct event_base *base, struct store_sess *s, const char *name,
 	return d.r;
 }
 
-static long long
-cmdcalls(redisContext *c, const char *cmd)
-{
-	redisReply	*rp;
-	char		 key[64];
-	const char	*p;
-	long long	 n = 0;
-
-	rp = scmd(c, "INFO commandstats");
-	snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
-	if ((p = strstr(rp->str, key)) != NULL)
-		n = strtoll(p + strlen(key), NULL, 10);
-	freeReplyObject(rp);
-	return n;
-}
-
 START_TEST(test_doc_round_trip)
 {
 	struct srv		 r;
