@@ -1,6 +1,8 @@
 /*
  * type script: streams a fixed reply in chunks of `chunk` characters, one
- * every `delay`.  It is the built-in demo provider and the fixture the
+ * every `delay`; chunks already due when it is late (delay 0: all) go
+ * together, up to SCRIPT_BURST a tick, as a real provider's stream read
+ * after a busy loop pass holds every chunk sent meanwhile.  It is the built-in demo provider and the fixture the
  * tests drive, so it behaves like a real one: asynchronous, cancellable,
  * with usage figures.  It ignores the tools it is offered.
  *
@@ -42,6 +44,7 @@
 #define SCRIPT_THINK_PREFIX	"@think "
 #define SCRIPT_MAX_CALLS	LLM_MAX_TOOLS
 #define SCRIPT_MAX_REPLY	(4 * 1024 * 1024)	/* then + results */
+#define SCRIPT_BURST		64	/* chunks due at once, per tick */
 
 struct script_tool {
 	char	id[32];
@@ -149,7 +152,7 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 	struct llm_usage u;
 	struct timeval tv;
 	size_t end = c->off, i, out = 0;
-	unsigned n;
+	unsigned n, burst;
 
 	(void)fd;
 	(void)ev;
@@ -188,31 +191,42 @@ script_tick(evutil_socket_t fd, short ev, void *arg)
 			return;
 		}
 	}
-	/* chunk counts characters, so never split a UTF-8 sequence. */
-	for (n = 0; n < c->chunk && end < c->len; n++) {
-		end++;
-		while (end < c->len &&
-		    ((unsigned char)c->reply[end] & 0xc0) == 0x80)
+	/* Every chunk already due goes now, up to SCRIPT_BURST: a provider
+	 * read after a long pass finds all it streamed meanwhile. */
+	for (burst = 0; burst < SCRIPT_BURST; burst++) {
+		/* chunk counts characters: never split a UTF-8 sequence. */
+		for (n = 0; n < c->chunk && end < c->len; n++) {
 			end++;
-	}
-	if (end > c->off) {
-		size_t from = c->off;
+			while (end < c->len &&
+			    ((unsigned char)c->reply[end] & 0xc0) == 0x80)
+				end++;
+		}
+		if (end > c->off) {
+			size_t from = c->off;
 
-		c->off = end;
-		c->in_cb = 1;
-		if (c->stamp)
-			script_stamp(c);
-		else
-			c->cbs.token(c->arg, c->reply + from, end - from);
-		c->in_cb = 0;
-		if (c->cancelled) {
-			script_free(c);
+			c->off = end;
+			c->in_cb = 1;
+			if (c->stamp)
+				script_stamp(c);
+			else
+				c->cbs.token(c->arg, c->reply + from,
+				    end - from);
+			c->in_cb = 0;
+			if (c->cancelled) {
+				script_free(c);
+				return;
+			}
+		}
+		if (c->off >= c->len)
+			break;
+		script_next(c, &tv);
+		if (tv.tv_sec != 0 || tv.tv_usec != 0) {
+			evtimer_add(c->tick, &tv);
 			return;
 		}
 	}
 	if (c->off < c->len) {
-		script_next(c, &tv);
-		evtimer_add(c->tick, &tv);
+		evtimer_add(c->tick, &tv);	/* due: the next pass */
 		return;
 	}
 	u.output_tokens = approx_tokens(c->len);

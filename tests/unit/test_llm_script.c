@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
@@ -124,6 +125,59 @@ START_TEST(test_script_stamp)
 		ck_assert(v >= before && v <= after);
 	}
 	ck_assert_int_eq(n, 4);
+}
+END_TEST
+
+/*
+ * Chunks already due go in one tick, at most SCRIPT_BURST: delay 0
+ * streams 64 a loop pass; a call that is late by 30 delays sends those
+ * 30 (or more) at its first tick, not one a pass.
+ */
+START_TEST(test_script_burst)
+{
+	static const struct llm_msg m[] = {
+		{ .role = "user", .content = "x" },
+	};
+	struct event_base *base = event_base_new();
+	struct llm_ctx *ctx = llm_ctx_new(base);
+	struct cfg_provider *p;
+	char reply[151];
+	struct out o;
+
+	memset(reply, 'r', sizeof(reply) - 1);
+	reply[sizeof(reply) - 1] = '\0';
+	p = script_prov(reply);
+	p->chunk = 1;
+	p->delay_ms = 0;
+	memset(&o, 0, sizeof(o));
+	o.base = base;
+	o.call = llm_start(ctx, p, m, 1, NULL, 0, &ocbs, &o);
+	ck_assert_ptr_nonnull(o.call);
+	event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(o.ntok, SCRIPT_BURST);
+	event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(o.ntok, 2 * SCRIPT_BURST);
+	ck_assert_int_eq(o.done, 0);
+	event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(o.ntok, 150);
+	ck_assert_int_eq(o.done, 1);
+	ck_assert_int_eq((int)strlen(o.text), 150);
+
+	p = script_prov(reply);
+	p->chunk = 1;
+	p->delay_ms = 1;
+	memset(&o, 0, sizeof(o));
+	o.base = base;
+	o.call = llm_start(ctx, p, m, 1, NULL, 0, &ocbs, &o);
+	usleep(30 * 1000);
+	event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_ge(o.ntok, 30);
+	ck_assert_int_le(o.ntok, SCRIPT_BURST);
+	event_base_dispatch(base);
+	ck_assert_int_eq(o.ntok, 150);
+	ck_assert_int_eq(o.done, 1);
+	llm_ctx_free(ctx);
+	event_base_free(base);
 }
 END_TEST
 
@@ -274,6 +328,7 @@ llm_script_suite(void)
 	tcase_add_test(tc, test_script_plain);
 	tcase_add_test(tc, test_script_think);
 	tcase_add_test(tc, test_script_stamp);
+	tcase_add_test(tc, test_script_burst);
 	tcase_add_test(tc, test_script_tool);
 	tcase_add_test(tc, test_script_tool_bad);
 	tcase_add_test(tc, test_script_cancel);
