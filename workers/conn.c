@@ -159,10 +159,16 @@ sub_flush(struct deliver_sub *sub)
 	stage_flush(sub_conn(sub), NULL);
 }
 
+/* The run's staged frames are not counted: the socket has not been
+ * offered them yet, and a fast client's output is empty at every event
+ * (its thought depth starts again, deliver.c deep()).  stage_add keeps
+ * what a run stages under a quarter of the bound. */
 static size_t
 sub_queued(struct deliver_sub *sub)
 {
-	return out_len(sub_conn(sub));
+	struct conn *c = sub_conn(sub);
+
+	return out_len(c) - (c->wk->stage_c == c ? c->wk->stage_bytes : 0);
 }
 
 static int
@@ -598,7 +604,8 @@ stage_add(struct conn *c, struct evt *e, const void *data, size_t len)
 
 	if (wk->stage_c != c && wk->stage_c != NULL)
 		stage_flush(wk->stage_c, NULL);	/* (a run flushes its own) */
-	if (wk->stage_n == WK_STAGE) {
+	if (wk->stage_n == WK_STAGE || (wk->stage_n > 0 && wk->stage_bytes +
+	    len > wk->conf->max_output_buffer / 4)) {
 		stage_flush(c, NULL);
 		if (c->cut)
 			return -1;

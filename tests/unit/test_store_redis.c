@@ -662,6 +662,65 @@ START_TEST(test_post_input)
 }
 END_TEST
 
+/*
+ * A failover that lost the batch which carried the inbox position (Redis
+ * restarted from an older snapshot) makes the owner append again from its
+ * cache: the position goes with it, or a new owner would hand the
+ * consumed message over again.
+ */
+START_TEST(test_inpos_repair)
+{
+	struct srv		 r;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	struct store		*a, *b;
+	struct store_sess	*sa, *sb;
+	struct tev		 ta, tb;
+	redisContext		*c;
+	char			 buf[64], cur[64];
+
+	srv_start(&r);
+	a = tstore(base, r.port, "hostA/100", 5000, &ta);
+	b = tstore(base, r.port, "hostB/200", 5000, &tb);
+	WAIT(base, ta.health == 1 && tb.health == 1, 3000);
+	sa = topen(base, a, "q", 1, 100, STORE_OWNER);
+	sb = topen(base, b, "q", 0, 100, STORE_FOLLOWER);
+	tappend(sa, "q", 1, 2);
+	WAIT(base, ta.durable == 2, 3000);
+	c = sconn(r.port);
+	freeReplyObject(scmd(c, "SAVE"));
+	redisFree(c);
+	post_one(base, sb, "{\"id\":\"m1\"}");
+	WAIT(base, ta.ninputs == 1, 3000);
+	tappend(sa, "q", 3, 3);
+	WAIT(base, ta.durable == 3, 3000);
+	snprintf(cur, sizeof(cur), "%s", ((struct rsess *)sa)->in_cursor);
+	c = sconn(r.port);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{q}:meta inpos"), cur);
+	redisFree(c);
+	/* back to the snapshot: seq 3 and the position are gone */
+	srv_kill(&r);
+	WAIT(base, ta.health == 0, 3000);
+	srv_restart(&r);
+	c = sconn(r.port);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{q}:meta inpos"), "");
+	WAIT(base, ta.health == 1, 5000);
+	WAIT(base, strcmp(sget(c, buf, sizeof(buf),
+	    "HGET parley:{q}:meta last"), "3") == 0, 5000);
+	ck_assert_str_eq(sget(c, buf, sizeof(buf),
+	    "HGET parley:{q}:meta inpos"), cur);
+	redisFree(c);
+	store_sess_close(sa);
+	store_sess_close(sb);
+	store_close(a);
+	store_close(b);
+	tbase_free(base, nudge);
+	srv_stop(&r);
+}
+END_TEST
+
 START_TEST(test_fencing)
 {
 	struct srv		 r;
@@ -1403,6 +1462,7 @@ store_redis_suite(void)
 	tcase_add_test(tc, test_feed_lost_notice);
 	tcase_add_test(tc, test_feed_dead_owner);
 	tcase_add_test(tc, test_post_input);
+	tcase_add_test(tc, test_inpos_repair);
 	tcase_add_test(tc, test_fencing);
 	tcase_add_test(tc, test_meta_behind_failed_append);
 	tcase_add_test(tc, test_takeover);
