@@ -159,16 +159,10 @@ sub_flush(struct deliver_sub *sub)
 	stage_flush(sub_conn(sub), NULL);
 }
 
-/* The run's staged frames are not counted: the socket has not been
- * offered them yet, and a fast client's output is empty at every event
- * (its thought depth starts again, deliver.c deep()).  stage_add keeps
- * what a run stages under a quarter of the bound. */
 static size_t
 sub_queued(struct deliver_sub *sub)
 {
-	struct conn *c = sub_conn(sub);
-
-	return out_len(c) - (c->wk->stage_c == c ? c->wk->stage_bytes : 0);
+	return out_len(sub_conn(sub));
 }
 
 static int
@@ -260,13 +254,18 @@ conn_cut(struct conn *c)
 	bufferevent_disable(c->bev, EV_READ);
 }
 
-/* Bytes waiting for the client, gathered and staged ones included. */
+/*
+ * Bytes waiting for the client, gathered ones included.  A fan-out run's
+ * staged frames are not: the socket has not been offered them, so a fast
+ * client's output is empty at every event of the run, as when each was
+ * sent at once (delivery's bound and thought depth read this), and
+ * stage_add keeps a run's under a quarter of the bound.
+ */
 static size_t
 out_len(struct conn *c)
 {
 	return evbuffer_get_length(bufferevent_get_output(c->bev)) +
-	    (c->pend != NULL ? evbuffer_get_length(c->pend) : 0) +
-	    (c->wk->stage_c == c ? c->wk->stage_bytes : 0);
+	    (c->pend != NULL ? evbuffer_get_length(c->pend) : 0);
 }
 
 /*
