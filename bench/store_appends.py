@@ -14,7 +14,8 @@ record, 50 clients, plain and pipelined (-P 16), against the same server.
 The same sessions against the local store are run too, as the other
 baseline.  The Redis server has one replica, and the same sessions run
 once more with `store-wait 1` (a WAIT for the replica after every batch
-of appends): redis_wait1_appends_per_s and its ratio to the run without.
+of appends): redis_wait1_appends_per_s and its ratio to the run without,
+and redis_wait1_calls, the WAITs and script calls Redis ran for it.
 Prints one JSON object.  Needs redis-server, redis-benchmark
 (Debian's redis-server and redis-tools) and curl.
 """
@@ -87,6 +88,19 @@ def cpu_s(pid):
 def clients_cpu_s():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
+
+
+def cmd_calls(port, names):
+    """How often the Redis server on port ran each command since the last
+    CONFIG RESETSTAT (a script's calls count under their own names)."""
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO",
+                          "commandstats"], capture_output=True,
+                         text=True).stdout
+    calls = {}
+    for name in names:
+        m = re.search(r"cmdstat_%s:calls=(\d+)" % name, out)
+        calls[name] = int(m.group(1)) if m else 0
+    return calls
 
 
 def run_parley(parleyd, tmp, store, sessions, per, redis_pid=None):
@@ -179,9 +193,12 @@ def main():
         ev, dt, rcpu = run_parley(args.parleyd, tmp,
                                   "store redis://127.0.0.1:%d\n" % rport,
                                   args.sessions, per, redis.pid)
+        subprocess.run(["redis-cli", "-p", str(rport), "CONFIG",
+                        "RESETSTAT"], capture_output=True)
         wev, wdt, _ = run_parley(args.parleyd, tmp,
                               "store redis://127.0.0.1:%d\nstore-wait 1\n"
                               % rport, args.sessions, per)
+        wcalls = cmd_calls(rport, ("wait", "evalsha", "eval"))
         rec = ('{"v":1,"type":"token","sessionId":"bench-session-0001",'
                '"seq":123456,"ts":"2026-11-21T22:44:54.646Z","agentId":'
                '"assistant-86b9a5ff","messageId":"m-1","content":"x"}')
@@ -222,6 +239,10 @@ def main():
             "redis_server": round(rcpu["redis"] / ev * 1e6, 2),
             "clients": round(rcpu["clients"] / ev * 1e6, 2)},
         "ratio_wait1_vs_no_wait": round((wev / wdt) / (ev / dt), 3),
+        # With store-wait: WAITs against script calls (appends, meta and
+        # the durable marks), one WAIT covering every batch its
+        # connection sent before it.
+        "redis_wait1_calls": wcalls,
         "redis_benchmark_xadd_per_s": bench,
         "ratio_vs_xadd_plain": round(ev / dt / bench["plain"], 3)
         if bench.get("plain") else None,

@@ -268,8 +268,18 @@ rs_cmd_new(struct rstore *st, enum rs_kind kind, struct rsess *s,
 void
 rs_cmd_free(struct rcmd *rc)
 {
+	struct rcmd	*rider;
+
 	if (rc->tracked)
 		TAILQ_REMOVE(&rc->st->inflight, rc, entry);
+	/* (a WAIT's connection is the one it was sent on, never one a
+	 * cluster remap freed: a WAIT is never held for a redirect) */
+	if (rc->kind == RC_WAIT && rc->conn != NULL && rc->conn->wait == rc)
+		rc->conn->wait = NULL;
+	while ((rider = rc->riders) != NULL) {	/* not answered: closing */
+		rc->riders = rider->rnext;
+		rs_cmd_free(rider);
+	}
 	if (rc->b != NULL)
 		rs_batch_free(rc->b);
 	if (rc->req != NULL)

@@ -287,6 +287,8 @@ struct rsess {
 struct rconn {
 	redisAsyncContext	*ac;
 	int			 connected;	/* onConnect(OK) seen */
+	uint64_t		 nsent;		/* commands sent on it */
+	struct rcmd		*wait;		/* its last WAIT, unanswered */
 };
 
 struct rcmd {
@@ -312,6 +314,12 @@ struct rcmd {
 	uint64_t		 u1;		/* kind-specific */
 	uint64_t		 u2;
 	size_t			 count;		/* XRANGE COUNT sent */
+	uint64_t		 no;		/* conn->nsent when sent */
+	/* A WAIT sent after this one's batch ran covers it: it rides on
+	 * that WAIT (rs_wait_send), not sent itself; the riders of a WAIT
+	 * that was sent. */
+	struct rcmd		*riders;
+	struct rcmd		*rnext;
 };
 
 struct rstore {

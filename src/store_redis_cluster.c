@@ -549,6 +549,7 @@ rs_cl_redirect(struct rcmd *rc, const redisReply *r)
 	rc->asked = 1;
 	rc->conn = &c->nodes[i].cmd;
 	rc->sent = util_mono_ms();
+	rc->no = ++rc->conn->nsent;
 	TAILQ_INSERT_TAIL(&st->inflight, rc, entry);
 	rc->tracked = 1;
 	log_debug("store: cluster: slot %u is moving: asked %s:%d", slot,
@@ -584,6 +585,7 @@ rs_cl_retry(struct rstore *st)
 		}
 		rc->conn = conn;
 		rc->sent = util_mono_ms();
+		rc->no = ++conn->nsent;
 		TAILQ_INSERT_TAIL(&st->inflight, rc, entry);
 		rc->tracked = 1;
 	}

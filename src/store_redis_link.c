@@ -548,6 +548,7 @@ rs_send(struct rstore *st, struct rcmd *rc, struct rargs *a)
 	} else
 		free(cmd);
 	rc->sent = util_mono_ms();
+	rc->no = ++rc->conn->nsent;
 	if (rc->conn == &st->cmd || rs_cl_is_cmd(st, rc->conn)) {
 		TAILQ_INSERT_TAIL(&st->inflight, rc, entry);
 		rc->tracked = 1;
@@ -610,6 +611,7 @@ rs_resend_eval(struct rstore *st, struct rcmd *rc)
 	rc->fmt = NULL;		/* once only */
 	rc->fmtlen = 0;
 	rc->sent = util_mono_ms();
+	rc->no = ++rc->conn->nsent;
 	TAILQ_INSERT_TAIL(&st->inflight, rc, entry);
 	rc->tracked = 1;
 	log_debug("store: redis: script %d was not loaded, sent it in full",

@@ -742,17 +742,31 @@ rs_batch_durable(struct rsess *s, struct wbatch *b)
  * as durable.  The WAIT command takes the batch (it stays first among
  * the session's unanswered ones).  Sent after the script's reply, not
  * pipelined with it, so a script re-sent after NOSCRIPT is never waited
- * for before it ran.
+ * for before it ran.  A WAIT covers every write its connection sent
+ * before it, and blocks the connection until the replicas answer: when
+ * the last WAIT sent on the batch's connection, still unanswered, went
+ * after the batch, the batch rides on it instead of sending another
+ * (one WAIT for the batches whose replies came in one read, not one
+ * each).
  */
 static void
 rs_wait_send(struct rsess *s, struct rcmd *rc)
 {
 	struct rstore	*st = s->st;
 	struct rargs	 a;
-	struct rcmd	*wrc;
+	struct rcmd	*wrc, *lead = rc->conn->wait;
 
 	if ((wrc = rs_cmd_new(st, RC_WAIT, s, NULL)) == NULL) {
 		rs_sess_fail(s, EIO, "out of memory sending WAIT");
+		return;
+	}
+	if (lead != NULL && lead->no > rc->no) {
+		wrc->conn = rc->conn;
+		wrc->rnext = lead->riders;
+		lead->riders = wrc;
+		wrc->b = rc->b;
+		rc->b = NULL;
+		wrc->b->landed = 1;
 		return;
 	}
 	rs_args_init(&a, 3, 2);
@@ -770,6 +784,7 @@ rs_wait_send(struct rsess *s, struct rcmd *rc)
 		return;
 	}
 	rs_args_free(&a);
+	wrc->conn->wait = wrc;
 	wrc->b = rc->b;
 	rc->b = NULL;
 	wrc->b->landed = 1;
@@ -859,9 +874,35 @@ rs_mark_durable(struct rsess *s, uint64_t seq)
 	rs_args_free(&a);
 }
 
-/* The reply to the WAIT after a batch (rc owns the batch). */
+static void	rs_on_wait_one(struct rcmd *, redisReply *);
+
+/* The reply to a WAIT: for its batch, then for those riding on it. */
 void
 rs_on_wait(struct rcmd *rc, redisReply *r)
+{
+	struct rstore	*st = rc->st;
+	struct rcmd	*rider, *order = NULL;
+
+	if (rc->conn->wait == rc)
+		rc->conn->wait = NULL;
+	rs_on_wait_one(rc, r);
+	/* Riders were put first: their batches' order is the reverse. */
+	while ((rider = rc->riders) != NULL) {
+		rc->riders = rider->rnext;
+		rider->rnext = order;
+		order = rider;
+	}
+	while ((rider = order) != NULL) {
+		order = rider->rnext;
+		if (!st->closing)
+			rs_on_wait_one(rider, r);
+		rs_cmd_free(rider);
+	}
+}
+
+/* The reply to the WAIT after a batch (rc owns the batch). */
+static void
+rs_on_wait_one(struct rcmd *rc, redisReply *r)
 {
 	struct rsess	*s = rc->s;
 	struct rstore	*st = s->st;

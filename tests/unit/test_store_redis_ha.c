@@ -368,10 +368,65 @@ START_TEST(test_wait)
 END_TEST
 
 /*
+ * One WAIT covers every write its connection sent before it: the batches
+ * of ten sessions sent in one pass, answered in one read, wait for the
+ * replica together (they rode on the first one's WAIT), and each is on
+ * the replica once reported durable.
+ */
+START_TEST(test_wait_shared)
+{
+	struct srv		 m, rep;
+	struct event		*nudge;
+	struct event_base	*base = tbase(&nudge);
+	redisContext		*c, *rc;
+	struct store		*st;
+	struct store_sess	*s[10];
+	struct tev		 t;
+	char			 id[8], cmd[64];
+	int			 i;
+
+	srv_start(&m);
+	srv_start_of(&rep, m.port);
+	replicas_online(m.port, 1);
+	st = tstore_wait(base, m.port, 1, 1000, &t);
+	WAIT(base, t.health == 1, 3000);
+	for (i = 0; i < 10; i++) {
+		snprintf(id, sizeof(id), "ws%d", i);
+		s[i] = topen(base, st, id, 1, 0, STORE_OWNER);
+	}
+	c = sconn(m.port);
+	freeReplyObject(scmd(c, "CONFIG RESETSTAT"));
+	for (i = 0; i < 10; i++) {
+		snprintf(id, sizeof(id), "ws%d", i);
+		tappend(s[i], id, 1, 1);
+	}
+	WAIT(base, t.ndurable >= 10, 5000);
+	ck_assert_int_eq(t.nfailed, 0);
+	ck_assert_msg(cmdcalls(c, "wait") < 10, "%lld WAITs for 10 batches",
+	    cmdcalls(c, "wait"));
+	rc = sconn(rep.port);
+	for (i = 0; i < 10; i++) {
+		snprintf(cmd, sizeof(cmd), "XLEN parley:{ws%d}:log", i);
+		ck_assert_int_eq(sint(rc, cmd), 1);
+	}
+	redisFree(rc);
+	redisFree(c);
+	for (i = 0; i < 10; i++)
+		store_sess_close(s[i]);
+	store_close(st);
+	tbase_free(base, nudge);
+	srv_stop(&rep);
+	srv_stop(&m);
+}
+END_TEST
+
+/*
  * WAITs of several sessions queue on the one connection: with a replica
  * stopped each takes the whole timeout, together longer than the command
  * deadline.  Each session's writes fail (EIO), and the link stays up
- * (it went down, and the leases queued behind lapsed).
+ * (it went down, and the leases queued behind lapsed).  Each batch is
+ * sent after the WAIT before it, so none can ride on it
+ * (test_wait_shared).
  */
 START_TEST(test_wait_queue)
 {
@@ -398,6 +453,7 @@ START_TEST(test_wait_queue)
 	for (i = 0; i < 3; i++) {
 		snprintf(id, sizeof(id), "q%d", i);
 		tappend(s[i], id, 1, 1);
+		spin(base, 100);	/* its reply, then its WAIT */
 	}
 	WAIT(base, t.nfailed == 3, 6000);
 	ck_assert_int_eq(t.failed, EIO);
@@ -579,6 +635,7 @@ store_redis_ha_suite(void)
 	tcase_add_test(tc, test_sentinel_failover);
 	tcase_add_test(tc, test_wait);
 	tcase_add_test(tc, test_wait_queue);
+	tcase_add_test(tc, test_wait_shared);
 	tcase_add_test(tc, test_epochs);
 	suite_add_tcase(s, tc);
 	return s;
