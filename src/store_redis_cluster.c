@@ -495,8 +495,11 @@ rs_cl_redirect(struct rcmd *rc, const redisReply *r)
 	unsigned		 slot;
 	int			 i;
 
+	/* A WAIT counts its own connection's writes (and its riders'):
+	 * it never moves, whatever the reply (Redis redirects no keyless
+	 * command). */
 	if (c == NULL || c->map == NULL || r->type != REDIS_REPLY_ERROR ||
-	    rc->fmt == NULL)
+	    rc->fmt == NULL || rc->kind == RC_WAIT)
 		return 0;
 	if (r->len >= 8 && memcmp(r->str, "TRYAGAIN", 8) == 0)
 		return rs_cl_later(st, rc);
