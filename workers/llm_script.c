@@ -2,9 +2,10 @@
  * type script: streams a fixed reply in chunks of `chunk` characters, one
  * every `delay`; chunks already due when it is late (delay 0: all) go
  * together, up to SCRIPT_BURST a tick, as a real provider's stream read
- * after a busy loop pass holds every chunk sent meanwhile.  It is the built-in demo provider and the fixture the
- * tests drive, so it behaves like a real one: asynchronous, cancellable,
- * with usage figures.  It ignores the tools it is offered.
+ * after a busy loop pass holds every chunk sent meanwhile.  It is the
+ * built-in demo provider and the fixture the tests drive, so it behaves
+ * like a real one: asynchronous, cancellable, with usage figures.  It
+ * ignores the tools it is offered.
  *
  * Test fixture: a `reply` of the form
  *	@tool {"calls":[{"name":"srv__tool","arguments":{...}}],"then":"text"}
